@@ -1,0 +1,57 @@
+// Package fence makes a distributed lock safe to rely on by letting the
+// resource, not the lock, have the last word.
+//
+// A lock holder can be paused (a GC pause, a throttled container, a VM
+// migration, a partition) after it has checked that it holds the lock and
+// before its write lands. Meanwhile its lease expires and a new holder takes
+// the lock and writes. No lock can stop the old holder's late write; only the
+// resource can, by refusing writes that carry an older fencing token.
+//
+// # The contract every adapter obeys
+//
+// A [Store] (and every fenced write in fence/postgres and fence/s3) refuses,
+// atomically and by itself, any write whose [Token] is lower than the highest
+// token it has accepted for that resource, and:
+//
+//   - a write with a token equal to the highest accepted is accepted (the same
+//     holder writing again);
+//   - a write with a higher token is accepted and becomes the new floor;
+//   - the first write to a new resource is accepted;
+//   - a refused write returns an error matching [ErrStale] and changes nothing;
+//   - a write whose outcome cannot be known (the connection broke, the context
+//     ended mid-request) returns an error matching [ErrUnknownOutcome], and the
+//     resource holds either the old state or the new one, whole.
+//
+// The conformance suite in fence/fencetest checks these rules; every adapter
+// runs it against a real server.
+//
+// # Guard
+//
+// A [Guard] wraps a [Holder] (an *etcdlock.Lock) and carries its token into
+// each write:
+//
+//	lock, err := locks.Lock(ctx, "invoice-42")
+//	if err != nil {
+//		return err
+//	}
+//	defer lock.Unlock(context.WithoutCancel(ctx))
+//	g, err := fence.NewGuard(lock)
+//	if err != nil {
+//		return err
+//	}
+//	err = g.Put(ctx, store, "invoice-42", data)
+//	switch {
+//	case errors.Is(err, fence.ErrStale):
+//		// A newer holder wrote first; this write changed nothing.
+//	case errors.Is(err, fence.ErrLockLost):
+//		// We knew we had lost the lock; nothing was sent.
+//	case errors.Is(err, fence.ErrUnknownOutcome):
+//		// Read back before deciding.
+//	}
+//
+// The guard's own check ([Guard.Check]) is only an optimisation that saves a
+// round trip when the holder already knows its lock is gone. The resource's
+// check is the guarantee.
+//
+// This package depends on the standard library only.
+package fence

@@ -1,0 +1,83 @@
+package fence
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrStale means the resource refused a write because it has already accepted
+// a write with a higher token: a newer holder exists. The write changed
+// nothing. Retrying with the same token cannot succeed.
+var ErrStale = errors.New("fence: stale token: the resource has accepted a newer one")
+
+// ErrLockLost means a [Guard] refused a write locally, before any I/O, because
+// its holder already knows the lock is lost or its validity deadline has
+// passed. Nothing was sent to the resource.
+var ErrLockLost = errors.New("fence: lock lost or expired; write not attempted")
+
+// ErrInvalidToken means a token was zero or negative. Nothing was written.
+var ErrInvalidToken = errors.New("fence: invalid token (must be > 0)")
+
+// ErrInvalidKey means a resource key was empty or otherwise unusable.
+var ErrInvalidKey = errors.New("fence: invalid resource key")
+
+// ErrNotFound means a read found no record for the resource.
+var ErrNotFound = errors.New("fence: resource not found")
+
+// ErrUnknownOutcome means the write may or may not have been applied: the
+// request reached (or may have reached) the resource, but no answer came back
+// (timeout, connection reset, cancelled context). It is distinct from
+// [ErrStale]: the caller should read the resource back before deciding.
+var ErrUnknownOutcome = errors.New("fence: write outcome unknown")
+
+// StaleError is the error a resource returns when it refuses a write for
+// staleness. It matches [ErrStale] with errors.Is, and errors.As gives the
+// numbers:
+//
+//	var se *fence.StaleError
+//	if errors.As(err, &se) {
+//		log.Printf("token %d refused: resource is at %d", se.Token, se.Current)
+//	}
+type StaleError struct {
+	// Resource names what was written (a key, a table row, an object).
+	Resource string
+	// Token is the token the refused write carried.
+	Token Token
+	// Current is the highest token the resource had accepted, when known
+	// (0 when the adapter could not tell without another read).
+	Current Token
+}
+
+// Error implements error.
+func (e *StaleError) Error() string {
+	if e.Current > 0 {
+		return fmt.Sprintf("fence: stale token %d for %q: the resource has accepted %d", e.Token, e.Resource, e.Current)
+	}
+	return fmt.Sprintf("fence: stale token %d for %q: the resource has accepted a newer one", e.Token, e.Resource)
+}
+
+// Is reports whether target is [ErrStale].
+func (e *StaleError) Is(target error) bool { return target == ErrStale }
+
+// UnknownOutcomeError wraps the transport error behind [ErrUnknownOutcome].
+// errors.Is(err, fence.ErrUnknownOutcome) and errors.Is(err, context.DeadlineExceeded)
+// (or whatever the cause was) both hold.
+type UnknownOutcomeError struct {
+	// Resource names what was being written.
+	Resource string
+	// Token is the token the write carried.
+	Token Token
+	// Err is the underlying cause.
+	Err error
+}
+
+// Error implements error.
+func (e *UnknownOutcomeError) Error() string {
+	return fmt.Sprintf("fence: write of %q with token %d: outcome unknown: %v", e.Resource, e.Token, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *UnknownOutcomeError) Unwrap() error { return e.Err }
+
+// Is reports whether target is [ErrUnknownOutcome].
+func (e *UnknownOutcomeError) Is(target error) bool { return target == ErrUnknownOutcome }

@@ -1,0 +1,181 @@
+package fencetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+func testFirstWrite(t *testing.T, s fence.Store) {
+	k := key(t)
+	mustPut(t, s, k, 7, 1)
+	wantRecord(t, s, k, 7, 1)
+}
+
+func testStale(t *testing.T, s fence.Store) {
+	k := key(t)
+	mustPut(t, s, k, 10, 1)
+	wantStale(t, put(t, s, k, 9, 2), 9, 10)
+	wantStale(t, put(t, s, k, 1, 3), 1, 10)
+	wantRecord(t, s, k, 10, 1)
+}
+
+func testEqual(t *testing.T, s fence.Store) {
+	k := key(t)
+	mustPut(t, s, k, 5, 1)
+	mustPut(t, s, k, 5, 2)
+	wantRecord(t, s, k, 5, 2)
+}
+
+func testHigher(t *testing.T, s fence.Store) {
+	k := key(t)
+	mustPut(t, s, k, 5, 1)
+	mustPut(t, s, k, 9, 2)
+	wantStale(t, put(t, s, k, 7, 3), 7, 9)
+	mustPut(t, s, k, 12, 4)
+	wantStale(t, put(t, s, k, 9, 5), 9, 12)
+	wantRecord(t, s, k, 12, 4)
+}
+
+func testGetMissing(t *testing.T, s fence.Store) {
+	_, err := s.Get(t.Context(), key(t))
+	if !errors.Is(err, fence.ErrNotFound) {
+		t.Fatalf("Get of a key never written: got %v, want an error matching fence.ErrNotFound", err)
+	}
+}
+
+func testInvalidInput(t *testing.T, s fence.Store) {
+	k := key(t)
+	tests := []struct {
+		name  string
+		key   string
+		token fence.Token
+		want  error
+	}{
+		{"empty key", "", 1, fence.ErrInvalidKey},
+		{"zero token", k, 0, fence.ErrInvalidToken},
+		{"negative token", k, -3, fence.ErrInvalidToken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.Put(t.Context(), tt.key, tt.token, []byte("x"))
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Put: got %v, want an error matching %v", err, tt.want)
+			}
+		})
+	}
+	if _, err := s.Get(t.Context(), ""); !errors.Is(err, fence.ErrInvalidKey) {
+		t.Errorf("Get(\"\"): got %v, want an error matching fence.ErrInvalidKey", err)
+	}
+	if _, err := s.Get(t.Context(), k); !errors.Is(err, fence.ErrNotFound) {
+		t.Errorf("after refused puts, Get: got %v, want an error matching fence.ErrNotFound", err)
+	}
+}
+
+func testCancelled(t *testing.T, s fence.Store) {
+	k := key(t)
+	mustPut(t, s, k, 3, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Put(ctx, k, 4, value(4, 2)); err == nil {
+		t.Fatal("Put with a cancelled context: got nil error, want one")
+	}
+	wantRecord(t, s, k, 3, 1)
+}
+
+// testCancelMidWrite ends the context at varying points of a write and checks
+// that the resource then holds the old record or the new one, whole, and that
+// a write reported as done is there.
+func testCancelMidWrite(t *testing.T, s fence.Store) {
+	k := key(t)
+	mustPut(t, s, k, 1, 0)
+	last := fence.Token(1)
+	for i := range 40 {
+		tok := fence.Token(i + 2)
+		d := time.Duration(i%10) * 200 * time.Microsecond * time.Duration(1+i/10)
+		ctx, cancel := context.WithTimeout(t.Context(), d)
+		err := s.Put(ctx, k, tok, value(tok, i))
+		cancel()
+		r := mustGet(t, s, k)
+		got, ok := tokenOf(r.Value)
+		if !ok || got != r.Token {
+			t.Fatalf("after a cancelled write: record token %d value %q do not belong together", r.Token, r.Value)
+		}
+		switch {
+		case err == nil && r.Token != tok:
+			t.Fatalf("Put(token %d) returned nil but the record has token %d", tok, r.Token)
+		case r.Token != tok && r.Token != last:
+			t.Fatalf("after Put(token %d) ended with %v: record has token %d, want %d or %d", tok, err, r.Token, last, tok)
+		case err != nil && errors.Is(err, fence.ErrStale):
+			t.Fatalf("Put(token %d) above every accepted token: got %v, want no ErrStale", tok, err)
+		}
+		last = r.Token
+	}
+}
+
+// testConcurrent has writers with different tokens race on one key while an
+// observer reads it: the tokens the store shows must never go down, every
+// value must belong to its token, the writer with the highest token must
+// never be refused, and the last record must carry the highest token.
+func testConcurrent(t *testing.T, s fence.Store) {
+	const writers, rounds = 8, 12
+	k := key(t)
+	stop := make(chan struct{})
+	observed := make(chan error, 1)
+	go func() { observed <- observe(t.Context(), s, k, stop) }()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*rounds)
+	for w := range writers {
+		tok := fence.Token(w + 1)
+		wg.Go(func() {
+			for r := range rounds {
+				err := s.Put(t.Context(), k, tok, value(tok, r))
+				if err != nil && (!errors.Is(err, fence.ErrStale) || tok == writers) {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent Put: got %v, want nil or fence.ErrStale (and nil for the highest token)", err)
+	}
+	if err := <-observed; err != nil {
+		t.Fatal(err)
+	}
+	wantRecord(t, s, k, writers, rounds-1)
+}
+
+// observe reads k until stop is closed and reports the first time the stored
+// token goes down or a value does not belong to its token.
+func observe(ctx context.Context, s fence.Store, k string, stop <-chan struct{}) error {
+	var prev fence.Token
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		r, err := s.Get(ctx, k)
+		if errors.Is(err, fence.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if tok, ok := tokenOf(r.Value); !ok || tok != r.Token {
+			return errorf("record token %d holds value %q of another write", r.Token, r.Value)
+		}
+		if r.Token < prev {
+			return errorf("stored token went down: %d after %d", r.Token, prev)
+		}
+		prev = r.Token
+	}
+}

@@ -1,0 +1,102 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Holder is anything that holds a fencing token while a lock is held: an
+// *etcdlock.Lock, or a leader election's term.
+//
+// Token must return the same valid token for the holder's whole life. Done
+// returns a channel that is closed once the holder knows, or suspects, that
+// it no longer holds the lock.
+type Holder interface {
+	Token() Token
+	Done() <-chan struct{}
+}
+
+// Expirer is implemented by holders that know the latest instant up to which
+// they are sure they still hold the lock, such as *etcdlock.Lock. The time
+// must carry a monotonic clock reading (as time.Now does) so that wall-clock
+// jumps cannot stretch it. A [Guard] refuses locally once it has passed.
+type Expirer interface {
+	ValidUntil() time.Time
+}
+
+// Guard carries a holder's fencing token into storage writes.
+//
+// Before each write it checks, locally and without I/O, that the holder has
+// not already learnt that the lock is lost ([Holder.Done] closed) and that its
+// validity deadline ([Expirer]) has not passed; if either has, it refuses with
+// [ErrLockLost]. That check is only an optimisation: a holder can be paused
+// right after passing it. The guarantee comes from the resource, which refuses
+// any write whose token is older than one it has accepted ([ErrStale]).
+//
+// A Guard is safe for concurrent use. The zero Guard is not usable; create one
+// with [NewGuard].
+type Guard struct {
+	h     Holder
+	token Token
+}
+
+// NewGuard returns a guard for h. It fails if h is nil or its token is not valid.
+func NewGuard(h Holder) (*Guard, error) {
+	if h == nil {
+		return nil, errors.New("fence: NewGuard: nil holder")
+	}
+	t := h.Token()
+	if err := t.validate(); err != nil {
+		return nil, fmt.Errorf("fence: NewGuard: %w", err)
+	}
+	return &Guard{h: h, token: t}, nil
+}
+
+// Token returns the holder's fencing token.
+func (g *Guard) Token() Token { return g.token }
+
+// Check returns an error matching [ErrLockLost] when the holder is known to
+// have lost the lock or its validity deadline has passed, and nil otherwise.
+// A nil result is not a promise: see [Guard].
+func (g *Guard) Check() error {
+	select {
+	case <-g.h.Done():
+		return fmt.Errorf("%w (token %d: holder reports the lock lost)", ErrLockLost, g.token)
+	default:
+	}
+	if e, ok := g.h.(Expirer); ok {
+		if until := e.ValidUntil(); !time.Now().Before(until) {
+			return fmt.Errorf("%w (token %d: validity deadline passed %v ago)", ErrLockLost, g.token, time.Since(until).Round(time.Millisecond))
+		}
+	}
+	return nil
+}
+
+// Do runs write with the guard's token after checking ctx and [Guard.Check].
+// It returns ctx's error or an error matching [ErrLockLost] without calling
+// write, and otherwise whatever write returns. write must send the token to
+// the resource, which makes the decision that counts.
+func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token Token) error) error {
+	if write == nil {
+		return errors.New("fence: Guard.Do: nil write function")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := g.Check(); err != nil {
+		return err
+	}
+	return write(ctx, g.token)
+}
+
+// Put writes value to key in s with the guard's token, as [Guard.Do] does.
+func (g *Guard) Put(ctx context.Context, s Store, key string, value []byte) error {
+	if s == nil {
+		return errors.New("fence: Guard.Put: nil store")
+	}
+	return g.Do(ctx, func(ctx context.Context, t Token) error {
+		return s.Put(ctx, key, t, value)
+	})
+}

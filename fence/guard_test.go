@@ -1,0 +1,129 @@
+package fence_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// holder is a fence.Holder and fence.Expirer under the test's control.
+type holder struct {
+	token fence.Token
+	done  chan struct{}
+	until time.Time
+}
+
+func newHolder(tok fence.Token) *holder {
+	return &holder{token: tok, done: make(chan struct{}), until: time.Now().Add(time.Hour)}
+}
+
+func (h *holder) Token() fence.Token    { return h.token }
+func (h *holder) Done() <-chan struct{} { return h.done }
+func (h *holder) ValidUntil() time.Time { return h.until }
+
+func TestNewGuardRejectsBadHolders(t *testing.T) {
+	if _, err := fence.NewGuard(nil); err == nil {
+		t.Error("NewGuard(nil): got nil error, want one")
+	}
+	for _, tok := range []fence.Token{0, -1} {
+		if _, err := fence.NewGuard(newHolder(tok)); !errors.Is(err, fence.ErrInvalidToken) {
+			t.Errorf("NewGuard(token %d): got %v, want fence.ErrInvalidToken", tok, err)
+		}
+	}
+}
+
+func TestGuardRefusesLocally(t *testing.T) {
+	tests := []struct {
+		name  string
+		alter func(h *holder)
+	}{
+		{"done closed", func(h *holder) { close(h.done) }},
+		{"deadline passed", func(h *holder) { h.until = time.Now().Add(-time.Millisecond) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHolder(4)
+			g, err := fence.NewGuard(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.alter(h)
+			called := false
+			err = g.Do(t.Context(), func(context.Context, fence.Token) error { called = true; return nil })
+			if !errors.Is(err, fence.ErrLockLost) || called {
+				t.Fatalf("Do: got error %v, write called %v; want fence.ErrLockLost and no call", err, called)
+			}
+		})
+	}
+}
+
+func TestGuardDo(t *testing.T) {
+	g, err := fence.NewGuard(newHolder(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got fence.Token
+	if err := g.Do(t.Context(), func(_ context.Context, tok fence.Token) error { got = tok; return nil }); err != nil {
+		t.Fatalf("Do: got %v, want nil", err)
+	}
+	if got != 9 {
+		t.Errorf("token passed to write: got %d, want 9", got)
+	}
+	if err := g.Do(t.Context(), nil); err == nil {
+		t.Error("Do(nil): got nil error, want one")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := g.Do(ctx, func(context.Context, fence.Token) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("Do with cancelled ctx: got %v, want context.Canceled", err)
+	}
+	if err := g.Put(t.Context(), nil, "k", nil); err == nil {
+		t.Error("Put to nil store: got nil error, want one")
+	}
+}
+
+// lastWriterWins is a store without fencing: the control for the test below.
+type lastWriterWins struct{ fence.MemoryStore }
+
+func (s *lastWriterWins) Put(ctx context.Context, k string, _ fence.Token, v []byte) error {
+	return s.MemoryStore.Put(ctx, k, 1, v)
+}
+
+// TestPausedHolder plays the failure story: A passes the guard's local check,
+// is paused, B takes over and writes, A's write arrives late. With a fencing
+// store A is refused; with the control store A's stale write lands.
+func TestPausedHolder(t *testing.T) {
+	tests := []struct {
+		name       string
+		store      fence.Store
+		wantStale  bool
+		wantResult string
+	}{
+		{"fenced", fence.NewMemoryStore(), true, "B"},
+		{"control, no fencing", &lastWriterWins{}, false, "A"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := newHolder(33), newHolder(34)
+			ga, _ := fence.NewGuard(a)
+			gb, _ := fence.NewGuard(b)
+			err := ga.Do(t.Context(), func(ctx context.Context, tok fence.Token) error {
+				close(a.done) // A's lease expires while it is paused here...
+				if err := gb.Put(ctx, tt.store, "row", []byte("B")); err != nil {
+					t.Fatalf("B's write: got %v, want nil", err)
+				}
+				return tt.store.Put(ctx, "row", tok, []byte("A")) // ...and A wakes up.
+			})
+			if got := errors.Is(err, fence.ErrStale); got != tt.wantStale {
+				t.Fatalf("A's late write: got error %v, want stale %v", err, tt.wantStale)
+			}
+			r, err := tt.store.Get(t.Context(), "row")
+			if err != nil || string(r.Value) != tt.wantResult {
+				t.Fatalf("row: got %q (%v), want %q", r.Value, err, tt.wantResult)
+			}
+		})
+	}
+}

@@ -1,0 +1,36 @@
+package fence
+
+import "context"
+
+// Record is what a [Store] holds for one resource key: the value of the last
+// accepted write and the token it carried.
+type Record struct {
+	Value []byte
+	Token Token
+}
+
+// Store is a resource that enforces fencing itself. Every adapter in this
+// module (the in-memory [MemoryStore], fence/postgres, fence/s3) implements
+// it and passes the conformance suite in fence/fencetest.
+//
+// The contract:
+//
+//   - Put refuses, atomically, a write whose token is lower than the highest
+//     token the resource has accepted for that key, returning an error that
+//     matches [ErrStale]; a refused write changes nothing.
+//   - A write with a token equal to the highest accepted is accepted (the same
+//     holder writing again); a higher token is accepted and becomes the new floor.
+//   - The first write to a key that has never been written is accepted.
+//   - Put rejects an empty key ([ErrInvalidKey]) and a token that is not
+//     positive ([ErrInvalidToken]) before any I/O.
+//   - When Put cannot tell whether the write was applied (network error,
+//     context ended mid-request) it returns an error matching
+//     [ErrUnknownOutcome]; the resource then holds either the old record or
+//     the new one, whole, never a mix.
+//   - Get returns the current record, or an error matching [ErrNotFound].
+//
+// Implementations are safe for concurrent use.
+type Store interface {
+	Put(ctx context.Context, key string, token Token, value []byte) error
+	Get(ctx context.Context, key string) (Record, error)
+}
