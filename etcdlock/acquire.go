@@ -1,0 +1,118 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Lock acquires the lock named name, waiting until it is held or ctx ends.
+// Waiters are served in arrival order (by their keys' create revisions), each
+// watching only its predecessor.
+//
+// ctx bounds the whole call, including creating the session. When ctx ends
+// first, Lock returns ctx's error and leaves no key of this attempt behind:
+// the key is deleted with a request bounded by the cleanup timeout
+// ([WithCleanupTimeout]), and a tombstone stops a create request still in
+// flight from landing after that. If the session is lost while waiting, Lock
+// returns an error matching [ErrLost], never the lock.
+func (c *Client) Lock(ctx context.Context, name string) (*Lock, error) {
+	return c.acquire(ctx, name, true)
+}
+
+// TryLock acquires the lock named name if no one else holds or waits for it,
+// and otherwise returns an error matching [ErrLocked] at once, leaving no key
+// behind. ctx bounds the call as for [Client.Lock].
+func (c *Client) TryLock(ctx context.Context, name string) (*Lock, error) {
+	return c.acquire(ctx, name, false)
+}
+
+// acquire is Lock (wait) and TryLock (!wait). It retries once on a session
+// that etcd reports gone before the key was created.
+func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
+	if ctx == nil {
+		return nil, errors.New("etcdlock: nil context")
+	}
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		s, err := c.session(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l, err := c.attempt(ctx, s, name, wait)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+			s.end(ErrLeaseExpired)
+			continue
+		}
+		return l, err
+	}
+}
+
+// attempt is one acquisition on session s.
+func (c *Client) attempt(ctx context.Context, s *session, name string, wait bool) (*Lock, error) {
+	q := c.queue(name)
+	key := fmt.Sprintf("%s%016x-%d", q, int64(s.id), c.seq.Add(1))
+	tomb := c.tombstone(key)
+	resp, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0)).
+		Then(clientv3.OpPut(key, "", clientv3.WithLease(s.id)),
+			clientv3.OpGet(key),
+			clientv3.OpGet(q, clientv3.WithFirstCreate()...)).
+		Commit()
+	if err != nil {
+		c.abandon(ctx, s, key)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("etcdlock: lock %q: %w", name, err)
+	}
+	rev := resp.Responses[1].GetResponseRange().Kvs[0].CreateRevision
+	first := resp.Responses[2].GetResponseRange().Kvs[0]
+	if first.CreateRevision != rev {
+		if !wait {
+			c.abandon(ctx, s, key)
+			return nil, fmt.Errorf("%w: %q", ErrLocked, name)
+		}
+		if err := c.waitTurn(ctx, s, q, key, rev); err != nil {
+			c.abandon(ctx, s, key)
+			return nil, fmt.Errorf("etcdlock: lock %q: %w", name, err)
+		}
+	}
+	return newLock(c, s, name, key, fence.Token(rev)), nil
+}
+
+// queue is the prefix under which the keys of lock name are queued.
+func (c *Client) queue(name string) string { return c.o.prefix + "lock/" + name + "/" }
+
+// tombstone is the key that marks key's acquisition as abandoned.
+func (c *Client) tombstone(key string) string {
+	return c.o.prefix + "abandoned/" + key[len(c.o.prefix):]
+}
+
+// abandon removes key after a failed or cancelled attempt. The create request
+// may still be in flight (its response lost, its context ended), so abandon
+// writes a tombstone, which makes that request's compare fail should it land
+// later, and deletes the key in the same transaction. The tombstone is on the
+// session's lease and goes with it. The request runs even though ctx may have
+// ended, bounded by the cleanup timeout.
+func (c *Client) abandon(ctx context.Context, s *session, key string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
+	defer cancel()
+	_, err := c.cli.Txn(cctx).Then(
+		clientv3.OpPut(c.tombstone(key), "", clientv3.WithLease(s.id)),
+		clientv3.OpDelete(key)).Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The lease is gone, and with it the key and any late create.
+		s.end(ErrLeaseExpired)
+	}
+}

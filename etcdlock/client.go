@@ -1,0 +1,101 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Client takes locks on etcd. All locks taken through one Client share one
+// session: one lease, kept alive by the Client, created on first use and
+// replaced by a new one when it is lost.
+//
+// The caller owns the *clientv3.Client (endpoints, TLS, auth) and must keep it
+// open until Close returns. A Client is safe for concurrent use; create one
+// with [New].
+type Client struct {
+	cli *clientv3.Client
+	o   options
+	seq atomic.Uint64
+	wg  sync.WaitGroup // lock monitors
+
+	mu     sync.Mutex
+	sess   *session
+	closed bool
+}
+
+// New returns a Client that takes locks through cli. It fails on a nil cli or
+// an invalid option. It does no I/O: the session is created by the first
+// Lock or TryLock.
+func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
+	if cli == nil {
+		return nil, errors.New("etcdlock: New: nil etcd client")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		opt.apply(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return &Client{cli: cli, o: o}, nil
+}
+
+// session returns the live session, creating one if there is none. Creation
+// is bounded by ctx.
+func (c *Client) session(ctx context.Context) (*session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.sess != nil && c.sess.alive() {
+		return c.sess, nil
+	}
+	if c.sess != nil {
+		_ = c.sess.close(ctx, c.sess.Err(), false)
+	}
+	s, err := newSession(ctx, c.cli, c.o.ttlSeconds())
+	if err != nil {
+		return nil, err
+	}
+	c.sess = s
+	return s, nil
+}
+
+// Close ends the client's session: it stops the keepalives and revokes the
+// lease, so every lock taken through c is released at once and their Done
+// channels close with [ErrClosed]. The revoke is bounded by ctx and by the
+// cleanup timeout ([WithCleanupTimeout]); if it fails, the lease expires on
+// its own after its TTL and Close returns the error. Close is idempotent;
+// Lock and TryLock fail with [ErrClosed] afterwards.
+func (c *Client) Close(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("etcdlock: Close: nil context")
+	}
+	c.mu.Lock()
+	s := c.sess
+	already := c.closed
+	c.closed = true
+	c.sess = nil
+	c.mu.Unlock()
+	var err error
+	if s != nil && !already {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
+		defer cancel()
+		if ctx.Err() == nil {
+			rctx, cancel = context.WithTimeout(ctx, c.o.cleanupTimeout)
+			defer cancel()
+		}
+		err = s.close(rctx, ErrClosed, true)
+	}
+	c.wg.Wait()
+	return err
+}

@@ -1,0 +1,211 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Lock is one held acquisition of a named lock. It is a [fence.Holder] and a
+// [fence.Expirer], so [fence.NewGuard] accepts it.
+//
+// A Lock is safe for concurrent use. It is created by [Client.Lock] or
+// [Client.TryLock]; the zero Lock is not usable.
+type Lock struct {
+	c     *Client
+	s     *session
+	name  string
+	key   string
+	token fence.Token
+
+	done   chan struct{}
+	cancel context.CancelFunc // stops the monitor
+
+	mu  sync.Mutex
+	err error
+
+	unlockMu   sync.Mutex
+	unlocked   bool
+	unlockSent bool // an earlier Unlock may have reached etcd
+}
+
+func newLock(c *Client, s *session, name, key string, token fence.Token) *Lock {
+	ctx, cancel := context.WithCancel(s.ctx)
+	l := &Lock{c: c, s: s, name: name, key: key, token: token, done: make(chan struct{}), cancel: cancel}
+	c.wg.Add(1)
+	go l.monitor(ctx)
+	return l
+}
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.name }
+
+// Key returns the etcd key of this acquisition. It is unique to it: no other
+// acquisition, of this or any process, uses the same key.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the fencing token: the create revision of the lock's key. It
+// is unique to this acquisition, strictly greater than the token of every
+// earlier holder of the same name, and comparable across names (all come from
+// etcd's single revision counter).
+func (l *Lock) Token() fence.Token { return l.token }
+
+// Lease returns the ID of the session lease the lock's key is attached to.
+func (l *Lock) Lease() clientv3.LeaseID { return l.s.id }
+
+// TTL returns the lease TTL etcd granted, which may exceed the one requested.
+func (l *Lock) TTL() time.Duration { return l.s.ttl }
+
+// ValidUntil returns the instant, on this process's monotonic clock, up to
+// which the lease is known to be alive: the send time of the last keepalive
+// etcd acknowledged plus the granted TTL. etcd cannot have expired the lease
+// before then, provided this machine's clock does not run slower than the etcd
+// leader's (clock rates, not wall-clock offsets, matter). After it passes with
+// no newer acknowledgement, Done is closed. It says nothing about whether the
+// lock was released or its key deleted: watch Done for that.
+func (l *Lock) ValidUntil() time.Time { return l.s.until() }
+
+// Done returns a channel that is closed when the lock is lost or may be lost
+// (the lease expired or was revoked, the validity deadline passed without a
+// keepalive acknowledgement, the key was deleted by someone else, the Client
+// was closed) and when Unlock succeeds. Err tells which. Work protected by the
+// lock should stop when Done is closed; writes should in any case go through
+// a [fence.Guard] so the resource can refuse them.
+func (l *Lock) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lock is held. After Done is closed it returns
+// [ErrUnlocked], [ErrClosed], or an error matching [ErrLost] that also
+// matches its cause ([ErrLeaseExpired], [ErrValidityExpired], [ErrKeyDeleted]).
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// finish records the first cause and closes done.
+func (l *Lock) finish(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = cause
+		close(l.done)
+	}
+}
+
+// Unlock releases the lock: it deletes the lock's key only while the key's
+// create revision still equals the token, in one transaction, so it never
+// deletes another holder's key, also when retried. It returns nil when it
+// deleted the key or an earlier Unlock did (Unlock is idempotent), an error
+// matching [ErrLost] when the lock had been lost before Unlock was called,
+// and etcd's error when the request failed; that last Unlock can be retried.
+// ctx bounds the request.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("etcdlock: Unlock: nil context")
+	}
+	l.unlockMu.Lock()
+	defer l.unlockMu.Unlock()
+	if l.unlocked {
+		return nil
+	}
+	lostBefore := l.Err()
+	l.unlockSent = true
+	resp, err := l.c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token))).
+		Then(clientv3.OpDelete(l.key)).Commit()
+	if err != nil {
+		return fmt.Errorf("etcdlock: unlock %q: %w", l.name, err)
+	}
+	l.unlocked = true
+	l.finish(ErrUnlocked)
+	l.cancel()
+	if !resp.Succeeded && lostBefore != nil && !errors.Is(lostBefore, ErrUnlocked) {
+		return fmt.Errorf("etcdlock: unlock %q: %w", l.name, lostBefore)
+	}
+	return nil
+}
+
+// monitor closes done when the session ends or the key is deleted.
+func (l *Lock) monitor(ctx context.Context) {
+	defer l.c.wg.Done()
+	defer l.cancel()
+	rev := int64(l.token) + 1
+	for rev != 0 {
+		wctx, cancel := context.WithCancel(ctx)
+		wch := l.c.cli.Watch(wctx, l.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
+		next, err := l.watchDeletion(ctx, wch)
+		cancel()
+		if err != nil {
+			l.finish(err)
+		}
+		rev = next
+	}
+}
+
+// watchDeletion reads wch until the lock ends (the cause, or nil after
+// Unlock) or the watch ends early (the revision to resume from).
+func (l *Lock) watchDeletion(ctx context.Context, wch clientv3.WatchChan) (int64, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			if l.Err() != nil {
+				return 0, nil // Unlock finished it.
+			}
+			<-l.s.done // the session is being closed; its cause follows.
+			return 0, sessionCause(l.s.Err())
+		case <-l.s.done:
+			return 0, sessionCause(l.s.Err())
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil {
+				return l.recheck(ctx)
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					return 0, l.deletedCause()
+				}
+			}
+		}
+	}
+}
+
+// deletedCause prefers the session's cause: etcd deletes the key when it
+// expires the lease, and the watch may report that first.
+func (l *Lock) deletedCause() error {
+	if err := l.s.Err(); err != nil {
+		return sessionCause(err)
+	}
+	return lost(ErrKeyDeleted)
+}
+
+// recheck decides, after a watch ended early (compaction, no leader, client
+// closing), whether the key is still there; if so the watch resumes.
+func (l *Lock) recheck(ctx context.Context) (int64, error) {
+	if ctx.Err() != nil {
+		return l.watchDeletion(ctx, nil)
+	}
+	resp, err := l.c.cli.Get(ctx, l.key)
+	switch {
+	case ctx.Err() != nil:
+		return l.watchDeletion(ctx, nil)
+	case err != nil:
+		return 0, lost(fmt.Errorf("watch ended and the key could not be read: %w", err))
+	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token):
+		return 0, l.deletedCause()
+	}
+	return resp.Header.Revision + 1, nil
+}
+
+// sessionCause turns a session's end into a lock's.
+func sessionCause(cause error) error {
+	if errors.Is(cause, ErrClosed) {
+		return ErrClosed
+	}
+	return lost(cause)
+}

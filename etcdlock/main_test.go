@@ -1,0 +1,142 @@
+package etcdlock_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/embedetcd"
+	"github.com/fencelock/fencelock/internal/netproxy"
+)
+
+// endpoints of the embedded etcd member every test in this package shares.
+var endpoints []string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "etcdlock-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cluster, err := embedetcd.Start(ctx, dir, 1)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	endpoints = cluster.Endpoints()
+	code := m.Run()
+	cluster.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// etcdClient returns a clientv3 client of the shared member, closed when the
+// test ends.
+func etcdClient(t testing.TB, eps ...string) *clientv3.Client {
+	t.Helper()
+	if len(eps) == 0 {
+		eps = endpoints
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// newLocker returns an etcdlock client with its own session, closed when the
+// test ends (before its etcd client).
+func newLocker(t testing.TB, cli *clientv3.Client, opts ...etcdlock.Option) *etcdlock.Client {
+	t.Helper()
+	opts = append([]etcdlock.Option{etcdlock.WithTTL(time.Second), etcdlock.WithPrefix(prefix(t))}, opts...)
+	c, err := etcdlock.New(cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+var (
+	prefixSeq atomic.Int64
+	prefixes  sync.Map // testing.TB -> string
+)
+
+// prefix gives each test (each run of it) its own key space.
+func prefix(t testing.TB) string {
+	p := fmt.Sprintf("/test/%s-%d/", strings.ReplaceAll(t.Name(), "/", "_"), prefixSeq.Add(1))
+	v, _ := prefixes.LoadOrStore(t, p)
+	return v.(string)
+}
+
+// proxied returns an etcd client whose traffic goes through a proxy the test
+// can cut.
+func proxied(t testing.TB) (*clientv3.Client, *netproxy.Proxy) {
+	t.Helper()
+	p, err := netproxy.Start(strings.TrimPrefix(endpoints[0], "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := etcdClient(t, "http://"+p.Addr())
+	t.Cleanup(func() { p.Close() })
+	return cli, p
+}
+
+// keys returns the keys under prefix p.
+func keys(t testing.TB, cli *clientv3.Client, p string) []string {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), p, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for _, kv := range resp.Kvs {
+		ks = append(ks, string(kv.Key))
+	}
+	return ks
+}
+
+func mustLock(t testing.TB, c *etcdlock.Client, name string) *etcdlock.Lock {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := c.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("Lock(%q): got %v, want nil", name, err)
+	}
+	return l
+}
+
+// waitClosed waits for ch to close, failing the test after d.
+func waitClosed(t testing.TB, ch <-chan struct{}, d time.Duration, what string) time.Time {
+	t.Helper()
+	select {
+	case <-ch:
+		return time.Now()
+	case <-time.After(d):
+		t.Fatalf("%s: not closed after %v", what, d)
+		return time.Time{}
+	}
+}

@@ -1,0 +1,69 @@
+package etcdlock
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Option configures a [Client]. Options are created by the With… functions.
+type Option interface {
+	apply(*options)
+}
+
+type options struct {
+	ttl            time.Duration
+	prefix         string
+	cleanupTimeout time.Duration
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+func defaultOptions() options {
+	return options{ttl: 30 * time.Second, prefix: "/fencelock/", cleanupTimeout: 5 * time.Second}
+}
+
+// WithTTL sets the TTL requested for the client's session lease. etcd may
+// grant more (it raises TTLs below its minimum, 1.5 election timeouts rounded
+// up to a second: 2 s with default server settings); the granted TTL is what
+// the client uses and reports ([Lock.TTL]). Sub-second values round up to
+// whole seconds. Default 30 s. Non-positive values make [New] fail.
+//
+// Choose several times the p99 of the work done under the lock: a short TTL
+// frees the lock sooner after a crash, but expires more easily in a pause.
+func WithTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.ttl = d }) }
+
+// WithPrefix sets the key prefix under which lock keys live: a lock named n
+// keeps its queue under prefix+"lock/"+n+"/". Default "/fencelock/". A '/'
+// is appended when missing. Empty makes [New] fail.
+func WithPrefix(p string) Option { return optionFunc(func(o *options) { o.prefix = p }) }
+
+// WithCleanupTimeout bounds the requests the client makes after the caller's
+// context has ended: deleting the key of an acquisition that was cancelled,
+// and revoking the lease in [Client.Close]. Default 5 s. Non-positive values
+// make [New] fail.
+func WithCleanupTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.cleanupTimeout = d })
+}
+
+func (o *options) validate() error {
+	switch {
+	case o.ttl <= 0:
+		return fmt.Errorf("%w: TTL %v is not positive", ErrInvalidOption, o.ttl)
+	case o.prefix == "":
+		return fmt.Errorf("%w: empty prefix", ErrInvalidOption)
+	case o.cleanupTimeout <= 0:
+		return fmt.Errorf("%w: cleanup timeout %v is not positive", ErrInvalidOption, o.cleanupTimeout)
+	}
+	if !strings.HasSuffix(o.prefix, "/") {
+		o.prefix += "/"
+	}
+	return nil
+}
+
+// ttlSeconds is the TTL to request, rounded up to whole seconds.
+func (o *options) ttlSeconds() int64 {
+	return int64((o.ttl + time.Second - 1) / time.Second)
+}

@@ -1,0 +1,176 @@
+// Package netproxy is a TCP proxy on loopback for fault injection in tests:
+// it forwards connections to a target and can be told to black-hole traffic
+// (connections stay open, bytes go nowhere, as in a partition), to delay it,
+// or to heal.
+package netproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Proxy forwards TCP connections from its own loopback address to a target.
+// Its methods are safe for concurrent use.
+type Proxy struct {
+	target string
+	ln     net.Listener
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	cut    bool
+	delay  time.Duration
+	conns  map[net.Conn]struct{}
+	healed *sync.Cond
+	closed bool
+}
+
+// Start listens on a random loopback port and forwards to target.
+func Start(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.healed = sync.NewCond(&p.mu)
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr returns the proxy's address (host:port).
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Cut black-holes traffic in both directions until Heal. Connections stay
+// open; nothing is delivered, so peers notice only through their own timeouts.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+}
+
+// Delay holds every chunk of data for d before forwarding it (0 to stop).
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// Heal ends a Cut and a Delay; held data then flows.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut, p.delay = false, 0
+	p.healed.Broadcast()
+}
+
+// Reset closes every open connection (a connection reset as peers see it).
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Close stops the proxy and closes all connections.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.cut = false
+	p.healed.Broadcast()
+	p.mu.Unlock()
+	err := p.ln.Close()
+	p.Reset()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !p.track(c, u) {
+			return
+		}
+		p.wg.Add(2)
+		go p.pipe(u, c)
+		go p.pipe(c, u)
+	}
+}
+
+func (p *Proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+// pipe copies src to dst, honouring cuts and delays, until either side ends.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	defer p.untrack(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.hold() {
+			return
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				return
+			}
+			if tc, ok := dst.(*net.TCPConn); ok {
+				tc.CloseWrite()
+			}
+			return
+		}
+	}
+}
+
+// hold blocks while traffic is cut and sleeps for the delay; it returns
+// false once the proxy is closed.
+func (p *Proxy) hold() bool {
+	p.mu.Lock()
+	for p.cut && !p.closed {
+		p.healed.Wait()
+	}
+	d, closed := p.delay, p.closed
+	p.mu.Unlock()
+	if d > 0 {
+		time.Sleep(d)
+	}
+	return !closed
+}
+
+func (p *Proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
