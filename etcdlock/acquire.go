@@ -58,8 +58,20 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 	}
 }
 
-// attempt is one acquisition on session s.
+// attempt is one acquisition on session s. Its requests end when ctx ends or
+// the session does, so a cut connection cannot hold it past the session.
 func (c *Client) attempt(ctx context.Context, s *session, name string, wait bool) (*Lock, error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+	l, err := c.try(actx, s, name, wait)
+	if err != nil && ctx.Err() == nil && s.Err() != nil {
+		return nil, fmt.Errorf("etcdlock: lock %q: %w", name, sessionCause(s.Err()))
+	}
+	return l, err
+}
+
+func (c *Client) try(ctx context.Context, s *session, name string, wait bool) (*Lock, error) {
 	q := c.queue(name)
 	key := fmt.Sprintf("%s%016x-%d", q, int64(s.id), c.seq.Add(1))
 	tomb := c.tombstone(key)
@@ -105,7 +117,13 @@ func (c *Client) tombstone(key string) string {
 // later, and deletes the key in the same transaction. The tombstone is on the
 // session's lease and goes with it. The request runs even though ctx may have
 // ended, bounded by the cleanup timeout.
+//
+// When the session has ended there is nothing to do: its lease is gone or
+// will expire with no one renewing it, and takes the key along.
 func (c *Client) abandon(ctx context.Context, s *session, key string) {
+	if s.Err() != nil {
+		return
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
 	defer cancel()
 	_, err := c.cli.Txn(cctx).Then(

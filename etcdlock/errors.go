@@ -40,6 +40,6 @@ var ErrInvalidOption = errors.New("etcdlock: invalid option")
 // lostError ties a cause (ErrLeaseExpired, ErrKeyDeleted, ...) to ErrLost.
 type lostError struct{ cause error }
 
-func (e *lostError) Error() string        { return ErrLost.Error() + ": " + e.cause.Error() }
-func (e *lostError) Unwrap() []error      { return []error{ErrLost, e.cause} }
-func lost(cause error) error              { return &lostError{cause: cause} }
+func (e *lostError) Error() string   { return ErrLost.Error() + ": " + e.cause.Error() }
+func (e *lostError) Unwrap() []error { return []error{ErrLost, e.cause} }
+func lost(cause error) error         { return &lostError{cause: cause} }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -31,9 +32,9 @@ type Lock struct {
 	mu  sync.Mutex
 	err error
 
-	unlockMu   sync.Mutex
-	unlocked   bool
-	unlockSent bool // an earlier Unlock may have reached etcd
+	unlockMu  sync.Mutex
+	unlocked  bool
+	unlocking atomic.Bool // a deletion seen now is our own
 }
 
 func newLock(c *Client, s *session, name, key string, token fence.Token) *Lock {
@@ -116,11 +117,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return nil
 	}
 	lostBefore := l.Err()
-	l.unlockSent = true
+	l.unlocking.Store(true)
 	resp, err := l.c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token))).
 		Then(clientv3.OpDelete(l.key)).Commit()
 	if err != nil {
+		l.unlocking.Store(false)
 		return fmt.Errorf("etcdlock: unlock %q: %w", l.name, err)
 	}
 	l.unlocked = true
@@ -178,6 +180,9 @@ func (l *Lock) watchDeletion(ctx context.Context, wch clientv3.WatchChan) (int64
 // deletedCause prefers the session's cause: etcd deletes the key when it
 // expires the lease, and the watch may report that first.
 func (l *Lock) deletedCause() error {
+	if l.unlocking.Load() {
+		return ErrUnlocked
+	}
 	if err := l.s.Err(); err != nil {
 		return sessionCause(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/embedetcd"
@@ -58,7 +60,7 @@ func etcdClient(t testing.TB, eps ...string) *clientv3.Client {
 	if len(eps) == 0 {
 		eps = endpoints
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +138,7 @@ func waitClosed(t testing.TB, ch <-chan struct{}, d time.Duration, what string) 
 	case <-ch:
 		return time.Now()
 	case <-time.After(d):
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 		t.Fatalf("%s: not closed after %v", what, d)
 		return time.Time{}
 	}

@@ -24,7 +24,7 @@ type session struct {
 	id  clientv3.LeaseID
 	ttl time.Duration // granted by etcd
 
-	ctx    context.Context // ends when the session is closed
+	ctx    context.Context // ends when the session is closed or lost
 	cancel context.CancelFunc
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -80,6 +80,7 @@ func (s *session) end(cause error) {
 	}
 	s.err = cause
 	close(s.done)
+	s.cancel() // ends every request made on the session's behalf
 }
 
 func (s *session) alive() bool {
