@@ -71,45 +71,80 @@ func (c *Client) attempt(ctx context.Context, s *session, name string, wait bool
 	return l, err
 }
 
-func (c *Client) try(ctx context.Context, s *session, name string, wait bool) (*Lock, error) {
+// ticket is one attempt's place in a queue: its key, reused by later
+// attempts of the same session once released (keys that are never reused
+// would bloat etcd's key index until the next compaction and slow every
+// queue read), and a tombstone key unique to the attempt.
+type ticket struct {
+	name, q, key, tomb string
+	slot               int
+}
+
+func (c *Client) ticket(s *session, name string) ticket {
 	q := c.queue(name)
-	key := fmt.Sprintf("%s%016x-%d", q, int64(s.id), c.seq.Add(1))
-	tomb := c.tombstone(key)
+	slot := s.takeSlot(name)
+	return ticket{
+		name: name, q: q, slot: slot,
+		key:  fmt.Sprintf("%s%016x-%d", q, int64(s.id), slot),
+		tomb: fmt.Sprintf("%sabandoned/%016x-%d", c.o.prefix, int64(s.id), c.seq.Add(1)),
+	}
+}
+
+// maxStaleSlots bounds the slots skipped because their key still exists.
+const maxStaleSlots = 3
+
+func (c *Client) try(ctx context.Context, s *session, name string, wait bool) (*Lock, error) {
+	for range maxStaleSlots {
+		t := c.ticket(s, name)
+		l, err := c.enqueue(ctx, s, t, wait)
+		if !errors.Is(err, errSlotTaken) {
+			return l, err
+		}
+		// A key of ours from an attempt whose abandon failed is still there;
+		// its slot stays taken and goes with the session.
+	}
+	return nil, fmt.Errorf("etcdlock: lock %q: %d stale keys of this session in the queue", name, maxStaleSlots)
+}
+
+var errSlotTaken = errors.New("slot taken")
+
+// enqueue creates t's key and waits for its turn (wait) or gives up (!wait).
+func (c *Client) enqueue(ctx context.Context, s *session, t ticket, wait bool) (*Lock, error) {
 	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(tomb), "=", 0)).
-		Then(clientv3.OpPut(key, "", clientv3.WithLease(s.id)),
-			clientv3.OpGet(key),
-			clientv3.OpGet(q, clientv3.WithFirstCreate()...)).
+		If(clientv3.Compare(clientv3.CreateRevision(t.tomb), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0)).
+		Then(clientv3.OpPut(t.key, "", clientv3.WithLease(s.id)),
+			// Ours is the newest key: the second newest is our predecessor.
+			clientv3.OpGet(t.q, clientv3.WithPrefix(),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))).
 		Commit()
 	if err != nil {
-		c.abandon(ctx, s, key)
+		c.abandon(ctx, s, t)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("etcdlock: lock %q: %w", name, err)
+		return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, err)
 	}
-	rev := resp.Responses[1].GetResponseRange().Kvs[0].CreateRevision
-	first := resp.Responses[2].GetResponseRange().Kvs[0]
-	if first.CreateRevision != rev {
+	if !resp.Succeeded {
+		return nil, errSlotTaken
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	rev := kvs[0].CreateRevision
+	if len(kvs) > 1 {
 		if !wait {
-			c.abandon(ctx, s, key)
-			return nil, fmt.Errorf("%w: %q", ErrLocked, name)
+			c.abandon(ctx, s, t)
+			return nil, fmt.Errorf("%w: %q", ErrLocked, t.name)
 		}
-		if err := c.waitTurn(ctx, s, q, key, rev); err != nil {
-			c.abandon(ctx, s, key)
-			return nil, fmt.Errorf("etcdlock: lock %q: %w", name, err)
+		if err := c.waitTurn(ctx, s, t, rev, kvs[1]); err != nil {
+			c.abandon(ctx, s, t)
+			return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, err)
 		}
 	}
-	return newLock(c, s, name, key, fence.Token(rev)), nil
+	return newLock(c, s, t, fence.Token(rev)), nil
 }
 
 // queue is the prefix under which the keys of lock name are queued.
 func (c *Client) queue(name string) string { return c.o.prefix + "lock/" + name + "/" }
-
-// tombstone is the key that marks key's acquisition as abandoned.
-func (c *Client) tombstone(key string) string {
-	return c.o.prefix + "abandoned/" + key[len(c.o.prefix):]
-}
 
 // abandon removes key after a failed or cancelled attempt. The create request
 // may still be in flight (its response lost, its context ended), so abandon
@@ -120,16 +155,21 @@ func (c *Client) tombstone(key string) string {
 //
 // When the session has ended there is nothing to do: its lease is gone or
 // will expire with no one renewing it, and takes the key along.
-func (c *Client) abandon(ctx context.Context, s *session, key string) {
+//
+// The slot is released only when the key is known gone.
+func (c *Client) abandon(ctx context.Context, s *session, t ticket) {
 	if s.Err() != nil {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
 	defer cancel()
 	_, err := c.cli.Txn(cctx).Then(
-		clientv3.OpPut(c.tombstone(key), "", clientv3.WithLease(s.id)),
-		clientv3.OpDelete(key)).Commit()
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		clientv3.OpPut(t.tomb, "", clientv3.WithLease(s.id)),
+		clientv3.OpDelete(t.key)).Commit()
+	switch {
+	case err == nil:
+		s.releaseSlot(t.name, t.slot)
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		// The lease is gone, and with it the key and any late create.
 		s.end(ErrLeaseExpired)
 	}

@@ -24,6 +24,7 @@ type Lock struct {
 	s     *session
 	name  string
 	key   string
+	slot  int
 	token fence.Token
 
 	done   chan struct{}
@@ -37,9 +38,9 @@ type Lock struct {
 	unlocking atomic.Bool // a deletion seen now is our own
 }
 
-func newLock(c *Client, s *session, name, key string, token fence.Token) *Lock {
+func newLock(c *Client, s *session, t ticket, token fence.Token) *Lock {
 	ctx, cancel := context.WithCancel(s.ctx)
-	l := &Lock{c: c, s: s, name: name, key: key, token: token, done: make(chan struct{}), cancel: cancel}
+	l := &Lock{c: c, s: s, name: t.name, key: t.key, slot: t.slot, token: token, done: make(chan struct{}), cancel: cancel}
 	c.wg.Add(1)
 	go l.monitor(ctx)
 	return l
@@ -126,6 +127,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("etcdlock: unlock %q: %w", l.name, err)
 	}
 	l.unlocked = true
+	l.s.releaseSlot(l.name, l.slot) // the key is gone, whoever deleted it
 	l.finish(ErrUnlocked)
 	l.cancel()
 	if !resp.Succeeded && lostBefore != nil && !errors.Is(lostBefore, ErrUnlocked) {
@@ -134,10 +136,29 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return nil
 }
 
+// watchDelay is how long a lock is held before the monitor starts watching
+// its key. Most critical sections are shorter, and a watch per acquisition
+// would cost them ~15% of Lock+Unlock. The watch starts from the revision
+// after the key's creation, so a deletion in the first watchDelay is still
+// reported, at most watchDelay plus etcd's 100 ms catch-up later. Loss of the
+// lease is watched by the session from the start.
+const watchDelay = 50 * time.Millisecond
+
 // monitor closes done when the session ends or the key is deleted.
 func (l *Lock) monitor(ctx context.Context) {
 	defer l.c.wg.Done()
 	defer l.cancel()
+	t := time.NewTimer(watchDelay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		if l.Err() == nil {
+			<-l.s.done
+			l.finish(sessionCause(l.s.Err()))
+		}
+		return
+	case <-t.C:
+	}
 	rev := int64(l.token) + 1
 	for rev != 0 {
 		wctx, cancel := context.WithCancel(ctx)

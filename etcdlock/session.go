@@ -32,6 +32,39 @@ type session struct {
 	mu         sync.Mutex
 	validUntil time.Time
 	err        error
+	slots      map[string]map[int]bool // lock name -> slots in use
+}
+
+// takeSlot returns the lowest slot not in use for name and marks it used.
+// Slots make a session's concurrent acquisitions of one name use distinct
+// keys while letting successive ones reuse a key.
+func (s *session) takeSlot(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slots == nil {
+		s.slots = map[string]map[int]bool{}
+	}
+	used := s.slots[name]
+	if used == nil {
+		used = map[int]bool{}
+		s.slots[name] = used
+	}
+	n := 0
+	for used[n] {
+		n++
+	}
+	used[n] = true
+	return n
+}
+
+// releaseSlot makes slot n of name free again; its key must be gone.
+func (s *session) releaseSlot(name string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.slots[name], n)
+	if len(s.slots[name]) == 0 {
+		delete(s.slots, name)
+	}
 }
 
 // retryInterval is the pause between keepalive attempts after a failure.

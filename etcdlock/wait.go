@@ -7,70 +7,107 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// waitTurn blocks until no key in queue q was created before rev, while
-// checking, in the same transaction, that our own key (rev) still exists: a
-// waiter whose lease expired must never be handed the lock.
-func (c *Client) waitTurn(ctx context.Context, s *session, q, key string, rev int64) error {
-	for {
-		resp, err := c.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-			Then(clientv3.OpGet(q, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...)).
-			Commit()
+// waitTurn blocks until no key in t's queue was created before rev (ours),
+// starting from pred, the key queued just before ours.
+func (c *Client) waitTurn(ctx context.Context, s *session, t ticket, rev int64, pred *mvccpb.KeyValue) error {
+	for pred != nil {
+		at, err := c.waitDeleted(ctx, s, string(pred.Key), pred.CreateRevision)
 		if err != nil {
 			return err
 		}
-		if !resp.Succeeded {
-			return c.lostWhileWaiting(s)
-		}
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 {
-			return nil
-		}
-		if err := c.waitDeleted(ctx, s, string(kvs[0].Key), kvs[0].CreateRevision); err != nil {
+		if pred, err = c.predecessor(ctx, s, t, rev, at); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
-// waitDeleted returns once the key pred, created at predRev, is gone. It
-// watches from the current revision (a watcher from an old revision is
-// "unsynced" and etcd only catches those up every 100 ms) and, once the
-// watch is established, re-reads pred so that a delete that came before the
-// watch is not missed.
-func (c *Client) waitDeleted(ctx context.Context, s *session, pred string, predRev int64) error {
+// predecessor returns the key queued just before ours, or nil, and checks in
+// the same read that our own key still exists: a waiter whose lease expired
+// must never be handed the lock.
+//
+// When at (the revision at which the last predecessor's deletion was seen)
+// is known, it reads the snapshot at that revision without a quorum round
+// trip: any snapshot taken after our key was created is enough, because keys
+// created later can never precede ours. The member may not serve it (not yet
+// applied, compacted); then a linearizable read decides.
+func (c *Client) predecessor(ctx context.Context, s *session, t ticket, rev, at int64) (*mvccpb.KeyValue, error) {
+	before := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))
+	if at >= rev {
+		resp, err := c.cli.Txn(ctx).Then(
+			clientv3.OpGet(t.key, clientv3.WithRev(at), clientv3.WithSerializable()),
+			clientv3.OpGet(t.q, append(before, clientv3.WithRev(at), clientv3.WithSerializable())...),
+		).Commit()
+		if err == nil {
+			own := resp.Responses[0].GetResponseRange().Kvs
+			if len(own) == 0 || own[0].CreateRevision != rev {
+				return nil, c.lostWhileWaiting(s)
+			}
+			return first(resp.Responses[1].GetResponseRange().Kvs), nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	resp, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
+		Then(clientv3.OpGet(t.q, before...)).
+		Commit()
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Succeeded {
+		return nil, c.lostWhileWaiting(s)
+	}
+	return first(resp.Responses[0].GetResponseRange().Kvs), nil
+}
+
+func first(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
+	if len(kvs) == 0 {
+		return nil
+	}
+	return kvs[0]
+}
+
+// waitDeleted returns once the key pred, created at predRev, is gone, with
+// the revision at which that was seen (0 if unknown). It watches from the
+// current revision (a watcher from an old revision is "unsynced", and etcd
+// only catches those up every 100 ms) and, once the watch is established,
+// re-reads pred so that a deletion just before the watch is not missed.
+func (c *Client) waitDeleted(ctx context.Context, s *session, pred string, predRev int64) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := c.cli.Watch(wctx, pred, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	case <-s.done:
-		return c.lostWhileWaiting(s)
+		return 0, c.lostWhileWaiting(s)
 	case wr, ok := <-wch:
 		if !ok || wr.Err() != nil {
-			return ctxErrOr(ctx, nil) // let the caller re-check
+			return 0, ctx.Err() // nil: the caller re-reads
 		}
 	}
 	resp, err := c.cli.Get(ctx, pred)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != predRev {
-		return nil
+		return resp.Header.Revision, nil
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-s.done:
-			return c.lostWhileWaiting(s)
+			return 0, c.lostWhileWaiting(s)
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil {
-				return ctxErrOr(ctx, nil)
+				return 0, ctx.Err()
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE {
-					return nil
+					return ev.Kv.ModRevision, nil
 				}
 			}
 		}
@@ -82,11 +119,4 @@ func (c *Client) lostWhileWaiting(s *session) error {
 		return sessionCause(err)
 	}
 	return lost(ErrKeyDeleted)
-}
-
-func ctxErrOr(ctx context.Context, err error) error {
-	if e := ctx.Err(); e != nil {
-		return e
-	}
-	return err
 }

@@ -1,0 +1,148 @@
+package etcdlock_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/fencelock/fencelock/etcdlock"
+)
+
+// mutex is what the benchmarks compare: one contender's lock.
+type mutex interface {
+	lock(ctx context.Context) error
+	unlock(ctx context.Context) error
+}
+
+type fenced struct {
+	c    *etcdlock.Client
+	name string
+	l    *etcdlock.Lock
+}
+
+func (m *fenced) lock(ctx context.Context) (err error) {
+	m.l, err = m.c.Lock(ctx, m.name)
+	return err
+}
+func (m *fenced) unlock(ctx context.Context) error { return m.l.Unlock(ctx) }
+
+type stock struct{ m *concurrency.Mutex }
+
+func (m stock) lock(ctx context.Context) error   { return m.m.Lock(ctx) }
+func (m stock) unlock(ctx context.Context) error { return m.m.Unlock(ctx) }
+
+// contenders returns n mutexes on one name, each with its own session, for
+// the implementation named impl.
+func contenders(b *testing.B, impl string, n int) []mutex {
+	b.Helper()
+	cli := etcdClient(b)
+	compact(b, cli)
+	p := prefix(b)
+	var ms []mutex
+	for range n {
+		switch impl {
+		case "etcdlock":
+			ms = append(ms, &fenced{c: newLocker(b, cli, etcdlock.WithTTL(10*time.Second), etcdlock.WithPrefix(p)), name: "bench"})
+		case "stock":
+			s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			ms = append(ms, stock{concurrency.NewMutex(s, p+"bench")})
+		}
+	}
+	return ms
+}
+
+// BenchmarkUncontended is one client taking and releasing a free lock.
+func BenchmarkUncontended(b *testing.B) {
+	for _, impl := range []string{"stock", "etcdlock"} {
+		b.Run(impl, func(b *testing.B) {
+			m := contenders(b, impl, 1)[0]
+			ctx := context.Background()
+			for b.Loop() {
+				if err := m.lock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if err := m.unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkContended has 8 contenders, each with its own session, take turns
+// on one lock. It reports acquisitions per second and the handoff latency:
+// from the moment a holder starts to unlock to the moment the next holder's
+// Lock returns.
+func BenchmarkContended(b *testing.B) {
+	for _, impl := range []string{"stock", "etcdlock"} {
+		b.Run(impl, func(b *testing.B) {
+			benchContended(b, contenders(b, impl, 8))
+		})
+	}
+}
+
+func benchContended(b *testing.B, ms []mutex) {
+	ctx := context.Background()
+	var (
+		left     atomic.Int64
+		released atomic.Int64 // unix nanos of the last unlock start; 0 = none
+		mu       sync.Mutex
+		handoffs []time.Duration
+	)
+	left.Store(int64(b.N))
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				if err := m.lock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				if r := released.Swap(0); r != 0 {
+					d := time.Since(time.Unix(0, r))
+					mu.Lock()
+					handoffs = append(handoffs, d)
+					mu.Unlock()
+				}
+				released.Store(time.Now().UnixNano())
+				if err := m.unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
+	if len(handoffs) > 0 {
+		slices.Sort(handoffs)
+		b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds())/1000, "handoff-p50-ms")
+		b.ReportMetric(float64(handoffs[len(handoffs)*99/100].Microseconds())/1000, "handoff-p99-ms")
+	}
+}
+
+// compact discards the history earlier benchmarks left, so that each
+// starts from the same state.
+func compact(b *testing.B, cli *clientv3.Client) {
+	resp, err := cli.Get(context.Background(), "compact")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := cli.Compact(context.Background(), resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,119 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Take a lock, write under its token, release it.
+func ExampleClient_Lock() {
+	// endpoints: an etcd cluster (here the embedded one the tests start).
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+
+	locks, err := etcdlock.New(cli, etcdlock.WithTTL(10*time.Second), etcdlock.WithPrefix("/example-lock/"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close(context.Background())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lock, err := locks.Lock(ctx, "nightly-report")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("held, token positive:", lock.Token() > 0)
+	fmt.Println("granted TTL:", lock.TTL())
+
+	if err := lock.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-lock.Done()
+	fmt.Println("after unlock:", lock.Err())
+	// Output:
+	// held, token positive: true
+	// granted TTL: 10s
+	// after unlock: etcdlock: unlocked
+}
+
+// TryLock returns at once when someone else holds the lock.
+func ExampleClient_TryLock() {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+
+	a, _ := etcdlock.New(cli, etcdlock.WithPrefix("/example-trylock/"))
+	defer a.Close(ctx)
+	b, _ := etcdlock.New(cli, etcdlock.WithPrefix("/example-trylock/"))
+	defer b.Close(ctx)
+
+	held, err := a.TryLock(ctx, "compaction")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = b.TryLock(ctx, "compaction")
+	fmt.Println("second TryLock:", errors.Is(err, etcdlock.ErrLocked))
+
+	held.Unlock(ctx)
+	again, err := b.TryLock(ctx, "compaction")
+	fmt.Println("after release:", err, again.Token() > held.Token())
+	again.Unlock(ctx)
+	// Output:
+	// second TryLock: true
+	// after release: <nil> true
+}
+
+// A holder whose lease ran out while it was paused writes late: the store
+// refuses it because a newer holder's token got there first.
+func Example_guard() {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	store := fence.NewMemoryStore() // stands for any fenced resource
+
+	a, _ := etcdlock.New(cli, etcdlock.WithPrefix("/example-guard/"))
+	defer a.Close(ctx)
+	b, _ := etcdlock.New(cli, etcdlock.WithPrefix("/example-guard/"))
+	defer b.Close(ctx)
+
+	lockA, _ := a.Lock(ctx, "account-7")
+	guardA, _ := fence.NewGuard(lockA)
+
+	err = guardA.Do(ctx, func(ctx context.Context, token fence.Token) error {
+		// A has passed its guard's check; now it stalls, and its lease ends
+		// (revoked here, to stand for an expiry during the pause).
+		cli.Revoke(ctx, lockA.Lease())
+
+		lockB, _ := b.Lock(ctx, "account-7")
+		guardB, _ := fence.NewGuard(lockB)
+		fmt.Println("B writes:", guardB.Put(ctx, store, "balance", []byte("100")))
+		defer lockB.Unlock(ctx)
+
+		return store.Put(ctx, "balance", token, []byte("90")) // A wakes up
+	})
+	fmt.Println("A's late write refused:", errors.Is(err, fence.ErrStale))
+	rec, _ := store.Get(ctx, "balance")
+	fmt.Printf("balance: %s\n", rec.Value)
+	// Output:
+	// B writes: <nil>
+	// A's late write refused: true
+	// balance: 100
+}
