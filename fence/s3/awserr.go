@@ -1,0 +1,81 @@
+package s3fence
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/aws/smithy-go"
+)
+
+// putResult is what a PutObject error says about the write.
+type putResult int
+
+const (
+	// putRefused: the condition did not hold (412 PreconditionFailed, 409
+	// ConditionalRequestConflict, or 404 for If-Match after a delete).
+	// Nothing was written; read again and decide.
+	putRefused putResult = iota + 1
+	// putUnknown: no answer, or a 5xx. The PUT may have landed.
+	putUnknown
+	// putFailed: the server answered with another error, or the request
+	// never left (a refused dial). Nothing was written.
+	putFailed
+)
+
+func classifyPut(err error) putResult {
+	switch status := httpStatus(err); {
+	case status == http.StatusPreconditionFailed, status == http.StatusConflict:
+		return putRefused
+	case status == http.StatusNotFound && apiCode(err) != "NoSuchBucket":
+		return putRefused
+	case status >= 500:
+		return putUnknown
+	case status != 0:
+		return putFailed
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return putFailed
+	}
+	return putUnknown
+}
+
+// httpStatus returns the status code of the response behind err, or 0 when
+// no response arrived.
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// apiCode returns the S3 error code behind err ("NoSuchKey", …), or "".
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// isNotFound reports whether err says the key does not exist.
+func isNotFound(err error) bool {
+	code := apiCode(err)
+	return code == "NoSuchKey" || code == "NotFound" ||
+		(httpStatus(err) == http.StatusNotFound && code != "NoSuchBucket")
+}
+
+// failure wraps an error from S3 with what was being done, and with
+// ErrNoSuchBucket or ErrAccessDenied when it is one of those.
+func (s *Store) failure(op, key string, err error) error {
+	switch {
+	case apiCode(err) == "NoSuchBucket":
+		return fmt.Errorf("s3fence: %s s3://%s/%s: %w: %w", op, s.bucket, key, ErrNoSuchBucket, err)
+	case httpStatus(err) == http.StatusForbidden:
+		return fmt.Errorf("s3fence: %s s3://%s/%s: %w: %w", op, s.bucket, key, ErrAccessDenied, err)
+	}
+	return fmt.Errorf("s3fence: %s s3://%s/%s: %w", op, s.bucket, key, err)
+}

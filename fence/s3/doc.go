@@ -1,0 +1,77 @@
+// Package s3fence makes objects in Amazon S3, or any S3-compatible store with
+// conditional writes, a fenced resource: a [Store] refuses a write carrying a
+// lower fencing token than the object already holds, and the S3 server, not
+// the writer, has the last word.
+//
+// The import path is github.com/fencelock/fencelock/fence/s3; the package is
+// named s3fence so that it does not shadow the AWS SDK's s3 package.
+//
+//	client := s3.NewFromConfig(cfg) // github.com/aws/aws-sdk-go-v2/service/s3
+//	store, err := s3fence.New(client, "invoices")
+//	if err != nil {
+//		return err
+//	}
+//	g, err := fence.NewGuard(lock) // lock is an *etcdlock.Lock
+//	if err != nil {
+//		return err
+//	}
+//	err = g.Put(ctx, store, "invoice-42.json", data)
+//	switch {
+//	case errors.Is(err, fence.ErrStale):
+//		// A newer holder wrote first; nothing was written.
+//	case errors.Is(err, fence.ErrUnknownOutcome):
+//		// No answer; read back with store.Get before deciding.
+//	}
+//
+// # How a write is fenced
+//
+// [Store.Put] reads the object's ETag and token, refuses with a
+// *[fence.StaleError] if the token is higher than the writer's, and otherwise
+// sends PutObject with If-Match: <that ETag> (If-None-Match: * when there is
+// no object). The server applies the PUT only if nobody wrote in between;
+// when someone did (412 PreconditionFailed, or 409 ConditionalRequestConflict
+// for a concurrent conditional write), Put reads again and decides again, up
+// to [WithMaxAttempts] PUTs. The read fetches only the envelope header (a
+// ranged GET). A Store remembers the ETag and token of the last version it
+// wrote or read for each key ([WithCacheSize]), so a holder writing the same
+// key again sends a single conditional PUT, and reads only if that is refused.
+//
+// A PUT that gets no answer (a timeout, a reset connection, a 5xx) may have
+// landed. Put reads the object back: if it holds this write, Put returns nil;
+// otherwise the outcome is unknown and Put says so with
+// [fence.ErrUnknownOutcome], never with [fence.ErrStale].
+//
+// # The envelope, and why
+//
+// The ETag of a single-part upload is the MD5 of its bytes: it names content,
+// not a write. Were the token kept only in metadata, a newer holder rewriting
+// byte-identical content would leave the ETag unchanged, and a paused old
+// holder's If-Match would still match: its stale write would land. So the
+// token goes into the bytes the ETag covers. Every object a Store writes is
+// the caller's value behind a [HeaderSize]-byte header:
+//
+//	offset  size  contents
+//	0       7     magic "fencelk"
+//	7       1     format version, 1
+//	8       8     token, big-endian signed 64-bit, > 0
+//	16      16    write ID: random, one per Put call
+//	32      n     the caller's value
+//
+// The write ID makes every write's ETag unique, even the same holder's
+// byte-identical rewrites, and lets a Put recognise its own write when it
+// reads back after a lost answer. [Store.Get] and [Decode] strip the header;
+// the token is also stored as user metadata [MetadataToken]
+// (x-amz-meta-fence-token) for tools, but the header is what counts. Objects
+// without the header are refused with [ErrForeignObject].
+//
+// # Requirements
+//
+// The server must honour If-Match and If-None-Match on PutObject, as AWS S3
+// does since 2024 and versitygw, MinIO and others do. The credentials need
+// s3:GetObject and s3:PutObject, and s3:ListBucket so that a missing key
+// reads as 404 rather than 403. Values are written with one PutObject (at
+// most 5 GiB); multipart uploads are not fenced.
+//
+// This package depends on the AWS SDK for Go v2 and smithy-go; package fence
+// does not.
+package s3fence

@@ -1,0 +1,28 @@
+package s3fence
+
+import "errors"
+
+// ErrConflict means a [Store.Put] gave up after its conditional PUTs kept
+// failing because other writers changed the object between its read and its
+// write ([WithMaxAttempts] times in a row). Nothing this Put sent was
+// written: the last read showed another writer's version. The error also
+// wraps the last PreconditionFailed or ConditionalRequestConflict error.
+// Retrying later may succeed.
+var ErrConflict = errors.New("s3fence: conflict retries exhausted: other writers kept changing the object")
+
+// ErrNoSuchBucket means the store's bucket does not exist. The error also
+// wraps the AWS SDK's error.
+var ErrNoSuchBucket = errors.New("s3fence: bucket does not exist")
+
+// ErrAccessDenied means the server refused the credentials or the operation
+// (HTTP 403: AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch, …). The
+// error also wraps the AWS SDK's error. Note that S3 answers a read of a
+// missing key with 403 rather than 404 when the caller lacks s3:ListBucket,
+// which fenced writes to new keys need.
+var ErrAccessDenied = errors.New("s3fence: access denied")
+
+// ErrForeignObject means an object exists under the key but does not start
+// with this package's envelope (see the package documentation): something
+// else wrote it. Put refuses to overwrite it, since its token is unknown, and
+// Get refuses to return it.
+var ErrForeignObject = errors.New("s3fence: object has no fencing envelope (not written by fence/s3)")

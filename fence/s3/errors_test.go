@@ -1,0 +1,193 @@
+package s3fence_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"github.com/fencelock/fencelock/fence"
+	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/s3test"
+)
+
+func TestNewRejects(t *testing.T) {
+	c := &countingClient{}
+	tests := []struct {
+		name   string
+		client s3fence.Client
+		bucket string
+		opts   []s3fence.Option
+	}{
+		{"nil client", nil, "b", nil},
+		{"typed nil client", (*s3.Client)(nil), "b", nil},
+		{"empty bucket", c, "", nil},
+		{"nil option", c, "b", []s3fence.Option{nil}},
+		{"zero attempts", c, "b", []s3fence.Option{s3fence.WithMaxAttempts(0)}},
+		{"negative cache", c, "b", []s3fence.Option{s3fence.WithCacheSize(-1)}},
+		{"negative retry delay", c, "b", []s3fence.Option{s3fence.WithRetryDelay(-time.Millisecond)}},
+		{"negative put grace", c, "b", []s3fence.Option{s3fence.WithPutGrace(-time.Second)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if s, err := s3fence.New(tt.client, tt.bucket, tt.opts...); err == nil || s != nil {
+				t.Fatalf("New: got (%v, %v), want (nil, an error)", s, err)
+			}
+		})
+	}
+}
+
+// TestBadInputBeforeIO: invalid keys and tokens and a cancelled context are
+// refused before any request is sent.
+func TestBadInputBeforeIO(t *testing.T) {
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	tests := []struct {
+		name  string
+		ctx   context.Context
+		key   string
+		token fence.Token
+		want  error
+	}{
+		{"empty key", t.Context(), "", 1, fence.ErrInvalidKey},
+		{"key too long", t.Context(), strings.Repeat("k", 1025), 1, fence.ErrInvalidKey},
+		{"key not UTF-8", t.Context(), "k\xff", 1, fence.ErrInvalidKey},
+		{"zero token", t.Context(), "k", 0, fence.ErrInvalidToken},
+		{"negative token", t.Context(), "k", -1, fence.ErrInvalidToken},
+		{"cancelled context", cancelled, "k", 1, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &countingClient{}
+			s := mustNew(t, c, "bucket")
+			if err := s.Put(tt.ctx, tt.key, tt.token, []byte("v")); !errors.Is(err, tt.want) {
+				t.Errorf("Put: got %v, want an error matching %v", err, tt.want)
+			}
+			if tt.token > 0 {
+				if _, err := s.Get(tt.ctx, tt.key); !errors.Is(err, tt.want) {
+					t.Errorf("Get: got %v, want an error matching %v", err, tt.want)
+				}
+			}
+			if c.calls != 0 {
+				t.Errorf("requests sent: got %d, want 0", c.calls)
+			}
+		})
+	}
+}
+
+func TestNoSuchBucket(t *testing.T) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	s := mustNew(t, client(t), "fencelock-missing-"+hex.EncodeToString(b[:]))
+	err := s.Put(t.Context(), key(t), 1, []byte("v"))
+	wantWrapped(t, "Put", err, s3fence.ErrNoSuchBucket, "NoSuchBucket")
+	_, err = s.Get(t.Context(), key(t))
+	wantWrapped(t, "Get", err, s3fence.ErrNoSuchBucket, "NoSuchBucket")
+}
+
+func TestAccessDenied(t *testing.T) {
+	srv := s3srv.Server(t)
+	if srv.AccessKey == "" {
+		t.Skip("the endpoint uses the default credential chain; no key to spoil")
+	}
+	c := client(t, s3test.WithS3Options(func(o *s3.Options) {
+		o.Credentials = credentials.NewStaticCredentialsProvider(srv.AccessKey, "not-the-secret", "")
+	}))
+	s := mustNew(t, c, srv.Bucket)
+	err := s.Put(t.Context(), key(t), 1, []byte("v"))
+	wantWrapped(t, "Put", err, s3fence.ErrAccessDenied, "")
+	_, err = s.Get(t.Context(), key(t))
+	wantWrapped(t, "Get", err, s3fence.ErrAccessDenied, "")
+}
+
+// TestForeignObject: objects that did not come from a Store are neither
+// overwritten nor returned.
+func TestForeignObject(t *testing.T) {
+	tests := []struct {
+		name string
+		body []byte
+	}{
+		{"plain bytes", []byte("a plain object, written without fencing")},
+		{"empty", nil},
+		{"short envelope", enveloped(5, "")[:20]},
+		{"unknown version", append([]byte("fencelk\x02"), enveloped(5, "v")[8:]...)},
+		{"zero token", enveloped(0, "v")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := key(t)
+			c := client(t)
+			_, err := c.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k), Body: bytes.NewReader(tt.body)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := mustNew(t, c, s3srv.Server(t).Bucket)
+			if err := s.Put(t.Context(), k, 9, []byte("v")); !errors.Is(err, s3fence.ErrForeignObject) {
+				t.Errorf("Put over it: got %v, want s3fence.ErrForeignObject", err)
+			}
+			if _, err := s.Get(t.Context(), k); !errors.Is(err, s3fence.ErrForeignObject) {
+				t.Errorf("Get: got %v, want s3fence.ErrForeignObject", err)
+			}
+		})
+	}
+}
+
+// TestObjectFormat reads an object back without the Store: the documented
+// envelope, and the token in user metadata.
+func TestObjectFormat(t *testing.T) {
+	k := key(t)
+	mustPut(t, newStore(t), k, 42, "value")
+	out, err := client(t).GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(out.Body); err != nil {
+		t.Fatal(err)
+	}
+	want := enveloped(42, "value")
+	got := b.Bytes()
+	if len(got) != len(want) || !bytes.Equal(got[:16], want[:16]) || !bytes.Equal(got[32:], want[32:]) {
+		t.Errorf("object bytes: got %q, want %q with a write ID in bytes 16–31", got, want)
+	}
+	if r, err := s3fence.Decode(got); err != nil || r.Token != 42 || string(r.Value) != "value" {
+		t.Errorf("Decode: got token %d value %q (%v), want 42 %q", r.Token, r.Value, err, "value")
+	}
+	if m := out.Metadata[s3fence.MetadataToken]; m != "42" {
+		t.Errorf("metadata %s: got %q, want %q", s3fence.MetadataToken, m, "42")
+	}
+}
+
+func wantWrapped(t *testing.T, op string, err, sentinel error, code string) {
+	t.Helper()
+	var apiErr smithy.APIError
+	if !errors.Is(err, sentinel) || !errors.As(err, &apiErr) {
+		t.Fatalf("%s: got %v, want an error matching %v that wraps a smithy.APIError", op, err, sentinel)
+	}
+	if code != "" && apiErr.ErrorCode() != code {
+		t.Errorf("%s: API error code: got %s, want %s", op, apiErr.ErrorCode(), code)
+	}
+}
+
+// countingClient is an s3fence.Client that counts calls and fails them.
+type countingClient struct{ calls int }
+
+func (c *countingClient) GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+	c.calls++
+	return nil, errors.New("countingClient: no I/O expected")
+}
+
+func (c *countingClient) PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	c.calls++
+	return nil, errors.New("countingClient: no I/O expected")
+}

@@ -1,0 +1,85 @@
+package s3fence
+
+import (
+	"fmt"
+	"time"
+)
+
+// Option configures a [Store]. Options are created by the With… functions
+// of this package; the interface is sealed.
+type Option interface {
+	apply(*options) error
+}
+
+type options struct {
+	maxAttempts int
+	cacheSize   int
+	retryDelay  time.Duration
+	putGrace    time.Duration
+}
+
+func defaultOptions() options {
+	return options{maxAttempts: 10, cacheSize: 1024, retryDelay: 5 * time.Millisecond, putGrace: 10 * time.Second}
+}
+
+type optionFunc func(*options) error
+
+func (f optionFunc) apply(o *options) error { return f(o) }
+
+// WithMaxAttempts sets how many conditional PUTs one [Store.Put] may send
+// while other writers keep changing the object under it (412
+// PreconditionFailed, 409 ConditionalRequestConflict) before it gives up with
+// an error matching [ErrConflict]. The default is 10. n must be at least 1.
+func WithMaxAttempts(n int) Option {
+	return optionFunc(func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("s3fence: WithMaxAttempts(%d): must be at least 1", n)
+		}
+		o.maxAttempts = n
+		return nil
+	})
+}
+
+// WithCacheSize sets how many keys a [Store] remembers the ETag and token of
+// (the last version it wrote or read), so that a holder's repeated writes to
+// a key send one conditional PUT instead of a read and a PUT. The least
+// recently used key is forgotten first. The default is 1024; 0 disables the
+// cache; n must not be negative.
+func WithCacheSize(n int) Option {
+	return optionFunc(func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("s3fence: WithCacheSize(%d): must not be negative", n)
+		}
+		o.cacheSize = n
+		return nil
+	})
+}
+
+// WithRetryDelay sets the base of the randomised, exponentially growing wait
+// between conditional PUTs that conflicted with another writer (at most 64
+// times d). The default is 5ms; 0 retries at once; d must not be negative.
+func WithRetryDelay(d time.Duration) Option {
+	return optionFunc(func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("s3fence: WithRetryDelay(%v): must not be negative", d)
+		}
+		o.retryDelay = d
+		return nil
+	})
+}
+
+// WithPutGrace sets how long a PUT that is already under way may go on after
+// the caller's context ends. An abandoned PUT can still land after Put has
+// returned, which would leave the caller with an unknown outcome and a
+// record that changes later; waiting for the server's answer avoids both.
+// The default is 10s. 0 abandons the PUT as soon as the context ends; d must
+// not be negative.
+func WithPutGrace(d time.Duration) Option {
+	return optionFunc(func(o *options) error {
+		if d < 0 {
+			return fmt.Errorf("s3fence: WithPutGrace(%v): must not be negative", d)
+		}
+		o.putGrace = d
+		return nil
+	})
+}

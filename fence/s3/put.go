@@ -1,0 +1,186 @@
+package s3fence
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// write is one Put call in progress.
+type write struct {
+	key  string
+	hdr  header
+	body []byte // the envelope and the value
+	meta map[string]string
+}
+
+// Put writes value under key with token, unless the object already carries
+// a higher token; see [fence.Store] for the contract and the package
+// documentation for how. It returns nil once the write has landed, and
+// otherwise an error matching one of:
+//
+//   - [fence.ErrStale] (a *[fence.StaleError] with Current set): the object
+//     carries a higher token. Nothing was written.
+//   - [ErrConflict]: other writers kept changing the object. Nothing was written.
+//   - [fence.ErrUnknownOutcome] (a *[fence.UnknownOutcomeError] wrapping the
+//     transport error): a PUT got no answer, or a 5xx, and reading the object
+//     back did not show it; it may still land. Read before deciding.
+//   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], or ctx's error, before any I/O.
+//   - [ErrNoSuchBucket], [ErrAccessDenied], [ErrForeignObject], or another
+//     wrapped AWS SDK error: the server refused. Nothing was written.
+//
+// ctx bounds the reads Put makes, the waits between its attempts, and
+// whether it starts a PUT. A PUT already under way when ctx ends is given
+// up to [WithPutGrace] (10s by default) to get its answer, so that Put can
+// say what happened and the write cannot land after Put has returned. If no
+// answer comes in time, Put returns an error matching
+// [fence.ErrUnknownOutcome]: the object holds the old version or the new
+// one, whole, never a mix, and the new one may still appear later.
+func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
+	if err := checkCall(ctx, key); err != nil {
+		return err
+	}
+	if err := token.Validate(); err != nil {
+		return err
+	}
+	h := header{token: token, id: newWriteID()}
+	w := &write{key: key, hdr: h, body: encode(h, value), meta: map[string]string{MetadataToken: token.String()}}
+	return s.put(ctx, w)
+}
+
+// put runs the read–decide–PUT loop. A version from the cache is tried
+// first; a refused PUT sends the loop back to a fresh read.
+func (s *Store) put(ctx context.Context, w *write) error {
+	v, exists := s.cache.get(w.key)
+	known := exists && v.hdr.token <= w.hdr.token // a higher cached token is re-read, not trusted
+	var lastErr error
+	for attempt, contended := 0, 0; ; attempt++ {
+		if !known {
+			var err error
+			if v, exists, err = s.current(ctx, w.key); err != nil {
+				return err
+			}
+		}
+		if done, err := s.decide(w, v, exists, attempt, lastErr); done {
+			return err
+		}
+		refused, err := s.attempt(ctx, w, v, exists)
+		if !refused {
+			return err
+		}
+		if lastErr = err; !known {
+			contended++ // a fresh read lost a race, not merely a stale cache entry
+			if err := s.backoff(ctx, w.key, contended); err != nil {
+				return err
+			}
+		}
+		known = false
+	}
+}
+
+// decide says whether the loop is over given the object's current version:
+// our write is there, a higher token is, or the attempts are used up.
+func (s *Store) decide(w *write, v version, exists bool, attempt int, lastErr error) (bool, error) {
+	switch {
+	case exists && v.hdr.id == w.hdr.id:
+		// Our write landed (a client that retries by itself got a lost answer).
+		s.remember(w.key, v.etag, v.hdr)
+		return true, nil
+	case exists && v.hdr.token > w.hdr.token:
+		s.remember(w.key, v.etag, v.hdr)
+		return true, &fence.StaleError{Resource: w.key, Token: w.hdr.token, Current: v.hdr.token}
+	case attempt >= s.opts.maxAttempts:
+		return true, fmt.Errorf("%w: s3://%s/%s, %d conditional PUTs refused: %w", ErrConflict, s.bucket, w.key, attempt, lastErr)
+	}
+	return false, nil
+}
+
+// noRetries turns the SDK's retries off for one call. A retried PUT whose
+// first attempt landed unseen would come back 412 and look refused; Put
+// retries itself, after reading what is there.
+func noRetries(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
+
+// attempt sends one conditional PUT based on v. refused reports that the
+// server refused it because the object is no longer v (err is the refusal);
+// otherwise err is Put's result.
+func (s *Store) attempt(ctx context.Context, w *write, v version, exists bool) (refused bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, err // nothing sent
+	}
+	err = s.conditionalPut(ctx, w, v, exists)
+	if err == nil {
+		return false, nil
+	}
+	switch classifyPut(err) {
+	case putRefused:
+		s.cache.drop(w.key)
+		return true, err
+	case putUnknown:
+		return false, s.reconcile(ctx, w, err)
+	}
+	return false, s.failure("put", w.key, err)
+}
+
+// conditionalPut sends w's PUT, valid only if the object is still v (or
+// still absent), and lets it finish for up to putGrace after ctx ends.
+func (s *Store) conditionalPut(ctx context.Context, w *write, v version, exists bool) error {
+	in := &s3.PutObjectInput{
+		Bucket:        &s.bucket,
+		Key:           &w.key,
+		Body:          bytes.NewReader(w.body),
+		ContentLength: aws.Int64(int64(len(w.body))),
+		Metadata:      w.meta,
+	}
+	if exists {
+		in.IfMatch = aws.String(v.etag)
+	} else {
+		in.IfNoneMatch = aws.String("*")
+	}
+	pctx, done := withGrace(ctx, s.opts.putGrace)
+	defer done()
+	out, err := s.client.PutObject(pctx, in, noRetries)
+	if err != nil {
+		return err
+	}
+	s.remember(w.key, aws.ToString(out.ETag), w.hdr)
+	return nil
+}
+
+// reconcile decides a PUT that got no answer by reading the object back:
+// if it carries this write's ID the PUT landed. Otherwise the PUT may still
+// be in flight, and the outcome is unknown. Without a live ctx there is no
+// read back.
+func (s *Store) reconcile(ctx context.Context, w *write, putErr error) error {
+	s.cache.drop(w.key)
+	if ctx.Err() == nil {
+		if v, exists, err := s.current(ctx, w.key); err == nil && exists && v.hdr.id == w.hdr.id {
+			s.remember(w.key, v.etag, v.hdr)
+			return nil
+		}
+	}
+	return &fence.UnknownOutcomeError{Resource: w.key, Token: w.hdr.token, Err: putErr}
+}
+
+// backoff waits a random time up to retryDelay·2^(n-1), capped at
+// 64·retryDelay, before the retry after the nth lost race.
+func (s *Store) backoff(ctx context.Context, key string, n int) error {
+	var d time.Duration
+	if s.opts.retryDelay > 0 {
+		d = rand.N(s.opts.retryDelay<<min(n-1, 6)) + 1
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("s3fence: put s3://%s/%s: waiting to retry after a conflict: %w", s.bucket, key, ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}

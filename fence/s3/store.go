@@ -1,0 +1,70 @@
+package s3fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// maxKeyLen is S3's limit on the length of an object key, in bytes.
+const maxKeyLen = 1024
+
+// Store is a [fence.Store] whose records are objects in one S3 bucket: Put
+// is a fenced write made safe by S3's conditional PUTs, Get a fenced read.
+// See the package documentation for how, and for the object format.
+//
+// A Store is safe for concurrent use, by any number of goroutines and
+// processes: the S3 server, not the Store, decides every write. The zero
+// Store is not usable; create one with [New].
+type Store struct {
+	client Client
+	bucket string
+	opts   options
+	cache  *versionCache
+}
+
+var _ fence.Store = (*Store)(nil)
+
+// New returns a Store that keeps its objects in bucket, through client. It
+// does no I/O: a missing bucket or bad credentials show up as errors
+// matching [ErrNoSuchBucket] or [ErrAccessDenied] on first use. It fails if
+// client is nil, bucket is empty, or an option is invalid.
+func New(client Client, bucket string, opts ...Option) (*Store, error) {
+	if c, ok := client.(*s3.Client); client == nil || ok && c == nil {
+		return nil, errors.New("s3fence: New: nil client")
+	}
+	if bucket == "" {
+		return nil, errors.New("s3fence: New: empty bucket name")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, errors.New("s3fence: New: nil option")
+		}
+		if err := opt.apply(&o); err != nil {
+			return nil, err
+		}
+	}
+	return &Store{client: client, bucket: bucket, opts: o, cache: newVersionCache(o.cacheSize)}, nil
+}
+
+// Bucket returns the name of the store's bucket.
+func (s *Store) Bucket() string { return s.bucket }
+
+// checkCall validates a key and the context before any I/O.
+func checkCall(ctx context.Context, key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty key", fence.ErrInvalidKey)
+	case len(key) > maxKeyLen:
+		return fmt.Errorf("%w: key of %d bytes (S3 allows %d)", fence.ErrInvalidKey, len(key), maxKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: key %q is not valid UTF-8", fence.ErrInvalidKey, key)
+	}
+	return ctx.Err()
+}

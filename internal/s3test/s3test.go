@@ -1,0 +1,131 @@
+// Package s3test gives tests an S3-compatible server with conditional writes.
+//
+// By default it starts versitygw (https://github.com/versity/versitygw, the
+// posix backend) on a free loopback port with its data in a temporary
+// directory, waits until it answers S3 requests, creates a bucket through the
+// S3 API, and kills the process when the test or package is done. The binary
+// is found through $FENCELOCK_VERSITYGW, then $PATH, then $GOBIN and
+// $GOPATH/bin; .ci/install-versitygw.sh installs it.
+//
+// Setting FENCELOCK_S3_BUCKET points the tests at an existing endpoint
+// instead (AWS itself included); see [FromEnv].
+//
+// When no server can be had, tests are skipped with a message saying how to
+// get one, except under CI=true, where they fail.
+package s3test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+)
+
+// Environment variables read by this package.
+const (
+	// EnvBinary names the versitygw binary to run.
+	EnvBinary = "FENCELOCK_VERSITYGW"
+	// EnvBucket names an existing bucket; setting it selects an existing
+	// endpoint instead of starting versitygw.
+	EnvBucket = "FENCELOCK_S3_BUCKET"
+	// EnvEndpoint is the existing endpoint's URL; empty means AWS S3.
+	EnvEndpoint = "FENCELOCK_S3_ENDPOINT"
+	// EnvRegion is the existing endpoint's region (default us-east-1).
+	EnvRegion = "FENCELOCK_S3_REGION"
+	// EnvAccessKey and EnvSecretKey are static credentials for the existing
+	// endpoint; when unset, the AWS SDK's default credential chain is used.
+	EnvAccessKey = "FENCELOCK_S3_ACCESS_KEY"
+	// EnvSecretKey: see EnvAccessKey.
+	EnvSecretKey = "FENCELOCK_S3_SECRET_KEY"
+)
+
+// ErrUnavailable means neither a versitygw binary nor an existing endpoint
+// was found. Tests skip on it, or fail under CI=true.
+var ErrUnavailable = errors.New("s3test: no S3 server available")
+
+// howToEnable is appended to skip messages.
+const howToEnable = "run .ci/install-versitygw.sh (or set " + EnvBinary + " to a versitygw binary), " +
+	"or set " + EnvBucket + " (with " + EnvEndpoint + ", " + EnvAccessKey + ", " + EnvSecretKey + ", " + EnvRegion + ") to use an existing endpoint"
+
+// startTimeout bounds starting a server, including its first bucket.
+const startTimeout = 60 * time.Second
+
+// Server is an S3 endpoint with one bucket ready for tests. Its fields are
+// read-only after Start; its methods are safe for concurrent use.
+type Server struct {
+	// Endpoint is the base URL; empty means AWS's regional endpoint.
+	Endpoint string
+	// Region is the signing region.
+	Region string
+	// AccessKey and SecretKey are the credentials; both empty means the AWS
+	// SDK's default credential chain.
+	AccessKey, SecretKey string
+	// Bucket exists and is empty of other tests' keys only by convention:
+	// tests use unique keys.
+	Bucket string
+
+	creds     aws.CredentialsProvider // default chain when AccessKey is empty
+	proc      *process                // nil for an existing endpoint
+	versioned versionedBucket
+}
+
+// Start returns a server for tests: the existing endpoint described by the
+// environment when FENCELOCK_S3_BUCKET is set ([FromEnv]), and otherwise a new
+// versitygw process storing its data under dir. It returns an error matching
+// [ErrUnavailable] when there is neither. ctx bounds the start; Close stops
+// the process.
+func Start(ctx context.Context, dir string) (*Server, error) {
+	if s, ok, err := FromEnv(ctx); ok || err != nil {
+		return s, err
+	}
+	return startVersitygw(ctx, dir)
+}
+
+// Close stops the server's process, if this package started one, and waits
+// for it to exit. It is a no-op for an existing endpoint.
+func (s *Server) Close() error {
+	if s.proc == nil {
+		return nil
+	}
+	return s.proc.stop()
+}
+
+// New returns a server for one test, started in t.TempDir() and closed when
+// the test ends. It skips the test when no server is available, or fails it
+// under CI=true.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	s, err := Start(ctx, tb.TempDir())
+	if err != nil {
+		unavailable(tb, err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("s3test: stopping the server: %v", err)
+		}
+	})
+	return s
+}
+
+// unavailable skips or fails tb for err.
+func unavailable(tb testing.TB, err error) {
+	tb.Helper()
+	if errors.Is(err, ErrUnavailable) && !InCI() {
+		tb.Skipf("%v: %s", err, howToEnable)
+	}
+	tb.Fatal(err)
+}
+
+// InCI reports whether CI=true, under which a missing server is a failure.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// skipMessage is what a skipped package prints.
+func skipMessage(err error) string {
+	return fmt.Sprintf("SKIP: %v: %s", err, howToEnable)
+}

@@ -1,0 +1,153 @@
+package s3test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"go/build"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// bucketName is the bucket every started server gets.
+const bucketName = "fencelock-test"
+
+// findVersitygw returns the path of the versitygw binary, or an error
+// matching ErrUnavailable.
+func findVersitygw() (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("s3test: %s=%s: %w", EnvBinary, p, err)
+		}
+		return p, nil
+	}
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p, nil
+	}
+	var dirs []string
+	if gobin := os.Getenv("GOBIN"); gobin != "" {
+		dirs = append(dirs, gobin)
+	}
+	for _, gp := range filepath.SplitList(build.Default.GOPATH) {
+		dirs = append(dirs, filepath.Join(gp, "bin"))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, "versitygw")
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: versitygw not found in $%s, $PATH or %v", ErrUnavailable, EnvBinary, dirs)
+}
+
+// startVersitygw starts versitygw with data under dir and creates the test
+// bucket. A port another process grabbed between our probe and versitygw's
+// bind makes versitygw exit; it is retried on a new port.
+func startVersitygw(ctx context.Context, dir string) (*Server, error) {
+	bin, err := findVersitygw()
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for attempt := range 3 {
+		s, err := launch(ctx, bin, filepath.Join(dir, "vgw"+strconv.Itoa(attempt)))
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || !errors.Is(err, errExited) {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// launch runs one versitygw process and waits until it serves the test bucket.
+func launch(ctx context.Context, bin, dir string) (*Server, error) {
+	root, versions := filepath.Join(dir, "root"), filepath.Join(dir, "versions")
+	for _, d := range []string{root, versions} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("s3test: %w", err)
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		Endpoint:  "http://127.0.0.1:" + strconv.Itoa(port),
+		Region:    "us-east-1",
+		AccessKey: "fencelock" + randomHex(6),
+		SecretKey: randomHex(20),
+		Bucket:    bucketName,
+	}
+	// --keep-alive: versitygw closes every connection after one request
+	// without it, which AWS does not do and which would dominate benchmarks.
+	cmd := exec.Command(bin, "--port", "127.0.0.1:"+strconv.Itoa(port), "--quiet", "--keep-alive",
+		"posix", "--versioning-dir", versions, root)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
+	if s.proc, err = startProcess(cmd); err != nil {
+		return nil, err
+	}
+	if err := s.waitReady(ctx); err != nil {
+		return nil, errors.Join(err, s.proc.stop())
+	}
+	return s, nil
+}
+
+// waitReady polls until the server creates the test bucket, the process
+// exits, or ctx ends.
+func (s *Server) waitReady(ctx context.Context) error {
+	client, closeIdle := s.NewClient()
+	defer closeIdle()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := s.createBucket(ctx, client, s.Bucket)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-s.proc.exited:
+			return fmt.Errorf("%w: %s", errExited, s.proc.output())
+		case <-ctx.Done():
+			return fmt.Errorf("s3test: versitygw at %s not ready: %w (last error: %v; output: %s)", s.Endpoint, ctx.Err(), err, s.proc.output())
+		case <-tick.C:
+		}
+	}
+}
+
+// createBucket creates bucket with a short per-attempt timeout, so a server
+// that accepts connections but hangs cannot stall the caller's poll loop.
+func (s *Server) createBucket(ctx context.Context, client *s3.Client, bucket string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)},
+		func(o *s3.Options) { o.RetryMaxAttempts = 1 })
+	return err
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("s3test: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+).
+	return hex.EncodeToString(b)
+}
