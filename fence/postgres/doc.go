@@ -1,0 +1,79 @@
+// Package postgres makes writes to PostgreSQL fenced: a write carrying an
+// older [fence.Token] than one the database has already accepted is refused
+// by PostgreSQL itself, atomically, however late it arrives.
+//
+// It offers three forms, all working with a *pgxpool.Pool, a *pgx.Conn or a
+// pgx.Tx ([DB], [TxBeginner]):
+//
+//   - [Table.Update] and [Table.Upsert] write one row of your own table that
+//     has a fence column, in one statement:
+//     UPDATE t SET ..., fence = $token WHERE key = $k AND fence <= $token.
+//   - [RunInTx] runs a function in a transaction that first raises the
+//     resource's row in a fence table; a stale transaction is rolled back
+//     before the function runs.
+//   - [Exec] runs one INSERT, UPDATE or DELETE guarded by the fence table in
+//     the same statement, saving the round trips of a transaction.
+//
+// [Store] implements [fence.Store] on a table of its own.
+//
+//	accounts, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
+//	...
+//	err = accounts.Update(ctx, pool, "acct-7", lock.Token(), postgres.Set("balance", 120))
+//	switch {
+//	case errors.Is(err, fence.ErrStale):
+//		// A newer holder wrote first; nothing changed.
+//	case errors.Is(err, postgres.ErrRowNotFound):
+//		// No such account.
+//	case errors.Is(err, fence.ErrUnknownOutcome):
+//		// Read back before deciding.
+//	}
+//
+//	err = postgres.RunInTx(ctx, pool, "invoice-42", lock.Token(), func(tx pgx.Tx) error {
+//		_, err := tx.Exec(ctx, "UPDATE invoices SET paid = true WHERE id = $1", 42)
+//		return err
+//	}, postgres.WithIsolation(pgx.Serializable))
+//
+// # Errors
+//
+// A refused write returns an error matching [fence.ErrStale]; errors.As
+// finds a [*fence.StaleError] with the current token when it could be read.
+// A write whose outcome cannot be known (the connection broke or the
+// context ended after the statement or COMMIT was sent) matches
+// [fence.ErrUnknownOutcome]. Serialization failures and deadlocks match
+// [ErrRetryable], and are never reported as success or as stale. Server
+// errors stay reachable with errors.As(err, &pgErr) for a *pgconn.PgError.
+// Bad input (empty key, token <= 0, empty or over-long names, nil handle,
+// ended context) is refused before any I/O.
+//
+// # Schema
+//
+// [CreateSchema] creates the package's own tables; so does this SQL:
+//
+//	CREATE TABLE IF NOT EXISTS fencelock_fences (
+//		resource text   PRIMARY KEY,
+//		token    bigint NOT NULL CHECK (token > 0)
+//	);
+//	CREATE TABLE IF NOT EXISTS fencelock_store (
+//		key   text   PRIMARY KEY,
+//		token bigint NOT NULL CHECK (token > 0),
+//		value bytea  NOT NULL
+//	);
+//
+// A table written through [Table] needs a unique key column and a fence
+// column that starts below every token:
+//
+//	ALTER TABLE accounts ADD COLUMN fence bigint NOT NULL DEFAULT 0;
+//
+// Table and column names are quoted with pgx.Identifier; values are always
+// sent as parameters.
+//
+// # Isolation
+//
+// Fenced writes are correct under READ COMMITTED, REPEATABLE READ and
+// SERIALIZABLE. Under the latter two, a transaction that waited on a fence
+// behind a concurrent one fails with [ErrRetryable] instead of reading past
+// it; run it again.
+//
+// This package imports pgx v5 and nothing else outside the standard library
+// and package fence.
+package postgres

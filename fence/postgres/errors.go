@@ -1,0 +1,32 @@
+package postgres
+
+import "errors"
+
+// ErrInvalidArgument means a call was given something it cannot use: a nil
+// handle or function, an empty or duplicated column assignment, an invalid
+// option. Nothing was sent to the server.
+var ErrInvalidArgument = errors.New("postgres: invalid argument")
+
+// ErrInvalidIdentifier means a table or column name was empty, had an empty
+// part, contained a NUL byte or was longer than PostgreSQL's 63 bytes.
+// Nothing was sent to the server.
+var ErrInvalidIdentifier = errors.New("postgres: invalid identifier")
+
+// ErrRowNotFound means a fenced update ([Table.Update]) found no row with the
+// given key. Nothing was written. Use [Table.Upsert] to create rows on the
+// first write.
+var ErrRowNotFound = errors.New("postgres: no row with that key")
+
+// ErrSchema means the server reported that a table or column the call names
+// does not exist (SQLSTATE 42P01, 42703), or that the key column has no
+// unique constraint for an upsert (42P10). Errors that match it also wrap the
+// server's *pgconn.PgError. Nothing was written.
+var ErrSchema = errors.New("postgres: table, column or key constraint missing")
+
+// ErrRetryable means the server rolled the transaction (or statement) back
+// because it could not serialise it with a concurrent one (SQLSTATE 40001,
+// serialization_failure) or to break a deadlock (40P01). Nothing was written;
+// running the whole transaction again with the same token is safe and may
+// succeed, or may then fail with [fence.ErrStale]. Errors that match it also
+// wrap the server's *pgconn.PgError.
+var ErrRetryable = errors.New("postgres: transaction rolled back by the server (serialization failure or deadlock); retry it")

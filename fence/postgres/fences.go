@@ -1,0 +1,124 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// DefaultFenceTable is the fence table [RunInTx], [Exec] and [CreateSchema]
+// use.
+const DefaultFenceTable = "fencelock_fences"
+
+// Fences is a fence table: one row per resource (a lock name, an invoice, a
+// tenant) holding the highest token any fenced transaction on it carried.
+// A fenced transaction first raises its resource's row to its token, and is
+// rolled back with [fence.ErrStale] if the row is already higher. The row
+// lock this takes serialises fenced transactions on one resource until they
+// end, so a stale one can never commit after a newer one.
+//
+// The table is (resource text PRIMARY KEY, token bigint NOT NULL); see
+// [Fences.CreateTable]. Create a Fences with [NewFences]; the zero Fences is
+// not usable. A Fences holds no connection and is safe for concurrent use.
+type Fences struct {
+	label      string
+	advanceSQL string
+	currentSQL string
+	createSQL  string
+	guardSQL   func(resourceParam, tokenParam string) string
+}
+
+// defaultFences serves the package-level functions.
+var defaultFences = func() *Fences {
+	f, err := NewFences(pgx.Identifier{DefaultFenceTable})
+	if err != nil {
+		panic(err) // a constant name: cannot happen
+	}
+	return f
+}()
+
+// NewFences returns the fence table name (schema-qualified or not). It fails
+// with [ErrInvalidIdentifier] on an unusable name, before any I/O.
+func NewFences(name pgx.Identifier) (*Fences, error) {
+	q, err := quoteName("fence table", name)
+	if err != nil {
+		return nil, err
+	}
+	guard := func(r, t string) string {
+		return "INSERT INTO " + q + " AS cur (resource, token) VALUES (" + r + ", " + t + ")" +
+			" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token"
+	}
+	return &Fences{
+		label:      strings.Join(name, "."),
+		advanceSQL: guard("$1", "$2"),
+		currentSQL: "SELECT token FROM " + q + " WHERE resource = $1",
+		createSQL:  "CREATE TABLE IF NOT EXISTS " + q + " (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))",
+		guardSQL:   guard,
+	}, nil
+}
+
+// CreateTable creates the fence table if it does not exist. ctx bounds the
+// call. Run it once, at deployment, rather than racing it from many
+// processes: concurrent CREATE TABLE IF NOT EXISTS can fail in PostgreSQL.
+func (f *Fences) CreateTable(ctx context.Context, db DB) error {
+	if err := checkDB(db); err != nil {
+		return err
+	}
+	if _, err := db.Exec(ctx, f.createSQL); err != nil {
+		return fmt.Errorf("postgres: create fence table %s: %w", f.label, classify(err))
+	}
+	return nil
+}
+
+// Advance raises resource's fence to token, or returns a [*fence.StaleError]
+// (Current filled) when it is already higher. Run it first in a transaction
+// you manage yourself, as [Fences.RunInTx] does; the transaction must be
+// rolled back when it fails. ctx bounds the call.
+func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fence.Token) error {
+	if err := checkWrite(ctx, db, resource, token); err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, f.advanceSQL, resource, int64(token))
+	if err != nil {
+		return fmt.Errorf("postgres: advance fence %s: %w", resource, classify(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return f.stale(ctx, db, resource, token)
+	}
+	return nil
+}
+
+// Current returns the highest token accepted for resource, or an error
+// matching [fence.ErrNotFound] if none was. ctx bounds the call.
+func (f *Fences) Current(ctx context.Context, db DB, resource string) (fence.Token, error) {
+	if err := checkDB(db); err != nil {
+		return 0, err
+	}
+	if resource == "" {
+		return 0, fmt.Errorf("%w: empty resource", fence.ErrInvalidKey)
+	}
+	var tok int64
+	err := db.QueryRow(ctx, f.currentSQL, resource).Scan(&tok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("%w: no fence for %q in %s", fence.ErrNotFound, resource, f.label)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("postgres: read fence %s: %w", resource, classify(err))
+	}
+	return fence.Token(tok), nil
+}
+
+// stale builds the error for a refused advance, reading the current token
+// when it can.
+func (f *Fences) stale(ctx context.Context, db DB, resource string, token fence.Token) error {
+	se := &fence.StaleError{Resource: resource, Token: token}
+	if cur, err := f.Current(ctx, db, resource); err == nil && cur > token {
+		se.Current = cur
+	}
+	return se
+}

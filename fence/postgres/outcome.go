@@ -1,0 +1,73 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// classify marks server errors callers act on: [ErrRetryable] for
+// serialization failures and deadlocks, [ErrSchema] for missing tables,
+// columns and key constraints. The *pgconn.PgError stays reachable.
+func classify(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch pgErr.Code {
+	case "40001", "40P01":
+		return fmt.Errorf("%w: %w", ErrRetryable, err)
+	case "42P01", "42703", "42P10":
+		return fmt.Errorf("%w: %w", ErrSchema, err)
+	}
+	return err
+}
+
+// answered reports whether err is the server's answer to a statement (an
+// ERROR, after which the statement has failed and changed nothing), or
+// happened before anything was sent. Either way the outcome is known.
+func answered(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// FATAL and PANIC end the session; they may arrive after a commit.
+		sev := pgErr.SeverityUnlocalized
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		return sev != "FATAL" && sev != "PANIC"
+	}
+	return false
+}
+
+// writeError turns the error of a single write statement run on db into the
+// error to return: an [*fence.UnknownOutcomeError] when the statement may
+// have reached the server and no answer came back (the connection broke or
+// the context ended mid-request), otherwise the classified error.
+func writeError(db DB, what string, resource string, token fence.Token, err error) error {
+	if !answered(err) {
+		// A connection still open after an error finished its exchange
+		// cleanly: the error was client-side (encoding arguments, ...).
+		if closed, known := connClosed(db); !known || closed {
+			return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: classify(err)}
+		}
+	}
+	return fmt.Errorf("postgres: %s %s: %w", what, resource, classify(err))
+}
+
+// commitError turns the error of a COMMIT into the error to return.
+func commitError(resource string, token fence.Token, err error) error {
+	switch {
+	case errors.Is(err, pgx.ErrTxCommitRollback):
+		return fmt.Errorf("postgres: transaction on %s was already aborted, commit rolled it back: %w", resource, err)
+	case !answered(err):
+		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: classify(err)}
+	}
+	return fmt.Errorf("postgres: commit on %s: %w", resource, classify(err))
+}

@@ -1,0 +1,18 @@
+package postgres
+
+import "context"
+
+// CreateSchema creates the [DefaultFenceTable] and the [DefaultStoreTable]
+// if they do not exist, as the SQL in the package documentation does. ctx
+// bounds the call. Run it once, at deployment: concurrent CREATE TABLE IF
+// NOT EXISTS can fail in PostgreSQL.
+func CreateSchema(ctx context.Context, db DB) error {
+	s, err := NewStore(db)
+	if err != nil {
+		return err
+	}
+	if err := defaultFences.CreateTable(ctx, db); err != nil {
+		return err
+	}
+	return s.CreateTable(ctx)
+}

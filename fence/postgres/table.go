@@ -1,0 +1,156 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Table is a user table whose rows are written with fencing: each row has a
+// key column and a fence column holding the highest token written to it,
+// and a write lands only if its token is not lower.
+//
+// Create one with [NewTable]; the zero Table is not usable. A Table holds no
+// connection and is safe for concurrent use.
+type Table struct {
+	name   string // quoted
+	label  string // unquoted, for errors
+	key    string // quoted
+	fence  string // quoted
+	keyRaw string
+	fenRaw string
+}
+
+// NewTable returns a fenced view of the table name (schema-qualified or
+// not: pgx.Identifier{"accounts"}, pgx.Identifier{"billing", "accounts"}).
+// It fails with [ErrInvalidIdentifier] on an unusable name, before any I/O;
+// whether the table exists is found out at the first write ([ErrSchema]).
+func NewTable(name pgx.Identifier, opts ...TableOption) (*Table, error) {
+	o := tableOptions{key: "key", fence: "fence"}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil TableOption", ErrInvalidArgument)
+		}
+		opt.applyTable(&o)
+	}
+	qname, err := quoteName("table", name)
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{name: qname, label: strings.Join(name, "."), keyRaw: o.key, fenRaw: o.fence}
+	if t.key, err = quoteIdent("key column", o.key); err != nil {
+		return nil, err
+	}
+	if t.fence, err = quoteIdent("fence column", o.fence); err != nil {
+		return nil, err
+	}
+	if o.key == o.fence {
+		return nil, fmt.Errorf("%w: key and fence column are both %q", ErrInvalidArgument, o.key)
+	}
+	return t, nil
+}
+
+// Assignment sets one column in a fenced write. Create it with [Set].
+type Assignment struct {
+	column string
+	value  any
+}
+
+// Set returns an assignment of value, sent as a query parameter, to column.
+func Set(column string, value any) Assignment { return Assignment{column: column, value: value} }
+
+// Update sets the columns of the row whose key is key, and its fence column
+// to token, in one statement that lands only if the row's fence is not
+// higher than token:
+//
+//	UPDATE t SET c1 = $3, ..., fence = $2 WHERE key = $1 AND fence <= $2
+//
+// With no assignments it only raises the fence. When no row changed it
+// returns an error matching [fence.ErrStale] (a [*fence.StaleError] with the
+// row's fence as Current) if the row's fence is higher, or [ErrRowNotFound]
+// if there is no such row; either way nothing was written. When the outcome
+// cannot be known it returns an error matching [fence.ErrUnknownOutcome].
+//
+// ctx bounds the call. If it ends while the statement is in flight, the
+// statement is cancelled, but it may still have committed: the error then
+// matches [fence.ErrUnknownOutcome]. db may be a pgx.Tx: the write then
+// lands when that transaction commits.
+func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
+	sql, args, err := t.prepare(ctx, db, key, token, set, t.updateSQL)
+	if err != nil {
+		return err
+	}
+	resource := t.resource(key)
+	return withConn(ctx, db, func(c DB) error {
+		tag, err := c.Exec(ctx, sql, args...)
+		if err != nil {
+			return writeError(c, "update", resource, token, err)
+		}
+		if tag.RowsAffected() > 0 {
+			return nil
+		}
+		return t.refused(ctx, c, key, resource, token, true)
+	})
+}
+
+// Upsert is [Table.Update] that creates the row when there is none, in one
+// statement:
+//
+//	INSERT INTO t AS cur (key, c1, ..., fence) VALUES ($1, $3, ..., $2)
+//	ON CONFLICT (key) DO UPDATE SET c1 = EXCLUDED.c1, ..., fence = EXCLUDED.fence
+//	WHERE cur.fence <= EXCLUDED.fence
+//
+// The key column needs a unique constraint ([ErrSchema] otherwise). Columns
+// not assigned take their defaults in a new row. Errors are those of
+// [Table.Update], but for [ErrRowNotFound], which it never returns.
+func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
+	return t.upsert(ctx, db, key, token, t.resource(key), set)
+}
+
+func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, resource string, set []Assignment) error {
+	sql, args, err := t.prepare(ctx, db, key, token, set, t.upsertSQL)
+	if err != nil {
+		return err
+	}
+	return withConn(ctx, db, func(c DB) error {
+		tag, err := c.Exec(ctx, sql, args...)
+		if err != nil {
+			return writeError(c, "upsert", resource, token, err)
+		}
+		if tag.RowsAffected() > 0 {
+			return nil
+		}
+		return t.refused(ctx, c, key, resource, token, false)
+	})
+}
+
+// refused tells why a fenced write changed no row. The write is already
+// known not to have landed; the read only names the reason. For an update
+// the row may be missing (missingOK); an upsert that changed nothing was
+// refused by the fence.
+func (t *Table) refused(ctx context.Context, db DB, key any, resource string, token fence.Token, missingOK bool) error {
+	var cur *int64
+	err := db.QueryRow(ctx, "SELECT "+t.fence+" FROM "+t.name+" WHERE "+t.key+" = $1", key).Scan(&cur)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) && missingOK:
+		return fmt.Errorf("%w: %s", ErrRowNotFound, resource)
+	case err != nil && missingOK:
+		return fmt.Errorf("postgres: update %s changed no row (stale token or no row), reading which failed: %w", resource, classify(err))
+	case err == nil && cur == nil:
+		return fmt.Errorf("%w: %s has a NULL %s column; declare it NOT NULL DEFAULT 0", ErrSchema, resource, t.fenRaw)
+	case err == nil && fence.Token(*cur) > token:
+		return &fence.StaleError{Resource: resource, Token: token, Current: fence.Token(*cur)}
+	case missingOK:
+		// The row is there now with a fence we pass: it was created after
+		// the update looked.
+		return fmt.Errorf("%w: %s (a row appeared since)", ErrRowNotFound, resource)
+	}
+	return &fence.StaleError{Resource: resource, Token: token}
+}
+
+func (t *Table) resource(key any) string { return fmt.Sprintf("%s/%v", t.label, key) }

@@ -1,0 +1,110 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// rollbackTimeout bounds the ROLLBACK sent after a failure, which runs even
+// when the caller's context has ended so that the connection stays usable.
+const rollbackTimeout = 5 * time.Second
+
+// RunInTx runs fn in a transaction fenced on resource in the
+// [DefaultFenceTable]; see [Fences.RunInTx].
+func RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error, opts ...TxOption) error {
+	return defaultFences.RunInTx(ctx, db, resource, token, fn, opts...)
+}
+
+// RunInTx begins a transaction on db, raises resource's fence to token as its
+// first statement, runs fn and commits. If the fence is already higher, it
+// rolls back and returns a [*fence.StaleError] (matching [fence.ErrStale])
+// without calling fn: none of fn's writes can land. Until the transaction
+// ends, fenced transactions on the same resource wait for it, so a stale one
+// cannot commit after a newer one, under every isolation level
+// ([WithIsolation]).
+//
+// If fn returns an error or panics, the transaction is rolled back and the
+// error returned (a panic goes on after the rollback). Errors that carry a serialization
+// failure or deadlock, from fn's statements, the fence or COMMIT, match
+// [ErrRetryable]: nothing was written and running RunInTx again is safe.
+// Under REPEATABLE READ and SERIALIZABLE, a transaction that waited on the
+// fence behind another one fails that way.
+//
+// If COMMIT was sent and no answer came back (the connection broke, ctx
+// ended), the error matches [fence.ErrUnknownOutcome]: the transaction may
+// have committed. Any earlier failure leaves nothing written.
+//
+// ctx bounds the call; fn should use the same ctx for its statements. When
+// ctx ends, the transaction is rolled back unless COMMIT was already sent.
+// When db is a pgx.Tx, RunInTx uses a savepoint, its writes land only when
+// that outer transaction commits, and [WithIsolation] is refused.
+func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error, opts ...TxOption) error {
+	o, err := newTxOptions(opts)
+	if err != nil {
+		return err
+	}
+	if err := checkTx(ctx, db, resource, token, fn); err != nil {
+		return err
+	}
+	tx, err := begin(ctx, db, o)
+	if err != nil {
+		return fmt.Errorf("postgres: begin fenced transaction on %s: %w", resource, classify(err))
+	}
+	// After a commit this is a no-op; after a panic in fn it runs before the
+	// panic goes on.
+	defer rollback(ctx, tx)
+	if err := f.Advance(ctx, tx, resource, token); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return classify(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return commitError(resource, token, err)
+	}
+	return nil
+}
+
+func checkTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error) error {
+	if err := checkDB(db); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", ErrInvalidArgument)
+	}
+	if resource == "" {
+		return fmt.Errorf("%w: empty resource", fence.ErrInvalidKey)
+	}
+	if err := token.Validate(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// txOptionsBeginner is a pool or connection, which can set a transaction's
+// isolation level when beginning it.
+type txOptionsBeginner interface {
+	BeginTx(ctx context.Context, o pgx.TxOptions) (pgx.Tx, error)
+}
+
+func begin(ctx context.Context, db TxBeginner, o txOptions) (pgx.Tx, error) {
+	if o.iso == "" {
+		return db.Begin(ctx)
+	}
+	b, ok := db.(txOptionsBeginner)
+	if !ok {
+		return nil, fmt.Errorf("%w: WithIsolation needs a handle that begins top-level transactions (a *pgxpool.Pool or *pgx.Conn), not %T", ErrInvalidArgument, db)
+	}
+	return b.BeginTx(ctx, pgx.TxOptions{IsoLevel: o.iso})
+}
+
+func rollback(ctx context.Context, tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_ = tx.Rollback(ctx)
+}

@@ -1,0 +1,175 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Server is a PostgreSQL server for tests: a throwaway cluster this package
+// started, or an existing server named by FENCELOCK_PG_DSN. Its methods are
+// safe for concurrent use.
+type Server struct {
+	dsn string
+
+	// Set for a throwaway cluster only.
+	dir    string
+	cred   *syscall.Credential
+	bin    binaries
+	cmd    *exec.Cmd
+	exited chan struct{}
+
+	mu  sync.Mutex
+	dbs map[string]bool // databases created and not yet dropped
+}
+
+// external returns a Server for the existing server at dsn, once it answers.
+func external(ctx context.Context, dsn string) (*Server, error) {
+	s := &Server{dsn: dsn}
+	if err := s.ping(ctx); err != nil {
+		return nil, fmt.Errorf("pgtest: %s: %w", EnvDSN, err)
+	}
+	return s, nil
+}
+
+// DSN returns the connection string of the server's maintenance database.
+func (s *Server) DSN() string { return s.dsn }
+
+// Close drops the databases created by [Server.CreateDatabase] that are
+// still there and, for a throwaway cluster, stops it and removes its files.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var errs []error
+	if s.dir == "" {
+		errs = append(errs, s.dropAll(ctx))
+	}
+	s.stopPostmaster()
+	if s.dir != "" {
+		errs = append(errs, os.RemoveAll(s.dir))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
+}
+
+// CreateDatabase creates a fresh, empty database and returns its connection
+// string. The caller drops it with [Server.DropDatabase]; [Server.Close]
+// drops any left on an existing server.
+func (s *Server) CreateDatabase(ctx context.Context) (name, dsn string, err error) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name = "pgtest_" + hex.EncodeToString(b[:])
+	if err := s.admin(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", "", fmt.Errorf("pgtest: create database: %w", err)
+	}
+	s.mu.Lock()
+	if s.dbs == nil {
+		s.dbs = make(map[string]bool)
+	}
+	s.dbs[name] = true
+	s.mu.Unlock()
+	return name, withDatabase(s.dsn, name), nil
+}
+
+// DropDatabase drops a database made by [Server.CreateDatabase],
+// disconnecting whoever is still connected to it.
+func (s *Server) DropDatabase(ctx context.Context, name string) error {
+	err := s.admin(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	if err != nil {
+		return fmt.Errorf("pgtest: drop database: %w", err)
+	}
+	s.mu.Lock()
+	delete(s.dbs, name)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Server) dropAll(ctx context.Context) error {
+	s.mu.Lock()
+	var names []string
+	for n := range s.dbs {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, n := range names {
+		errs = append(errs, s.DropDatabase(ctx, n))
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) admin(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// NewDatabase creates a fresh database for t, drops it when t ends, and
+// returns its connection string.
+func (s *Server) NewDatabase(t testing.TB) string {
+	t.Helper()
+	name, dsn, err := s.CreateDatabase(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.DropDatabase(ctx, name); err != nil {
+			t.Error(err)
+		}
+	})
+	return dsn
+}
+
+// NewPool returns a pool on a fresh database of the package's server (see
+// [New]), closed and dropped when t ends.
+func NewPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	dsn := New(t).NewDatabase(t)
+	pool, err := pgxpool.New(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// withDatabase returns dsn with its database replaced by name; dsn is a URL
+// (postgres://...) or keyword/value pairs.
+func withDatabase(dsn, name string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		if u, err := url.Parse(dsn); err == nil {
+			u.Path = "/" + name
+			return u.String()
+		}
+	}
+	// In keyword/value form the last occurrence of a keyword wins.
+	return dsn + " dbname=" + name
+}
