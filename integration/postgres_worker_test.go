@@ -1,0 +1,136 @@
+package integration_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/postgres"
+)
+
+// pgWorkerEnv, when set in the environment of this test binary, makes it run
+// as the first lock holder of TestPostgresPausedHolder instead of running
+// tests. Its value is the JSON of a pgWorkerConfig.
+const pgWorkerEnv = "FENCELOCK_IT_PG_WORKER"
+
+// pgWorkerConfig tells a worker process where everything is.
+type pgWorkerConfig struct {
+	Etcd []string
+	DSN  string
+	Lock string
+	Job  string
+	Mode pgMode
+}
+
+// The worker runs from init, before any TestMain in this package, so that
+// it starts no servers of its own.
+func init() {
+	if cfg := os.Getenv(pgWorkerEnv); cfg != "" {
+		os.Exit(pgWorker(cfg))
+	}
+}
+
+// pgWorker takes the lock, connects to PostgreSQL, passes the guard's
+// check, reports "READY <token>" and waits for a line on stdin (the parent
+// stops it meanwhile, past its lease). Then it writes and reports
+// "RESULT ok", "RESULT stale" or "RESULT error: …".
+func pgWorker(cfgJSON string) int {
+	var cfg pgWorkerConfig
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := pgWorkerRun(ctx, cfg)
+	switch {
+	case err == nil:
+		fmt.Println("RESULT ok")
+	case errors.Is(err, fence.ErrStale):
+		fmt.Println("RESULT stale")
+	default:
+		fmt.Println("RESULT error:", strings.ReplaceAll(err.Error(), "\n", " "))
+	}
+	return 0
+}
+
+func pgWorkerRun(ctx context.Context, cfg pgWorkerConfig) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	locks, err := etcdlock.New(cli, etcdlock.WithTTL(time.Second))
+	if err != nil {
+		return err
+	}
+	defer locks.Close(context.WithoutCancel(ctx))
+	// Connected before the pause, so that the pause covers only the write.
+	conn, err := pgx.Connect(ctx, cfg.DSN)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	lock, err := locks.Lock(ctx, cfg.Lock)
+	if err != nil {
+		return err
+	}
+	g, err := fence.NewGuard(lock)
+	if err != nil {
+		return err
+	}
+	return g.Do(ctx, func(ctx context.Context, tok fence.Token) error {
+		fmt.Printf("READY %d\n", tok)
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return fmt.Errorf("waiting for the go-ahead: %w", err)
+		}
+		return pgWrite(ctx, conn, cfg.Mode, cfg.Job, tok, "A, the paused holder")
+	})
+}
+
+// pgMode is how both holders write the job row.
+type pgMode string
+
+const (
+	pgRow  pgMode = "fenced row update"  // postgres.Table.Update
+	pgTx   pgMode = "fenced transaction" // postgres.RunInTx
+	pgNone pgMode = "no fencing"         // a plain UPDATE: the control
+)
+
+// pgHandle is what the holders write through: a *pgx.Conn or a pool.
+type pgHandle interface {
+	postgres.DB
+	postgres.TxBeginner
+}
+
+// pgWrite records holder as the owner of job, with token tok.
+func pgWrite(ctx context.Context, db pgHandle, mode pgMode, job string, tok fence.Token, holder string) error {
+	switch mode {
+	case pgRow:
+		jobs, err := postgres.NewTable(pgx.Identifier{"jobs"}, postgres.WithKeyColumn("id"))
+		if err != nil {
+			return err
+		}
+		return jobs.Update(ctx, db, job, tok, postgres.Set("holder", holder))
+	case pgTx:
+		return postgres.RunInTx(ctx, db, job, tok, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "UPDATE jobs SET holder = $2 WHERE id = $1", job, holder)
+			return err
+		})
+	case pgNone:
+		_, err := db.Exec(ctx, "UPDATE jobs SET holder = $2, fence = $3 WHERE id = $1", job, holder, int64(tok))
+		return err
+	}
+	return fmt.Errorf("unknown mode %q", mode)
+}
