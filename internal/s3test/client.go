@@ -1,12 +1,14 @@
 package s3test
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
@@ -38,12 +40,13 @@ func (s *Server) Client(tb testing.TB, opts ...ClientOption) *s3.Client {
 	return c
 }
 
-// NewClient returns a client for the server and a function that closes its
-// idle connections, for callers without a testing.TB (TestMain, examples).
-func (s *Server) NewClient(opts ...ClientOption) (*s3.Client, func()) {
-	var cfg clientConfig
+// NewClient returns a client for the endpoint and a function that closes
+// its idle connections, for callers without a testing.TB (TestMain,
+// examples, other processes).
+func (c Config) NewClient(opts ...ClientOption) (*s3.Client, func()) {
+	var cc clientConfig
 	for _, o := range opts {
-		o(&cfg)
+		o(&cc)
 	}
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
@@ -52,20 +55,30 @@ func (s *Server) NewClient(opts ...ClientOption) (*s3.Client, func()) {
 		IdleConnTimeout:     30 * time.Second,
 	}
 	var rt http.RoundTripper = tr
-	if cfg.wrap != nil {
-		rt = cfg.wrap(tr)
+	if cc.wrap != nil {
+		rt = cc.wrap(tr)
 	}
 	o := s3.Options{
-		Region:     s.Region,
-		HTTPClient: &http.Client{Transport: rt},
+		Region:      c.Region,
+		HTTPClient:  &http.Client{Transport: rt},
+		Credentials: c.credentials(),
 	}
-	if s.Endpoint != "" {
-		o.BaseEndpoint = aws.String(s.Endpoint)
+	if c.Endpoint != "" {
+		o.BaseEndpoint = aws.String(c.Endpoint)
 		o.UsePathStyle = true // no wildcard DNS for bucket subdomains
 	}
-	o.Credentials = s.creds
-	if s.AccessKey != "" {
-		o.Credentials = credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, "")
+	return s3.New(o, cc.optFns...), tr.CloseIdleConnections
+}
+
+// credentials returns static credentials, or the SDK's default chain when
+// there are no keys (nil if it cannot be loaded: requests then fail clearly).
+func (c Config) credentials() aws.CredentialsProvider {
+	if c.AccessKey != "" {
+		return credentials.NewStaticCredentialsProvider(c.AccessKey, c.SecretKey, "")
 	}
-	return s3.New(o, cfg.optFns...), tr.CloseIdleConnections
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(c.Region))
+	if err != nil {
+		return nil
+	}
+	return cfg.Credentials
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
@@ -22,22 +21,15 @@ func FromEnv(ctx context.Context) (s *Server, ok bool, err error) {
 	if bucket == "" {
 		return nil, false, nil
 	}
-	s = &Server{
+	s = &Server{Config: Config{
 		Endpoint:  os.Getenv(EnvEndpoint),
 		Region:    os.Getenv(EnvRegion),
 		AccessKey: os.Getenv(EnvAccessKey),
 		SecretKey: os.Getenv(EnvSecretKey),
 		Bucket:    bucket,
-	}
+	}}
 	if s.Region == "" {
 		s.Region = "us-east-1"
-	}
-	if s.AccessKey == "" {
-		cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(s.Region))
-		if err != nil {
-			return nil, true, fmt.Errorf("s3test: loading AWS credentials: %w", err)
-		}
-		s.creds = cfg.Credentials
 	}
 	client, closeIdle := s.NewClient()
 	defer closeIdle()

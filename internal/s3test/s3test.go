@@ -21,8 +21,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
 // Environment variables read by this package.
@@ -54,9 +52,9 @@ const howToEnable = "run .ci/install-versitygw.sh (or set " + EnvBinary + " to a
 // startTimeout bounds starting a server, including its first bucket.
 const startTimeout = 60 * time.Second
 
-// Server is an S3 endpoint with one bucket ready for tests. Its fields are
-// read-only after Start; its methods are safe for concurrent use.
-type Server struct {
+// Config says how to reach an S3 endpoint and which bucket to use. It is
+// plain data: it can be copied, and passed to another process as JSON.
+type Config struct {
 	// Endpoint is the base URL; empty means AWS's regional endpoint.
 	Endpoint string
 	// Region is the signing region.
@@ -64,12 +62,17 @@ type Server struct {
 	// AccessKey and SecretKey are the credentials; both empty means the AWS
 	// SDK's default credential chain.
 	AccessKey, SecretKey string
-	// Bucket exists and is empty of other tests' keys only by convention:
-	// tests use unique keys.
+	// Bucket exists. Tests share it and keep apart by using unique keys.
 	Bucket string
+}
 
-	creds     aws.CredentialsProvider // default chain when AccessKey is empty
-	proc      *process                // nil for an existing endpoint
+// Server is an S3 endpoint with a bucket ready for tests: a process this
+// package started, or an existing endpoint. Its Config is read-only after
+// Start; its methods are safe for concurrent use.
+type Server struct {
+	Config
+
+	proc      *process // nil for an existing endpoint
 	versioned versionedBucket
 }
 

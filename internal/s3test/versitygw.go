@@ -83,13 +83,13 @@ func launch(ctx context.Context, bin, dir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{
+	s := &Server{Config: Config{
 		Endpoint:  "http://127.0.0.1:" + strconv.Itoa(port),
 		Region:    "us-east-1",
 		AccessKey: "fencelock" + randomHex(6),
 		SecretKey: randomHex(20),
 		Bucket:    bucketName,
-	}
+	}}
 	// --keep-alive: versitygw closes every connection after one request
 	// without it, which AWS does not do and which would dominate benchmarks.
 	cmd := exec.Command(bin, "--port", "127.0.0.1:"+strconv.Itoa(port), "--quiet", "--keep-alive",

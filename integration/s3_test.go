@@ -1,0 +1,264 @@
+package integration_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/embedetcd"
+	"github.com/fencelock/fencelock/internal/s3test"
+)
+
+// TestS3PausedHolder plays the failure fencing exists for, with real
+// processes and servers: etcd for the lock, versitygw for the object.
+//
+// Holder A, a separate process, takes the lock (1 s lease), passes its
+// guard's check, writes a first draft and is stopped with SIGSTOP. Its lease
+// expires; holder B takes the lock and writes the object. A is resumed with
+// SIGCONT and writes again. With fence/s3, the S3 server refuses A's
+// conditional PUT (412: B's write changed the ETag) and the object holds B's
+// data; in the control, a store that ignores tokens, A's stale write lands.
+func TestS3PausedHolder(t *testing.T) {
+	etcd := embedetcd.New(t, 1)
+	srv := s3test.New(t)
+	tests := []struct {
+		name       string
+		fenced     bool
+		wantResult string
+		wantPuts   string // HTTP status of each of A's PUTs
+		wantValue  string
+	}{
+		{"fenced", true, "stale", "200,412", "B, the new holder"},
+		{"control, no fencing", false, "ok", "200,200", "A, the paused holder"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := s3WorkerConfig{
+				Etcd: etcd.Endpoints(), S3: srv.Config, Fenced: tt.fenced,
+				Lock: fmt.Sprintf("s3-paused-holder-%d", i), Key: fmt.Sprintf("integration/%s/%d", t.Name(), time.Now().UnixNano()),
+			}
+			a := startS3Worker(t, cfg)
+			tokA := a.ready(t)
+			a.signal(t, syscall.SIGSTOP)
+
+			locks := s3Locker(t, etcd.Endpoints())
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			lockB, err := locks.Lock(ctx, cfg.Lock) // returns once A's lease has expired
+			if err != nil {
+				t.Fatalf("B's Lock: got %v, want nil", err)
+			}
+			defer lockB.Unlock(context.WithoutCancel(ctx))
+			if lockB.Token() <= tokA {
+				t.Fatalf("B's token %d is not above A's %d", lockB.Token(), tokA)
+			}
+			store, err := s3Resource(srv.Client(t), srv.Bucket, tt.fenced)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := fence.NewGuard(lockB)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Put(ctx, store, cfg.Key, []byte("B, the new holder")); err != nil {
+				t.Fatalf("B's write: got %v, want nil", err)
+			}
+
+			a.goAhead(t)
+			a.signal(t, syscall.SIGCONT)
+			if got := a.result(t); got != tt.wantResult {
+				t.Fatalf("A's late write: got %q, want %q", got, tt.wantResult)
+			}
+			if got := a.next(t, "PUTS"); got != tt.wantPuts {
+				t.Errorf("A's PUTs: got statuses %s, want %s", got, tt.wantPuts)
+			}
+			rec, err := store.Get(ctx, cfg.Key)
+			if err != nil || string(rec.Value) != tt.wantValue {
+				t.Fatalf("object: got %q (%v), want %q", rec.Value, err, tt.wantValue)
+			}
+		})
+	}
+}
+
+// s3Locker returns an etcdlock client with 1 s leases, closed when the test ends.
+func s3Locker(t *testing.T, endpoints []string) *etcdlock.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	locks, err := etcdlock.New(cli, etcdlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locks.Close(context.Background()) })
+	return locks
+}
+
+// s3Resource returns the object store both holders write to: fence/s3, or
+// for the control a store that writes whatever it is given.
+func s3Resource(c *s3.Client, bucket string, fenced bool) (fence.Store, error) {
+	if fenced {
+		return s3fence.New(c, bucket)
+	}
+	return &s3LastWriterWins{c: c, bucket: bucket}, nil
+}
+
+// s3LastWriterWins stores values as plain objects with the token in
+// metadata, and checks nothing: the control.
+type s3LastWriterWins struct {
+	c      *s3.Client
+	bucket string
+}
+
+func (s *s3LastWriterWins) Put(ctx context.Context, k string, tok fence.Token, v []byte) error {
+	_, err := s.c.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: &k, Body: bytes.NewReader(v),
+		Metadata: map[string]string{"fence-token": tok.String()},
+	})
+	return err
+}
+
+func (s *s3LastWriterWins) Get(ctx context.Context, k string) (fence.Record, error) {
+	out, err := s.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: aws.String(k)})
+	if err != nil {
+		return fence.Record{}, err
+	}
+	defer out.Body.Close()
+	v, err := io.ReadAll(out.Body)
+	tok, _ := strconv.ParseInt(out.Metadata["fence-token"], 10, 64)
+	return fence.Record{Value: v, Token: fence.Token(tok)}, err
+}
+
+// s3WorkerProc is a worker process and its pipes.
+type s3WorkerProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string // stdout, line by line; closed at EOF
+	stderr bytes.Buffer
+}
+
+// startS3Worker re-executes this test binary as holder A; see s3Worker.
+func startS3Worker(t *testing.T, cfg s3WorkerConfig) *s3WorkerProc {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &s3WorkerProc{cmd: exec.Command(exe), lines: make(chan string, 16)}
+	w.cmd.Env = append(os.Environ(), s3WorkerEnv+"="+string(js))
+	w.cmd.Stderr = &w.stderr
+	stdout, err := w.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(w.lines)
+		for sc := bufio.NewScanner(stdout); sc.Scan(); {
+			w.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { w.finish(t) })
+	return w
+}
+
+// next returns the worker's next output line starting with prefix, failing
+// the test if none comes within 30 s.
+func (w *s3WorkerProc) next(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case line, ok := <-w.lines:
+			if !ok {
+				t.Fatalf("worker exited without printing %s; stderr: %s", prefix, w.stderr.String())
+			}
+			if rest, found := strings.CutPrefix(line, prefix); found {
+				return strings.TrimSpace(rest)
+			}
+		case <-timeout:
+			t.Fatalf("worker printed no %s within 30s", prefix)
+		}
+	}
+}
+
+// ready waits until the worker holds the lock and has passed its guard's
+// check, and returns its token.
+func (w *s3WorkerProc) ready(t *testing.T) fence.Token {
+	t.Helper()
+	tok, err := strconv.ParseInt(w.next(t, "READY"), 10, 64)
+	if err != nil {
+		t.Fatalf("worker's READY line: %v", err)
+	}
+	return fence.Token(tok)
+}
+
+func (w *s3WorkerProc) result(t *testing.T) string {
+	t.Helper()
+	return w.next(t, "RESULT")
+}
+
+func (w *s3WorkerProc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := w.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signalling the worker with %v: %v", sig, err)
+	}
+}
+
+// goAhead lets the worker write once it runs again.
+func (w *s3WorkerProc) goAhead(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
+		t.Fatalf("writing to the worker: %v", err)
+	}
+}
+
+// finish waits for the worker to exit, killing it if the test is over
+// without it having finished.
+func (w *s3WorkerProc) finish(t *testing.T) {
+	w.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- w.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("worker: %v; stderr: %s", err, w.stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		_ = w.cmd.Process.Signal(syscall.SIGCONT)
+		_ = w.cmd.Process.Kill()
+		<-done
+		t.Errorf("worker did not exit within 10s; killed. stderr: %s", w.stderr.String())
+	}
+	for range w.lines { // let the reader goroutine finish
+	}
+}

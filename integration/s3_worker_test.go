@@ -1,0 +1,140 @@
+package integration_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/s3test"
+)
+
+// s3WorkerEnv, when set in the environment of this test binary, makes it run
+// as the first lock holder of TestS3PausedHolder instead of running tests.
+// Its value is the JSON of an s3WorkerConfig.
+const s3WorkerEnv = "FENCELOCK_IT_S3_WORKER"
+
+// s3WorkerConfig tells a worker process where everything is.
+type s3WorkerConfig struct {
+	Etcd   []string
+	S3     s3test.Config
+	Lock   string
+	Key    string
+	Fenced bool
+}
+
+// The worker runs from init, before any TestMain in this package, so that
+// it starts no servers of its own.
+func init() {
+	if cfg := os.Getenv(s3WorkerEnv); cfg != "" {
+		os.Exit(s3Worker(cfg))
+	}
+}
+
+// s3Worker takes the lock, passes the guard's check, writes a first draft
+// (so its store knows the object's ETag), reports "READY <token>" and waits
+// for a line on stdin; the parent stops it meanwhile, past its lease. Then it
+// writes again and reports "RESULT ok", "RESULT stale" or "RESULT error: …",
+// followed by the HTTP status of each of its PUTs.
+func s3Worker(cfgJSON string) int {
+	var cfg s3WorkerConfig
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	puts := &putStatuses{}
+	err := s3WorkerRun(ctx, cfg, puts)
+	switch {
+	case err == nil:
+		fmt.Println("RESULT ok")
+	case errors.Is(err, fence.ErrStale):
+		fmt.Println("RESULT stale")
+	default:
+		fmt.Println("RESULT error:", strings.ReplaceAll(err.Error(), "\n", " "))
+	}
+	fmt.Println("PUTS", puts.String())
+	return 0
+}
+
+func s3WorkerRun(ctx context.Context, cfg s3WorkerConfig, puts *putStatuses) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	locks, err := etcdlock.New(cli, etcdlock.WithTTL(time.Second))
+	if err != nil {
+		return err
+	}
+	defer locks.Close(context.WithoutCancel(ctx))
+	lock, err := locks.Lock(ctx, cfg.Lock)
+	if err != nil {
+		return err
+	}
+	g, err := fence.NewGuard(lock)
+	if err != nil {
+		return err
+	}
+	client, closeIdle := cfg.S3.NewClient(s3test.WithRoundTripper(puts.wrap))
+	defer closeIdle()
+	store, err := s3Resource(client, cfg.S3.Bucket, cfg.Fenced)
+	if err != nil {
+		return err
+	}
+	return g.Do(ctx, func(ctx context.Context, tok fence.Token) error {
+		if err := store.Put(ctx, cfg.Key, tok, []byte("A's first draft")); err != nil {
+			return fmt.Errorf("first draft: %w", err)
+		}
+		fmt.Printf("READY %d\n", tok)
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return fmt.Errorf("waiting for the go-ahead: %w", err)
+		}
+		return store.Put(ctx, cfg.Key, tok, []byte("A, the paused holder"))
+	})
+}
+
+// putStatuses records the HTTP status of every PUT response.
+type putStatuses struct {
+	next  http.RoundTripper
+	mu    sync.Mutex
+	codes []string
+}
+
+func (p *putStatuses) wrap(next http.RoundTripper) http.RoundTripper {
+	p.next = next
+	return p
+}
+
+func (p *putStatuses) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := p.next.RoundTrip(req)
+	if req.Method == http.MethodPut {
+		code := "error"
+		if err == nil {
+			code = strconv.Itoa(resp.StatusCode)
+		}
+		p.mu.Lock()
+		p.codes = append(p.codes, code)
+		p.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (p *putStatuses) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.codes, ",")
+}
