@@ -39,7 +39,10 @@
 // A PUT that gets no answer (a timeout, a reset connection, a 5xx) may have
 // landed. Put reads the object back: if it holds this write, Put returns nil;
 // otherwise the outcome is unknown and Put says so with
-// [fence.ErrUnknownOutcome], never with [fence.ErrStale].
+// [fence.ErrUnknownOutcome], never with [fence.ErrStale]. When the caller's
+// context ends while a PUT is under way, Put still waits for its answer for
+// up to [WithPutGrace], so that the outcome is known and the write cannot
+// land after Put has returned.
 //
 // # The envelope, and why
 //
