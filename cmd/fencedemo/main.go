@@ -8,6 +8,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -15,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -116,6 +118,9 @@ func play(ctx context.Context, ep string, fenced bool, round int) (bool, error) 
 	}
 	t.say("A checks that it still holds the lock: yes. It is about to write...")
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return false, err
+	}
+	if err := waitStopped(a.cmd.Process.Pid); err != nil {
 		return false, err
 	}
 	t.say("A is frozen (SIGSTOP: think GC pause, VM migration). Its keepalives stop.")
@@ -235,6 +240,38 @@ func (p *proc) stop() {
 		p.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// waitStopped polls until every thread of pid is stopped, so that nothing A
+// does can come after the freeze and before B's turn.
+func waitStopped(pid int) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if stopped(pid) {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return fmt.Errorf("worker A (pid %d) not stopped 5s after SIGSTOP", pid)
+}
+
+func stopped(pid int) bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(task)
+		if err != nil {
+			return false
+		}
+		// The state follows the parenthesised command name: "pid (comm) T ...".
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 type timeline struct{ start time.Time }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# setup.sh makes sure the machine has what the test suite starts by itself:
+# PostgreSQL's server binaries (each test package runs a throwaway cluster
+# from them) and versitygw (the S3-compatible server the S3 tests run).
+# It installs only what is missing, so running it again is cheap.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+
+have_postgres() {
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1
+}
+
+if ! have_postgres; then
+	echo "setup: installing PostgreSQL server binaries (apt-get)" >&2
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
+	# The tests start their own clusters; the distribution's default one is not needed.
+	$sudo service postgresql stop >/dev/null 2>&1 || true
+fi
+have_postgres || { echo "setup: PostgreSQL binaries still missing" >&2; exit 1; }
+
+export FENCELOCK_VERSITYGW="${FENCELOCK_VERSITYGW:-}"
+gw="$(sh "$here/install-versitygw.sh")"
+echo "setup: PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | head -1)  versitygw: $gw" >&2
