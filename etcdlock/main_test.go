@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "etcdlock-test-")
+	dir, err := os.MkdirTemp(os.Getenv("FENCELOCK_ETCD_DIR"), "etcdlock-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
