@@ -42,7 +42,6 @@ func (m stock) unlock(ctx context.Context) error { return m.m.Unlock(ctx) }
 func contenders(b *testing.B, impl string, n int) []mutex {
 	b.Helper()
 	cli := etcdClient(b)
-	compact(b, cli)
 	p := prefix(b)
 	var ms []mutex
 	for range n {
@@ -65,17 +64,51 @@ func contenders(b *testing.B, impl string, n int) []mutex {
 func BenchmarkUncontended(b *testing.B) {
 	for _, impl := range []string{"stock", "etcdlock"} {
 		b.Run(impl, func(b *testing.B) {
+			compact(b)
 			m := contenders(b, impl, 1)[0]
-			ctx := context.Background()
 			for b.Loop() {
-				if err := m.lock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				if err := m.unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
+				lockUnlock(b, m)
 			}
 		})
+	}
+}
+
+// BenchmarkUncontendedSideBySide alternates stock Mutex and etcdlock in one
+// loop (rotating which goes first) on the same server, so that load from
+// elsewhere on a shared machine falls on both alike, and reports the ratio.
+func BenchmarkUncontendedSideBySide(b *testing.B) {
+	compact(b)
+	stockM, fencedM := contenders(b, "stock", 1)[0], contenders(b, "etcdlock", 1)[0]
+	var tStock, tFenced time.Duration
+	i := 0
+	for b.Loop() {
+		first, second, t1, t2 := stockM, mutex(fencedM), &tStock, &tFenced
+		if i%2 == 1 {
+			first, second, t1, t2 = fencedM, stockM, &tFenced, &tStock
+		}
+		*t1 += timed(b, first)
+		*t2 += timed(b, second)
+		i++
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tStock.Microseconds())/n, "stock-µs/op")
+	b.ReportMetric(float64(tFenced.Microseconds())/n, "etcdlock-µs/op")
+	b.ReportMetric(float64(tFenced)/float64(tStock), "ratio")
+}
+
+func timed(b *testing.B, m mutex) time.Duration {
+	start := time.Now()
+	lockUnlock(b, m)
+	return time.Since(start)
+}
+
+func lockUnlock(b *testing.B, m mutex) {
+	ctx := context.Background()
+	if err := m.lock(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.unlock(ctx); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -86,6 +119,7 @@ func BenchmarkUncontended(b *testing.B) {
 func BenchmarkContended(b *testing.B) {
 	for _, impl := range []string{"stock", "etcdlock"} {
 		b.Run(impl, func(b *testing.B) {
+			compact(b)
 			benchContended(b, contenders(b, impl, 8))
 		})
 	}
@@ -137,7 +171,8 @@ func benchContended(b *testing.B, ms []mutex) {
 
 // compact discards the history earlier benchmarks left, so that each
 // starts from the same state.
-func compact(b *testing.B, cli *clientv3.Client) {
+func compact(b *testing.B) {
+	cli := etcdClient(b)
 	resp, err := cli.Get(context.Background(), "compact")
 	if err != nil {
 		b.Fatal(err)

@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -78,15 +79,8 @@ func (c *Client) waitDeleted(ctx context.Context, s *session, pred string, predR
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := c.cli.Watch(wctx, pred, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
-	select {
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-s.done:
-		return 0, c.lostWhileWaiting(s)
-	case wr, ok := <-wch:
-		if !ok || wr.Err() != nil {
-			return 0, ctx.Err() // nil: the caller re-reads
-		}
+	if _, err := c.nextWatch(ctx, s, wch); err != nil {
+		return 0, ctxErrOr(ctx, err)
 	}
 	resp, err := c.cli.Get(ctx, pred)
 	if err != nil {
@@ -96,21 +90,34 @@ func (c *Client) waitDeleted(ctx context.Context, s *session, pred string, predR
 		return resp.Header.Revision, nil
 	}
 	for {
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-s.done:
-			return 0, c.lostWhileWaiting(s)
-		case wr, ok := <-wch:
-			if !ok || wr.Err() != nil {
-				return 0, ctx.Err()
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					return ev.Kv.ModRevision, nil
-				}
+		wr, err := c.nextWatch(ctx, s, wch)
+		if err != nil {
+			return 0, ctxErrOr(ctx, err)
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return ev.Kv.ModRevision, nil
 			}
 		}
+	}
+}
+
+// errWatchEnded means a watch closed early (no leader, compaction); the
+// caller reads the queue again rather than trusting it.
+var errWatchEnded = errors.New("watch ended")
+
+// nextWatch returns the next response on wch, or why there is none.
+func (c *Client) nextWatch(ctx context.Context, s *session, wch clientv3.WatchChan) (clientv3.WatchResponse, error) {
+	select {
+	case <-ctx.Done():
+		return clientv3.WatchResponse{}, ctx.Err()
+	case <-s.done:
+		return clientv3.WatchResponse{}, c.lostWhileWaiting(s)
+	case wr, ok := <-wch:
+		if !ok || wr.Err() != nil {
+			return clientv3.WatchResponse{}, errWatchEnded
+		}
+		return wr, nil
 	}
 }
 
@@ -119,4 +126,16 @@ func (c *Client) lostWhileWaiting(s *session) error {
 		return sessionCause(err)
 	}
 	return lost(ErrKeyDeleted)
+}
+
+// ctxErrOr returns ctx's error if it has ended, nil for errWatchEnded (the
+// caller re-reads the queue), and err otherwise.
+func ctxErrOr(ctx context.Context, err error) error {
+	if e := ctx.Err(); e != nil {
+		return e
+	}
+	if errors.Is(err, errWatchEnded) {
+		return nil
+	}
+	return err
 }
