@@ -1,0 +1,93 @@
+package integration_test
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/harness"
+	"github.com/fencelock/fencelock/internal/pgtest"
+	"github.com/fencelock/fencelock/internal/s3test"
+)
+
+// A harness worker is this test binary re-executed with harness.WorkerEnv
+// set; it runs from init, before any test or server starts.
+func init() { harness.MaybeRunWorker() }
+
+// Short mode must inject at least this many faults of each kind and make
+// at least this many fenced writes, or it has not tested enough.
+const (
+	minFaultsPerKind = 20
+	minFencedWrites  = 1000
+)
+
+// TestHarnessShort runs the fault harness's short mode (cmd/fencecheck
+// -short): worker processes lock and write to PostgreSQL and S3 while the
+// nemesis pauses, kills and partitions them and restarts etcd members.
+// Fenced, the checker must find no violation; with fencing off and the
+// same seed (the control), it must find some. FENCECHECK_SEED replays a
+// seed; go test -short skips the test.
+func TestHarnessShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault harness takes about two minutes; run without -short")
+	}
+	srv := harnessServers(t)
+	seed := harnessSeed(t)
+	fenced := runHarness(t, srv, seed, true)
+	control := runHarness(t, srv, seed, false)
+	var table strings.Builder
+	harness.PrintSummary(&table, fenced, control)
+	t.Logf("seed %d\n%s", seed, table.String())
+
+	if n := len(fenced.Violations); n != 0 {
+		t.Errorf("fenced run: got %d violations, want 0 (replay: FENCECHECK_SEED=%d)", n, seed)
+	}
+	if len(control.Violations) == 0 {
+		t.Errorf("control run: got 0 violations, want > 0: a checker that cannot fail proves nothing")
+	}
+	if got := fenced.Total().Attempted; got < minFencedWrites {
+		t.Errorf("fenced run: got %d writes, want >= %d", got, minFencedWrites)
+	}
+	for _, k := range harness.FaultKinds {
+		if got := fenced.Faults[k]; got < minFaultsPerKind {
+			t.Errorf("fenced run: got %d %s faults, want >= %d", got, k, minFaultsPerKind)
+		}
+	}
+}
+
+func harnessServers(t *testing.T) harness.Servers {
+	t.Helper()
+	dsn := pgtest.New(t).NewDatabase(t)
+	s3srv := s3test.New(t)
+	cfg := s3srv.Config
+	cfg.Bucket = s3srv.VersionedBucket(t)
+	return harness.Servers{PostgresDSN: dsn, S3: cfg}
+}
+
+func harnessSeed(t *testing.T) int64 {
+	t.Helper()
+	if s := os.Getenv("FENCECHECK_SEED"); s != "" {
+		seed, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("FENCECHECK_SEED: %v", err)
+		}
+		return seed
+	}
+	return time.Now().UnixNano() % 1_000_000
+}
+
+func runHarness(t *testing.T, srv harness.Servers, seed int64, fenced bool) *harness.Report {
+	t.Helper()
+	cfg := harness.Short(seed)
+	cfg.Fenced = fenced
+	rep, err := harness.Run(t.Context(), srv, cfg)
+	if err != nil {
+		t.Fatalf("harness run (fenced %v, seed %d): %v", fenced, seed, err)
+	}
+	var out strings.Builder
+	harness.PrintViolations(&out, rep, 10)
+	t.Log(out.String())
+	return rep
+}

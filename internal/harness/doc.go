@@ -1,0 +1,24 @@
+// Package harness is a Jepsen-style fault harness for fencelock: worker
+// processes take etcdlock locks and write, with their fencing tokens, to a
+// PostgreSQL row, a fenced PostgreSQL transaction and an S3 object, while a
+// nemesis pauses, kills and partitions them and restarts etcd members. A
+// checker then reads the storage's own record of what it accepted and looks
+// for stale writes that landed.
+//
+// One run ([Run]) goes like this:
+//
+//   - a 3-member embedded etcd cluster starts in this process, and each worker
+//     slot gets its own TCP proxy to every member ([netproxy]);
+//   - workers (this executable again, see [MaybeRunWorker]) loop: lock a key,
+//     write each of its resources through a fence.Guard, unlock; they log
+//     every attempt as a JSON line ([Event]);
+//   - the nemesis, driven by a seeded random source, injects faults of four
+//     kinds ([FaultKind]) until each has been injected often enough;
+//   - the checker ([Check]) compares the workers' attempts with the storage's
+//     history: PostgreSQL's append-only log written in the same transaction
+//     as each write, and the object versions of a versioned S3 bucket.
+//
+// With Config.Fenced false the workers write without fencing (a plain
+// UPDATE, an unfenced transaction, a plain PutObject): the control run, in
+// which the checker must find violations.
+package harness

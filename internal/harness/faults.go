@@ -1,0 +1,112 @@
+package harness
+
+import (
+	"context"
+	"math/rand/v2"
+	"syscall"
+	"time"
+)
+
+// pause freezes a worker right after its guard check, keeps it stopped past
+// its lease, and lets it go on: the GC pause. Its write then carries a
+// token older than the next holder's.
+func (n *nemesis) pause(ctx context.Context, rng *rand.Rand) bool {
+	s, p := n.heldWorker(ctx, rng)
+	if p == nil {
+		return false
+	}
+	defer s.release()
+	p.signal(syscall.SIGSTOP)
+	p.send(cmdGo) // read once it runs again
+	sleep(context.WithoutCancel(ctx), n.cfg.TTL+between(rng, 500*time.Millisecond, 1200*time.Millisecond))
+	p.signal(syscall.SIGCONT)
+	return true
+}
+
+// kill kills a worker within a few milliseconds of letting it write, so
+// that the kill lands before, during or just after the write, and starts a
+// fresh worker in its place.
+func (n *nemesis) kill(ctx context.Context, rng *rand.Rand) bool {
+	s, p := n.heldWorker(ctx, rng)
+	if p == nil {
+		return false
+	}
+	defer s.release()
+	p.send(cmdGo)
+	sleep(context.WithoutCancel(ctx), between(rng, 0, 4*time.Millisecond))
+	p.kill()
+	return n.fleet.start(s) == nil
+}
+
+// restartMember stops an etcd member, the leader half the time, and starts
+// it again.
+func (n *nemesis) restartMember(ctx context.Context, rng *rand.Rand) bool {
+	i := n.etcd.Leader()
+	if i < 0 || rng.IntN(2) == 0 {
+		i = rng.IntN(len(n.etcd.Members))
+	}
+	n.etcd.Stop(i)
+	sleep(ctx, between(rng, 200*time.Millisecond, 800*time.Millisecond))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := n.etcd.Restart(rctx, i); err != nil {
+		n.cfg.logf("nemesis: restarting etcd member %d: %v", i, err)
+		return false
+	}
+	return true
+}
+
+// partition cuts a worker off from every etcd member past its lease, then
+// lets traffic through with a delay, then heals.
+func (n *nemesis) partition(ctx context.Context, rng *rand.Rand) bool {
+	s := n.fleet.claim(rng)
+	if s == nil {
+		return false
+	}
+	defer s.release()
+	for _, p := range s.proxies {
+		p.Cut()
+	}
+	bg := context.WithoutCancel(ctx)
+	sleep(bg, n.cfg.TTL+between(rng, 0, 800*time.Millisecond))
+	d := between(rng, 20*time.Millisecond, 200*time.Millisecond)
+	for _, p := range s.proxies {
+		p.Heal()
+		p.Delay(d)
+	}
+	sleep(bg, between(rng, 300*time.Millisecond, 1000*time.Millisecond))
+	for _, p := range s.proxies {
+		p.Heal()
+	}
+	return true
+}
+
+// heldWorker claims a worker, arms it, and waits until it holds before a
+// write. It returns the claimed slot and its process, or nil (and releases
+// the claim) when no worker got there in time.
+func (n *nemesis) heldWorker(ctx context.Context, rng *rand.Rand) (*slot, *proc) {
+	s := n.fleet.claim(rng)
+	if s == nil {
+		return nil, nil
+	}
+	p := s.current()
+	s.waiting.Store(true)
+	p.send(cmdArm)
+	t := time.NewTimer(holdTimeout)
+	defer t.Stop()
+	select {
+	case <-s.holds:
+		return s, p
+	case <-p.exited:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if !s.waiting.CompareAndSwap(true, false) {
+		<-s.holds // delivered meanwhile
+		p.send(cmdGo)
+	} else {
+		p.send(cmdDisarm)
+	}
+	s.release()
+	return nil, nil
+}

@@ -1,0 +1,104 @@
+package harness
+
+import (
+	"errors"
+	"math"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// linearizeTimeout bounds porcupine's search for one resource.
+const linearizeTimeout = 30 * time.Second
+
+// regState is the fenced register: the value of the write with the highest
+// token accepted so far.
+type regState struct {
+	Token int64
+	Value string
+}
+
+// regInput is a write of Value with Token, or (Read) the final read.
+type regInput struct {
+	Read  bool
+	Token int64
+	Value string
+}
+
+// regOutput is a write's answer (accepted or refused as stale) or the
+// value the final read saw.
+type regOutput struct {
+	Accepted bool
+	Value    string
+}
+
+// registerModel is a register that accepts a write whose token is not
+// lower than the highest it has accepted, and refuses the others.
+var registerModel = porcupine.Model{
+	Init: func() any { return regState{} },
+	Step: func(state, input, output any) (bool, any) {
+		s, in, out := state.(regState), input.(regInput), output.(regOutput)
+		switch {
+		case in.Read:
+			return out.Value == s.Value, s
+		case out.Accepted:
+			return in.Token >= s.Token, regState{in.Token, in.Value}
+		default:
+			return in.Token < s.Token, s
+		}
+	},
+}
+
+// checkLinearizable checks the attempts on one resource (the workers' reads
+// and writes) against the fenced register, ending with a read of its final
+// value. Writes without
+// a definite answer count as accepted, open-ended, if storage holds them,
+// and are left out otherwise; writes the guard refused never reached it.
+func checkLinearizable(atts []Attempt, writes []record, final string) error {
+	stored := map[string]bool{}
+	for _, w := range writes {
+		stored[w.Value] = true
+	}
+	var ops []porcupine.Operation
+	end := int64(0)
+	for i, a := range atts {
+		end = max(end, a.Call)
+		if a.Return != math.MaxInt64 {
+			end = max(end, a.Return)
+		}
+		if op, ok := operation(a, stored[a.Value]); ok {
+			op.ClientId = i
+			ops = append(ops, op)
+		}
+	}
+	read := porcupine.Operation{ClientId: len(atts), Input: regInput{Read: true}, Output: regOutput{Value: final}, Call: end + 1, Return: end + 1}
+	switch porcupine.CheckOperationsTimeout(registerModel, append(ops, read), linearizeTimeout) {
+	case porcupine.Illegal:
+		return errors.New("no linearization of the writes and the final read as a fenced register")
+	case porcupine.Unknown:
+		return errors.New("porcupine timed out")
+	}
+	return nil
+}
+
+func operation(a Attempt, stored bool) (porcupine.Operation, bool) {
+	op := porcupine.Operation{Input: regInput{Token: a.Token, Value: a.Value}, Call: a.Call, Return: a.Return}
+	if a.Read {
+		op.Input, op.Output = regInput{Read: true}, regOutput{Value: a.Value}
+		return op, true
+	}
+	switch a.Outcome {
+	case OutOK:
+		op.Output = regOutput{Accepted: true}
+	case OutStale:
+		op.Output = regOutput{Accepted: false}
+	case OutUnknown, OutError:
+		if !stored {
+			return op, false
+		}
+		op.Output, op.Return = regOutput{Accepted: true}, math.MaxInt64
+	default:
+		return op, false
+	}
+	return op, true
+}

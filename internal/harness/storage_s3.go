@@ -1,0 +1,92 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	s3fence "github.com/fencelock/fencelock/fence/s3"
+)
+
+// readS3 reads every version of the run's objects from the versioned
+// bucket. Version IDs order the versions: the server makes them ULIDs,
+// which sort by creation time.
+func (h *storageHistory) readS3(ctx context.Context, c *s3.Client, bucket, prefix string) error {
+	versions, err := listVersions(ctx, c, bucket, prefix)
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(versions, func(i, j int) bool { return *versions[i].VersionId < *versions[j].VersionId })
+	for _, v := range versions {
+		r, err := readVersion(ctx, c, bucket, *v.Key, *v.VersionId)
+		if err != nil {
+			return err
+		}
+		res := ResS3 + ":" + *v.Key
+		h.writes[res] = append(h.writes[res], r)
+		if aws.ToBool(v.IsLatest) {
+			h.final[res] = r.Value
+		}
+	}
+	return nil
+}
+
+func listVersions(ctx context.Context, c *s3.Client, bucket, prefix string) ([]types.ObjectVersion, error) {
+	var all []types.ObjectVersion
+	in := &s3.ListObjectVersionsInput{Bucket: &bucket, Prefix: &prefix}
+	for {
+		out, err := c.ListObjectVersions(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("harness: listing object versions: %w", err)
+		}
+		all = append(all, out.Versions...)
+		if !aws.ToBool(out.IsTruncated) {
+			return all, nil
+		}
+		in.KeyMarker, in.VersionIdMarker = out.NextKeyMarker, out.NextVersionIdMarker
+	}
+}
+
+// readObject reads the current value of an object, "" when there is none.
+func readObject(ctx context.Context, c *s3.Client, bucket, key string) (string, error) {
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key})
+	var nsk *types.NoSuchKey
+	if errors.As(err, &nsk) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	r, err := decodeObject(out)
+	return r.Value, err
+}
+
+// readVersion reads one version: a fence/s3 envelope, or in the control a
+// plain value with its token in metadata.
+func readVersion(ctx context.Context, c *s3.Client, bucket, key, version string) (record, error) {
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key, VersionId: &version})
+	if err != nil {
+		return record{}, fmt.Errorf("harness: reading %s version %s: %w", key, version, err)
+	}
+	return decodeObject(out)
+}
+
+func decodeObject(out *s3.GetObjectOutput) (record, error) {
+	defer out.Body.Close()
+	body, err := io.ReadAll(out.Body)
+	if err != nil {
+		return record{}, err
+	}
+	if rec, err := s3fence.Decode(body); err == nil {
+		return record{Token: int64(rec.Token), Value: string(rec.Value)}, nil
+	}
+	tok, _ := strconv.ParseInt(out.Metadata[s3fence.MetadataToken], 10, 64)
+	return record{Token: tok, Value: string(body)}, nil
+}

@@ -1,0 +1,153 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Per-call bounds inside a worker.
+const (
+	writeTimeout  = 10 * time.Second // one write, a possible nemesis hold included
+	unlockTimeout = 2 * time.Second
+	retryPause    = 50 * time.Millisecond // after a failed Lock
+)
+
+// worker is one worker process's state.
+type worker struct {
+	cfg   workerConfig
+	log   *eventLog
+	ctl   *control
+	locks *etcdlock.Client
+	res   *resources
+	rng   *rand.Rand
+	seq   int64
+}
+
+// runWorker loops lock -> writes -> unlock until stdin is closed.
+func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
+	ctx := context.Background()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	locks, err := etcdlock.New(cli, etcdlock.WithTTL(cfg.TTL), etcdlock.WithCleanupTimeout(time.Second))
+	if err != nil {
+		return err
+	}
+	defer locks.Close(ctx)
+	res, err := openResources(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer res.close()
+	w := &worker{
+		cfg: cfg, log: &eventLog{enc: json.NewEncoder(stdout)}, ctl: readControl(stdin),
+		locks: locks, res: res, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)),
+	}
+	for !w.ctl.stopped() {
+		w.section(ctx)
+	}
+	return nil
+}
+
+// section takes a random key's lock, writes its resources and unlocks.
+func (w *worker) section(ctx context.Context) {
+	key := w.cfg.Keys[w.rng.IntN(len(w.cfg.Keys))]
+	lock := w.lock(ctx, key)
+	if lock == nil {
+		w.ctl.pause(retryPause)
+		return
+	}
+	defer w.unlock(ctx, lock)
+	g, err := fence.NewGuard(lock)
+	if err != nil {
+		return
+	}
+	kinds := w.shuffled()
+	for _, kind := range kinds {
+		w.read(ctx, kind, key)
+	}
+	for range w.cfg.WritesPerLock {
+		for _, kind := range kinds {
+			if w.write(ctx, g, kind, key) == OutLost {
+				return
+			}
+		}
+	}
+}
+
+// shuffled returns the resource kinds in random order, so that the
+// nemesis's holds land on every kind.
+func (w *worker) shuffled() []string {
+	kinds := append([]string(nil), resourceKinds...)
+	w.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	return kinds
+}
+
+// read logs the current value of key's resource of the given kind; the
+// checker's linearizability check uses it. Failed reads are not logged.
+func (w *worker) read(ctx context.Context, kind, key string) {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	call := time.Now().UnixNano()
+	val, err := w.res.read(ctx, kind, key)
+	if err == nil {
+		w.log.emit(Event{Ev: EvRead, Worker: w.cfg.ID, Key: key, Res: kind, Value: val, Call: call})
+	}
+}
+
+func (w *worker) lock(ctx context.Context, key string) *etcdlock.Lock {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.LockTimeout)
+	defer cancel()
+	start := time.Now()
+	lock, err := w.locks.Lock(ctx, key)
+	e := Event{Ev: EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), OK: err == nil}
+	if err != nil {
+		e.Err = err.Error()
+	} else {
+		e.Token = int64(lock.Token())
+	}
+	w.log.emit(e)
+	return lock
+}
+
+func (w *worker) unlock(ctx context.Context, lock *etcdlock.Lock) {
+	ctx, cancel := context.WithTimeout(ctx, unlockTimeout)
+	defer cancel()
+	_ = lock.Unlock(ctx)
+}
+
+// write makes one fenced (or, in the control, unfenced) write with a value
+// no other write carries, logging its invocation and its outcome.
+func (w *worker) write(ctx context.Context, g *fence.Guard, kind, key string) string {
+	w.seq++
+	tok := g.Token()
+	e := Event{Worker: w.cfg.ID, Key: key, Res: kind, Token: int64(tok), Seq: w.seq}
+	e.Value = fmt.Sprintf("%s/t%d/s%d", w.cfg.ID, tok, w.seq)
+	e.Ev = EvInvoke
+	w.log.emit(e)
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	err := g.Do(ctx, func(ctx context.Context, tok fence.Token) error {
+		w.ctl.hold(func() { w.log.emit(Event{Ev: EvHold, Worker: w.cfg.ID, Seq: w.seq}) })
+		return w.res.write(ctx, kind, key, tok, e.Value)
+	})
+	e.Ev, e.Time, e.Outcome = EvDone, 0, outcome(err)
+	if err != nil && !errors.Is(err, fence.ErrStale) {
+		e.Err = err.Error()
+	}
+	w.log.emit(e)
+	return e.Outcome
+}
