@@ -1,16 +1,8 @@
 package integration_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,7 +47,7 @@ func TestPostgresPausedHolder(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := pgWorkerConfig{Etcd: etcd.Endpoints(), DSN: dsn, Lock: "pg-paused-holder-" + job, Job: job, Mode: tt.mode}
-			a := startPgWorker(t, cfg)
+			a := startWorker(t, pgWorkerEnv, cfg)
 			tokA := a.ready(t)
 			a.signal(t, syscall.SIGSTOP)
 
@@ -125,121 +117,4 @@ func pgLocker(t *testing.T, endpoints []string) *etcdlock.Client {
 	}
 	t.Cleanup(func() { locks.Close(context.Background()) })
 	return locks
-}
-
-// pgWorkerProc is a worker process and its pipes.
-type pgWorkerProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string // stdout, line by line; closed at EOF
-	stderr bytes.Buffer
-}
-
-// startPgWorker re-executes this test binary as holder A; see pgWorker.
-func startPgWorker(t *testing.T, cfg pgWorkerConfig) *pgWorkerProc {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &pgWorkerProc{cmd: exec.Command(exe), lines: make(chan string, 16)}
-	w.cmd.Env = append(os.Environ(), pgWorkerEnv+"="+string(js))
-	w.cmd.Stderr = &w.stderr
-	stdout, err := w.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(w.lines)
-		for sc := bufio.NewScanner(stdout); sc.Scan(); {
-			w.lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() { w.finish(t) })
-	return w
-}
-
-// next returns the worker's next output line starting with prefix, failing
-// the test if none comes within 30 s.
-func (w *pgWorkerProc) next(t *testing.T, prefix string) string {
-	t.Helper()
-	timeout := time.NewTimer(30 * time.Second)
-	defer timeout.Stop()
-	for {
-		select {
-		case line, ok := <-w.lines:
-			if !ok {
-				t.Fatalf("worker exited without printing %s; stderr: %s", prefix, w.stderr.String())
-			}
-			if rest, found := strings.CutPrefix(line, prefix); found {
-				return strings.TrimSpace(rest)
-			}
-		case <-timeout.C:
-			t.Fatalf("worker printed no %s within 30s", prefix)
-		}
-	}
-}
-
-// ready waits until the worker holds the lock and has passed its guard's
-// check, and returns its token.
-func (w *pgWorkerProc) ready(t *testing.T) fence.Token {
-	t.Helper()
-	tok, err := strconv.ParseInt(w.next(t, "READY"), 10, 64)
-	if err != nil {
-		t.Fatalf("worker's READY line: %v", err)
-	}
-	return fence.Token(tok)
-}
-
-func (w *pgWorkerProc) result(t *testing.T) string {
-	t.Helper()
-	return w.next(t, "RESULT")
-}
-
-func (w *pgWorkerProc) signal(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	if err := w.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signalling the worker with %v: %v", sig, err)
-	}
-}
-
-// goAhead lets the worker write once it runs again.
-func (w *pgWorkerProc) goAhead(t *testing.T) {
-	t.Helper()
-	if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
-		t.Fatalf("writing to the worker: %v", err)
-	}
-}
-
-// finish waits for the worker to exit, killing it if it does not within
-// 10 s of the test's end.
-func (w *pgWorkerProc) finish(t *testing.T) {
-	w.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- w.cmd.Wait() }()
-	timeout := time.NewTimer(10 * time.Second)
-	defer timeout.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("worker: %v; stderr: %s", err, w.stderr.String())
-		}
-	case <-timeout.C:
-		_ = w.cmd.Process.Signal(syscall.SIGCONT)
-		_ = w.cmd.Process.Kill()
-		<-done
-		t.Errorf("worker did not exit within 10s; killed. stderr: %s", w.stderr.String())
-	}
-	for range w.lines { // let the reader goroutine finish
-	}
 }

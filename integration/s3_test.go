@@ -1,16 +1,11 @@
 package integration_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,7 +50,7 @@ func TestS3PausedHolder(t *testing.T) {
 				Etcd: etcd.Endpoints(), S3: srv.Config, Fenced: tt.fenced,
 				Lock: fmt.Sprintf("s3-paused-holder-%d", i), Key: fmt.Sprintf("integration/%s/%d", t.Name(), time.Now().UnixNano()),
 			}
-			a := startS3Worker(t, cfg)
+			a := startWorker(t, s3WorkerEnv, cfg)
 			tokA := a.ready(t)
 			a.signal(t, syscall.SIGSTOP)
 
@@ -147,118 +142,4 @@ func (s *s3LastWriterWins) Get(ctx context.Context, k string) (fence.Record, err
 	v, err := io.ReadAll(out.Body)
 	tok, _ := strconv.ParseInt(out.Metadata["fence-token"], 10, 64)
 	return fence.Record{Value: v, Token: fence.Token(tok)}, err
-}
-
-// s3WorkerProc is a worker process and its pipes.
-type s3WorkerProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string // stdout, line by line; closed at EOF
-	stderr bytes.Buffer
-}
-
-// startS3Worker re-executes this test binary as holder A; see s3Worker.
-func startS3Worker(t *testing.T, cfg s3WorkerConfig) *s3WorkerProc {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &s3WorkerProc{cmd: exec.Command(exe), lines: make(chan string, 16)}
-	w.cmd.Env = append(os.Environ(), s3WorkerEnv+"="+string(js))
-	w.cmd.Stderr = &w.stderr
-	stdout, err := w.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(w.lines)
-		for sc := bufio.NewScanner(stdout); sc.Scan(); {
-			w.lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() { w.finish(t) })
-	return w
-}
-
-// next returns the worker's next output line starting with prefix, failing
-// the test if none comes within 30 s.
-func (w *s3WorkerProc) next(t *testing.T, prefix string) string {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case line, ok := <-w.lines:
-			if !ok {
-				t.Fatalf("worker exited without printing %s; stderr: %s", prefix, w.stderr.String())
-			}
-			if rest, found := strings.CutPrefix(line, prefix); found {
-				return strings.TrimSpace(rest)
-			}
-		case <-timeout:
-			t.Fatalf("worker printed no %s within 30s", prefix)
-		}
-	}
-}
-
-// ready waits until the worker holds the lock and has passed its guard's
-// check, and returns its token.
-func (w *s3WorkerProc) ready(t *testing.T) fence.Token {
-	t.Helper()
-	tok, err := strconv.ParseInt(w.next(t, "READY"), 10, 64)
-	if err != nil {
-		t.Fatalf("worker's READY line: %v", err)
-	}
-	return fence.Token(tok)
-}
-
-func (w *s3WorkerProc) result(t *testing.T) string {
-	t.Helper()
-	return w.next(t, "RESULT")
-}
-
-func (w *s3WorkerProc) signal(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	if err := w.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signalling the worker with %v: %v", sig, err)
-	}
-}
-
-// goAhead lets the worker write once it runs again.
-func (w *s3WorkerProc) goAhead(t *testing.T) {
-	t.Helper()
-	if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
-		t.Fatalf("writing to the worker: %v", err)
-	}
-}
-
-// finish waits for the worker to exit, killing it if the test is over
-// without it having finished.
-func (w *s3WorkerProc) finish(t *testing.T) {
-	w.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- w.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("worker: %v; stderr: %s", err, w.stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		_ = w.cmd.Process.Signal(syscall.SIGCONT)
-		_ = w.cmd.Process.Kill()
-		<-done
-		t.Errorf("worker did not exit within 10s; killed. stderr: %s", w.stderr.String())
-	}
-	for range w.lines { // let the reader goroutine finish
-	}
 }

@@ -23,7 +23,7 @@ type Violation struct {
 
 func (v Violation) String() string { return fmt.Sprintf("%s %s: %s", v.Resource, v.Kind, v.Detail) }
 
-// Check compares the workers' attempts with the storage's record and
+// check compares the workers' attempts with the storage's record and
 // returns every violation, per resource in name order.
 func check(atts []Attempt, st *storageHistory) []Violation {
 	byRes := map[string][]Attempt{}

@@ -14,7 +14,7 @@
 //     every attempt as a JSON line ([Event]);
 //   - the nemesis, driven by a seeded random source, injects faults of four
 //     kinds ([FaultKind]) until each has been injected often enough;
-//   - the checker ([Check]) compares the workers' attempts with the storage's
+//   - the checker compares the workers' attempts with the storage's
 //     history: PostgreSQL's append-only log written in the same transaction
 //     as each write, and the object versions of a versioned S3 bucket.
 //

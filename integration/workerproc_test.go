@@ -1,0 +1,137 @@
+package integration_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// workerProc is a worker process and its pipes: a paused holder of
+// TestPostgresPausedHolder or TestS3PausedHolder.
+type workerProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string // stdout, line by line; closed at EOF
+	stderr bytes.Buffer
+}
+
+// startWorker re-executes this test binary as a worker process: env names
+// the environment variable whose init hook makes it one, cfg is passed in it
+// as JSON. The worker is waited for (or killed) when the test ends.
+func startWorker(t *testing.T, env string, cfg any) *workerProc {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &workerProc{cmd: exec.Command(exe), lines: make(chan string, 16)}
+	w.cmd.Env = append(os.Environ(), env+"="+string(js))
+	w.cmd.Stderr = &w.stderr
+	stdout, err := w.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(w.lines)
+		for sc := bufio.NewScanner(stdout); sc.Scan(); {
+			w.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { w.finish(t) })
+	return w
+}
+
+// next returns the worker's next output line starting with prefix, failing
+// the test if none comes within 30 s.
+func (w *workerProc) next(t *testing.T, prefix string) string {
+	t.Helper()
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case line, ok := <-w.lines:
+			if !ok {
+				t.Fatalf("worker exited without printing %s; stderr: %s", prefix, w.stderr.String())
+			}
+			if rest, found := strings.CutPrefix(line, prefix); found {
+				return strings.TrimSpace(rest)
+			}
+		case <-timeout.C:
+			t.Fatalf("worker printed no %s within 30s", prefix)
+		}
+	}
+}
+
+// ready waits until the worker holds the lock and has passed its guard's
+// check, and returns its token.
+func (w *workerProc) ready(t *testing.T) fence.Token {
+	t.Helper()
+	tok, err := strconv.ParseInt(w.next(t, "READY"), 10, 64)
+	if err != nil {
+		t.Fatalf("worker's READY line: %v", err)
+	}
+	return fence.Token(tok)
+}
+
+func (w *workerProc) result(t *testing.T) string {
+	t.Helper()
+	return w.next(t, "RESULT")
+}
+
+func (w *workerProc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := w.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signalling the worker with %v: %v", sig, err)
+	}
+}
+
+// goAhead lets the worker write once it runs again.
+func (w *workerProc) goAhead(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
+		t.Fatalf("writing to the worker: %v", err)
+	}
+}
+
+// finish waits for the worker to exit, killing it if it does not within
+// 10 s of the test's end.
+func (w *workerProc) finish(t *testing.T) {
+	w.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- w.cmd.Wait() }()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("worker: %v; stderr: %s", err, w.stderr.String())
+		}
+	case <-timeout.C:
+		_ = w.cmd.Process.Signal(syscall.SIGCONT)
+		_ = w.cmd.Process.Kill()
+		<-done
+		t.Errorf("worker did not exit within 10s; killed. stderr: %s", w.stderr.String())
+	}
+	for range w.lines { // let the reader goroutine finish
+	}
+}
