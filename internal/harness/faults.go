@@ -90,23 +90,32 @@ func (n *nemesis) heldWorker(ctx context.Context, rng *rand.Rand) (*slot, *proc)
 		return nil, nil
 	}
 	p := s.current()
+	if awaitHold(ctx, s, p) {
+		return s, p
+	}
+	s.release()
+	return nil, nil
+}
+
+// awaitHold arms p and reports whether it held within holdTimeout. When it
+// did not, p is disarmed, or released if its hold came in the meantime.
+func awaitHold(ctx context.Context, s *slot, p *proc) bool {
 	s.waiting.Store(true)
 	p.send(cmdArm)
 	t := time.NewTimer(holdTimeout)
 	defer t.Stop()
 	select {
 	case <-s.holds:
-		return s, p
+		return true
 	case <-p.exited:
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	if !s.waiting.CompareAndSwap(true, false) {
-		<-s.holds // delivered meanwhile
-		p.send(cmdGo)
-	} else {
+	if s.waiting.CompareAndSwap(true, false) {
 		p.send(cmdDisarm)
+		return false
 	}
-	s.release()
-	return nil, nil
+	<-s.holds // delivered meanwhile
+	p.send(cmdGo)
+	return false
 }
