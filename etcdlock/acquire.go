@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -65,6 +66,9 @@ func (c *Client) attempt(ctx context.Context, s *session, name string, wait bool
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
 	l, err := c.try(actx, s, name, wait)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return nil, err // acquire retries once on a new session
+	}
 	if err != nil && ctx.Err() == nil && s.Err() != nil {
 		return nil, fmt.Errorf("etcdlock: lock %q: %w", name, sessionCause(s.Err()))
 	}
@@ -119,7 +123,7 @@ func (c *Client) enqueue(ctx context.Context, s *session, t ticket, wait bool) (
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))).
 		Commit()
 	if err != nil {
-		c.abandon(ctx, s, t)
+		c.abandon(ctx, s, t, true) // the create may still land: tombstone it
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return nil, err
 		}
@@ -132,45 +136,94 @@ func (c *Client) enqueue(ctx context.Context, s *session, t ticket, wait bool) (
 	rev := kvs[0].CreateRevision
 	if len(kvs) > 1 {
 		if !wait {
-			c.abandon(ctx, s, t)
+			c.abandon(ctx, s, t, false)
 			return nil, fmt.Errorf("%w: %q", ErrLocked, t.name)
 		}
 		if err := c.waitTurn(ctx, s, t, rev, kvs[1]); err != nil {
-			c.abandon(ctx, s, t)
+			c.abandon(ctx, s, t, false)
 			return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, err)
 		}
 	}
-	return newLock(c, s, t, fence.Token(rev)), nil
+	// The read that handed us the turn may predate the end of our session:
+	// never return a lock whose lease this process already knows is gone.
+	if err := s.check(); err != nil {
+		c.abandon(ctx, s, t, false)
+		return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, sessionCause(err))
+	}
+	l, err := newLock(c, s, t, fence.Token(rev))
+	if err != nil {
+		c.abandon(ctx, s, t, false)
+		return nil, err
+	}
+	return l, nil
 }
 
 // queue is the prefix under which the keys of lock name are queued.
 func (c *Client) queue(name string) string { return c.o.prefix + "lock/" + name + "/" }
 
-// abandon removes key after a failed or cancelled attempt. The create request
-// may still be in flight (its response lost, its context ended), so abandon
-// writes a tombstone, which makes that request's compare fail should it land
-// later, and deletes the key in the same transaction. The tombstone is on the
-// session's lease and goes with it. The request runs even though ctx may have
-// ended, bounded by the cleanup timeout.
+// abandon removes t's key after a failed or cancelled attempt. The request
+// runs even though ctx may have ended, bounded by the cleanup timeout; if it
+// fails, it is retried in the background until it succeeds or the session
+// ends, because the session's lease, renewed for the client's other locks,
+// would otherwise keep the key, and with it everyone queued behind it.
+//
+// When the create request's outcome is unknown (it may still be in flight,
+// its response lost or its context ended), abandon also writes the attempt's
+// tombstone, which makes that request's compare fail should it land later.
+// The tombstone is on the session's lease and goes with it.
 //
 // When the session has ended there is nothing to do: its lease is gone or
-// will expire with no one renewing it, and takes the key along.
-//
-// The slot is released only when the key is known gone.
-func (c *Client) abandon(ctx context.Context, s *session, t ticket) {
-	if s.Err() != nil {
+// will expire with no one renewing it, and takes the key along. The slot is
+// released only once the key is known gone.
+func (c *Client) abandon(ctx context.Context, s *session, t ticket, tombstone bool) {
+	if c.deleteTicket(context.WithoutCancel(ctx), s, t, tombstone) {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return // Close revokes the lease, and the key with it.
+	}
+	c.wg.Add(1)
+	go c.retryAbandon(s, t, tombstone)
+}
+
+// deleteTicket makes one bounded attempt; it reports whether the key is
+// known gone (or the session over).
+func (c *Client) deleteTicket(ctx context.Context, s *session, t ticket, tombstone bool) bool {
+	if s.Err() != nil {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.o.cleanupTimeout)
 	defer cancel()
-	_, err := c.cli.Txn(cctx).Then(
-		clientv3.OpPut(t.tomb, "", clientv3.WithLease(s.id)),
-		clientv3.OpDelete(t.key)).Commit()
+	ops := []clientv3.Op{clientv3.OpDelete(t.key)}
+	if tombstone {
+		ops = append(ops, clientv3.OpPut(t.tomb, "", clientv3.WithLease(s.id)))
+	}
+	_, err := c.cli.Txn(cctx).Then(ops...).Commit()
 	switch {
 	case err == nil:
 		s.releaseSlot(t.name, t.slot)
+		return true
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		// The lease is gone, and with it the key and any late create.
 		s.end(ErrLeaseExpired)
+		return true
+	}
+	return false
+}
+
+// retryAbandon retries deleteTicket until it succeeds or the session ends.
+func (c *Client) retryAbandon(s *session, t ticket, tombstone bool) {
+	defer c.wg.Done()
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if c.deleteTicket(s.ctx, s, t, tombstone) {
+			return
+		}
 	}
 }

@@ -23,6 +23,8 @@ type Client struct {
 	seq atomic.Uint64
 	wg  sync.WaitGroup // lock monitors
 
+	granting chan struct{} // one session grant at a time
+
 	mu     sync.Mutex
 	sess   *session
 	closed bool
@@ -45,29 +47,58 @@ func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{cli: cli, o: o}, nil
+	return &Client{cli: cli, o: o, granting: make(chan struct{}, 1)}, nil
 }
 
-// session returns the live session, creating one if there is none. Creation
-// is bounded by ctx.
+// session returns the live session, creating one if there is none.
+// Creation is bounded by ctx, and so is waiting for another caller's
+// creation: one slow grant holds up no one past their own deadline.
 func (c *Client) session(ctx context.Context) (*session, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, ErrClosed
+	if s, err := c.current(); s != nil || err != nil {
+		return s, err
 	}
-	if c.sess != nil && c.sess.alive() {
-		return c.sess, nil
+	select {
+	case c.granting <- struct{}{}:
+		defer func() { <-c.granting }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	if c.sess != nil {
-		_ = c.sess.close(ctx, c.sess.Err(), false)
+	if s, err := c.current(); s != nil || err != nil {
+		return s, err // another caller made it meanwhile
 	}
 	s, err := newSession(ctx, c.cli, c.o.ttlSeconds())
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
+		defer cancel()
+		s.close(rctx, ErrClosed, true)
+		return nil, ErrClosed
+	}
 	c.sess = s
 	return s, nil
+}
+
+// current returns the live session, or nil if a new one is needed, having
+// stopped the old one.
+func (c *Client) current() (*session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.sess == nil {
+		return nil, nil
+	}
+	if err := c.sess.check(); err != nil {
+		c.sess.close(context.Background(), err, false) // no I/O without revoke
+		c.sess = nil
+		return nil, nil
+	}
+	return c.sess, nil
 }
 
 // Close ends the client's session: it stops the keepalives and revokes the

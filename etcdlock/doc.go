@@ -42,8 +42,8 @@
 // late write, by comparing tokens: see package fence.
 //
 // Compared with go.etcd.io/etcd/client/v3/concurrency.Mutex, this package
-// leaves no key behind when a Lock's context ends (also during the first
-// request), gives two acquisitions in one process sharing a session distinct
+// removes the key of a Lock whose context ends (also during the first
+// request, and retrying in the background while etcd is unreachable), gives two acquisitions in one process sharing a session distinct
 // keys and tokens, never deletes another holder's key on Unlock, tells the
 // holder when its lease is lost, never hands the lock to a waiter whose
 // session expired, and hands the lock over without etcd's 100 ms catch-up

@@ -33,24 +33,33 @@ type Lock struct {
 	mu  sync.Mutex
 	err error
 
-	unlockMu  sync.Mutex
-	unlocked  bool
-	unlocking atomic.Bool // a deletion seen now is our own
+	unlockMu   sync.Mutex
+	unlocked   bool
+	unlockSent bool        // an earlier Unlock may have deleted the key
+	unlocking  atomic.Bool // a deletion seen from now on may be our own
 }
 
-func newLock(c *Client, s *session, t ticket, token fence.Token) *Lock {
+// newLock starts the lock's monitor; it fails with ErrClosed once Close has
+// begun, so that no monitor starts while Close waits for them.
+func newLock(c *Client, s *session, t ticket, token fence.Token) (*Lock, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	l := &Lock{c: c, s: s, name: t.name, key: t.key, slot: t.slot, token: token, done: make(chan struct{}), cancel: cancel}
 	c.wg.Add(1)
 	go l.monitor(ctx)
-	return l
+	return l, nil
 }
 
 // Name returns the lock's name.
 func (l *Lock) Name() string { return l.name }
 
-// Key returns the etcd key of this acquisition. It is unique to it: no other
-// acquisition, of this or any process, uses the same key.
+// Key returns the etcd key of this acquisition. While the lock is held no
+// other acquisition uses it, but a later acquisition by the same Client may
+// reuse it after Unlock: use Token to identify an acquisition.
 func (l *Lock) Key() string { return l.key }
 
 // Token returns the fencing token: the create revision of the lock's key. It
@@ -105,9 +114,12 @@ func (l *Lock) finish(cause error) {
 // create revision still equals the token, in one transaction, so it never
 // deletes another holder's key, also when retried. It returns nil when it
 // deleted the key or an earlier Unlock did (Unlock is idempotent), an error
-// matching [ErrLost] when the lock had been lost before Unlock was called,
-// and etcd's error when the request failed; that last Unlock can be retried.
-// ctx bounds the request.
+// matching [ErrLost] (or [ErrClosed]) when the lock had been lost before
+// Unlock was called, and etcd's error when the request failed; that Unlock
+// can be retried. ctx bounds the request: give it a deadline, as etcd may be
+// unreachable. A key that Unlock could not delete stays until the session's
+// lease ends (Close, or the process's death plus the TTL); the lock's token
+// remains fenced off by any newer holder's regardless.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return errors.New("etcdlock: Unlock: nil context")
@@ -123,14 +135,15 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token))).
 		Then(clientv3.OpDelete(l.key)).Commit()
 	if err != nil {
-		l.unlocking.Store(false)
+		l.unlockSent = true
 		return fmt.Errorf("etcdlock: unlock %q: %w", l.name, err)
 	}
+	sentBefore := l.unlockSent
 	l.unlocked = true
 	l.s.releaseSlot(l.name, l.slot) // the key is gone, whoever deleted it
 	l.finish(ErrUnlocked)
 	l.cancel()
-	if !resp.Succeeded && lostBefore != nil && !errors.Is(lostBefore, ErrUnlocked) {
+	if !resp.Succeeded && !sentBefore && lostBefore != nil && !errors.Is(lostBefore, ErrUnlocked) {
 		return fmt.Errorf("etcdlock: unlock %q: %w", l.name, lostBefore)
 	}
 	return nil
@@ -191,18 +204,27 @@ func (l *Lock) watchDeletion(ctx context.Context, wch clientv3.WatchChan) (int64
 			}
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE {
-					return 0, l.deletedCause()
+					return 0, l.deletedCause(ctx)
 				}
 			}
 		}
 	}
 }
 
-// deletedCause prefers the session's cause: etcd deletes the key when it
-// expires the lease, and the watch may report that first.
-func (l *Lock) deletedCause() error {
+// deletedCause tells why the key went. etcd deletes it when it expires or
+// revokes the lease, which the watch may report before the session's next
+// keepalive would, so the lease is asked about first.
+func (l *Lock) deletedCause(ctx context.Context) error {
 	if l.unlocking.Load() {
 		return ErrUnlocked
+	}
+	if l.s.Err() == nil {
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := l.c.cli.TimeToLive(tctx, l.s.id)
+		cancel()
+		if err == nil && resp.TTL <= 0 {
+			l.s.end(ErrLeaseExpired)
+		}
 	}
 	if err := l.s.Err(); err != nil {
 		return sessionCause(err)
@@ -223,7 +245,7 @@ func (l *Lock) recheck(ctx context.Context) (int64, error) {
 	case err != nil:
 		return 0, lost(fmt.Errorf("watch ended and the key could not be read: %w", err))
 	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token):
-		return 0, l.deletedCause()
+		return 0, l.deletedCause(ctx)
 	}
 	return resp.Header.Revision + 1, nil
 }

@@ -56,11 +56,50 @@ func TestCancelledLockLeavesNoKey(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Lock while held, with a deadline: got %v, want context.DeadlineExceeded", err)
 			}
-			if ks := keys(t, cli, prefix(t)+"lock/two/"); len(ks) != 1 || ks[0] != l.Key() {
+			if ks := keys(t, cli, prefix(t)); len(ks) != 1 || ks[0] != l.Key() {
 				t.Fatalf("keys after a cancelled wait: got %v, want only the holder's %q", ks, l.Key())
 			}
 		}
 	})
+	t.Run("cleanup retried after a partition", func(t *testing.T) {
+		pcli, proxy := proxied(t)
+		holder := newLocker(t, cli)
+		waiter := newLocker(t, pcli, etcdlock.WithTTL(10*time.Second), etcdlock.WithCleanupTimeout(100*time.Millisecond))
+		l := mustLock(t, holder, "three")
+		ctx, cancel := context.WithCancel(t.Context())
+		got := make(chan error, 1)
+		go func() { _, err := waiter.Lock(ctx, "three"); got <- err }()
+		waitQueued(t, cli, l, 2)
+		proxy.Cut()
+		cancel()
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Lock: got %v, want context.Canceled", err)
+		}
+		proxy.Reset() // the cleanup request dies with the connections
+		proxy.Heal()
+		deadline := time.Now().Add(10 * time.Second)
+		for ks := keys(t, cli, prefix(t)+"lock/"); len(ks) != 1; ks = keys(t, cli, prefix(t)+"lock/") {
+			if time.Now().After(deadline) {
+				t.Fatalf("keys 10s after the partition healed: got %v, want only the holder's", ks)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// A failed TryLock leaves nothing behind: no queue key, no tombstone.
+func TestFailedTryLockLeavesNothing(t *testing.T) {
+	cli := etcdClient(t)
+	a, b := newLocker(t, cli), newLocker(t, cli)
+	l := mustLock(t, a, "busy")
+	for range 5 {
+		if _, err := b.TryLock(t.Context(), "busy"); !errors.Is(err, etcdlock.ErrLocked) {
+			t.Fatalf("TryLock: got %v, want ErrLocked", err)
+		}
+	}
+	if ks := keys(t, cli, prefix(t)); len(ks) != 1 || ks[0] != l.Key() {
+		t.Fatalf("keys after failed TryLocks: got %v, want only the holder's %q", ks, l.Key())
+	}
 }
 
 // settle makes sure requests sent earlier have been applied: a write through
@@ -197,8 +236,8 @@ func TestLeaseLostWhileHolding(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitClosed(t, l.Done(), 2*time.Second, "Done after revoke")
-		if !errors.Is(l.Err(), etcdlock.ErrLost) {
-			t.Fatalf("Err: got %v, want ErrLost", l.Err())
+		if !errors.Is(l.Err(), etcdlock.ErrLost) || !errors.Is(l.Err(), etcdlock.ErrLeaseExpired) {
+			t.Fatalf("Err: got %v, want ErrLost and ErrLeaseExpired", l.Err())
 		}
 	})
 	t.Run("key deleted", func(t *testing.T) {

@@ -116,13 +116,19 @@ func (s *session) end(cause error) {
 	s.cancel() // ends every request made on the session's behalf
 }
 
-func (s *session) alive() bool {
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
+// alive reports whether the session has neither ended nor passed its
+// validity deadline.
+func (s *session) alive() bool { return s.check() == nil }
+
+// check returns why the session cannot be relied on, or nil.
+func (s *session) check() error {
+	if err := s.Err(); err != nil {
+		return err
 	}
+	if !time.Now().Before(s.until()) {
+		return ErrValidityExpired
+	}
+	return nil
 }
 
 // run renews the lease until the session is closed or lost. It wakes at the
