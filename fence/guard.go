@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -42,13 +43,14 @@ type Guard struct {
 	token Token
 }
 
-// NewGuard returns a guard for h. It fails if h is nil or its token is not valid.
+// NewGuard returns a guard for h. It fails if h is nil (also a nil pointer
+// in the interface, as from an ignored error) or its token is not valid.
 func NewGuard(h Holder) (*Guard, error) {
-	if h == nil {
+	if isNil(h) {
 		return nil, errors.New("fence: NewGuard: nil holder")
 	}
 	t := h.Token()
-	if err := t.validate(); err != nil {
+	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("fence: NewGuard: %w", err)
 	}
 	return &Guard{h: h, token: t}, nil
@@ -82,6 +84,9 @@ func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token To
 	if write == nil {
 		return errors.New("fence: Guard.Do: nil write function")
 	}
+	if ctx == nil {
+		return errors.New("fence: Guard.Do: nil context")
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -93,10 +98,23 @@ func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token To
 
 // Put writes value to key in s with the guard's token, as [Guard.Do] does.
 func (g *Guard) Put(ctx context.Context, s Store, key string, value []byte) error {
-	if s == nil {
+	if isNil(s) {
 		return errors.New("fence: Guard.Put: nil store")
 	}
 	return g.Do(ctx, func(ctx context.Context, t Token) error {
 		return s.Put(ctx, key, t, value)
 	})
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -28,6 +28,10 @@ func TestNewGuardRejectsBadHolders(t *testing.T) {
 	if _, err := fence.NewGuard(nil); err == nil {
 		t.Error("NewGuard(nil): got nil error, want one")
 	}
+	var typedNil *holder
+	if _, err := fence.NewGuard(typedNil); err == nil {
+		t.Error("NewGuard((*holder)(nil)): got nil error, want one")
+	}
 	for _, tok := range []fence.Token{0, -1} {
 		if _, err := fence.NewGuard(newHolder(tok)); !errors.Is(err, fence.ErrInvalidToken) {
 			t.Errorf("NewGuard(token %d): got %v, want fence.ErrInvalidToken", tok, err)
@@ -82,6 +86,10 @@ func TestGuardDo(t *testing.T) {
 	}
 	if err := g.Put(t.Context(), nil, "k", nil); err == nil {
 		t.Error("Put to nil store: got nil error, want one")
+	}
+	//lint:ignore SA1012 checking the nil-context error
+	if err := g.Do(nil, func(context.Context, fence.Token) error { return nil }); err == nil { //nolint:staticcheck
+		t.Error("Do(nil ctx): got nil error, want one")
 	}
 }
 

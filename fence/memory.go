@@ -3,6 +3,7 @@ package fence
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -26,7 +27,7 @@ func (m *MemoryStore) Put(ctx context.Context, key string, token Token, value []
 	if err := checkPut(key, token); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -47,7 +48,7 @@ func (m *MemoryStore) Get(ctx context.Context, key string) (Record, error) {
 	if key == "" {
 		return Record{}, fmt.Errorf("%w: empty key", ErrInvalidKey)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return Record{}, err
 	}
 	m.mu.Lock()
@@ -64,7 +65,15 @@ func checkPut(key string, token Token) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", ErrInvalidKey)
 	}
-	return token.validate()
+	return token.Validate()
+}
+
+// ctxErr is ctx.Err, with an error rather than a panic for a nil ctx.
+func ctxErr(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("fence: nil context")
+	}
+	return ctx.Err()
 }
 
 var _ Store = (*MemoryStore)(nil)

@@ -15,17 +15,14 @@ type Token int64
 // Valid reports whether t can be carried into a write (t > 0).
 func (t Token) Valid() bool { return t > 0 }
 
-// validate returns an error wrapping [ErrInvalidToken] unless t is valid.
-func (t Token) validate() error {
+// Validate returns an error that wraps [ErrInvalidToken] when t is zero or
+// negative, and nil otherwise. Adapters call it before any I/O.
+func (t Token) Validate() error {
 	if !t.Valid() {
 		return fmt.Errorf("%w: %d", ErrInvalidToken, int64(t))
 	}
 	return nil
 }
-
-// Validate returns an error that wraps [ErrInvalidToken] when t is zero or
-// negative, and nil otherwise. Adapters call it before any I/O.
-func (t Token) Validate() error { return t.validate() }
 
 // String returns the token in decimal.
 func (t Token) String() string { return strconv.FormatInt(int64(t), 10) }

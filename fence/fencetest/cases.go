@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,8 +120,9 @@ func testCancelMidWrite(t *testing.T, s fence.Store) {
 
 // testConcurrent has writers with different tokens race on one key while an
 // observer reads it: the tokens the store shows must never go down, every
-// value must belong to its token, the writer with the highest token must
-// never be refused, and the last record must carry the highest token.
+// value must belong to its token, a write that starts after a higher token's
+// write was acknowledged must be refused, the writer with the highest token
+// must never be refused, and the last record must carry the highest token.
 func testConcurrent(t *testing.T, s fence.Store) {
 	const writers, rounds = 8, 12
 	k := key(t)
@@ -129,13 +131,20 @@ func testConcurrent(t *testing.T, s fence.Store) {
 	go func() { observed <- observe(t.Context(), s, k, stop) }()
 
 	var wg sync.WaitGroup
+	var acked atomic.Int64 // highest token whose Put has returned nil
 	errs := make(chan error, writers*rounds)
 	for w := range writers {
 		tok := fence.Token(w + 1)
 		wg.Go(func() {
 			for r := range rounds {
+				floor := fence.Token(acked.Load())
 				err := s.Put(t.Context(), k, tok, value(tok, r))
-				if err != nil && (!errors.Is(err, fence.ErrStale) || tok == writers) {
+				switch {
+				case err == nil && tok < floor:
+					errs <- errorf("Put(token %d) started after token %d was acknowledged, and was accepted", tok, floor)
+				case err == nil:
+					raise(&acked, int64(tok))
+				case !errors.Is(err, fence.ErrStale) || tok == writers:
 					errs <- err
 				}
 			}
@@ -177,5 +186,11 @@ func observe(ctx context.Context, s fence.Store, k string, stop <-chan struct{})
 			return errorf("stored token went down: %d after %d", r.Token, prev)
 		}
 		prev = r.Token
+	}
+}
+
+// raise sets a to v if v is higher.
+func raise(a *atomic.Int64, v int64) {
+	for cur := a.Load(); v > cur && !a.CompareAndSwap(cur, v); cur = a.Load() {
 	}
 }
