@@ -243,8 +243,13 @@ func (p *proc) stop() {
 }
 
 // waitStopped polls until every thread of pid is stopped, so that nothing A
-// does can come after the freeze and before B's turn.
+// does can come after the freeze and before B's turn. Without /proc (macOS)
+// it can only give the signal a moment.
 func waitStopped(pid int) error {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", pid)); err != nil {
+		time.Sleep(100 * time.Millisecond)
+		return nil
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
 		if stopped(pid) {

@@ -1,7 +1,8 @@
 // Package netproxy is a TCP proxy on loopback for fault injection in tests:
-// it forwards connections to a target and can be told to black-hole traffic
-// (connections stay open, bytes go nowhere, as in a partition), to delay it,
-// or to heal.
+// it forwards connections to a target and can be told to stall traffic
+// (connections stay open and nothing is delivered, as in a partition; what
+// was sent meanwhile arrives after Heal, as TCP would retransmit it), to
+// delay it, to reset connections, or to heal.
 package netproxy
 
 import (
@@ -43,8 +44,9 @@ func Start(target string) (*Proxy, error) {
 // Addr returns the proxy's address (host:port).
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Cut black-holes traffic in both directions until Heal. Connections stay
-// open; nothing is delivered, so peers notice only through their own timeouts.
+// Cut stalls traffic in both directions until Heal. Connections stay open
+// and nothing is delivered, so peers notice only through their own timeouts;
+// data sent meanwhile is held and delivered after Heal unless Reset drops it.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
