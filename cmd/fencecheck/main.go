@@ -100,6 +100,7 @@ func runOne(srv harness.Servers, cfg harness.Config, fenced bool) (*harness.Repo
 		return nil, err
 	}
 	harness.PrintViolations(os.Stdout, rep, 10)
+	harness.PrintSummary(os.Stdout, rep, nil)
 	return rep, nil
 }
 
