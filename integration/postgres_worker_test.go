@@ -3,11 +3,8 @@ package integration_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,25 +42,7 @@ func init() {
 // check, reports "READY <token>" and waits for a line on stdin (the parent
 // stops it meanwhile, past its lease). Then it writes and reports
 // "RESULT ok", "RESULT stale" or "RESULT error: …".
-func pgWorker(cfgJSON string) int {
-	var cfg pgWorkerConfig
-	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err := pgWorkerRun(ctx, cfg)
-	switch {
-	case err == nil:
-		fmt.Println("RESULT ok")
-	case errors.Is(err, fence.ErrStale):
-		fmt.Println("RESULT stale")
-	default:
-		fmt.Println("RESULT error:", strings.ReplaceAll(err.Error(), "\n", " "))
-	}
-	return 0
-}
+func pgWorker(cfgJSON string) int { return workerMain(cfgJSON, pgWorkerRun) }
 
 func pgWorkerRun(ctx context.Context, cfg pgWorkerConfig) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})

@@ -3,8 +3,6 @@ package integration_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -49,25 +47,12 @@ func init() {
 // writes again and reports "RESULT ok", "RESULT stale" or "RESULT error: …",
 // followed by the HTTP status of each of its PUTs.
 func s3Worker(cfgJSON string) int {
-	var cfg s3WorkerConfig
-	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	puts := &putStatuses{}
-	err := s3WorkerRun(ctx, cfg, puts)
-	switch {
-	case err == nil:
-		fmt.Println("RESULT ok")
-	case errors.Is(err, fence.ErrStale):
-		fmt.Println("RESULT stale")
-	default:
-		fmt.Println("RESULT error:", strings.ReplaceAll(err.Error(), "\n", " "))
-	}
+	code := workerMain(cfgJSON, func(ctx context.Context, cfg s3WorkerConfig) error {
+		return s3WorkerRun(ctx, cfg, puts)
+	})
 	fmt.Println("PUTS", puts.String())
-	return 0
+	return code
 }
 
 func s3WorkerRun(ctx context.Context, cfg s3WorkerConfig, puts *putStatuses) error {

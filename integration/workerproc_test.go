@@ -3,7 +3,10 @@ package integration_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -134,4 +137,26 @@ func (w *workerProc) finish(t *testing.T) {
 	}
 	for range w.lines { // let the reader goroutine finish
 	}
+}
+
+// workerMain is the body of a worker process: it decodes cfgJSON into a C,
+// runs run bounded by a minute, and reports "RESULT ok", "RESULT stale" or
+// "RESULT error: …" on stdout.
+func workerMain[C any](cfgJSON string, run func(context.Context, C) error) int {
+	var cfg C
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	switch err := run(ctx, cfg); {
+	case err == nil:
+		fmt.Println("RESULT ok")
+	case errors.Is(err, fence.ErrStale):
+		fmt.Println("RESULT stale")
+	default:
+		fmt.Println("RESULT error:", strings.ReplaceAll(err.Error(), "\n", " "))
+	}
+	return 0
 }
