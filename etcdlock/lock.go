@@ -86,8 +86,12 @@ func (l *Lock) ValidUntil() time.Time { return l.s.until() }
 // Done returns a channel that is closed when the lock is lost or may be lost
 // (the lease expired or was revoked, the validity deadline passed without a
 // keepalive acknowledgement, the key was deleted by someone else, the Client
-// was closed) and when Unlock succeeds. Err tells which. Work protected by the
-// lock should stop when Done is closed; writes should in any case go through
+// was closed) and when Unlock succeeds. Err tells which. Loss of the lease is
+// noticed by the validity deadline at the latest; a deletion of the key by
+// someone else within about 150 ms (the key is watched from 50 ms after the
+// acquisition, so that short critical sections pay for no watch). Work
+// protected by the lock should stop when Done is closed; writes should in any
+// case go through
 // a [fence.Guard] so the resource can refuse them.
 func (l *Lock) Done() <-chan struct{} { return l.done }
 
