@@ -91,8 +91,7 @@ func (l *Lock) ValidUntil() time.Time { return l.s.until() }
 // someone else within about 150 ms (the key is watched from 50 ms after the
 // acquisition, so that short critical sections pay for no watch). Work
 // protected by the lock should stop when Done is closed; writes should in any
-// case go through
-// a [fence.Guard] so the resource can refuse them.
+// case go through a [fence.Guard] so the resource can refuse them.
 func (l *Lock) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while the lock is held. After Done is closed it returns
