@@ -104,7 +104,8 @@ func (c *Cluster) Endpoints() []string {
 	return eps
 }
 
-// Stop stops member i (a crash as far as its peers can tell).
+// Stop stops member i abruptly: raft stops without handing leadership over,
+// so its peers see it as crashed (its data dir survives for Restart).
 func (c *Cluster) Stop(i int) { c.Members[i].stop() }
 
 // Restart starts member i again from its data dir and waits until it serves.
@@ -199,7 +200,12 @@ func (m *Member) stop() {
 		return
 	}
 	done := make(chan struct{})
-	go func() { e.Close(); close(done) }()
+	go func() {
+		// HardStop first: no leadership handoff, no draining, as in a crash.
+		e.Server.HardStop()
+		e.Close()
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
