@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -12,6 +13,7 @@ const (
 	VioRefusedLand  = "refused-landed" // a write refused (stale or lock lost) is in storage
 	VioPhantom      = "phantom"        // storage holds a value no attempt wrote
 	VioLinearizable = "not-linearizable"
+	VioUndecided    = "undecided" // porcupine ran out of time: proves nothing either way
 )
 
 // Violation is one safety failure the checker found.
@@ -50,7 +52,10 @@ func check(atts []Attempt, st *storageHistory) []Violation {
 func checkResource(res string, atts []Attempt, writes []record, final string) []Violation {
 	vs := checkOrder(res, writes)
 	vs = append(vs, checkAttribution(res, atts, writes)...)
-	if err := checkLinearizable(atts, writes, final); err != nil {
+	switch err := checkLinearizable(atts, writes, final); {
+	case errors.Is(err, errUndecided):
+		vs = append(vs, Violation{res, VioUndecided, err.Error()})
+	case err != nil:
 		vs = append(vs, Violation{res, VioLinearizable, err.Error()})
 	}
 	return vs

@@ -8,6 +8,9 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
+// errUndecided means porcupine's search ran out of time.
+var errUndecided = errors.New("porcupine timed out: linearizability undecided")
+
 // linearizeTimeout bounds porcupine's search for one resource.
 const linearizeTimeout = 30 * time.Second
 
@@ -76,7 +79,7 @@ func checkLinearizable(atts []Attempt, writes []record, final string) error {
 	case porcupine.Illegal:
 		return errors.New("no linearization of the writes and the final read as a fenced register")
 	case porcupine.Unknown:
-		return errors.New("porcupine timed out")
+		return errUndecided
 	}
 	return nil
 }
