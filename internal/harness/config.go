@@ -41,7 +41,7 @@ type Config struct {
 func Short(seed int64) Config {
 	return Config{
 		Seed: seed, Fenced: true, Workers: 4, Keys: 4, WritesPerLock: 3,
-		FaultsPerKind: 22, MinDuration: 20 * time.Second, MaxDuration: 100 * time.Second,
+		FaultsPerKind: 22, MinDuration: 20 * time.Second, MaxDuration: 120 * time.Second,
 		TTL: time.Second, LockTimeout: 5 * time.Second,
 	}
 }

@@ -49,11 +49,19 @@ func (n *nemesis) restartMember(ctx context.Context, rng *rand.Rand) bool {
 	sleep(ctx, between(rng, 200*time.Millisecond, 800*time.Millisecond))
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := n.etcd.Restart(rctx, i); err != nil {
+	// A restart can fail if another process took the member's port meanwhile;
+	// a member left down would turn the next stop into a loss of quorum.
+	for {
+		err := n.etcd.Restart(rctx, i)
+		if err == nil {
+			return true
+		}
 		n.cfg.logf("nemesis: restarting etcd member %d: %v", i, err)
-		return false
+		if rctx.Err() != nil {
+			return false
+		}
+		sleep(rctx, 200*time.Millisecond)
 	}
-	return true
 }
 
 // partition cuts a worker off from every etcd member past its lease, then

@@ -45,13 +45,20 @@ func newNemesis(cfg *Config, f *fleet, etcd *embedetcd.Cluster) *nemesis {
 	return n
 }
 
+// loopsPerKind is how many loops inject each kind at once. Pauses are the
+// slowest fault (the lease must run out each time), so two loops pause two
+// different workers at once.
+var loopsPerKind = map[FaultKind]int{FaultPause: 2, FaultKill: 1, FaultMember: 1, FaultPartition: 1}
+
 // run injects faults of every kind until each has been injected
 // FaultsPerKind times and MinDuration has passed, or ctx ends.
 func (n *nemesis) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i, k := range FaultKinds {
-		rng := rand.New(rand.NewPCG(uint64(n.cfg.Seed), uint64(i+1)))
-		wg.Go(func() { n.loop(ctx, k, rng) })
+		for j := range loopsPerKind[k] {
+			rng := rand.New(rand.NewPCG(uint64(n.cfg.Seed), uint64(100*j+i+1)))
+			wg.Go(func() { n.loop(ctx, k, rng) })
+		}
 	}
 	wg.Wait()
 }

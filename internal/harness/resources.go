@@ -106,7 +106,7 @@ func (r *resources) writeS3(ctx context.Context, key string, tok fence.Token, va
 	}
 	_, err := r.s3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: &r.bucket, Key: &key, Body: bytes.NewReader([]byte(val)),
-		Metadata: map[string]string{"fence-token": tok.String()},
+		Metadata: map[string]string{s3fence.MetadataToken: tok.String()},
 	})
 	return err
 }

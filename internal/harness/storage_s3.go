@@ -87,6 +87,11 @@ func decodeObject(out *s3.GetObjectOutput) (record, error) {
 	if rec, err := s3fence.Decode(body); err == nil {
 		return record{Token: int64(rec.Token), Value: string(rec.Value)}, nil
 	}
-	tok, _ := strconv.ParseInt(out.Metadata[s3fence.MetadataToken], 10, 64)
+	// The control's plain PUTs carry the token in metadata only; without it
+	// the order check would silently compare zeros.
+	tok, err := strconv.ParseInt(out.Metadata[s3fence.MetadataToken], 10, 64)
+	if err != nil {
+		return record{}, fmt.Errorf("object without envelope has no readable %s metadata: %w", s3fence.MetadataToken, err)
+	}
 	return record{Token: tok, Value: string(body)}, nil
 }
