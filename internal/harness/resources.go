@@ -27,9 +27,25 @@ type resources struct {
 	bucket    string
 	store     *s3fence.Store
 	closeIdle func()
+	// hold is where a nemesis pause or kill lands for S3 writes: just
+	// before the PUT goes out, after the fenced store has read the object's
+	// ETag and token, so that the conditional PUT is what has to refuse a
+	// stale write. PostgreSQL writes hold before their single statement.
+	hold func()
 }
 
-func openResources(ctx context.Context, cfg workerConfig) (*resources, error) {
+// holdingClient runs hold before each PutObject.
+type holdingClient struct {
+	s3fence.Client
+	hold func()
+}
+
+func (c holdingClient) PutObject(ctx context.Context, in *s3.PutObjectInput, opts ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+	c.hold()
+	return c.Client.PutObject(ctx, in, opts...)
+}
+
+func openResources(ctx context.Context, cfg workerConfig, hold func()) (*resources, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
 		return nil, err
@@ -39,13 +55,13 @@ func openResources(ctx context.Context, cfg workerConfig) (*resources, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &resources{fenced: cfg.Fenced, pool: pool, bucket: cfg.S3.Bucket}
+	r := &resources{fenced: cfg.Fenced, pool: pool, bucket: cfg.S3.Bucket, hold: hold}
 	r.s3, r.closeIdle = cfg.S3.NewClient()
 	if r.rows, err = postgres.NewTable(pgx.Identifier{"harness_rows"}); err != nil {
 		r.close()
 		return nil, err
 	}
-	if r.store, err = s3fence.New(r.s3, r.bucket); err != nil {
+	if r.store, err = s3fence.New(holdingClient{r.s3, hold}, r.bucket); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -71,6 +87,7 @@ func (r *resources) write(ctx context.Context, kind, key string, tok fence.Token
 }
 
 func (r *resources) writeRow(ctx context.Context, key string, tok fence.Token, val string) error {
+	r.hold()
 	if r.fenced {
 		return r.rows.Upsert(ctx, r.pool, key, tok, postgres.Set("val", val))
 	}
@@ -80,6 +97,7 @@ func (r *resources) writeRow(ctx context.Context, key string, tok fence.Token, v
 }
 
 func (r *resources) writeTx(ctx context.Context, key string, tok fence.Token, val string) error {
+	r.hold()
 	body := func(tx pgx.Tx) error { return txBody(ctx, tx, key, tok, val) }
 	if r.fenced {
 		return postgres.RunInTx(ctx, r.pool, ResTx+":"+key, tok, body)
@@ -104,6 +122,7 @@ func (r *resources) writeS3(ctx context.Context, key string, tok fence.Token, va
 	if r.fenced {
 		return r.store.Put(ctx, key, tok, []byte(val))
 	}
+	r.hold()
 	_, err := r.s3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: &r.bucket, Key: &key, Body: bytes.NewReader([]byte(val)),
 		Metadata: map[string]string{s3fence.MetadataToken: tok.String()},

@@ -47,15 +47,16 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	defer locks.Close(ctx)
-	res, err := openResources(ctx, cfg)
+	w := &worker{
+		cfg: cfg, log: &eventLog{enc: json.NewEncoder(stdout)}, ctl: readControl(stdin),
+		locks: locks, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)),
+	}
+	res, err := openResources(ctx, cfg, w.hold)
 	if err != nil {
 		return err
 	}
 	defer res.close()
-	w := &worker{
-		cfg: cfg, log: &eventLog{enc: json.NewEncoder(stdout)}, ctl: readControl(stdin),
-		locks: locks, res: res, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)),
-	}
+	w.res = res
 	for !w.ctl.stopped() {
 		w.section(ctx)
 	}
@@ -129,6 +130,12 @@ func (w *worker) unlock(ctx context.Context, lock *etcdlock.Lock) {
 	_ = lock.Unlock(ctx)
 }
 
+// hold, when the nemesis has armed this worker, reports the hold and waits
+// to be let go; the nemesis freezes or kills the worker meanwhile.
+func (w *worker) hold() {
+	w.ctl.hold(func() { w.log.emit(Event{Ev: EvHold, Worker: w.cfg.ID, Seq: w.seq}) })
+}
+
 // write makes one fenced (or, in the control, unfenced) write with a value
 // no other write carries, logging its invocation and its outcome.
 func (w *worker) write(ctx context.Context, g *fence.Guard, kind, key string) string {
@@ -141,8 +148,7 @@ func (w *worker) write(ctx context.Context, g *fence.Guard, kind, key string) st
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	err := g.Do(ctx, func(ctx context.Context, tok fence.Token) error {
-		w.ctl.hold(func() { w.log.emit(Event{Ev: EvHold, Worker: w.cfg.ID, Seq: w.seq}) })
-		return w.res.write(ctx, kind, key, tok, e.Value)
+		return w.res.write(ctx, kind, key, tok, e.Value) // holds, when armed, just before sending
 	})
 	e.Ev, e.Time, e.Outcome = EvDone, 0, outcome(err)
 	if err != nil && !errors.Is(err, fence.ErrStale) {
