@@ -1,17 +1,12 @@
 package integration_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
-	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
 )
@@ -45,16 +40,11 @@ func init() {
 func pgWorker(cfgJSON string) int { return workerMain(cfgJSON, pgWorkerRun) }
 
 func pgWorkerRun(ctx context.Context, cfg pgWorkerConfig) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	locks, stop, err := workerLocks(ctx, cfg.Etcd)
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	locks, err := etcdlock.New(cli, etcdlock.WithTTL(time.Second))
-	if err != nil {
-		return err
-	}
-	defer locks.Close(context.WithoutCancel(ctx))
+	defer stop()
 	// Connected before the pause, so that the pause covers only the write.
 	conn, err := pgx.Connect(ctx, cfg.DSN)
 	if err != nil {
@@ -70,9 +60,8 @@ func pgWorkerRun(ctx context.Context, cfg pgWorkerConfig) error {
 		return err
 	}
 	return g.Do(ctx, func(ctx context.Context, tok fence.Token) error {
-		fmt.Printf("READY %d\n", tok)
-		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-			return fmt.Errorf("waiting for the go-ahead: %w", err)
+		if err := readyThenWait(tok); err != nil {
+			return err
 		}
 		return pgWrite(ctx, conn, cfg.Mode, cfg.Job, tok, "A, the paused holder")
 	})

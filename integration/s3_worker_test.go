@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -9,12 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
-	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
@@ -56,16 +50,11 @@ func s3Worker(cfgJSON string) int {
 }
 
 func s3WorkerRun(ctx context.Context, cfg s3WorkerConfig, puts *putStatuses) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	locks, stop, err := workerLocks(ctx, cfg.Etcd)
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	locks, err := etcdlock.New(cli, etcdlock.WithTTL(time.Second))
-	if err != nil {
-		return err
-	}
-	defer locks.Close(context.WithoutCancel(ctx))
+	defer stop()
 	lock, err := locks.Lock(ctx, cfg.Lock)
 	if err != nil {
 		return err
@@ -84,9 +73,8 @@ func s3WorkerRun(ctx context.Context, cfg s3WorkerConfig, puts *putStatuses) err
 		if err := store.Put(ctx, cfg.Key, tok, []byte("A's first draft")); err != nil {
 			return fmt.Errorf("first draft: %w", err)
 		}
-		fmt.Printf("READY %d\n", tok)
-		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-			return fmt.Errorf("waiting for the go-ahead: %w", err)
+		if err := readyThenWait(tok); err != nil {
+			return err
 		}
 		return store.Put(ctx, cfg.Key, tok, []byte("A, the paused holder"))
 	})

@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 )
 
@@ -159,4 +163,29 @@ func workerMain[C any](cfgJSON string, run func(context.Context, C) error) int {
 		fmt.Println("RESULT error:", strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	return 0
+}
+
+// workerLocks connects a worker process to etcd with a 1 s lease; stop
+// closes both the locks (revoking the lease) and the etcd client.
+func workerLocks(ctx context.Context, etcd []string) (locks *etcdlock.Client, stop func(), err error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, nil, err
+	}
+	locks, err = etcdlock.New(cli, etcdlock.WithTTL(time.Second))
+	if err != nil {
+		cli.Close()
+		return nil, nil, err
+	}
+	return locks, func() { locks.Close(context.WithoutCancel(ctx)); cli.Close() }, nil
+}
+
+// readyThenWait reports "READY <token>" and waits for the parent's line on
+// stdin; the parent freezes the worker meanwhile, past its lease.
+func readyThenWait(tok fence.Token) error {
+	fmt.Printf("READY %d\n", tok)
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return fmt.Errorf("waiting for the go-ahead: %w", err)
+	}
+	return nil
 }
