@@ -22,7 +22,7 @@ func TestServerServesBucketAndStops(t *testing.T) {
 	defer cancel()
 	srv, err := s3test.Start(ctx, t.TempDir())
 	if errors.Is(err, s3test.ErrUnavailable) && !s3test.InCI() {
-		t.Skipf("no server: %v", err)
+		t.Skipf("no server: %v (run .ci/install-versitygw.sh, or set %s)", err, s3test.EnvBinary)
 	}
 	if err != nil {
 		t.Fatalf("Start: got %v, want nil", err)
