@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
-	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
 	"github.com/fencelock/fencelock/internal/embedetcd"
@@ -51,22 +47,8 @@ func TestPostgresPausedHolder(t *testing.T) {
 			tokA := a.ready(t)
 			a.signal(t, syscall.SIGSTOP)
 
-			locks := pgLocker(t, etcd.Endpoints())
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			defer cancel()
-			lockB, err := locks.Lock(ctx, cfg.Lock) // returns once A's lease has expired
-			if err != nil {
-				t.Fatalf("B's Lock: got %v, want nil", err)
-			}
-			defer lockB.Unlock(context.WithoutCancel(ctx))
-			if lockB.Token() <= tokA {
-				t.Fatalf("B's token %d is not above A's %d", lockB.Token(), tokA)
-			}
-			g, err := fence.NewGuard(lockB)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = g.Do(ctx, func(ctx context.Context, tok fence.Token) error {
+			ctx, g := takeOver(t, etcd.Endpoints(), cfg.Lock, tokA)
+			err := g.Do(ctx, func(ctx context.Context, tok fence.Token) error {
 				return pgWrite(ctx, pool, tt.mode, job, tok, "B, the new holder")
 			})
 			if err != nil {
@@ -101,20 +83,4 @@ func pgPool(t *testing.T, dsn string) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	return pool
-}
-
-// pgLocker returns an etcdlock client with 1 s leases, closed when the test ends.
-func pgLocker(t *testing.T, endpoints []string) *etcdlock.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	locks, err := etcdlock.New(cli, etcdlock.WithTTL(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { locks.Close(context.Background()) })
-	return locks
 }

@@ -12,10 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
-	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/embedetcd"
@@ -54,22 +51,8 @@ func TestS3PausedHolder(t *testing.T) {
 			tokA := a.ready(t)
 			a.signal(t, syscall.SIGSTOP)
 
-			locks := s3Locker(t, etcd.Endpoints())
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-			defer cancel()
-			lockB, err := locks.Lock(ctx, cfg.Lock) // returns once A's lease has expired
-			if err != nil {
-				t.Fatalf("B's Lock: got %v, want nil", err)
-			}
-			defer lockB.Unlock(context.WithoutCancel(ctx))
-			if lockB.Token() <= tokA {
-				t.Fatalf("B's token %d is not above A's %d", lockB.Token(), tokA)
-			}
+			ctx, g := takeOver(t, etcd.Endpoints(), cfg.Lock, tokA)
 			store, err := s3Resource(srv.Client(t), srv.Bucket, tt.fenced)
-			if err != nil {
-				t.Fatal(err)
-			}
-			g, err := fence.NewGuard(lockB)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,22 +74,6 @@ func TestS3PausedHolder(t *testing.T) {
 			}
 		})
 	}
-}
-
-// s3Locker returns an etcdlock client with 1 s leases, closed when the test ends.
-func s3Locker(t *testing.T, endpoints []string) *etcdlock.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	locks, err := etcdlock.New(cli, etcdlock.WithTTL(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { locks.Close(context.Background()) })
-	return locks
 }
 
 // s3Resource returns the object store both holders write to: fence/s3, or

@@ -189,3 +189,31 @@ func readyThenWait(tok fence.Token) error {
 	}
 	return nil
 }
+
+// takeOver is holder B: it takes lockName, which returns once paused A's
+// lease has expired, checks that its token is above A's, and returns its
+// guard with a context bounding B's work. The lock is released, and the
+// client closed, when the test ends.
+func takeOver(t *testing.T, endpoints []string, lockName string, tokA fence.Token) (context.Context, *fence.Guard) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	locks, stop, err := workerLocks(ctx, endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	lockB, err := locks.Lock(ctx, lockName)
+	if err != nil {
+		t.Fatalf("B's Lock: got %v, want nil", err)
+	}
+	t.Cleanup(func() { lockB.Unlock(context.WithoutCancel(ctx)) })
+	if lockB.Token() <= tokA {
+		t.Fatalf("B's token %d is not above A's %d", lockB.Token(), tokA)
+	}
+	g, err := fence.NewGuard(lockB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, g
+}
