@@ -1,0 +1,366 @@
+// Package reqfault injects request-level faults into a gRPC client, such as
+// the one inside an etcd *clientv3.Client, for tests. Where netproxy stalls
+// whole connections, reqfault works on one request at a time, which is how a
+// request can arrive late, twice, or lose its reply:
+//
+//   - [Late]: the request is held until the caller gives up (its context
+//     ends), then delivered to the server anyway. The caller sees its
+//     context's error; the server applies the request afterwards.
+//   - [LostReply]: the request is applied, and the caller gets
+//     codes.Unavailable instead of the reply.
+//   - [Twice]: the request is applied and answered, and a copy of it is
+//     delivered again a little later.
+//
+// Faults are drawn at random from a seeded source ([Injector.Random]) or
+// forced on the next matching request ([Injector.Next], [Injector.Hold]).
+// Streams (watches, keepalives) can be made to fail or hang
+// ([Injector.HangStreams], [Injector.RefuseWatches]).
+package reqfault
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Kind is a kind of request fault.
+type Kind int
+
+// The kinds of request fault.
+const (
+	None      Kind = iota
+	Late           // delivered after the caller gave up
+	LostReply      // applied, reply replaced by Unavailable
+	Twice          // applied, answered, and delivered again later
+)
+
+// Kinds lists the fault kinds, for drawing and reporting.
+var Kinds = []Kind{Late, LostReply, Twice}
+
+func (k Kind) String() string {
+	switch k {
+	case None:
+		return "none"
+	case Late:
+		return "late"
+	case LostReply:
+		return "lost-reply"
+	case Twice:
+		return "twice"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Match selects requests: method is the full gRPC method name
+// ("/etcdserverpb.KV/Txn"), req the request message.
+type Match func(method string, req any) bool
+
+// Method matches requests whose method name ends with suffix ("KV/Txn").
+func Method(suffix string) Match {
+	return func(method string, _ any) bool { return strings.HasSuffix(method, suffix) }
+}
+
+// Injector holds the fault settings of one or more clients. Its methods are
+// safe for concurrent use. Create one with [New], pass [Injector.DialOptions]
+// to the client, and call [Injector.Close] after closing the client.
+type Injector struct {
+	wg     sync.WaitGroup
+	closed chan struct{}
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	seed    uint64
+	rate    float64
+	kinds   []Kind
+	match   Match
+	maxLate time.Duration
+	forced  []*forced
+	counts  map[Kind]int
+	hang    Match
+	refuse  Match
+	before  []hook
+	off     bool
+}
+
+type hook struct {
+	match Match
+	f     func(req any)
+}
+
+type forced struct {
+	match Match
+	kind  Kind
+	held  *Held // Late requests released by the test
+}
+
+// New returns an injector with no faults enabled, whose random draws come
+// from seed.
+func New(seed uint64) *Injector {
+	return &Injector{
+		closed:  make(chan struct{}),
+		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		seed:    seed,
+		counts:  map[Kind]int{},
+		maxLate: 300 * time.Millisecond,
+	}
+}
+
+// Seed returns the seed the injector was created with.
+func (in *Injector) Seed() uint64 { return in.seed }
+
+// DialOptions returns the interceptors to add to the client's dial options
+// (clientv3.Config.DialOptions).
+func (in *Injector) DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(in.unary),
+		grpc.WithChainStreamInterceptor(in.stream),
+	}
+}
+
+// Random gives each request matched by m (all when nil) a fault with
+// probability rate, of a kind drawn evenly from kinds (all when none are
+// given). Late deliveries and second copies go out up to maxLate after the
+// caller gave up or was answered. Rate 0 stops random faults.
+func (in *Injector) Random(rate float64, maxLate time.Duration, m Match, kinds ...Kind) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if len(kinds) == 0 {
+		kinds = Kinds
+	}
+	in.rate, in.maxLate, in.match, in.kinds = rate, maxLate, m, kinds
+}
+
+// Next gives the next request matched by m fault k.
+func (in *Injector) Next(m Match, k Kind) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.forced = append(in.forced, &forced{match: m, kind: k})
+}
+
+// Hold holds the next request matched by m as a [Late] fault: its caller
+// sees its context end, and the request reaches the server only when the
+// test calls [Held.Release].
+func (in *Injector) Hold(m Match) *Held {
+	h := &Held{caught: make(chan struct{}), release: make(chan struct{}), delivered: make(chan error, 1)}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.forced = append(in.forced, &forced{match: m, kind: Late, held: h})
+	return h
+}
+
+// Before calls f with each request matched by m just before it is sent,
+// until Heal: a test's way to change the server's state at an exact point.
+func (in *Injector) Before(m Match, f func(req any)) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.before = append(in.before, hook{m, f})
+}
+
+// HangStreams makes every new stream matched by m (nil: none) deliver no
+// message until its context ends, as a stream on a connection that hangs.
+func (in *Injector) HangStreams(m Match) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.hang = m
+}
+
+// RefuseWatches makes the server's answer to every new watch matched by m
+// (nil: none) a cancellation, as etcd answers a watch it refuses (an expired
+// auth token, a compacted revision).
+func (in *Injector) RefuseWatches(m Match) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.refuse = m
+}
+
+// Heal stops all faults: random ones, forced ones not yet used, hung and
+// refused streams. Held requests stay held until released.
+func (in *Injector) Heal() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.rate, in.forced, in.hang, in.refuse, in.before = 0, nil, nil, nil, nil
+}
+
+// Counts returns how many faults of each kind were injected.
+func (in *Injector) Counts() map[Kind]int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make(map[Kind]int, len(in.counts))
+	for k, n := range in.counts {
+		out[k] = n
+	}
+	return out
+}
+
+// Total returns how many faults were injected.
+func (in *Injector) Total() int {
+	n := 0
+	for _, c := range in.Counts() {
+		n += c
+	}
+	return n
+}
+
+// Close stops all faults, delivers nothing more and waits for requests
+// being delivered late to finish (each bounded by a few seconds).
+func (in *Injector) Close() {
+	in.mu.Lock()
+	if !in.off {
+		in.off = true
+		close(in.closed)
+	}
+	in.rate, in.forced, in.hang, in.refuse, in.before = 0, nil, nil, nil, nil
+	in.mu.Unlock()
+	in.wg.Wait()
+}
+
+// Held is a request held by [Injector.Hold].
+type Held struct {
+	once      sync.Once
+	caught    chan struct{}
+	release   chan struct{}
+	delivered chan error
+}
+
+// Caught is closed once the held request has been caught.
+func (h *Held) Caught() <-chan struct{} { return h.caught }
+
+// Release delivers the held request to the server and returns the error it
+// got (nil if the server applied it), or ctx's error.
+func (h *Held) Release(ctx context.Context) error {
+	h.once.Do(func() { close(h.release) })
+	select {
+	case err := <-h.delivered:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (in *Injector) runHooks(method string, req any) {
+	in.mu.Lock()
+	var fs []func(any)
+	for _, h := range in.before {
+		if h.match(method, req) {
+			fs = append(fs, h.f)
+		}
+	}
+	in.mu.Unlock()
+	for _, f := range fs {
+		f(req)
+	}
+}
+
+// pick returns the fault for one request.
+func (in *Injector) pick(method string, req any) (Kind, *Held, time.Duration) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.off {
+		return None, nil, 0
+	}
+	for i, f := range in.forced {
+		if f.match(method, req) {
+			in.forced = append(in.forced[:i:i], in.forced[i+1:]...)
+			in.counts[f.kind]++
+			return f.kind, f.held, 0
+		}
+	}
+	if in.rate <= 0 || (in.match != nil && !in.match(method, req)) || in.rng.Float64() >= in.rate {
+		return None, nil, 0
+	}
+	k := in.kinds[in.rng.IntN(len(in.kinds))]
+	in.counts[k]++
+	return k, nil, time.Duration(in.rng.Int64N(int64(in.maxLate) + 1))
+}
+
+func (in *Injector) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	in.runHooks(method, req)
+	kind, held, extra := in.pick(method, req)
+	switch kind {
+	case Late:
+		return in.late(ctx, method, req, reply, cc, invoker, held, extra, opts)
+	case LostReply:
+		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "reqfault: reply lost")
+	case Twice:
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		in.deliver(ctx, method, req, reply, cc, invoker, nil, extra, nil, opts)
+		return err
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// late holds a request until the caller gives up (or, when held, until the
+// test releases it), then delivers it. A caller that can never give up
+// would wait forever, so its request is only delayed.
+func (in *Injector) late(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, held *Held, extra time.Duration, opts []grpc.CallOption) error {
+	if held == nil && ctx.Done() == nil {
+		if !in.sleep(extra) {
+			return status.Error(codes.Canceled, "reqfault: closed")
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	after := ctx.Done()
+	var result func(error)
+	if held != nil {
+		close(held.caught)
+		after = held.release
+		result = func(err error) { held.delivered <- err }
+	}
+	in.deliver(ctx, method, req, reply, cc, invoker, after, extra, result, opts)
+	<-ctx.Done()
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// deliver sends a copy of the request in the background once after is
+// closed (at once when nil) and extra has passed, and passes the server's
+// answer to result (if not nil). Its reply goes to a fresh message, never
+// the caller's.
+func (in *Injector) deliver(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, after <-chan struct{}, extra time.Duration, result func(error), opts []grpc.CallOption) {
+	in.wg.Add(1)
+	go func() {
+		defer in.wg.Done()
+		if after != nil {
+			select {
+			case <-after:
+			case <-in.closed:
+				return
+			}
+		}
+		if !in.sleep(extra) {
+			return
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		fresh := reflect.New(reflect.TypeOf(reply).Elem()).Interface()
+		err := invoker(dctx, method, req, fresh, cc, opts...)
+		if result != nil {
+			result(err)
+		}
+	}()
+}
+
+// sleep waits d, or returns false if the injector is closed first.
+func (in *Injector) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-in.closed:
+		return false
+	}
+}
