@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -17,11 +17,15 @@ import (
 // watching only its predecessor.
 //
 // ctx bounds the whole call, including creating the session. When ctx ends
-// first, Lock returns ctx's error and leaves no key of this attempt behind:
-// the key is deleted with a request bounded by the cleanup timeout
-// ([WithCleanupTimeout]), and a tombstone stops a create request still in
-// flight from landing after that. If the session is lost while waiting, Lock
-// returns an error matching [ErrLost], never the lock.
+// first, Lock returns ctx's error and leaves no queue key of this attempt
+// behind: the key is deleted with a request bounded by the cleanup timeout
+// ([WithCleanupTimeout]), retried in the background if that fails. A create
+// request still in flight, or delivered twice, cannot land afterwards: every
+// create compares the mod revision of its session slot's marker key, and
+// every cleanup writes that marker. The session keeps one marker key per
+// slot (its peak number of concurrent acquisitions) until it ends. If the
+// session is lost while waiting, Lock returns an error matching [ErrLost],
+// never the lock.
 func (c *Client) Lock(ctx context.Context, name string) (*Lock, error) {
 	return c.acquire(ctx, name, true)
 }
@@ -51,9 +55,12 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 			return nil, err
 		}
 		l, err := c.attempt(ctx, s, name, wait)
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.end(ErrLeaseExpired)
-			continue
+			if attempt == 0 {
+				continue
+			}
+			return nil, fmt.Errorf("etcdlock: lock %q: %w", name, lost(ErrLeaseExpired))
 		}
 		return l, err
 	}
@@ -65,7 +72,8 @@ func (c *Client) attempt(ctx context.Context, s *session, name string, wait bool
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
-	l, err := c.try(actx, s, name, wait)
+	t := c.ticket(s, name)
+	l, err := c.enqueue(actx, s, t, wait)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return nil, err // acquire retries once on a new session
 	}
@@ -75,155 +83,100 @@ func (c *Client) attempt(ctx context.Context, s *session, name string, wait bool
 	return l, err
 }
 
-// ticket is one attempt's place in a queue: its key, reused by later
-// attempts of the same session once released (keys that are never reused
-// would bloat etcd's key index until the next compaction and slow every
-// queue read), and a tombstone key unique to the attempt.
+// ticket is one attempt's place in a queue: the key and marker of one of
+// the session's slots (see slots), and the marker's mod revision when the
+// slot was taken.
 type ticket struct {
-	name, q, key, tomb string
-	slot               int
+	name, q, key, marker string
+	slot                 int
+	mark                 int64
 }
 
-func (c *Client) ticket(s *session, name string) ticket {
+func (c *Client) ticket(s *session, name string) *ticket {
 	q := c.queue(name)
-	slot := s.takeSlot(name)
-	return ticket{
-		name: name, q: q, slot: slot,
-		key:  fmt.Sprintf("%s%016x-%d", q, int64(s.id), slot),
-		tomb: fmt.Sprintf("%sabandoned/%016x-%d", c.o.prefix, int64(s.id), c.seq.Add(1)),
+	slot, mark := s.takeSlot()
+	return &ticket{
+		name: name, q: q, slot: slot, mark: mark,
+		key:    fmt.Sprintf("%s%016x-%d", q, int64(s.id), slot),
+		marker: fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, int64(s.id), slot),
 	}
 }
 
-// maxStaleSlots bounds the slots skipped because their key still exists.
-const maxStaleSlots = 3
+// queue is the prefix under which the keys of lock name are queued.
+func (c *Client) queue(name string) string { return c.o.prefix + "lock/" + name + "/" }
 
-func (c *Client) try(ctx context.Context, s *session, name string, wait bool) (*Lock, error) {
-	for range maxStaleSlots {
-		t := c.ticket(s, name)
-		l, err := c.enqueue(ctx, s, t, wait)
-		if !errors.Is(err, errSlotTaken) {
-			return l, err
-		}
-		// A key of ours from an attempt whose abandon failed is still there;
-		// its slot stays taken and goes with the session.
-	}
-	return nil, fmt.Errorf("etcdlock: lock %q: %d stale keys of this session in the queue", name, maxStaleSlots)
-}
-
-var errSlotTaken = errors.New("slot taken")
+// maxCreateTries bounds the creates refused because the slot's marker or key
+// was not as last seen (a late request of an earlier use of the slot).
+const maxCreateTries = 3
 
 // enqueue creates t's key and waits for its turn (wait) or gives up (!wait).
-func (c *Client) enqueue(ctx context.Context, s *session, t ticket, wait bool) (*Lock, error) {
-	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(t.tomb), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0)).
-		Then(clientv3.OpPut(t.key, "", clientv3.WithLease(s.id)),
-			// Ours is the newest key: the second newest is our predecessor.
-			clientv3.OpGet(t.q, clientv3.WithPrefix(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))).
-		Commit()
+func (c *Client) enqueue(ctx context.Context, s *session, t *ticket, wait bool) (*Lock, error) {
+	kvs, err := c.create(ctx, s, t)
 	if err != nil {
-		c.abandon(ctx, s, t, true) // the create may still land: tombstone it
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, err)
+		return nil, err
 	}
-	if !resp.Succeeded {
-		return nil, errSlotTaken
-	}
-	kvs := resp.Responses[1].GetResponseRange().Kvs
 	rev := kvs[0].CreateRevision
 	if len(kvs) > 1 {
 		if !wait {
-			c.abandon(ctx, s, t, false)
+			c.abandon(ctx, s, t, rev)
 			return nil, fmt.Errorf("%w: %q", ErrLocked, t.name)
 		}
 		if err := c.waitTurn(ctx, s, t, rev, kvs[1]); err != nil {
-			c.abandon(ctx, s, t, false)
+			c.abandon(ctx, s, t, rev)
 			return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, err)
 		}
 	}
 	// The read that handed us the turn may predate the end of our session:
 	// never return a lock whose lease this process already knows is gone.
 	if err := s.check(); err != nil {
-		c.abandon(ctx, s, t, false)
+		c.abandon(ctx, s, t, rev)
 		return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, sessionCause(err))
 	}
 	l, err := newLock(c, s, t, fence.Token(rev))
 	if err != nil {
-		c.abandon(ctx, s, t, false)
+		c.abandon(ctx, s, t, rev)
 		return nil, err
 	}
 	return l, nil
 }
 
-// queue is the prefix under which the keys of lock name are queued.
-func (c *Client) queue(name string) string { return c.o.prefix + "lock/" + name + "/" }
-
-// abandon removes t's key after a failed or cancelled attempt. The request
-// runs even though ctx may have ended, bounded by the cleanup timeout; if it
-// fails, it is retried in the background until it succeeds or the session
-// ends, because the session's lease, renewed for the client's other locks,
-// would otherwise keep the key, and with it everyone queued behind it.
-//
-// When the create request's outcome is unknown (it may still be in flight,
-// its response lost or its context ended), abandon also writes the attempt's
-// tombstone, which makes that request's compare fail should it land later.
-// The tombstone is on the session's lease and goes with it.
-//
-// When the session has ended there is nothing to do: its lease is gone or
-// will expire with no one renewing it, and takes the key along. The slot is
-// released only once the key is known gone.
-func (c *Client) abandon(ctx context.Context, s *session, t ticket, tombstone bool) {
-	if c.deleteTicket(context.WithoutCancel(ctx), s, t, tombstone) {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return // Close revokes the lease, and the key with it.
-	}
-	c.wg.Add(1)
-	go c.retryAbandon(s, t, tombstone)
-}
-
-// deleteTicket makes one bounded attempt; it reports whether the key is
-// known gone (or the session over).
-func (c *Client) deleteTicket(ctx context.Context, s *session, t ticket, tombstone bool) bool {
-	if s.Err() != nil {
-		return true
-	}
-	cctx, cancel := context.WithTimeout(ctx, c.o.cleanupTimeout)
-	defer cancel()
-	ops := []clientv3.Op{clientv3.OpDelete(t.key)}
-	if tombstone {
-		ops = append(ops, clientv3.OpPut(t.tomb, "", clientv3.WithLease(s.id)))
-	}
-	_, err := c.cli.Txn(cctx).Then(ops...).Commit()
-	switch {
-	case err == nil:
-		s.releaseSlot(t.name, t.slot)
-		return true
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		// The lease is gone, and with it the key and any late create.
-		s.end(ErrLeaseExpired)
-		return true
-	}
-	return false
-}
-
-// retryAbandon retries deleteTicket until it succeeds or the session ends.
-func (c *Client) retryAbandon(s *session, t ticket, tombstone bool) {
-	defer c.wg.Done()
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-time.After(delay):
+// create puts t's key, provided the slot's marker is as last seen (so no
+// create of an earlier use of the slot can land), and returns our key and
+// our predecessor's, if any.
+func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.KeyValue, error) {
+	for range maxCreateTries {
+		resp, err := c.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0),
+				clientv3.Compare(clientv3.ModRevision(t.marker), "=", t.mark)).
+			Then(clientv3.OpPut(t.key, "", clientv3.WithLease(s.id)),
+				// Ours is the newest key: the second newest is our predecessor.
+				clientv3.OpGet(t.q, clientv3.WithPrefix(),
+					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))).
+			Else(clientv3.OpGet(t.marker), clientv3.OpGet(t.key)).
+			Commit()
+		if err != nil {
+			c.abandon(ctx, s, t, 0) // the create may still land: block it
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, err)
 		}
-		if c.deleteTicket(s.ctx, s, t, tombstone) {
-			return
+		if resp.Succeeded {
+			return resp.Responses[1].GetResponseRange().Kvs, nil
+		}
+		// A request of an earlier use of the slot moved the marker, or
+		// left a key: catch up, remove the key, and try again.
+		t.mark = 0
+		if m := resp.Responses[0].GetResponseRange().Kvs; len(m) > 0 {
+			t.mark = m[0].ModRevision
+		}
+		if k := resp.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
+			if _, err := c.release(ctx, s, t, k[0].CreateRevision); err != nil {
+				c.abandon(ctx, s, t, 0)
+				return nil, fmt.Errorf("etcdlock: lock %q: remove stale key: %w", t.name, err)
+			}
 		}
 	}
+	c.abandon(ctx, s, t, 0)
+	return nil, fmt.Errorf("etcdlock: lock %q: slot %d of the session kept changing under us", t.name, t.slot)
 }

@@ -22,9 +22,7 @@ import (
 type Lock struct {
 	c     *Client
 	s     *session
-	name  string
-	key   string
-	slot  int
+	t     *ticket
 	token fence.Token
 
 	done   chan struct{}
@@ -33,34 +31,35 @@ type Lock struct {
 	mu  sync.Mutex
 	err error
 
-	unlockMu   sync.Mutex
-	unlocked   bool
-	unlockSent bool        // an earlier Unlock may have deleted the key
-	unlocking  atomic.Bool // a deletion seen from now on may be our own
+	unlockMu  sync.Mutex
+	unlocked  bool        // released: unlockErr is Unlock's answer
+	unlockErr error       // nil, or why the lock was lost before its release
+	retrying  bool        // a background release is running
+	unlocking atomic.Bool // a deletion seen from now on may be our own
 }
 
 // newLock starts the lock's monitor; it fails with ErrClosed once Close has
 // begun, so that no monitor starts while Close waits for them.
-func newLock(c *Client, s *session, t ticket, token fence.Token) (*Lock, error) {
+func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, ErrClosed
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	l := &Lock{c: c, s: s, name: t.name, key: t.key, slot: t.slot, token: token, done: make(chan struct{}), cancel: cancel}
+	l := &Lock{c: c, s: s, t: t, token: token, done: make(chan struct{}), cancel: cancel}
 	c.wg.Add(1)
 	go l.monitor(ctx)
 	return l, nil
 }
 
 // Name returns the lock's name.
-func (l *Lock) Name() string { return l.name }
+func (l *Lock) Name() string { return l.t.name }
 
 // Key returns the etcd key of this acquisition. While the lock is held no
 // other acquisition uses it, but a later acquisition by the same Client may
 // reuse it after Unlock: use Token to identify an acquisition.
-func (l *Lock) Key() string { return l.key }
+func (l *Lock) Key() string { return l.t.key }
 
 // Token returns the fencing token: the create revision of the lock's key. It
 // is unique to this acquisition, strictly greater than the token of every
@@ -114,15 +113,21 @@ func (l *Lock) finish(cause error) {
 }
 
 // Unlock releases the lock: it deletes the lock's key only while the key's
-// create revision still equals the token, in one transaction, so it never
-// deletes another holder's key, also when retried. It returns nil when it
-// deleted the key or an earlier Unlock did (Unlock is idempotent), an error
-// matching [ErrLost] (or [ErrClosed]) when the lock had been lost before
-// Unlock was called, and etcd's error when the request failed; that Unlock
-// can be retried. ctx bounds the request: give it a deadline, as etcd may be
-// unreachable. A key that Unlock could not delete stays until the session's
-// lease ends (Close, or the process's death plus the TTL); the lock's token
-// remains fenced off by any newer holder's regardless.
+// create revision still equals the token, so it never deletes another
+// holder's key, also when it arrives late or twice.
+//
+// It returns nil when this lock's key was deleted by this Unlock or an
+// earlier one (Unlock is idempotent), and an error matching [ErrLost] (or
+// [ErrClosed]) when the lock had been lost before its key was deleted: the
+// lease expired, or someone else deleted the key.
+//
+// ctx bounds the request: give it a deadline, as etcd may be unreachable.
+// When the request fails, Unlock returns its error and keeps trying in the
+// background (until it succeeds, fails for good, or the session ends), so
+// a failed Unlock does not keep the lock from others while the Client keeps
+// the session alive; Done closes once the outcome is known, and a later
+// Unlock returns it. Either way the lock's token stays fenced off by any
+// newer holder's.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return errors.New("etcdlock: Unlock: nil context")
@@ -130,26 +135,92 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.unlockMu.Lock()
 	defer l.unlockMu.Unlock()
 	if l.unlocked {
-		return nil
+		return l.unlockErr
 	}
-	lostBefore := l.Err()
 	l.unlocking.Store(true)
-	resp, err := l.c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.token))).
-		Then(clientv3.OpDelete(l.key)).Commit()
+	r, err := l.c.release(ctx, l.s, l.t, int64(l.token))
 	if err != nil {
-		l.unlockSent = true
-		return fmt.Errorf("etcdlock: unlock %q: %w", l.name, err)
+		l.retryUnlock()
+		return fmt.Errorf("etcdlock: unlock %q (retrying in the background): %w", l.t.name, err)
 	}
-	sentBefore := l.unlockSent
+	l.settle(r)
+	return l.unlockErr
+}
+
+// settle records the release's outcome; unlockMu is held.
+func (l *Lock) settle(r released) {
+	lostBefore := l.Err()
+	if errors.Is(lostBefore, ErrUnlocked) {
+		lostBefore = nil
+	}
 	l.unlocked = true
-	l.s.releaseSlot(l.name, l.slot) // the key is gone, whoever deleted it
+	switch r {
+	case byUs:
+		l.s.releaseSlot(l.t.slot, l.t.mark)
+		lostBefore = nil // the key was still ours: nothing was lost
+	case goneBefore:
+		l.s.releaseSlot(l.t.slot, l.t.mark)
+		if lostBefore == nil {
+			lostBefore = lost(ErrKeyDeleted)
+		}
+	case leaseGone:
+		if lostBefore == nil {
+			lostBefore = lost(ErrLeaseExpired)
+		}
+	}
+	if lostBefore != nil {
+		l.unlockErr = fmt.Errorf("etcdlock: unlock %q: %w", l.t.name, lostBefore)
+		l.finish(lostBefore)
+	}
 	l.finish(ErrUnlocked)
 	l.cancel()
-	if !resp.Succeeded && !sentBefore && lostBefore != nil && !errors.Is(lostBefore, ErrUnlocked) {
-		return fmt.Errorf("etcdlock: unlock %q: %w", l.name, lostBefore)
+}
+
+// retryUnlock starts the background release after a failed Unlock, unless
+// it runs already; unlockMu is held.
+func (l *Lock) retryUnlock() {
+	if l.retrying {
+		return
 	}
-	return nil
+	l.c.mu.Lock()
+	defer l.c.mu.Unlock()
+	if l.c.closed {
+		return
+	}
+	l.retrying = true
+	l.c.wg.Add(1)
+	go func() {
+		defer l.c.wg.Done()
+		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+			select {
+			case <-l.s.ctx.Done():
+				l.finish(sessionCause(l.s.Err()))
+				return
+			case <-time.After(delay):
+			}
+			if l.tryUnlock() {
+				return
+			}
+		}
+	}()
+}
+
+// tryUnlock is one bounded background release; it reports whether there is
+// nothing more to do.
+func (l *Lock) tryUnlock() bool {
+	l.unlockMu.Lock()
+	defer l.unlockMu.Unlock()
+	if l.unlocked {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(l.s.ctx, l.c.o.cleanupTimeout)
+	defer cancel()
+	r, err := l.c.release(ctx, l.s, l.t, int64(l.token))
+	if err != nil {
+		return permanent(err)
+	}
+	l.settle(r)
+	return true
 }
 
 // watchDelay is how long a lock is held before the monitor starts watching
@@ -178,7 +249,7 @@ func (l *Lock) monitor(ctx context.Context) {
 	rev := int64(l.token) + 1
 	for rev != 0 {
 		wctx, cancel := context.WithCancel(ctx)
-		wch := l.c.cli.Watch(wctx, l.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
+		wch := l.c.cli.Watch(clientv3.WithRequireLeader(wctx), l.t.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
 		next, err := l.watchDeletion(ctx, wch)
 		cancel()
 		if err != nil {
@@ -214,18 +285,20 @@ func (l *Lock) watchDeletion(ctx context.Context, wch clientv3.WatchChan) (int64
 	}
 }
 
-// deletedCause tells why the key went. etcd deletes it when it expires or
-// revokes the lease, which the watch may report before the session's next
-// keepalive would, so the lease is asked about first.
+// deletedCause tells why the key went (nil: Unlock will tell). etcd deletes
+// it when it expires or revokes the lease, which the watch may report before
+// the session's next keepalive would, so the lease is asked about first.
 func (l *Lock) deletedCause(ctx context.Context) error {
 	if l.unlocking.Load() {
-		return ErrUnlocked
+		return nil // our Unlock, or someone else's delete: the release knows
 	}
 	if l.s.Err() == nil {
 		tctx, cancel := context.WithTimeout(ctx, time.Second)
 		resp, err := l.c.cli.TimeToLive(tctx, l.s.id)
 		cancel()
-		if err == nil && resp.TTL <= 0 {
+		// etcd answers -1 for a lease it does not have; a live lease with
+		// under a second left answers 0.
+		if err == nil && resp.TTL < 0 {
 			l.s.end(ErrLeaseExpired)
 		}
 	}
@@ -241,7 +314,7 @@ func (l *Lock) recheck(ctx context.Context) (int64, error) {
 	if ctx.Err() != nil {
 		return l.watchDeletion(ctx, nil)
 	}
-	resp, err := l.c.cli.Get(ctx, l.key)
+	resp, err := l.c.cli.Get(ctx, l.t.key)
 	switch {
 	case ctx.Err() != nil:
 		return l.watchDeletion(ctx, nil)

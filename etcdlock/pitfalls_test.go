@@ -56,8 +56,11 @@ func TestCancelledLockLeavesNoKey(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Lock while held, with a deadline: got %v, want context.DeadlineExceeded", err)
 			}
-			if ks := keys(t, cli, prefix(t)); len(ks) != 1 || ks[0] != l.Key() {
-				t.Fatalf("keys after a cancelled wait: got %v, want only the holder's %q", ks, l.Key())
+			if ks := keys(t, cli, prefix(t)+"lock/"); len(ks) != 1 || ks[0] != l.Key() {
+				t.Fatalf("queue keys after a cancelled wait: got %v, want only the holder's %q", ks, l.Key())
+			}
+			if ks := keys(t, cli, prefix(t)+"slot/"); len(ks) > 1 {
+				t.Fatalf("slot markers after cancelled waits: got %v, want at most one (one slot used)", ks)
 			}
 		}
 	})
@@ -87,7 +90,8 @@ func TestCancelledLockLeavesNoKey(t *testing.T) {
 	})
 }
 
-// A failed TryLock leaves nothing behind: no queue key, no tombstone.
+// A failed TryLock leaves no queue key behind, and no more than the marker
+// of the one session slot it used.
 func TestFailedTryLockLeavesNothing(t *testing.T) {
 	cli := etcdClient(t)
 	a, b := newLocker(t, cli), newLocker(t, cli)
@@ -97,8 +101,11 @@ func TestFailedTryLockLeavesNothing(t *testing.T) {
 			t.Fatalf("TryLock: got %v, want ErrLocked", err)
 		}
 	}
-	if ks := keys(t, cli, prefix(t)); len(ks) != 1 || ks[0] != l.Key() {
-		t.Fatalf("keys after failed TryLocks: got %v, want only the holder's %q", ks, l.Key())
+	if ks := keys(t, cli, prefix(t)+"lock/"); len(ks) != 1 || ks[0] != l.Key() {
+		t.Fatalf("queue keys after failed TryLocks: got %v, want only the holder's %q", ks, l.Key())
+	}
+	if ks := keys(t, cli, prefix(t)+"slot/"); len(ks) > 1 {
+		t.Fatalf("slot markers after failed TryLocks: got %v, want at most one", ks)
 	}
 }
 

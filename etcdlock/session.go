@@ -32,39 +32,23 @@ type session struct {
 	mu         sync.Mutex
 	validUntil time.Time
 	err        error
-	slots      map[string]map[int]bool // lock name -> slots in use
+	slots      slots
 }
 
-// takeSlot returns the lowest slot not in use for name and marks it used.
-// Slots make a session's concurrent acquisitions of one name use distinct
-// keys while letting successive ones reuse a key.
-func (s *session) takeSlot(name string) int {
+// takeSlot returns the lowest slot not in use and marks it used, with the
+// last known mod revision of its marker key (0: none written yet).
+func (s *session) takeSlot() (int, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.slots == nil {
-		s.slots = map[string]map[int]bool{}
-	}
-	used := s.slots[name]
-	if used == nil {
-		used = map[int]bool{}
-		s.slots[name] = used
-	}
-	n := 0
-	for used[n] {
-		n++
-	}
-	used[n] = true
-	return n
+	return s.slots.take()
 }
 
-// releaseSlot makes slot n of name free again; its key must be gone.
-func (s *session) releaseSlot(name string, n int) {
+// releaseSlot makes slot n free again once its key is known gone and its
+// marker was last written at revision mark.
+func (s *session) releaseSlot(n int, mark int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.slots[name], n)
-	if len(s.slots[name]) == 0 {
-		delete(s.slots, name)
-	}
+	s.slots.release(n, mark)
 }
 
 // retryInterval is the pause between keepalive attempts after a failure.
@@ -166,10 +150,16 @@ func (s *session) run() {
 	}
 }
 
-// renew sends one keepalive, bounded by the validity deadline.
+// renew sends one keepalive, bounded by the validity deadline and by a third
+// of the TTL, so that a keepalive stuck on a hung stream is given up and
+// retried on a new one while the lease can still be saved.
 func (s *session) renew() error {
 	sent := time.Now()
-	ctx, cancel := context.WithDeadline(s.ctx, s.until())
+	deadline := sent.Add(max(s.ttl/3, 100*time.Millisecond))
+	if u := s.until(); u.Before(deadline) {
+		deadline = u
+	}
+	ctx, cancel := context.WithDeadline(s.ctx, deadline)
 	defer cancel()
 	resp, err := s.cli.KeepAliveOnce(ctx, s.id)
 	if err != nil {

@@ -1,0 +1,178 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// released is how a slot's key ended.
+type released int
+
+const (
+	byUs       released = iota // our request deleted it
+	goneBefore                 // it was gone before: someone else deleted it
+	leaseGone                  // the lease is gone, and every key on it
+)
+
+// maxReleasePasses bounds the passes of release that find the marker moved
+// by a late request of ours between reading and writing it.
+const maxReleasePasses = 3
+
+// release removes t's key, created at revision rev (0 when it is unknown
+// whether the create landed), and writes the slot's marker in the same
+// transaction, so that no create of this use of the slot can land later.
+// Every request it sends is safe to arrive late or twice: deletes compare
+// the key's create revision, marker writes only ever block creates of this
+// use of the slot. On success t.mark is the marker's new mod revision. An
+// error means the outcome is unknown and release may be called again.
+func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) (released, error) {
+	if rev == 0 {
+		r, err := c.block(ctx, s, t)
+		if err != nil || r == 0 {
+			return leaseOr(s, err, goneBefore)
+		}
+		rev = r
+	}
+	tag := strconv.FormatInt(rev, 10)
+	for range maxReleasePasses {
+		resp, err := c.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
+			Then(clientv3.OpDelete(t.key), clientv3.OpPut(t.marker, tag, clientv3.WithLease(s.id))).
+			Else(clientv3.OpGet(t.marker)).
+			Commit()
+		if err != nil {
+			return leaseOr(s, err, 0)
+		}
+		if resp.Succeeded {
+			t.mark = resp.Header.Revision
+			return byUs, nil
+		}
+		var seen int64
+		if m := resp.Responses[0].GetResponseRange().Kvs; len(m) > 0 {
+			if string(m[0].Value) == tag { // an earlier pass of ours deleted it
+				t.mark = m[0].ModRevision
+				return byUs, nil
+			}
+			seen = m[0].ModRevision
+		}
+		// Someone else deleted the key. Move the marker all the same, unless
+		// a late request of ours just did.
+		resp, err = c.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(t.marker), "=", seen)).
+			Then(clientv3.OpPut(t.marker, "gone-"+tag, clientv3.WithLease(s.id))).
+			Commit()
+		if err != nil {
+			return leaseOr(s, err, 0)
+		}
+		if resp.Succeeded {
+			t.mark = resp.Header.Revision
+			return goneBefore, nil
+		}
+	}
+	return 0, errors.New("marker kept moving")
+}
+
+// block writes t's marker, so that a create of this use of the slot whose
+// outcome is unknown can no longer land, and returns the create revision of
+// the slot's key if it exists: the create landed (no one else writes keys
+// of this session's slots), and the key is ours to delete.
+func (c *Client) block(ctx context.Context, s *session, t *ticket) (int64, error) {
+	resp, err := c.cli.Txn(ctx).
+		Then(clientv3.OpPut(t.marker, "", clientv3.WithLease(s.id)), clientv3.OpGet(t.key)).
+		Commit()
+	if err != nil {
+		return 0, err
+	}
+	t.mark = resp.Header.Revision
+	if k := resp.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
+		return k[0].CreateRevision, nil
+	}
+	return 0, nil
+}
+
+// leaseOr turns etcd's report that the session's lease is gone into
+// leaseGone (ending the session), and returns r, err otherwise.
+func leaseOr(s *session, err error, r released) (released, error) {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.end(ErrLeaseExpired)
+		return leaseGone, nil
+	}
+	return r, err
+}
+
+// abandon releases t's slot after a failed or cancelled attempt (rev as for
+// release). The request runs even though ctx may have ended, bounded by the
+// cleanup timeout; if it fails, it is retried in the background until it
+// succeeds, fails for good, or the session ends, because the session's
+// lease, renewed for the client's other locks, would otherwise keep the key,
+// and with it everyone queued behind it. The slot is reused only once its
+// key is known gone.
+func (c *Client) abandon(ctx context.Context, s *session, t *ticket, rev int64) {
+	if c.releaseOnce(context.WithoutCancel(ctx), s, t, rev) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return // Close revokes the lease, and the key with it.
+	}
+	c.wg.Add(1)
+	go c.retryAbandon(s, t, rev)
+}
+
+// releaseOnce makes one bounded attempt; it reports whether there is
+// nothing more to do.
+func (c *Client) releaseOnce(ctx context.Context, s *session, t *ticket, rev int64) bool {
+	if s.Err() != nil {
+		return true // no one renews the lease: the key goes with it
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.o.cleanupTimeout)
+	defer cancel()
+	r, err := c.release(cctx, s, t, rev)
+	if err != nil {
+		return permanent(err)
+	}
+	if r != leaseGone {
+		s.releaseSlot(t.slot, t.mark)
+	}
+	return true
+}
+
+// retryAbandon retries releaseOnce until it is done or the session ends.
+func (c *Client) retryAbandon(s *session, t *ticket, rev int64) {
+	defer c.wg.Done()
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		if c.releaseOnce(s.ctx, s, t, rev) {
+			return
+		}
+	}
+}
+
+// permanent reports whether retrying a request that failed with err is
+// pointless: etcd refused it for lack of permission or authentication.
+func permanent(err error) bool {
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.PermissionDenied, codes.Unauthenticated:
+			return true
+		}
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrAuthFailed),
+		errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrInvalidAuthMgmt):
+		return true
+	}
+	return false
+}

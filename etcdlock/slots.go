@@ -1,0 +1,53 @@
+package etcdlock
+
+import "container/heap"
+
+// slots hands out the session's key slots. A slot names one queue key per
+// lock name and one marker key; it is used by one acquisition at a time and
+// reused by later ones, lowest first, so that successive acquisitions reuse
+// keys (keys that are never reused bloat etcd's key index until the next
+// compaction and slow every queue read) and the number of marker keys stays
+// at the session's peak number of concurrent acquisitions.
+//
+// The marker key makes requests of an earlier use of a slot harmless when
+// they arrive late or twice: every create compares the marker's mod
+// revision with the one last seen, and every release of the slot writes the
+// marker, so a create of an earlier use can no longer land.
+type slots struct {
+	free  intHeap       // released slots
+	next  int           // lowest slot never used
+	marks map[int]int64 // slot -> last known mod revision of its marker
+}
+
+func (sl *slots) take() (int, int64) {
+	if sl.free.Len() > 0 {
+		n := heap.Pop(&sl.free).(int)
+		return n, sl.marks[n]
+	}
+	n := sl.next
+	sl.next++
+	return n, 0
+}
+
+func (sl *slots) release(n int, mark int64) {
+	if sl.marks == nil {
+		sl.marks = map[int]int64{}
+	}
+	if mark != 0 {
+		sl.marks[n] = mark
+	}
+	heap.Push(&sl.free, n)
+}
+
+type intHeap []int
+
+func (h intHeap) Len() int           { return len(h) }
+func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *intHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
