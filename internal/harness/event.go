@@ -53,9 +53,6 @@ type Event struct {
 	Err     string `json:"err,omitempty"`
 }
 
-// resource names the storage resource an event's write goes to.
-func (e Event) resource() string { return e.Res + ":" + e.Key }
-
 // outcome classifies a write's error.
 func outcome(err error) string {
 	switch {
