@@ -289,3 +289,66 @@ func waitKeys(t *testing.T, cli *clientv3.Client, p string, n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A waiter whose watches etcd keeps refusing (as it does on a watch stream
+// whose auth token expired) backs off instead of re-reading the queue in a
+// busy loop.
+func TestRefusedWatchesBackOff(t *testing.T) {
+	direct := etcdClient(t)
+	fcli, in := faulty(t, 7)
+	holder := newLocker(t, direct)
+	waiter := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second))
+	h := mustLock(t, holder, "w")
+	in.RefuseWatches(reqfault.Method("Watch/Watch"))
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Lock(t.Context(), "w")
+		if err == nil {
+			l.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	waitQueued(t, direct, h, 2)
+	before, start := in.Calls("KV/Txn")+in.Calls("KV/Range"), time.Now()
+	time.Sleep(time.Second) // a window to count requests in, not synchronisation
+	n := in.Calls("KV/Txn") + in.Calls("KV/Range") - before
+	rate := float64(n) / time.Since(start).Seconds()
+	t.Logf("waiter with refused watches: %d reads in %v (%.0f/s)", n, time.Since(start).Round(time.Millisecond), rate)
+	in.RefuseWatches(nil)
+	h.Unlock(t.Context())
+	if err := <-got; err != nil {
+		t.Fatalf("waiter's Lock after watches work again: %v", err)
+	}
+	if rate > 30 {
+		t.Fatalf("waiter sent %.0f reads/s while its watches were refused, want at most 30", rate)
+	}
+}
+
+// A keepalive stuck on a hung stream is given up and retried on a new one
+// while the lease can still be saved.
+func TestHungKeepAliveIsRetried(t *testing.T) {
+	fcli, in := faulty(t, 8)
+	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
+	l := mustLock(t, c, "k")
+	first := l.ValidUntil()
+	in.HangStreams(reqfault.Method("Lease/LeaseKeepAlive"))
+	deadline := time.Now().Add(5 * time.Second)
+	for in.Hung() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no keepalive was sent within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	in.HangStreams(nil)
+	for !l.ValidUntil().After(first) {
+		select {
+		case <-l.Done():
+			t.Fatalf("Done closed (%v) after one hung keepalive: the retry came too late", l.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if l.Err() != nil {
+		t.Fatalf("Err after a renewal: %v", l.Err())
+	}
+	l.Unlock(t.Context())
+}

@@ -87,6 +87,8 @@ type Injector struct {
 	hang    Match
 	refuse  Match
 	before  []hook
+	calls   map[string]int
+	hung    int
 	off     bool
 }
 
@@ -109,6 +111,7 @@ func New(seed uint64) *Injector {
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		seed:    seed,
 		counts:  map[Kind]int{},
+		calls:   map[string]int{},
 		maxLate: 300 * time.Millisecond,
 	}
 }
@@ -200,6 +203,27 @@ func (in *Injector) Counts() map[Kind]int {
 	return out
 }
 
+// Calls returns how many requests and streams whose method name ends with
+// suffix the client started.
+func (in *Injector) Calls(suffix string) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	n := 0
+	for m, c := range in.calls {
+		if strings.HasSuffix(m, suffix) {
+			n += c
+		}
+	}
+	return n
+}
+
+// Hung returns how many streams HangStreams has hung.
+func (in *Injector) Hung() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.hung
+}
+
 // Total returns how many faults were injected.
 func (in *Injector) Total() int {
 	n := 0
@@ -247,6 +271,7 @@ func (h *Held) Release(ctx context.Context) error {
 
 func (in *Injector) runHooks(method string, req any) {
 	in.mu.Lock()
+	in.calls[method]++
 	var fs []func(any)
 	for _, h := range in.before {
 		if h.match(method, req) {

@@ -11,6 +11,10 @@ func (in *Injector) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.
 	in.mu.Lock()
 	hang := in.hang != nil && in.hang(method, nil)
 	refuse := in.refuse != nil && in.refuse(method, nil)
+	in.calls[method]++
+	if hang {
+		in.hung++
+	}
 	in.mu.Unlock()
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil || (!hang && !refuse) {
