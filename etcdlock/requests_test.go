@@ -19,11 +19,14 @@ import (
 // reproducing a bug found with a request-level fault injector.
 
 // faulty returns an etcd client whose requests go through a fault injector.
-func faulty(t testing.TB, seed uint64) (*clientv3.Client, *reqfault.Injector) {
+func faulty(t testing.TB, seed uint64, eps ...string) (*clientv3.Client, *reqfault.Injector) {
 	t.Helper()
+	if len(eps) == 0 {
+		eps = endpoints
+	}
 	in := reqfault.New(seed)
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: in.DialOptions(),
 	})
 	if err != nil {
