@@ -46,8 +46,8 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-// TestBadInputBeforeIO: invalid keys and tokens and a cancelled context are
-// refused before any request is sent.
+// TestBadInputBeforeIO: invalid keys and tokens and a cancelled or nil
+// context are refused with an error, not a panic, before any request is sent.
 func TestBadInputBeforeIO(t *testing.T) {
 	cancelled, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -64,16 +64,17 @@ func TestBadInputBeforeIO(t *testing.T) {
 		{"zero token", t.Context(), "k", 0, fence.ErrInvalidToken},
 		{"negative token", t.Context(), "k", -1, fence.ErrInvalidToken},
 		{"cancelled context", cancelled, "k", 1, context.Canceled},
+		{"nil context", nil, "k", 1, nil}, // any error, as long as it is not a panic
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &countingClient{}
 			s := mustNew(t, c, "bucket")
-			if err := s.Put(tt.ctx, tt.key, tt.token, []byte("v")); !errors.Is(err, tt.want) {
+			if err := s.Put(tt.ctx, tt.key, tt.token, []byte("v")); !isWanted(err, tt.want) {
 				t.Errorf("Put: got %v, want an error matching %v", err, tt.want)
 			}
 			if tt.token > 0 {
-				if _, err := s.Get(tt.ctx, tt.key); !errors.Is(err, tt.want) {
+				if _, err := s.Get(tt.ctx, tt.key); !isWanted(err, tt.want) {
 					t.Errorf("Get: got %v, want an error matching %v", err, tt.want)
 				}
 			}
@@ -82,6 +83,15 @@ func TestBadInputBeforeIO(t *testing.T) {
 			}
 		})
 	}
+}
+
+// isWanted reports whether err matches want, or, for a nil want, whether
+// there is an error at all.
+func isWanted(err, want error) bool {
+	if want == nil {
+		return err != nil
+	}
+	return errors.Is(err, want)
 }
 
 func TestNoSuchBucket(t *testing.T) {

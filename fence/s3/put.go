@@ -32,7 +32,8 @@ type write struct {
 //   - [fence.ErrUnknownOutcome] (a *[fence.UnknownOutcomeError] wrapping the
 //     transport error): a PUT got no answer, or a 5xx, and reading the object
 //     back did not show it; it may still land. Read before deciding.
-//   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], or ctx's error, before any I/O.
+//   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], ctx's error, or an
+//     error for a nil ctx (never a panic), before any I/O.
 //   - [ErrNoSuchBucket], [ErrAccessDenied], [ErrForeignObject], or another
 //     wrapped AWS SDK error: the server refused. Nothing was written.
 //

@@ -22,7 +22,8 @@ var headerRange = "bytes=0-" + strconv.Itoa(HeaderSize-1)
 // and [ErrNoSuchBucket] or [ErrAccessDenied] as their names say. The version
 // read is remembered, so a following [Store.Put] to key may skip its read.
 //
-// ctx bounds the request, the body's transfer included. Get changes nothing.
+// ctx bounds the request, the body's transfer included; a nil ctx is an
+// error, not a panic. Get changes nothing.
 func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	if err := checkCall(ctx, key); err != nil {
 		return fence.Record{}, err

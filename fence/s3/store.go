@@ -66,5 +66,14 @@ func checkCall(ctx context.Context, key string) error {
 	case !utf8.ValidString(key):
 		return fmt.Errorf("%w: key %q is not valid UTF-8", fence.ErrInvalidKey, key)
 	}
+	return checkCtx(ctx)
+}
+
+// checkCtx refuses a nil context with an error rather than a panic, as every
+// entry point must, and returns the context's error if it has ended.
+func checkCtx(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("s3fence: nil context")
+	}
 	return ctx.Err()
 }
