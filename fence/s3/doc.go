@@ -36,10 +36,16 @@
 // wrote or read for each key ([WithCacheSize]), so a holder writing the same
 // key again sends a single conditional PUT, and reads only if that is refused.
 //
-// A PUT that gets no answer (a timeout, a reset connection, a 5xx) may have
+// A PUT that gets no answer (a timeout, a reset connection) or a 5xx may have
 // landed. Put reads the object back: if it holds this write, Put returns nil;
 // otherwise the outcome is unknown and Put says so with
-// [fence.ErrUnknownOutcome], never with [fence.ErrStale]. When the caller's
+// [fence.ErrUnknownOutcome], never with [fence.ErrStale]. Every 5xx counts,
+// 503 SlowDown included: S3 sends it to throttle requests, but a load
+// balancer or gateway in front of an S3-compatible server can send a 502, 503
+// or 504 after the request reached the storage, and the client cannot tell
+// them apart. The exception is 501 NotImplemented, which says the server
+// does not implement the request (the conditional headers): nothing was
+// written, and Put returns [ErrConditionalUnsupported]. When the caller's
 // context ends while a PUT is under way, Put still waits for its answer for
 // up to [WithPutGrace], so that the outcome is known and the write cannot
 // land after Put has returned.

@@ -26,3 +26,11 @@ var ErrAccessDenied = errors.New("s3fence: access denied")
 // else wrote it. Put refuses to overwrite it, since its token is unknown, and
 // Get refuses to return it.
 var ErrForeignObject = errors.New("s3fence: object has no fencing envelope (not written by fence/s3)")
+
+// ErrConditionalUnsupported means the server does not implement conditional
+// writes (If-Match and If-None-Match on PutObject), so a [Store] cannot fence
+// writes through it: a PUT was answered 501 NotImplemented. Nothing was
+// written. The error also wraps the AWS SDK's error. Retrying cannot help;
+// use a server that supports conditional writes (see the package
+// documentation).
+var ErrConditionalUnsupported = errors.New("s3fence: server does not support conditional writes")

@@ -30,8 +30,11 @@ type write struct {
 //     carries a higher token. Nothing was written.
 //   - [ErrConflict]: other writers kept changing the object. Nothing was written.
 //   - [fence.ErrUnknownOutcome] (a *[fence.UnknownOutcomeError] wrapping the
-//     transport error): a PUT got no answer, or a 5xx, and reading the object
-//     back did not show it; it may still land. Read before deciding.
+//     transport error): a PUT got no answer, or a 5xx other than 501 (503
+//     SlowDown included), and reading the object back did not show it; it
+//     may still land. Read before deciding.
+//   - [ErrConditionalUnsupported]: the server answered 501 NotImplemented
+//     to the conditional PUT. Nothing was written.
 //   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], ctx's error, or an
 //     error for a nil ctx (never a panic), before any I/O.
 //   - [ErrNoSuchBucket], [ErrAccessDenied], [ErrForeignObject], or another
@@ -126,7 +129,7 @@ func (s *Store) attempt(ctx context.Context, w *write, v version, exists bool) (
 	case putUnknown:
 		return false, s.reconcile(ctx, w, err)
 	}
-	return false, s.failure("put", w.key, err)
+	return false, s.putFailure(w.key, err)
 }
 
 // conditionalPut sends w's PUT, valid only if the object is still v (or
