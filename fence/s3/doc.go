@@ -73,12 +73,31 @@
 // (x-amz-meta-fence-token) for tools, but the header is what counts. Objects
 // without the header are refused with [ErrForeignObject].
 //
-// # Requirements
+// # Requirements, and the check before the first write
 //
 // The server must honour If-Match and If-None-Match on PutObject, as AWS S3
-// does since 2024 and versitygw, MinIO and others do. The credentials need
-// s3:GetObject and s3:PutObject, and s3:ListBucket so that a missing key
-// reads as 404 rather than 403. Values are written with one PutObject (at
+// does since 2024 and versitygw, MinIO and others do. A server, or a proxy in
+// front of it, that ignores them would let a paused holder's late write land
+// over a newer one, and several S3-compatible servers have shipped that way.
+// So before its first write a Store checks ([Store.CheckConditionalWrites]):
+// on a probe object ([DefaultProbeKey], or [WithProbeKey]) it sends a PUT
+// with If-None-Match: * and one with an If-Match that cannot match, and
+// refuses to write, with [ErrConditionalUnsupported], unless the server
+// refuses both (412, or 404 for the If-Match). [WithConditionalCheck] turns
+// the automatic check off.
+//
+// The credentials need s3:GetObject and s3:PutObject (on the probe key too),
+// and s3:ListBucket so that a missing key reads as 404 rather than 403.
+//
+// Fencing binds only writers that use a Store. On AWS, a bucket policy can
+// make the condition mandatory for everyone: a statement that denies
+// s3:PutObject when both condition keys s3:if-match and s3:if-none-match are
+// absent (the Null condition operator, "true" for both) refuses every
+// unconditional PutObject and CompleteMultipartUpload, so a tool or a
+// misconfigured service cannot overwrite a fenced object blindly. (A writer
+// that sends its own conditions can still replace an object it has read; and
+// multipart uploads need the s3:ObjectCreationOperation key to exempt their
+// other steps: see AWS's "Enforce conditional writes on Amazon S3 buckets".) Values are written with one PutObject (at
 // most 5 GiB); multipart uploads are not fenced.
 //
 // This package depends on the AWS SDK for Go v2 and smithy-go; package fence

@@ -27,10 +27,11 @@ var ErrAccessDenied = errors.New("s3fence: access denied")
 // Get refuses to return it.
 var ErrForeignObject = errors.New("s3fence: object has no fencing envelope (not written by fence/s3)")
 
-// ErrConditionalUnsupported means the server does not implement conditional
+// ErrConditionalUnsupported means the server does not honour conditional
 // writes (If-Match and If-None-Match on PutObject), so a [Store] cannot fence
-// writes through it: a PUT was answered 501 NotImplemented. Nothing was
-// written. The error also wraps the AWS SDK's error. Retrying cannot help;
-// use a server that supports conditional writes (see the package
-// documentation).
-var ErrConditionalUnsupported = errors.New("s3fence: server does not support conditional writes")
+// writes through it: a PUT was answered 501 NotImplemented, or
+// [Store.CheckConditionalWrites] saw the server apply a PUT whose condition
+// did not hold. Nothing was written, except the check's probe object. The
+// error wraps the AWS SDK's error when there is one. Retrying cannot help;
+// use a server, or a proxy, that honours the conditions.
+var ErrConditionalUnsupported = errors.New("s3fence: server does not honour conditional writes")

@@ -36,6 +36,8 @@ func TestNewRejects(t *testing.T) {
 		{"negative cache", c, "b", []s3fence.Option{s3fence.WithCacheSize(-1)}},
 		{"negative retry delay", c, "b", []s3fence.Option{s3fence.WithRetryDelay(-time.Millisecond)}},
 		{"negative put grace", c, "b", []s3fence.Option{s3fence.WithPutGrace(-time.Second)}},
+		{"empty probe key", c, "b", []s3fence.Option{s3fence.WithProbeKey("")}},
+		{"probe key not UTF-8", c, "b", []s3fence.Option{s3fence.WithProbeKey("k\xff")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
 
@@ -51,6 +52,9 @@ func faultyClient(t *testing.T, f *faults) *s3.Client {
 }
 
 func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/"+s3fence.DefaultProbeKey) {
+		return f.next.RoundTrip(req) // the Store's conditional-write check: not counted, not faulted
+	}
 	if req.Method != http.MethodPut {
 		f.count(&f.gets)
 		return f.next.RoundTrip(req)

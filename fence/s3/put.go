@@ -33,8 +33,10 @@ type write struct {
 //     transport error): a PUT got no answer, or a 5xx other than 501 (503
 //     SlowDown included), and reading the object back did not show it; it
 //     may still land. Read before deciding.
-//   - [ErrConditionalUnsupported]: the server answered 501 NotImplemented
-//     to the conditional PUT. Nothing was written.
+//   - [ErrConditionalUnsupported]: the server does not honour conditional
+//     writes: it answered 501 NotImplemented to the conditional PUT, or
+//     failed [Store.CheckConditionalWrites], which a Store runs before its
+//     first write. Nothing was written.
 //   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], ctx's error, or an
 //     error for a nil ctx (never a panic), before any I/O.
 //   - [ErrNoSuchBucket], [ErrAccessDenied], [ErrForeignObject], or another
@@ -52,6 +54,9 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 		return err
 	}
 	if err := token.Validate(); err != nil {
+		return err
+	}
+	if err := s.ensureConditional(ctx); err != nil {
 		return err
 	}
 	h := header{token: token, id: newWriteID()}
