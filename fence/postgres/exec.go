@@ -101,7 +101,7 @@ func runBatch(ctx context.Context, c batcher, b *pgx.Batch) (int64, error) {
 func execGuard(guard string) string {
 	// Casting a value computed from the CTE, not a constant, keeps the
 	// planner from folding the error into every execution.
-	return "WITH fencelock_guard AS (" + guard + " RETURNING 1) " +
+	return "WITH fencelock_guard AS (" + guard + ") " +
 		"SELECT CASE WHEN count(*) = 0 THEN ('" + staleMarker + "' || count(*))::bigint ELSE 1 END FROM fencelock_guard"
 }
 

@@ -50,8 +50,11 @@ func NewFences(name pgx.Identifier) (*Fences, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A guard that passes also records the token for the rest of the
+	// transaction, for the row trigger of [Table.CreateTrigger].
 	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, $2)" +
-		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token"
+		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
+		" RETURNING set_config('" + tokenSetting + "', token::text, true)"
 	return &Fences{
 		label:        strings.Join(name, "."),
 		advanceSQL:   guard,

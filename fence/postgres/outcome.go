@@ -12,7 +12,8 @@ import (
 
 // classify marks server errors callers act on: [ErrRetryable] for
 // serialization failures and deadlocks, [ErrSchema] for missing tables,
-// columns and key constraints. The *pgconn.PgError stays reachable.
+// columns and key constraints, [fence.ErrStale] for the row trigger's
+// refusal ([Table.CreateTrigger]). The *pgconn.PgError stays reachable.
 func classify(err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -23,6 +24,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrRetryable, err)
 	case "42P01", "42703", "42P10":
 		return fmt.Errorf("%w: %w", ErrSchema, err)
+	case staleRowCode:
+		return fmt.Errorf("%w: %w", fence.ErrStale, err)
 	}
 	return err
 }
