@@ -61,7 +61,8 @@
 //
 //	offset  size  contents
 //	0       7     magic "fencelk"
-//	7       1     format version, 1
+//	7       1     format version 1, and kind: 1 = a value, 2 = a tombstone
+//	              left by [Store.Delete] (no value follows)
 //	8       8     token, big-endian signed 64-bit, > 0
 //	16      16    write ID: random, one per Put call
 //	32      n     the caller's value
@@ -72,6 +73,15 @@
 // the token is also stored as user metadata [MetadataToken]
 // (x-amz-meta-fence-token) for tools, but the header is what counts. Objects
 // without the header are refused with [ErrForeignObject].
+//
+// # Deleting
+//
+// The floor is the object: a plain DeleteObject (aws s3 rm, a lifecycle
+// expiration rule) removes it, and the next Put lands whatever its token, as
+// on a new key. [Store.Delete] instead writes a tombstone, fenced like a Put,
+// that keeps the token: Get reports the key as [fence.ErrNotFound], a stale
+// Put is refused, and a Put with a token at least as high writes the key
+// again. Keep expiration rules off the prefixes of fenced keys.
 //
 // # Requirements, and the check before the first write
 //

@@ -132,7 +132,7 @@ func TestForeignObject(t *testing.T) {
 		{"plain bytes", []byte("a plain object, written without fencing")},
 		{"empty", nil},
 		{"short envelope", enveloped(5, "")[:20]},
-		{"unknown version", append([]byte("fencelk\x02"), enveloped(5, "v")[8:]...)},
+		{"unknown version", append([]byte("fencelk\x03"), enveloped(5, "v")[8:]...)},
 		{"zero token", enveloped(0, "v")},
 	}
 	for _, tt := range tests {
