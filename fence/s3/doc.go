@@ -74,6 +74,20 @@
 // (x-amz-meta-fence-token) for tools, but the header is what counts. Objects
 // without the header are refused with [ErrForeignObject].
 //
+// # Reading objects without this package
+//
+// Anything that fetches the object's bytes itself sees the envelope: the AWS
+// CLI (aws s3 cp), presigned URLs, CloudFront, Athena and other query
+// engines, replication targets read by other tools. Strip the 32-byte header
+// before use; from a shell, tail(1) counts bytes from 1, so
+//
+//	aws s3 cp s3://invoices/invoice-42.json - | tail -c +33
+//
+// prints the value, and the token is the user metadata fence-token
+// (aws s3api head-object --query 'Metadata."fence-token"'), or bytes 8–15
+// read big-endian. Check byte 7 first: 2 marks a tombstone, which has no
+// value. In Go, use [Decode].
+//
 // # Deleting
 //
 // The floor is the object: a plain DeleteObject (aws s3 rm, a lifecycle

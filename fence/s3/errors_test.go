@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +204,22 @@ func (c *countingClient) GetObject(context.Context, *s3.GetObjectInput, ...func(
 func (c *countingClient) PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
 	c.calls++
 	return nil, errors.New("countingClient: no I/O expected")
+}
+
+// TestTailReadsValue: the shell recipe of the package documentation,
+// tail -c +33, turns an object's bytes into the value.
+func TestTailReadsValue(t *testing.T) {
+	k := key(t)
+	mustPut(t, newStore(t), k, 42, "the value\n")
+	out, err := client(t).GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	cmd := exec.CommandContext(t.Context(), "tail", "-c", "+33")
+	cmd.Stdin = out.Body
+	got, err := cmd.Output()
+	if err != nil || string(got) != "the value\n" {
+		t.Fatalf("tail -c +33: got %q (%v), want %q", got, err, "the value\n")
+	}
 }
