@@ -69,6 +69,11 @@ func commitError(resource string, token fence.Token, err error) error {
 	switch {
 	case errors.Is(err, pgx.ErrTxCommitRollback):
 		return fmt.Errorf("postgres: transaction on %s was already aborted, commit rolled it back: %w", resource, err)
+	case errors.Is(err, pgx.ErrTxClosed):
+		// fn called Commit or Rollback itself. Its commit, if any, was
+		// fenced (the fence came first), but which it was is unknown here.
+		return fmt.Errorf("%w: the function ended the fenced transaction on %s itself (Commit or Rollback); leave that to RunInTx: %w",
+			ErrInvalidArgument, resource, err)
 	case !answered(err):
 		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: classify(err)}
 	}
