@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 )
@@ -18,4 +19,13 @@ func checkDB(db any) error {
 		}
 	}
 	return nil
+}
+
+// checkCtx refuses a nil context with an error rather than a panic, and
+// returns the context's error if it has ended.
+func checkCtx(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	return ctx.Err()
 }

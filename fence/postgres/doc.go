@@ -67,6 +67,20 @@
 // Table and column names are quoted with pgx.Identifier; values are always
 // sent as parameters.
 //
+// # One floor per resource
+//
+// Each form keeps its own floor: a [Table] row's fence column, or a fence
+// table row per resource name for [RunInTx], [Exec] and [Fences.Advance].
+// They do not know of each other: if a newer holder changes a Table's row
+// with SQL inside RunInTx, the row's fence column stays where it was and an
+// older holder's [Table.Update] still lands. So a row written through a Table
+// must be written only through it (inside RunInTx too: pass the pgx.Tx to
+// Table.Update with the same token), or the table must carry the trigger of
+// [Table.CreateTrigger], which makes every INSERT or UPDATE inside a fenced
+// transaction check and raise the row's fence column as well. Rows of other
+// tables have the floor of the resource name their transactions use: use one
+// name per resource.
+//
 // # Isolation
 //
 // Fenced writes are correct under READ COMMITTED, REPEATABLE READ and

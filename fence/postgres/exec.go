@@ -1,20 +1,21 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencelock/fencelock/fence"
 )
 
 // staleMarker is cast to bigint, and so raises an error naming it, when the
-// guard of a one-statement fenced write refuses the token.
+// guard of [Fences.Exec] refuses the token.
 const staleMarker = "fencelock: stale token, write refused/"
 
 // Exec runs one statement fenced on resource in the [DefaultFenceTable]; see
@@ -23,19 +24,28 @@ func Exec(ctx context.Context, db DB, resource string, token fence.Token, sql st
 	return defaultFences.Exec(ctx, db, resource, token, sql, args...)
 }
 
-// Exec runs sql, one INSERT, UPDATE or DELETE without RETURNING, fenced on
-// resource as if by [Fences.RunInTx], but in a single statement and round
-// trip: the fence is raised in a data-modifying CTE of the same statement,
-// and if it is already higher than token the statement fails as a whole, so
-// sql's writes are undone, and Exec returns a [*fence.StaleError]. Otherwise
-// it returns the number of rows sql affected.
+// Exec runs sql, one INSERT, UPDATE or DELETE, fenced on resource as if by
+// [Fences.RunInTx], in one round trip: the fence is raised by a statement of
+// its own, sent with sql in one pgx batch and run with it in one transaction
+// (an implicit one, or db's when db is a pgx.Tx). If the fence is already
+// higher than token the guard fails, sql does not run, and Exec returns a
+// [*fence.StaleError]. Otherwise it returns the number of rows sql affected.
 //
-// args are sql's parameters $1...$n; Exec adds the resource and token as
-// $n+1 and $n+2. The fence is raised before sql's rows are touched, in the
-// same order as [Fences.RunInTx], which avoids deadlocks between the two.
+// Because sql is a statement of its own, it takes its snapshot after the
+// fence is raised, so under READ COMMITTED it sees every write committed by
+// the holders it waited for on the fence, exactly as a statement run inside
+// RunInTx does. (A guard in a CTE of sql's own statement would not: the
+// statement's snapshot predates the wait.)
 //
-// Errors are those of [Table.Update]; a failure of the statement, including
-// a refusal, aborts the transaction when db is a pgx.Tx. ctx bounds the call.
+// args are sql's parameters $1...$n. The fence is raised before sql's rows
+// are touched, in the same order as [Fences.RunInTx], which avoids deadlocks
+// between the two. db must also have pgx's SendBatch method, as
+// *pgxpool.Pool, *pgx.Conn and pgx.Tx do; other handles get
+// [ErrInvalidArgument] before any I/O.
+//
+// Errors are those of [Table.Update]; a failure of either statement,
+// including a refusal, aborts the transaction when db is a pgx.Tx. ctx bounds
+// the call.
 func (f *Fences) Exec(ctx context.Context, db DB, resource string, token fence.Token, sql string, args ...any) (int64, error) {
 	if err := checkWrite(ctx, db, resource, token); err != nil {
 		return 0, err
@@ -44,11 +54,17 @@ func (f *Fences) Exec(ctx context.Context, db DB, resource string, token fence.T
 	if err != nil {
 		return 0, err
 	}
-	full := f.execSQL(stmt, len(args))
-	all := append(append(make([]any, 0, len(args)+2), args...), resource, int64(token))
+	b := &pgx.Batch{}
+	b.Queue(f.execGuardSQL, resource, int64(token))
+	b.Queue(stmt, args...)
 	var n int64
 	err = withConn(ctx, db, func(c DB) error {
-		err := c.QueryRow(ctx, full, all...).Scan(&n)
+		bc, ok := c.(batcher)
+		if !ok {
+			return fmt.Errorf("%w: Exec needs a handle with SendBatch (*pgxpool.Pool, *pgx.Conn, pgx.Tx), got %T", ErrInvalidArgument, c)
+		}
+		var err error
+		n, err = runBatch(ctx, bc, b)
 		switch {
 		case isStaleMarker(err):
 			return f.stale(ctx, c, resource, token)
@@ -60,17 +76,33 @@ func (f *Fences) Exec(ctx context.Context, db DB, resource string, token fence.T
 	return n, err
 }
 
-// execSQL wraps stmt, whose own parameters are $1..$n, with the guard.
-func (f *Fences) execSQL(stmt string, n int) string {
-	guard := f.guardSQL("$"+strconv.Itoa(n+1), "$"+strconv.Itoa(n+2))
-	// The CASE reads the guard first, so the fence row is locked before
-	// stmt's rows; when the guard refused, the cast fails and with it the
-	// whole statement. Casting a column of the CTE, not a constant, keeps
-	// the planner from folding the error into every execution.
-	return "WITH fencelock_guard AS (" + guard + " RETURNING 1), fencelock_write AS (" + stmt + " RETURNING 1) " +
-		"SELECT CASE WHEN (SELECT count(*) FROM fencelock_guard) = 0 " +
-		"THEN (SELECT '" + staleMarker + "' || count(*) FROM fencelock_guard)::bigint " +
-		"ELSE (SELECT count(*) FROM fencelock_write) END"
+// batcher is the part of a pgx handle that sends a batch.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// runBatch sends Exec's guard and statement and returns the statement's row
+// count, or the first error: the guard's, the statement's, or the one that
+// ended the batch (a failed implicit COMMIT, a broken connection).
+func runBatch(ctx context.Context, c batcher, b *pgx.Batch) (int64, error) {
+	br := c.SendBatch(ctx, b)
+	_, guardErr := br.Exec()
+	tag, stmtErr := br.Exec()
+	closeErr := br.Close()
+	if err := cmp.Or(guardErr, stmtErr, closeErr); err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// execGuard is the guard of [Fences.Exec] as a statement of its own: it
+// raises the fence and, when the fence refused, fails with an error naming
+// staleMarker, so that the statement after it in the batch does not run.
+func execGuard(guard string) string {
+	// Casting a value computed from the CTE, not a constant, keeps the
+	// planner from folding the error into every execution.
+	return "WITH fencelock_guard AS (" + guard + ") " +
+		"SELECT CASE WHEN count(*) = 0 THEN ('" + staleMarker + "' || count(*))::bigint ELSE 1 END FROM fencelock_guard"
 }
 
 // writeStatement checks that sql is one INSERT, UPDATE or DELETE (possibly

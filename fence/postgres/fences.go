@@ -30,7 +30,8 @@ type Fences struct {
 	advanceSQL string
 	currentSQL string
 	createSQL  string
-	guardSQL   func(resourceParam, tokenParam string) string
+	// execGuardSQL is Exec's guard: $1 the resource, $2 the token.
+	execGuardSQL string
 }
 
 // defaultFences serves the package-level functions.
@@ -49,16 +50,17 @@ func NewFences(name pgx.Identifier) (*Fences, error) {
 	if err != nil {
 		return nil, err
 	}
-	guard := func(r, t string) string {
-		return "INSERT INTO " + q + " AS cur (resource, token) VALUES (" + r + ", " + t + ")" +
-			" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token"
-	}
+	// A guard that passes also records the token for the rest of the
+	// transaction, for the row trigger of [Table.CreateTrigger].
+	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, $2)" +
+		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
+		" RETURNING set_config('" + tokenSetting + "', token::text, true)"
 	return &Fences{
-		label:      strings.Join(name, "."),
-		advanceSQL: guard("$1", "$2"),
-		currentSQL: "SELECT token FROM " + q + " WHERE resource = $1",
-		createSQL:  "CREATE TABLE IF NOT EXISTS " + q + " (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))",
-		guardSQL:   guard,
+		label:        strings.Join(name, "."),
+		advanceSQL:   guard,
+		currentSQL:   "SELECT token FROM " + q + " WHERE resource = $1",
+		createSQL:    "CREATE TABLE IF NOT EXISTS " + q + " (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))",
+		execGuardSQL: execGuard(guard),
 	}, nil
 }
 

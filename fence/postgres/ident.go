@@ -50,3 +50,7 @@ func checkIdent(what, s string) error {
 	}
 	return fmt.Errorf("%w: %s name %q %s", ErrInvalidIdentifier, what, s, why)
 }
+
+// quoteLiteral quotes s as an SQL string literal (standard_conforming_strings
+// on, as it is by default since PostgreSQL 9.1). s has no NUL byte.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -12,7 +12,8 @@ import (
 
 // classify marks server errors callers act on: [ErrRetryable] for
 // serialization failures and deadlocks, [ErrSchema] for missing tables,
-// columns and key constraints. The *pgconn.PgError stays reachable.
+// columns and key constraints, [fence.ErrStale] for the row trigger's
+// refusal ([Table.CreateTrigger]). The *pgconn.PgError stays reachable.
 func classify(err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -23,6 +24,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrRetryable, err)
 	case "42P01", "42703", "42P10":
 		return fmt.Errorf("%w: %w", ErrSchema, err)
+	case staleRowCode:
+		return fmt.Errorf("%w: %w", fence.ErrStale, err)
 	}
 	return err
 }
@@ -66,6 +69,11 @@ func commitError(resource string, token fence.Token, err error) error {
 	switch {
 	case errors.Is(err, pgx.ErrTxCommitRollback):
 		return fmt.Errorf("postgres: transaction on %s was already aborted, commit rolled it back: %w", resource, err)
+	case errors.Is(err, pgx.ErrTxClosed):
+		// fn called Commit or Rollback itself. Its commit, if any, was
+		// fenced (the fence came first), but which it was is unknown here.
+		return fmt.Errorf("%w: the function ended the fenced transaction on %s itself (Commit or Rollback); leave that to RunInTx: %w",
+			ErrInvalidArgument, resource, err)
 	case !answered(err):
 		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: classify(err)}
 	}

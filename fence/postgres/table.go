@@ -15,6 +15,11 @@ import (
 // key column and a fence column holding the highest token written to it,
 // and a write lands only if its token is not lower.
 //
+// The fence column is the row's only floor: SQL that writes the row inside
+// [Fences.RunInTx] or [Fences.Exec] does not raise it, unless the table has
+// the trigger of [Table.CreateTrigger] (see "One floor per resource" in the
+// package documentation).
+//
 // Create one with [NewTable]; the zero Table is not usable. A Table holds no
 // connection and is safe for concurrent use.
 type Table struct {

@@ -28,6 +28,10 @@ func RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 // cannot commit after a newer one, under every isolation level
 // ([WithIsolation]).
 //
+// fn must not commit or roll back tx itself: RunInTx then returns an error
+// matching [ErrInvalidArgument] (fn's own Commit, if it made one, was
+// fenced all the same).
+//
 // If fn returns an error or panics, the transaction is rolled back and the
 // error returned (a panic goes on after the rollback). Errors that carry a serialization
 // failure or deadlock, from fn's statements, the fence or COMMIT, match

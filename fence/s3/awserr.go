@@ -17,19 +17,25 @@ const (
 	// ConditionalRequestConflict, or 404 for If-Match after a delete).
 	// Nothing was written; read again and decide.
 	putRefused putResult = iota + 1
-	// putUnknown: no answer, or a 5xx. The PUT may have landed.
+	// putUnknown: no answer, or a 5xx other than 501. The PUT may have
+	// landed: a 500, 502, 503 (SlowDown included) or 504 may come from a
+	// proxy or front end after the write reached the storage layer.
 	putUnknown
-	// putFailed: the server answered with another error, or the request
-	// never left (a refused dial). Nothing was written.
+	// putFailed: the server answered with another error (501
+	// NotImplemented included: it did not carry out the request), or the
+	// request never left (a refused dial). Nothing was written.
 	putFailed
 )
 
+// classifyPut is the one rule for what a PutObject error says about the write.
 func classifyPut(err error) putResult {
 	switch status := httpStatus(err); {
 	case status == http.StatusPreconditionFailed, status == http.StatusConflict:
 		return putRefused
 	case status == http.StatusNotFound && apiCode(err) != "NoSuchBucket":
 		return putRefused
+	case status == http.StatusNotImplemented:
+		return putFailed
 	case status >= 500:
 		return putUnknown
 	case status != 0:
@@ -66,6 +72,15 @@ func isNotFound(err error) bool {
 	code := apiCode(err)
 	return code == "NoSuchKey" || code == "NotFound" ||
 		(httpStatus(err) == http.StatusNotFound && code != "NoSuchBucket")
+}
+
+// putFailure is failure for a PUT: a 501 says the server does not implement
+// the conditional write.
+func (s *Store) putFailure(key string, err error) error {
+	if httpStatus(err) == http.StatusNotImplemented {
+		return fmt.Errorf("s3fence: put s3://%s/%s: %w: %w", s.bucket, key, ErrConditionalUnsupported, err)
+	}
+	return s.failure("put", key, err)
 }
 
 // failure wraps an error from S3 with what was being done, and with

@@ -36,10 +36,16 @@
 // wrote or read for each key ([WithCacheSize]), so a holder writing the same
 // key again sends a single conditional PUT, and reads only if that is refused.
 //
-// A PUT that gets no answer (a timeout, a reset connection, a 5xx) may have
+// A PUT that gets no answer (a timeout, a reset connection) or a 5xx may have
 // landed. Put reads the object back: if it holds this write, Put returns nil;
 // otherwise the outcome is unknown and Put says so with
-// [fence.ErrUnknownOutcome], never with [fence.ErrStale]. When the caller's
+// [fence.ErrUnknownOutcome], never with [fence.ErrStale]. Every 5xx counts,
+// 503 SlowDown included: S3 sends it to throttle requests, but a load
+// balancer or gateway in front of an S3-compatible server can send a 502, 503
+// or 504 after the request reached the storage, and the client cannot tell
+// them apart. The exception is 501 NotImplemented, which says the server
+// does not implement the request (the conditional headers): nothing was
+// written, and Put returns [ErrConditionalUnsupported]. When the caller's
 // context ends while a PUT is under way, Put still waits for its answer for
 // up to [WithPutGrace], so that the outcome is known and the write cannot
 // land after Put has returned.
@@ -55,7 +61,8 @@
 //
 //	offset  size  contents
 //	0       7     magic "fencelk"
-//	7       1     format version, 1
+//	7       1     format version 1, and kind: 1 = a value, 2 = a tombstone
+//	              left by [Store.Delete] (no value follows)
 //	8       8     token, big-endian signed 64-bit, > 0
 //	16      16    write ID: random, one per Put call
 //	32      n     the caller's value
@@ -67,12 +74,54 @@
 // (x-amz-meta-fence-token) for tools, but the header is what counts. Objects
 // without the header are refused with [ErrForeignObject].
 //
-// # Requirements
+// # Reading objects without this package
+//
+// Anything that fetches the object's bytes itself sees the envelope: the AWS
+// CLI (aws s3 cp), presigned URLs, CloudFront, Athena and other query
+// engines, replication targets read by other tools. Strip the 32-byte header
+// before use; from a shell, tail(1) counts bytes from 1, so
+//
+//	aws s3 cp s3://invoices/invoice-42.json - | tail -c +33
+//
+// prints the value, and the token is the user metadata fence-token
+// (aws s3api head-object --query 'Metadata."fence-token"'), or bytes 8–15
+// read big-endian. Check byte 7 first: 2 marks a tombstone, which has no
+// value. In Go, use [Decode].
+//
+// # Deleting
+//
+// The floor is the object: a plain DeleteObject (aws s3 rm, a lifecycle
+// expiration rule) removes it, and the next Put lands whatever its token, as
+// on a new key. [Store.Delete] instead writes a tombstone, fenced like a Put,
+// that keeps the token: Get reports the key as [fence.ErrNotFound], a stale
+// Put is refused, and a Put with a token at least as high writes the key
+// again. Keep expiration rules off the prefixes of fenced keys.
+//
+// # Requirements, and the check before the first write
 //
 // The server must honour If-Match and If-None-Match on PutObject, as AWS S3
-// does since 2024 and versitygw, MinIO and others do. The credentials need
-// s3:GetObject and s3:PutObject, and s3:ListBucket so that a missing key
-// reads as 404 rather than 403. Values are written with one PutObject (at
+// does since 2024 and versitygw, MinIO and others do. A server, or a proxy in
+// front of it, that ignores them would let a paused holder's late write land
+// over a newer one, and several S3-compatible servers have shipped that way.
+// So before its first write a Store checks ([Store.CheckConditionalWrites]):
+// on a probe object ([DefaultProbeKey], or [WithProbeKey]) it sends a PUT
+// with If-None-Match: * and one with an If-Match that cannot match, and
+// refuses to write, with [ErrConditionalUnsupported], unless the server
+// refuses both (412, or 404 for the If-Match). [WithConditionalCheck] turns
+// the automatic check off.
+//
+// The credentials need s3:GetObject and s3:PutObject (on the probe key too),
+// and s3:ListBucket so that a missing key reads as 404 rather than 403.
+//
+// Fencing binds only writers that use a Store. On AWS, a bucket policy can
+// make the condition mandatory for everyone: a statement that denies
+// s3:PutObject when both condition keys s3:if-match and s3:if-none-match are
+// absent (the Null condition operator, "true" for both) refuses every
+// unconditional PutObject and CompleteMultipartUpload, so a tool or a
+// misconfigured service cannot overwrite a fenced object blindly. (A writer
+// that sends its own conditions can still replace an object it has read; and
+// multipart uploads need the s3:ObjectCreationOperation key to exempt their
+// other steps: see AWS's "Enforce conditional writes on Amazon S3 buckets".) Values are written with one PutObject (at
 // most 5 GiB); multipart uploads are not fenced.
 //
 // This package depends on the AWS SDK for Go v2 and smithy-go; package fence

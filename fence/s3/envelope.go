@@ -20,8 +20,11 @@ const HeaderSize = 32
 const MetadataToken = "fence-token"
 
 const (
-	magic           = "fencelk"
-	envelopeVersion = 1
+	magic = "fencelk"
+	// The byte after the magic: the format version (1), and the kind of
+	// object in that format.
+	kindValue     = 1 // the caller's value follows the header
+	kindTombstone = 2 // written by Store.Delete: no value, the key reads as not found
 )
 
 // writeID identifies one Put call, so that the ETag changes with every write
@@ -37,15 +40,19 @@ func newWriteID() writeID {
 
 // header is the decoded envelope header.
 type header struct {
-	token fence.Token
-	id    writeID
+	token   fence.Token
+	id      writeID
+	deleted bool // a tombstone
 }
 
 // encode returns the object bytes for value under h.
 func encode(h header, value []byte) []byte {
 	b := make([]byte, HeaderSize+len(value))
 	copy(b, magic)
-	b[len(magic)] = envelopeVersion
+	b[len(magic)] = kindValue
+	if h.deleted {
+		b[len(magic)] = kindTombstone
+	}
 	binary.BigEndian.PutUint64(b[8:16], uint64(h.token))
 	copy(b[16:HeaderSize], h.id[:])
 	copy(b[HeaderSize:], value)
@@ -57,10 +64,11 @@ func decodeHeader(b []byte) (header, error) {
 	if len(b) < HeaderSize || !bytes.Equal(b[:len(magic)], []byte(magic)) {
 		return header{}, ErrForeignObject
 	}
-	if v := b[len(magic)]; v != envelopeVersion {
-		return header{}, fmt.Errorf("%w: unsupported envelope version %d", ErrForeignObject, v)
+	kind := b[len(magic)]
+	if kind != kindValue && kind != kindTombstone {
+		return header{}, fmt.Errorf("%w: unsupported envelope version %d", ErrForeignObject, kind)
 	}
-	h := header{token: fence.Token(binary.BigEndian.Uint64(b[8:16]))}
+	h := header{token: fence.Token(binary.BigEndian.Uint64(b[8:16])), deleted: kind == kindTombstone}
 	if !h.token.Valid() {
 		return header{}, fmt.Errorf("%w: envelope carries token %d", ErrForeignObject, h.token)
 	}
@@ -70,12 +78,16 @@ func decodeHeader(b []byte) (header, error) {
 
 // Decode splits the bytes of an object written by a [Store] into its token
 // and value, for objects fetched by other means (the AWS CLI, a replica). It
-// returns an error matching [ErrForeignObject] for anything else. The
+// returns an error matching [fence.ErrNotFound] for a tombstone left by
+// [Store.Delete], and one matching [ErrForeignObject] for anything else. The
 // returned Value aliases object.
 func Decode(object []byte) (fence.Record, error) {
 	h, err := decodeHeader(object)
 	if err != nil {
 		return fence.Record{}, err
+	}
+	if h.deleted {
+		return fence.Record{}, fmt.Errorf("%w: tombstone written with token %d", fence.ErrNotFound, h.token)
 	}
 	return fence.Record{Value: object[HeaderSize:], Token: h.token}, nil
 }

@@ -26,3 +26,12 @@ var ErrAccessDenied = errors.New("s3fence: access denied")
 // else wrote it. Put refuses to overwrite it, since its token is unknown, and
 // Get refuses to return it.
 var ErrForeignObject = errors.New("s3fence: object has no fencing envelope (not written by fence/s3)")
+
+// ErrConditionalUnsupported means the server does not honour conditional
+// writes (If-Match and If-None-Match on PutObject), so a [Store] cannot fence
+// writes through it: a PUT was answered 501 NotImplemented, or
+// [Store.CheckConditionalWrites] saw the server apply a PUT whose condition
+// did not hold. Nothing was written, except the check's probe object. The
+// error wraps the AWS SDK's error when there is one. Retrying cannot help;
+// use a server, or a proxy, that honours the conditions.
+var ErrConditionalUnsupported = errors.New("s3fence: server does not honour conditional writes")

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,8 @@ func TestNewRejects(t *testing.T) {
 		{"negative cache", c, "b", []s3fence.Option{s3fence.WithCacheSize(-1)}},
 		{"negative retry delay", c, "b", []s3fence.Option{s3fence.WithRetryDelay(-time.Millisecond)}},
 		{"negative put grace", c, "b", []s3fence.Option{s3fence.WithPutGrace(-time.Second)}},
+		{"empty probe key", c, "b", []s3fence.Option{s3fence.WithProbeKey("")}},
+		{"probe key not UTF-8", c, "b", []s3fence.Option{s3fence.WithProbeKey("k\xff")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,8 +49,8 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-// TestBadInputBeforeIO: invalid keys and tokens and a cancelled context are
-// refused before any request is sent.
+// TestBadInputBeforeIO: invalid keys and tokens and a cancelled or nil
+// context are refused with an error, not a panic, before any request is sent.
 func TestBadInputBeforeIO(t *testing.T) {
 	cancelled, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -64,16 +67,17 @@ func TestBadInputBeforeIO(t *testing.T) {
 		{"zero token", t.Context(), "k", 0, fence.ErrInvalidToken},
 		{"negative token", t.Context(), "k", -1, fence.ErrInvalidToken},
 		{"cancelled context", cancelled, "k", 1, context.Canceled},
+		{"nil context", nil, "k", 1, nil}, // any error, as long as it is not a panic
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &countingClient{}
 			s := mustNew(t, c, "bucket")
-			if err := s.Put(tt.ctx, tt.key, tt.token, []byte("v")); !errors.Is(err, tt.want) {
+			if err := s.Put(tt.ctx, tt.key, tt.token, []byte("v")); !isWanted(err, tt.want) {
 				t.Errorf("Put: got %v, want an error matching %v", err, tt.want)
 			}
 			if tt.token > 0 {
-				if _, err := s.Get(tt.ctx, tt.key); !errors.Is(err, tt.want) {
+				if _, err := s.Get(tt.ctx, tt.key); !isWanted(err, tt.want) {
 					t.Errorf("Get: got %v, want an error matching %v", err, tt.want)
 				}
 			}
@@ -82,6 +86,15 @@ func TestBadInputBeforeIO(t *testing.T) {
 			}
 		})
 	}
+}
+
+// isWanted reports whether err matches want, or, for a nil want, whether
+// there is an error at all.
+func isWanted(err, want error) bool {
+	if want == nil {
+		return err != nil
+	}
+	return errors.Is(err, want)
 }
 
 func TestNoSuchBucket(t *testing.T) {
@@ -120,7 +133,7 @@ func TestForeignObject(t *testing.T) {
 		{"plain bytes", []byte("a plain object, written without fencing")},
 		{"empty", nil},
 		{"short envelope", enveloped(5, "")[:20]},
-		{"unknown version", append([]byte("fencelk\x02"), enveloped(5, "v")[8:]...)},
+		{"unknown version", append([]byte("fencelk\x03"), enveloped(5, "v")[8:]...)},
 		{"zero token", enveloped(0, "v")},
 	}
 	for _, tt := range tests {
@@ -191,4 +204,22 @@ func (c *countingClient) GetObject(context.Context, *s3.GetObjectInput, ...func(
 func (c *countingClient) PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
 	c.calls++
 	return nil, errors.New("countingClient: no I/O expected")
+}
+
+// TestTailReadsValue: the shell recipe of the package documentation,
+// tail -c +33, turns an object's bytes into the value.
+func TestTailReadsValue(t *testing.T) {
+	k := key(t)
+	mustPut(t, newStore(t), k, 42, "the value\n")
+	out, err := client(t).GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	cmd := exec.CommandContext(t.Context(), "tail", "-c", "+33")
+	cmd.Stdin = out.Body
+	got, err := cmd.Output()
+	if err != nil || string(got) != "the value\n" {
+		t.Fatalf("tail -c +33: got %q (%v), want %q", got, err, "the value\n")
+	}
 }

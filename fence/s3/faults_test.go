@@ -4,19 +4,22 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 // faults is an http.RoundTripper between a client and the server that counts
 // requests and breaks PUTs in the ways no local server does: a 409
-// ConditionalRequestConflict, a request lost before it reaches the server,
-// an answer lost after the server has applied the request.
+// ConditionalRequestConflict, a 501 NotImplemented or 503 SlowDown answered
+// without forwarding, a request lost before it reaches the server, an answer
+// lost after the server has applied the request.
 type faults struct {
 	next http.RoundTripper
 
@@ -25,6 +28,10 @@ type faults struct {
 	puts int
 	// conflicts answers this many PUTs with 409 without forwarding them.
 	conflicts int
+	// notImplemented answers this many PUTs with 501 without forwarding them.
+	notImplemented int
+	// slowDowns answers this many PUTs with 503 SlowDown without forwarding them.
+	slowDowns int
 	// lostRequests fails this many PUTs without forwarding them.
 	lostRequests int
 	// lostAnswers forwards this many PUTs, then drops the answer.
@@ -44,10 +51,10 @@ func faultyClient(t *testing.T, f *faults) *s3.Client {
 	}))
 }
 
-const conflictBody = `<?xml version="1.0" encoding="UTF-8"?>
-<Error><Code>ConditionalRequestConflict</Code><Message>A conflicting conditional operation is currently in progress against this resource. Please try again.</Message></Error>`
-
 func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/"+s3fence.DefaultProbeKey) {
+		return f.next.RoundTrip(req) // the Store's conditional-write check: not counted, not faulted
+	}
 	if req.Method != http.MethodPut {
 		f.count(&f.gets)
 		return f.next.RoundTrip(req)
@@ -61,6 +68,12 @@ func (f *faults) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		f.runHook()
 		return conflict(req), nil
+	case f.take(&f.notImplemented):
+		closeBody(req)
+		return errorResponse(req, http.StatusNotImplemented, "NotImplemented", "A header you provided implies functionality that is not implemented"), nil
+	case f.take(&f.slowDowns):
+		closeBody(req)
+		return errorResponse(req, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate."), nil
 	case f.take(&f.lostRequests):
 		closeBody(req)
 		f.runHook()
@@ -117,15 +130,22 @@ func closeBody(req *http.Request) {
 }
 
 func conflict(req *http.Request) *http.Response {
+	return errorResponse(req, http.StatusConflict, "ConditionalRequestConflict",
+		"A conflicting conditional operation is currently in progress against this resource. Please try again.")
+}
+
+// errorResponse is an S3 error answer with the given status and code.
+func errorResponse(req *http.Request, status int, code, message string) *http.Response {
+	body := `<?xml version="1.0" encoding="UTF-8"?>` + "\n<Error><Code>" + code + "</Code><Message>" + message + "</Message></Error>"
 	return &http.Response{
-		Status:        "409 Conflict",
-		StatusCode:    http.StatusConflict,
+		Status:        strconv.Itoa(status) + " " + http.StatusText(status),
+		StatusCode:    status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        http.Header{"Content-Type": {"application/xml"}},
-		Body:          io.NopCloser(strings.NewReader(conflictBody)),
-		ContentLength: int64(len(conflictBody)),
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
 		Request:       req,
 	}
 }

@@ -16,10 +16,13 @@ type options struct {
 	cacheSize   int
 	retryDelay  time.Duration
 	putGrace    time.Duration
+	check       bool
+	probeKey    string
 }
 
 func defaultOptions() options {
-	return options{maxAttempts: 10, cacheSize: 1024, retryDelay: 5 * time.Millisecond, putGrace: 10 * time.Second}
+	return options{maxAttempts: 10, cacheSize: 1024, retryDelay: 5 * time.Millisecond, putGrace: 10 * time.Second,
+		check: true, probeKey: DefaultProbeKey}
 }
 
 type optionFunc func(*options) error
@@ -80,6 +83,34 @@ func WithPutGrace(d time.Duration) Option {
 			return fmt.Errorf("s3fence: WithPutGrace(%v): must not be negative", d)
 		}
 		o.putGrace = d
+		return nil
+	})
+}
+
+// WithConditionalCheck sets whether a [Store] runs
+// [Store.CheckConditionalWrites] before its first write, and refuses to
+// write if the server does not honour conditional writes. The default is
+// true. Turn it off only when something else guarantees them (a bucket policy
+// that denies unconditional PUTs does not: it cannot tell a server that
+// ignores the headers) or the probe's three PUTs per Store are unwelcome. A
+// verdict from an explicit call to CheckConditionalWrites is kept either way.
+func WithConditionalCheck(enabled bool) Option {
+	return optionFunc(func(o *options) error {
+		o.check = enabled
+		return nil
+	})
+}
+
+// WithProbeKey sets the key of the object [Store.CheckConditionalWrites]
+// writes: one the credentials may write, outside the keys holding fenced
+// records. The default is [DefaultProbeKey]. key must be a valid S3 key (not
+// empty, at most 1024 bytes of UTF-8).
+func WithProbeKey(key string) Option {
+	return optionFunc(func(o *options) error {
+		if err := checkKey(key); err != nil {
+			return fmt.Errorf("s3fence: WithProbeKey: %w", err)
+		}
+		o.probeKey = key
 		return nil
 	})
 }

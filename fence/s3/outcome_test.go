@@ -105,3 +105,34 @@ func wantUnknown(t *testing.T, err error, tok fence.Token) {
 		t.Errorf("UnknownOutcomeError.Token: got %d, want %d", ue.Token, tok)
 	}
 }
+
+// TestServerErrorOutcome: a 501 NotImplemented says the server does not
+// implement the conditional write, so nothing was written and the error says
+// so; a 503 SlowDown may come from a proxy after the write went through, so
+// Put reads back and, not finding its write, reports an unknown outcome.
+func TestServerErrorOutcome(t *testing.T) {
+	tests := []struct {
+		name   string
+		fault  func(*faults)
+		unsupp bool
+	}{
+		{"501 NotImplemented", func(f *faults) { f.notImplemented = 1 }, true},
+		{"503 SlowDown", func(f *faults) { f.slowDowns = 1 }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &faults{}
+			s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket)
+			k := key(t)
+			mustPut(t, s, k, 4, "first")
+			tt.fault(f)
+			err := s.Put(t.Context(), k, 4, []byte("second"))
+			if !tt.unsupp {
+				wantUnknown(t, err, 4)
+			} else if !errors.Is(err, s3fence.ErrConditionalUnsupported) || errors.Is(err, fence.ErrUnknownOutcome) {
+				t.Fatalf("Put: got %v, want s3fence.ErrConditionalUnsupported and not fence.ErrUnknownOutcome", err)
+			}
+			wantRecord(t, s, k, 4, "first")
+		})
+	}
+}

@@ -30,9 +30,15 @@ type write struct {
 //     carries a higher token. Nothing was written.
 //   - [ErrConflict]: other writers kept changing the object. Nothing was written.
 //   - [fence.ErrUnknownOutcome] (a *[fence.UnknownOutcomeError] wrapping the
-//     transport error): a PUT got no answer, or a 5xx, and reading the object
-//     back did not show it; it may still land. Read before deciding.
-//   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], or ctx's error, before any I/O.
+//     transport error): a PUT got no answer, or a 5xx other than 501 (503
+//     SlowDown included), and reading the object back did not show it; it
+//     may still land. Read before deciding.
+//   - [ErrConditionalUnsupported]: the server does not honour conditional
+//     writes: it answered 501 NotImplemented to the conditional PUT, or
+//     failed [Store.CheckConditionalWrites], which a Store runs before its
+//     first write. Nothing was written.
+//   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], ctx's error, or an
+//     error for a nil ctx (never a panic), before any I/O.
 //   - [ErrNoSuchBucket], [ErrAccessDenied], [ErrForeignObject], or another
 //     wrapped AWS SDK error: the server refused. Nothing was written.
 //
@@ -48,6 +54,9 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 		return err
 	}
 	if err := token.Validate(); err != nil {
+		return err
+	}
+	if err := s.ensureConditional(ctx); err != nil {
 		return err
 	}
 	h := header{token: token, id: newWriteID()}
@@ -125,7 +134,7 @@ func (s *Store) attempt(ctx context.Context, w *write, v version, exists bool) (
 	case putUnknown:
 		return false, s.reconcile(ctx, w, err)
 	}
-	return false, s.failure("put", w.key, err)
+	return false, s.putFailure(w.key, err)
 }
 
 // conditionalPut sends w's PUT, valid only if the object is still v (or

@@ -18,11 +18,12 @@ var headerRange = "bytes=0-" + strconv.Itoa(HeaderSize-1)
 
 // Get returns the value and token of the object under key, with the
 // envelope stripped, or an error matching [fence.ErrNotFound] when there is
-// no object, [ErrForeignObject] when the object was not written by a Store,
+// no object or it was deleted by [Store.Delete], [ErrForeignObject] when the object was not written by a Store,
 // and [ErrNoSuchBucket] or [ErrAccessDenied] as their names say. The version
 // read is remembered, so a following [Store.Put] to key may skip its read.
 //
-// ctx bounds the request, the body's transfer included. Get changes nothing.
+// ctx bounds the request, the body's transfer included; a nil ctx is an
+// error, not a panic. Get changes nothing.
 func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	if err := checkCall(ctx, key); err != nil {
 		return fence.Record{}, err
@@ -44,6 +45,9 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 		return fence.Record{}, s.failure("get", key, err)
 	}
 	s.remember(key, aws.ToString(out.ETag), h)
+	if h.deleted {
+		return fence.Record{}, fmt.Errorf("%w: s3://%s/%s: deleted by Store.Delete with token %d", fence.ErrNotFound, s.bucket, key, h.token)
+	}
 	return fence.Record{Value: b[HeaderSize:], Token: h.token}, nil
 }
 

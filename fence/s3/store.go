@@ -26,13 +26,16 @@ type Store struct {
 	bucket string
 	opts   options
 	cache  *versionCache
+	check  *checkState
 }
 
 var _ fence.Store = (*Store)(nil)
 
 // New returns a Store that keeps its objects in bucket, through client. It
 // does no I/O: a missing bucket or bad credentials show up as errors
-// matching [ErrNoSuchBucket] or [ErrAccessDenied] on first use. It fails if
+// matching [ErrNoSuchBucket] or [ErrAccessDenied] on first use, and a server
+// that ignores conditional writes as [ErrConditionalUnsupported] on the first
+// write (see [Store.CheckConditionalWrites]). It fails if
 // client is nil, bucket is empty, or an option is invalid.
 func New(client Client, bucket string, opts ...Option) (*Store, error) {
 	if c, ok := client.(*s3.Client); client == nil || ok && c == nil {
@@ -50,7 +53,7 @@ func New(client Client, bucket string, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	return &Store{client: client, bucket: bucket, opts: o, cache: newVersionCache(o.cacheSize)}, nil
+	return &Store{client: client, bucket: bucket, opts: o, cache: newVersionCache(o.cacheSize), check: newCheckState()}, nil
 }
 
 // Bucket returns the name of the store's bucket.
@@ -58,6 +61,14 @@ func (s *Store) Bucket() string { return s.bucket }
 
 // checkCall validates a key and the context before any I/O.
 func checkCall(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	return checkCtx(ctx)
+}
+
+// checkKey refuses keys S3 does not accept.
+func checkKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty key", fence.ErrInvalidKey)
@@ -65,6 +76,15 @@ func checkCall(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: key of %d bytes (S3 allows %d)", fence.ErrInvalidKey, len(key), maxKeyLen)
 	case !utf8.ValidString(key):
 		return fmt.Errorf("%w: key %q is not valid UTF-8", fence.ErrInvalidKey, key)
+	}
+	return nil
+}
+
+// checkCtx refuses a nil context with an error rather than a panic, as every
+// entry point must, and returns the context's error if it has ended.
+func checkCtx(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("s3fence: nil context")
 	}
 	return ctx.Err()
 }

@@ -1,0 +1,35 @@
+package s3fence
+
+import (
+	"context"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Delete removes the record under key, fenced like [Store.Put]: it writes a
+// tombstone, an envelope with token and no value, unless the object carries
+// a higher token. The tombstone keeps the key's floor, so a stale Put after
+// it is refused with [fence.ErrStale]; [Store.Get] and [Decode] report it as
+// [fence.ErrNotFound], and a Put with a token at least as high writes the
+// key again. Deleting a key that has no object writes a tombstone too.
+//
+// A plain DeleteObject (aws s3 rm, a lifecycle expiration rule, a console
+// delete) removes the floor with the object: the next Put with any token
+// lands as on a new key. Use Delete for fenced keys, and keep expiration
+// rules off their prefix (tombstones are small; expire them only once no
+// holder that could write the key with an older token is left).
+//
+// Results, errors and the role of ctx are those of [Store.Put].
+func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
+	if err := checkCall(ctx, key); err != nil {
+		return err
+	}
+	if err := token.Validate(); err != nil {
+		return err
+	}
+	if err := s.ensureConditional(ctx); err != nil {
+		return err
+	}
+	h := header{token: token, id: newWriteID(), deleted: true}
+	return s.put(ctx, &write{key: key, hdr: h, body: encode(h, nil), meta: map[string]string{MetadataToken: token.String()}})
+}
