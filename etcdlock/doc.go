@@ -28,7 +28,15 @@
 //	if err != nil {
 //		return err
 //	}
-//	defer lock.Unlock(context.Background())
+//	defer func() {
+//		// Bounded: etcd may be unreachable. If this fails, the Client keeps
+//		// retrying in the background while its session lives.
+//		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+//		defer cancel()
+//		if err := lock.Unlock(ctx); err != nil {
+//			log.Printf("unlock: %v", err) // errors.Is(err, etcdlock.ErrLost): it was lost before
+//		}
+//	}()
 //	guard, err := fence.NewGuard(lock)
 //	...
 //	err = guard.Put(ctx, store, "invoice/42", data) // refused by the store if a newer holder wrote
@@ -41,11 +49,44 @@
 // notices, which a paused process cannot do. Only the resource can refuse the
 // late write, by comparing tokens: see package fence.
 //
-// Compared with go.etcd.io/etcd/client/v3/concurrency.Mutex, this package
-// removes the key of a Lock whose context ends (also during the first
-// request, and retrying in the background while etcd is unreachable), gives two acquisitions in one process sharing a session distinct
-// keys and tokens, never deletes another holder's key on Unlock, tells the
-// holder when its lease is lost, never hands the lock to a waiter whose
-// session expired, and hands the lock over without etcd's 100 ms catch-up
-// delay for watchers that start from an old revision.
+// # Requests that arrive late, twice, or lose their reply
+//
+// Every request the package sends is safe to be delivered after its caller
+// gave up, delivered twice, or applied with its reply lost:
+//
+//   - Deletes compare the key's create revision, so they never remove
+//     another acquisition's key, even one that reuses the same key name.
+//   - Each session hands out numbered slots, and each slot has a marker key
+//     under prefix+"slot/". Every create compares the marker's mod revision
+//     with the one last seen and every release writes it, so a create of an
+//     earlier acquisition cannot land once that acquisition was released.
+//   - A waiter checks its own key with a linearizable read before it is
+//     granted the lock.
+//   - A failed Unlock keeps being retried in the background.
+//
+// The session keeps one marker key per slot (its peak number of concurrent
+// acquisitions) until it ends.
+//
+// # Compared with concurrency.Mutex
+//
+// Compared with go.etcd.io/etcd/client/v3/concurrency.Mutex, this package:
+//
+//   - removes the key of a Lock whose context ends (also during the first
+//     request, and retrying in the background while etcd is unreachable);
+//   - gives two acquisitions in one process sharing a session distinct keys
+//     and tokens;
+//   - never deletes another holder's key on Unlock;
+//   - tells the holder when its lease is lost ([Lock.Done]);
+//   - never hands the lock to a waiter whose session expired;
+//   - hands the lock over without etcd's 100 ms catch-up delay for watchers
+//     that start from an old revision.
+//
+// # Keys and permissions
+//
+// All keys live under the prefix ([WithPrefix], default "/fencelock/"):
+// queue keys under prefix+"lock/"+name+"/", slot markers under
+// prefix+"slot/". With etcd authentication on, grant the role readwrite on
+// the whole prefix:
+//
+//	etcdctl role grant-permission ROLE readwrite /fencelock/ --prefix
 package etcdlock

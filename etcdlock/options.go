@@ -35,9 +35,12 @@ func defaultOptions() options {
 // frees the lock sooner after a crash, but expires more easily in a pause.
 func WithTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.ttl = d }) }
 
-// WithPrefix sets the key prefix under which lock keys live: a lock named n
-// keeps its queue under prefix+"lock/"+n+"/". Default "/fencelock/". A '/'
-// is appended when missing. Empty makes [New] fail.
+// WithPrefix sets the key prefix under which every key of the client lives:
+// a lock named n keeps its queue under prefix+"lock/"+n+"/", and the
+// session's slot markers live under prefix+"slot/". With etcd
+// authentication on, the client's role needs readwrite on the whole prefix
+// (etcdctl role grant-permission ROLE readwrite PREFIX --prefix). Default
+// "/fencelock/". A '/' is appended when missing. Empty makes [New] fail.
 func WithPrefix(p string) Option { return optionFunc(func(o *options) { o.prefix = p }) }
 
 // WithCleanupTimeout bounds the requests the client makes after the caller's
