@@ -7,8 +7,9 @@
 //
 // One run ([Run]) goes like this:
 //
-//   - a 3-member embedded etcd cluster starts in this process, and each worker
-//     slot gets its own TCP proxy to every member ([netproxy]);
+//   - a 3-member etcd cluster starts, each member its own process
+//     ([embedetcd.Cluster]), and each worker slot gets its own TCP proxy to
+//     every member ([netproxy]);
 //   - workers (this executable again, see [MaybeRunWorker]) loop: lock a key,
 //     write each of its resources through a fence.Guard, unlock; they log
 //     every attempt as a JSON line ([Event]);

@@ -17,7 +17,7 @@ type FaultKind string
 const (
 	FaultPause     FaultKind = "pause"     // SIGSTOP a holder after its guard check, past its lease; SIGCONT
 	FaultKill      FaultKind = "kill"      // SIGKILL a holder as it writes; start a fresh worker
-	FaultMember    FaultKind = "member"    // stop an etcd member (the leader half the time); restart it
+	FaultMember    FaultKind = "member"    // SIGKILL an etcd member process (the leader half the time); restart it
 	FaultPartition FaultKind = "partition" // black-hole a worker's etcd traffic, then delay it, then heal
 )
 

@@ -26,8 +26,9 @@ type Servers struct {
 
 // Run runs the workers and the nemesis against srv as cfg says, then
 // checks the storage's record, and returns the report. It starts its own
-// 3-member etcd cluster in this process and stops it before returning; it
-// re-executes this executable for the workers (see [MaybeRunWorker]). ctx
+// 3-member etcd cluster and stops it before returning; it re-executes this
+// executable for the workers (see [MaybeRunWorker]) and for the etcd
+// members (see [embedetcd.MemberEnv]). ctx
 // bounds the setup and the final reads; the run itself ends after
 // cfg.MaxDuration at the latest. An error means the run could not be made
 // or checked; violations are in the report.
