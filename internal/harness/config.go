@@ -22,8 +22,9 @@ type Config struct {
 	WritesPerLock int
 	// Until is what the run goes on until it reaches: writes accepted (and,
 	// fenced, refused) and faults injected of each kind. The nemesis stops
-	// injecting a kind once it has its count, MinDuration has passed and
-	// the writes are there.
+	// injecting a kind once it has its count and MinDuration has passed
+	// (and, fenced, a stale write has been refused); the workers go on
+	// until the writes are there too.
 	Until Minimums
 	// MinDuration is the shortest run, even when Until is reached sooner.
 	MinDuration time.Duration

@@ -15,25 +15,26 @@ const holdTimeout = 5 * time.Second
 
 // nemesis injects faults, in loops of each kind ([faultKinds]).
 type nemesis struct {
-	cfg       *Config
-	fleet     *fleet
-	etcd      *embedetcd.Cluster
-	writesMet func() bool // the run's write minimums are met
-	start     time.Time
-	counts    map[FaultKind]*atomic.Int64
-	failed    atomic.Int64 // faults given up on (no worker reached a write in time)
+	cfg    *Config
+	fleet  *fleet
+	etcd   *embedetcd.Cluster
+	hist   *history // the workers' writes so far
+	start  time.Time
+	counts map[FaultKind]*atomic.Int64
+	failed atomic.Int64 // faults given up on (no worker reached a write in time)
 }
 
-func newNemesis(cfg *Config, f *fleet, etcd *embedetcd.Cluster, writesMet func() bool) *nemesis {
-	n := &nemesis{cfg: cfg, fleet: f, etcd: etcd, writesMet: writesMet, start: time.Now(), counts: map[FaultKind]*atomic.Int64{}}
+func newNemesis(cfg *Config, f *fleet, etcd *embedetcd.Cluster, hist *history) *nemesis {
+	n := &nemesis{cfg: cfg, fleet: f, etcd: etcd, hist: hist, start: time.Now(), counts: map[FaultKind]*atomic.Int64{}}
 	for _, k := range FaultKinds {
 		n.counts[k] = &atomic.Int64{}
 	}
 	return n
 }
 
-// run injects faults of every kind until each kind's loops are done (see
-// [nemesis.done]) or ctx ends.
+// run injects faults of every kind until each kind is done (see
+// [nemesis.done]), then waits until the workers' writes reach cfg.Until, or
+// until ctx ends.
 func (n *nemesis) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i, f := range faultKinds {
@@ -43,6 +44,9 @@ func (n *nemesis) run(ctx context.Context) {
 		}
 	}
 	wg.Wait()
+	for ctx.Err() == nil && len(n.cfg.Until.writeShortfalls(n.hist.progress(), n.cfg.Fenced)) > 0 {
+		sleep(ctx, 200*time.Millisecond)
+	}
 }
 
 func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
@@ -59,12 +63,14 @@ func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
 }
 
 // done reports whether the loops of kind may stop: the kind has its
-// minimum, MinDuration has passed, and the run's write minimums are met
-// (refused stale writes need faults to happen, so every kind goes on while
-// those are missing).
+// minimum and MinDuration has passed. Refused stale writes need faults, so
+// every kind also goes on while a fenced run has too few of those. The
+// other write minimums do not keep faults coming: more faults would only
+// slow the writes down (crashed members most of all).
 func (n *nemesis) done(kind FaultKind) bool {
 	return n.counts[kind].Load() >= int64(n.cfg.Until.Faults[kind]) &&
-		time.Since(n.start) >= n.cfg.MinDuration && n.writesMet()
+		time.Since(n.start) >= n.cfg.MinDuration &&
+		(!n.cfg.Fenced || n.hist.progress().refused >= n.cfg.Until.RefusedOverall)
 }
 
 // counted returns how many faults of each kind were injected.

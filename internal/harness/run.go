@@ -107,7 +107,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		}
 	}
 	nctx, cancel := context.WithTimeout(ctx, r.cfg.MaxDuration)
-	nem := newNemesis(&r.cfg, r.fleet, r.etcd, r.writesMet)
+	nem := newNemesis(&r.cfg, r.fleet, r.etcd, &r.hist)
 	nem.run(nctx)
 	capped := nctx.Err() != nil
 	cancel()
@@ -128,11 +128,6 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	}
 	rep.Violations = check(atts, st)
 	return rep, nil
-}
-
-// writesMet reports whether the workers' writes so far reach cfg.Until.
-func (r *runner) writesMet() bool {
-	return len(r.cfg.Until.writeShortfalls(r.hist.progress(), r.cfg.Fenced)) == 0
 }
 
 func (r *runner) readStorage(ctx context.Context) (*storageHistory, error) {
