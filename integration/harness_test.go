@@ -20,13 +20,13 @@ func init() { harness.MaybeRunWorker() }
 // ./cmd/fencecheck runs): worker processes lock and write to PostgreSQL and
 // S3 while the nemesis pauses, kills and partitions them and crashes
 // (SIGKILL) and restarts etcd member processes. Each run goes on until it
-// reaches harness.ShortMinimums: two to three minutes on a loaded 2-core
-// machine, so about five for the pair. Fenced, the checker must find no
+// reaches harness.ShortMinimums: about a minute on a loaded 2-core machine,
+// so about two for the pair (each is capped; see runHarness). Fenced, the checker must find no
 // violation; with fencing off and the same seed (the control), it must find
 // some. FENCECHECK_SEED replays a seed; go test -short skips the test.
 func TestHarnessShort(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") != "true" {
-		t.Skip("the fault harness takes about five minutes; run without -short to include it")
+		t.Skip("the fault harness takes about two minutes; run without -short to include it")
 	}
 	srv := harnessServers(t)
 	seed := harnessSeed(t)

@@ -42,8 +42,8 @@ type Config struct {
 }
 
 // Short returns the preset that runs inside CI: each run goes on until it
-// reaches [ShortMinimums] (two to three minutes on a loaded 2-core
-// machine), capped at eight minutes.
+// reaches [ShortMinimums] (about a minute on a loaded 2-core machine),
+// capped at eight minutes.
 func Short(seed int64) Config {
 	until := ShortMinimums
 	until.Faults = faultMinimums(func(f faultKind) int { return f.short })
