@@ -19,6 +19,7 @@
 // set, before the importer's own init functions, TestMain or main run.
 //
 //	c := embedetcd.New(t, 3) // three member processes, closed when t ends
-//	c.Stop(c.Leader(ctx))    // SIGKILL the leader
+//	i := c.Leader(ctx)       // asked over the client API; -1 if none
+//	c.Stop(i)                // SIGKILL
 //	err := c.Restart(ctx, i) // a new process on its data dir
 package embedetcd

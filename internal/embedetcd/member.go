@@ -13,10 +13,11 @@ import (
 const readyLine = "embedetcd: member ready"
 
 // Member is one etcd member of a [Cluster], running as its own process.
+// Its name and URLs stay the same across restarts.
 type Member struct {
-	Name      string
-	ClientURL string
-	PeerURL   string
+	Name      string // m0, m1, ...
+	ClientURL string // http://127.0.0.1:port
+	PeerURL   string // http://127.0.0.1:port
 	cfg       memberConfig
 
 	mu    sync.Mutex
