@@ -16,21 +16,23 @@ import (
 // set; it runs from init, before any test or server starts.
 func init() { harness.MaybeRunWorker() }
 
-// TestHarnessShort runs the fault harness's short mode (cmd/fencecheck
-// -short): worker processes lock and write to PostgreSQL and S3 while the
-// nemesis pauses, kills and partitions them and restarts etcd members.
-// Fenced, the checker must find no violation; with fencing off and the
-// same seed (the control), it must find some. FENCECHECK_SEED replays a
-// seed; go test -short skips the test.
+// TestHarnessShort runs the fault harness's short mode (what go run
+// ./cmd/fencecheck runs): worker processes lock and write to PostgreSQL and
+// S3 while the nemesis pauses, kills and partitions them and crashes
+// (SIGKILL) and restarts etcd member processes. Each run goes on until it
+// reaches harness.ShortMinimums: about a minute on a loaded 2-core machine,
+// so about two for the pair (each is capped; see runHarness). Fenced, the checker must find no
+// violation; with fencing off and the same seed (the control), it must find
+// some. FENCECHECK_SEED replays a seed; go test -short skips the test.
 func TestHarnessShort(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") != "true" {
-		t.Skip("the fault harness takes about four minutes; run without -short to include it")
+		t.Skip("the fault harness takes about two minutes; run without -short to include it")
 	}
 	srv := harnessServers(t)
 	seed := harnessSeed(t)
 	t.Logf("seed %d (replay: FENCECHECK_SEED=%d)", seed, seed)
-	fenced := runHarness(t, srv, seed, true)
-	control := runHarness(t, srv, seed, false)
+	fenced := runHarness(t, srv, seed, true, 2)
+	control := runHarness(t, srv, seed, false, 1)
 	var table strings.Builder
 	harness.PrintSummary(&table, fenced, control)
 	t.Logf("seed %d\n%s", seed, table.String())
@@ -61,16 +63,27 @@ func harnessSeed(t *testing.T) int64 {
 	return time.Now().UnixNano() % 1_000_000
 }
 
-func runHarness(t *testing.T, srv harness.Servers, seed int64, fenced bool) *harness.Report {
+// runHarness runs one of the runsLeft runs still to come, capped so that
+// all of them end before the test's deadline: a run cut short by the test
+// timeout would panic instead of saying which minimums it missed.
+func runHarness(t *testing.T, srv harness.Servers, seed int64, fenced bool, runsLeft int) *harness.Report {
 	t.Helper()
 	cfg := harness.Short(seed)
 	cfg.Fenced = fenced
+	if dl, ok := t.Deadline(); ok {
+		const wrapUp = 45 * time.Second // stopping the workers and checking, per run
+		if left := time.Until(dl)/time.Duration(runsLeft) - wrapUp; left < cfg.MaxDuration {
+			cfg.MaxDuration = max(left, cfg.MinDuration)
+			t.Logf("run capped at %v by the test's deadline (go test -timeout 20m lifts this)", cfg.MaxDuration.Round(time.Second))
+		}
+	}
+	start := time.Now()
 	rep, err := harness.Run(t.Context(), srv, cfg)
 	if err != nil {
 		t.Fatalf("harness run (fenced %v, seed %d): %v", fenced, seed, err)
 	}
 	var out strings.Builder
 	harness.PrintViolations(&out, rep, 10)
-	t.Log(out.String())
+	t.Logf("fenced %v: %v, faults %v, capped: %v\n%s", fenced, time.Since(start).Round(time.Second), rep.Faults, rep.Capped > 0, out.String())
 	return rep
 }

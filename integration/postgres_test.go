@@ -24,7 +24,7 @@ import (
 // PostgreSQL refuses A's write and the row holds B's data; in the control,
 // a plain UPDATE, A's stale write lands.
 func TestPostgresPausedHolder(t *testing.T) {
-	etcd := embedetcd.New(t, 1)
+	etcd := embedetcd.NewServer(t)
 	dsn := pgtest.New(t).NewDatabase(t)
 	pool := pgPool(t, dsn)
 	tests := []struct {

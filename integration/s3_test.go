@@ -29,7 +29,7 @@ import (
 // conditional PUT (412: B's write changed the ETag) and the object holds B's
 // data; in the control, a store that ignores tokens, A's stale write lands.
 func TestS3PausedHolder(t *testing.T) {
-	etcd := embedetcd.New(t, 1)
+	etcd := embedetcd.NewServer(t)
 	srv := s3test.New(t)
 	tests := []struct {
 		name       string

@@ -2,14 +2,12 @@ package integration_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,15 +19,15 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/childproc"
 )
 
 // workerProc is a worker process and its pipes: a paused holder of
 // TestPostgresPausedHolder or TestS3PausedHolder.
 type workerProc struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan string // stdout, line by line; closed at EOF
-	stderr bytes.Buffer
+	*childproc.Proc
+	stdin io.WriteCloser
+	lines chan string // stdout, line by line; closed at EOF
 }
 
 // startWorker re-executes this test binary as a worker process: env names
@@ -37,32 +35,20 @@ type workerProc struct {
 // as JSON. The worker is waited for (or killed) when the test ends.
 func startWorker(t *testing.T, env string, cfg any) *workerProc {
 	t.Helper()
-	exe, err := os.Executable()
+	cmd, err := childproc.Reexec(env, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := json.Marshal(cfg)
-	if err != nil {
+	w := &workerProc{lines: make(chan string, 16)}
+	if w.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	w := &workerProc{cmd: exec.Command(exe), lines: make(chan string, 16)}
-	w.cmd.Env = append(os.Environ(), env+"="+string(js))
-	w.cmd.Stderr = &w.stderr
-	stdout, err := w.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.stdin, err = w.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.cmd.Start(); err != nil {
+	if w.Proc, err = childproc.Start(cmd, func(line []byte) { w.lines <- string(line) }); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		defer close(w.lines)
-		for sc := bufio.NewScanner(stdout); sc.Scan(); {
-			w.lines <- sc.Text()
-		}
+		<-w.Exited()
+		close(w.lines)
 	}()
 	t.Cleanup(func() { w.finish(t) })
 	return w
@@ -78,7 +64,7 @@ func (w *workerProc) next(t *testing.T, prefix string) string {
 		select {
 		case line, ok := <-w.lines:
 			if !ok {
-				t.Fatalf("worker exited without printing %s; stderr: %s", prefix, w.stderr.String())
+				t.Fatalf("worker exited without printing %s; stderr: %s", prefix, w.Output())
 			}
 			if rest, found := strings.CutPrefix(line, prefix); found {
 				return strings.TrimSpace(rest)
@@ -107,7 +93,7 @@ func (w *workerProc) result(t *testing.T) string {
 
 func (w *workerProc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := w.cmd.Process.Signal(sig); err != nil {
+	if err := w.Signal(sig); err != nil {
 		t.Fatalf("signalling the worker with %v: %v", sig, err)
 	}
 }
@@ -124,22 +110,21 @@ func (w *workerProc) goAhead(t *testing.T) {
 // 10 s of the test's end.
 func (w *workerProc) finish(t *testing.T) {
 	w.stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- w.cmd.Wait() }()
+	go func() { // lines nobody reads must not hold up the reaper
+		for range w.lines {
+		}
+	}()
 	timeout := time.NewTimer(10 * time.Second)
 	defer timeout.Stop()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("worker: %v; stderr: %s", err, w.stderr.String())
+	case <-w.Exited():
+		if err := w.Err(); err != nil {
+			t.Errorf("worker: %v; stderr: %s", err, w.Output())
 		}
 	case <-timeout.C:
-		_ = w.cmd.Process.Signal(syscall.SIGCONT)
-		_ = w.cmd.Process.Kill()
-		<-done
-		t.Errorf("worker did not exit within 10s; killed. stderr: %s", w.stderr.String())
-	}
-	for range w.lines { // let the reader goroutine finish
+		_ = w.Signal(syscall.SIGCONT)
+		w.Kill()
+		t.Errorf("worker did not exit within 10s; killed. stderr: %s", w.Output())
 	}
 }
 

@@ -64,7 +64,7 @@ func demo() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	fmt.Println("starting embedded etcd (nothing to install)...")
-	cluster, err := embedetcd.Start(ctx, dir, 1)
+	cluster, err := embedetcd.StartServer(ctx, dir)
 	if err != nil {
 		return err
 	}

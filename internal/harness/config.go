@@ -20,12 +20,16 @@ type Config struct {
 	// WritesPerLock is how many rounds of writes (one per resource kind)
 	// a worker makes while holding a lock.
 	WritesPerLock int
-	// FaultsPerKind is how many faults of each kind the nemesis injects
-	// before the run may end.
-	FaultsPerKind int
-	// MinDuration is the shortest run, even when the faults are done sooner.
+	// Until is what the run goes on until it reaches: writes accepted (and,
+	// fenced, refused) and faults injected of each kind. The nemesis stops
+	// injecting a kind once it has its count and MinDuration has passed
+	// (and, fenced, a stale write has been refused); the workers go on
+	// until the writes are there too.
+	Until Minimums
+	// MinDuration is the shortest run, even when Until is reached sooner.
 	MinDuration time.Duration
-	// MaxDuration bounds the run; faults not injected by then are reported.
+	// MaxDuration caps the run: one that has not reached Until by then
+	// stops, and its report says so (Report.Capped).
 	MaxDuration time.Duration
 	// TTL is the lease TTL the workers ask etcd for.
 	TTL time.Duration
@@ -37,20 +41,25 @@ type Config struct {
 	Events io.Writer
 }
 
-// Short returns the preset that runs inside CI: about a minute per run.
+// Short returns the preset that runs inside CI: each run goes on until it
+// reaches [ShortMinimums] (about a minute on a loaded 2-core machine),
+// capped at eight minutes.
 func Short(seed int64) Config {
+	until := ShortMinimums
+	until.Faults = faultMinimums(func(f faultKind) int { return f.short })
 	return Config{
 		Seed: seed, Fenced: true, Workers: 4, Keys: 4, WritesPerLock: 3,
-		FaultsPerKind: 22, MinDuration: 20 * time.Second, MaxDuration: 120 * time.Second,
+		Until: until, MinDuration: 20 * time.Second, MaxDuration: 8 * time.Minute,
 		TTL: time.Second, LockTimeout: 5 * time.Second,
 	}
 }
 
-// Long returns the soak preset: more workers, keys and faults.
+// Long returns the soak preset: more workers, fewer keys (more contention)
+// and many more faults of each kind; 5 to 15 minutes per run.
 func Long(seed int64) Config {
 	c := Short(seed)
 	c.Workers, c.Keys = 6, 3
-	c.FaultsPerKind = 120
+	c.Until.Faults = faultMinimums(func(f faultKind) int { return f.long })
 	c.MinDuration, c.MaxDuration = 5*time.Minute, 15*time.Minute
 	return c
 }
@@ -59,12 +68,17 @@ func (c *Config) validate() error {
 	switch {
 	case c.Workers < 2:
 		return fmt.Errorf("harness: %d workers; at least 2 are needed to contend", c.Workers)
-	case c.Keys < 1 || c.WritesPerLock < 1 || c.FaultsPerKind < 0:
-		return errors.New("harness: Keys and WritesPerLock must be positive, FaultsPerKind not negative")
+	case c.Keys < 1 || c.WritesPerLock < 1:
+		return errors.New("harness: Keys and WritesPerLock must be positive")
 	case c.TTL < time.Second || c.LockTimeout <= 0:
 		return errors.New("harness: TTL must be at least 1s and LockTimeout positive")
 	case c.MaxDuration < c.MinDuration:
 		return errors.New("harness: MaxDuration is shorter than MinDuration")
+	}
+	for _, k := range FaultKinds {
+		if n, ok := c.Until.Faults[k]; !ok || n < 0 {
+			return fmt.Errorf("harness: Until.Faults[%s] is %d (set: %v); want a count >= 0 for every kind", k, n, ok)
+		}
 	}
 	return nil
 }

@@ -7,13 +7,16 @@
 //
 // One run ([Run]) goes like this:
 //
-//   - a 3-member embedded etcd cluster starts in this process, and each worker
-//     slot gets its own TCP proxy to every member ([netproxy]);
+//   - a 3-member etcd cluster starts, each member its own process
+//     ([embedetcd.Cluster]), and each worker slot gets its own TCP proxy to
+//     every member ([netproxy]);
 //   - workers (this executable again, see [MaybeRunWorker]) loop: lock a key,
 //     write each of its resources through a fence.Guard, unlock; they log
 //     every attempt as a JSON line ([Event]);
-//   - the nemesis, driven by a seeded random source, injects faults of four
-//     kinds ([FaultKind]) until each has been injected often enough;
+//   - the nemesis, driven by a seeded random source, injects faults of every
+//     kind ([FaultKinds]: pauses, kills, etcd member crashes, partitions)
+//     until the run has reached its minimums of faults and writes
+//     ([Config.Until]), or its cap ([Config.MaxDuration]);
 //   - the checker compares the workers' attempts with the storage's
 //     history: PostgreSQL's append-only log written in the same transaction
 //     as each write, and the object versions of a versioned S3 bucket.

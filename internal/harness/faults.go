@@ -38,10 +38,10 @@ func (n *nemesis) kill(ctx context.Context, rng *rand.Rand) bool {
 	return n.fleet.start(s) == nil
 }
 
-// restartMember stops an etcd member, the leader half the time, and starts
-// it again.
+// restartMember crashes an etcd member, the leader half the time, with
+// SIGKILL to its process, and starts a new process on its data dir.
 func (n *nemesis) restartMember(ctx context.Context, rng *rand.Rand) bool {
-	i := n.etcd.Leader()
+	i := n.etcd.Leader(ctx)
 	if i < 0 || rng.IntN(2) == 0 {
 		i = rng.IntN(len(n.etcd.Members))
 	}

@@ -28,16 +28,42 @@ type Attempt struct {
 // Resource names the storage resource the attempt wrote to.
 func (a Attempt) Resource() string { return a.Res + ":" + a.Key }
 
-// history collects the events of every worker of a run.
+// history collects the events of every worker of a run, and tallies the
+// write outcomes as they come in, so the run can tell when it has enough.
 type history struct {
-	mu     sync.Mutex
-	events []Event
+	mu       sync.Mutex
+	events   []Event
+	accepted map[string]int // by resource kind
+	refused  int
 }
 
 func (h *history) add(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events = append(h.events, e)
+	if e.Ev != EvDone {
+		return
+	}
+	switch e.Outcome {
+	case OutOK:
+		if h.accepted == nil {
+			h.accepted = map[string]int{}
+		}
+		h.accepted[e.Res]++
+	case OutStale:
+		h.refused++
+	}
+}
+
+// progress returns the writes so far (faults are the nemesis's to add).
+func (h *history) progress() progress {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := progress{accepted: map[string]int{}, refused: h.refused}
+	for k, n := range h.accepted {
+		p.accepted[k] = n
+	}
+	return p
 }
 
 func (h *history) snapshot() []Event {

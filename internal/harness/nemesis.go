@@ -10,64 +10,50 @@ import (
 	"github.com/fencelock/fencelock/internal/embedetcd"
 )
 
-// FaultKind names a kind of fault the nemesis injects.
-type FaultKind string
-
-// The fault kinds.
-const (
-	FaultPause     FaultKind = "pause"     // SIGSTOP a holder after its guard check, past its lease; SIGCONT
-	FaultKill      FaultKind = "kill"      // SIGKILL a holder as it writes; start a fresh worker
-	FaultMember    FaultKind = "member"    // stop an etcd member (the leader half the time); restart it
-	FaultPartition FaultKind = "partition" // black-hole a worker's etcd traffic, then delay it, then heal
-)
-
-// FaultKinds lists every kind, in report order.
-var FaultKinds = []FaultKind{FaultPause, FaultKill, FaultMember, FaultPartition}
-
 // holdTimeout bounds the wait for an armed worker to reach a write.
 const holdTimeout = 5 * time.Second
 
-// nemesis injects faults, one goroutine per kind.
+// nemesis injects faults, in loops of each kind ([faultKinds]).
 type nemesis struct {
 	cfg    *Config
 	fleet  *fleet
 	etcd   *embedetcd.Cluster
+	hist   *history // the workers' writes so far
 	start  time.Time
 	counts map[FaultKind]*atomic.Int64
 	failed atomic.Int64 // faults given up on (no worker reached a write in time)
 }
 
-func newNemesis(cfg *Config, f *fleet, etcd *embedetcd.Cluster) *nemesis {
-	n := &nemesis{cfg: cfg, fleet: f, etcd: etcd, start: time.Now(), counts: map[FaultKind]*atomic.Int64{}}
+func newNemesis(cfg *Config, f *fleet, etcd *embedetcd.Cluster, hist *history) *nemesis {
+	n := &nemesis{cfg: cfg, fleet: f, etcd: etcd, hist: hist, start: time.Now(), counts: map[FaultKind]*atomic.Int64{}}
 	for _, k := range FaultKinds {
 		n.counts[k] = &atomic.Int64{}
 	}
 	return n
 }
 
-// loopsPerKind is how many loops inject each kind at once. Pauses are the
-// slowest fault (the lease must run out each time), so two loops pause two
-// different workers at once.
-var loopsPerKind = map[FaultKind]int{FaultPause: 2, FaultKill: 1, FaultMember: 1, FaultPartition: 1}
-
-// run injects faults of every kind until each has been injected
-// FaultsPerKind times and MinDuration has passed, or ctx ends.
+// run injects faults of every kind until each kind is done (see
+// [nemesis.done]), then waits until the workers' writes reach cfg.Until, or
+// until ctx ends.
 func (n *nemesis) run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for i, k := range FaultKinds {
-		for j := range loopsPerKind[k] {
+	for i, f := range faultKinds {
+		for j := range f.loops {
 			rng := rand.New(rand.NewPCG(uint64(n.cfg.Seed), uint64(100*j+i+1)))
-			wg.Go(func() { n.loop(ctx, k, rng) })
+			wg.Go(func() { n.loop(ctx, f, rng) })
 		}
 	}
 	wg.Wait()
+	for ctx.Err() == nil && len(n.cfg.Until.writeShortfalls(n.hist.progress(), n.cfg.Fenced)) > 0 {
+		sleep(ctx, 200*time.Millisecond)
+	}
 }
 
-func (n *nemesis) loop(ctx context.Context, kind FaultKind, rng *rand.Rand) {
-	for ctx.Err() == nil && !n.enough(kind) {
-		if n.inject(ctx, kind, rng) {
-			if c := n.counts[kind].Add(1); c%5 == 0 {
-				n.cfg.logf("nemesis: %d %s faults", c, kind)
+func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
+	for ctx.Err() == nil && !n.done(f.kind) {
+		if f.inject(n, ctx, rng) {
+			if c := n.counts[f.kind].Add(1); c%5 == 0 {
+				n.cfg.logf("nemesis: %d %s faults", c, f.kind)
 			}
 		} else {
 			n.failed.Add(1)
@@ -76,22 +62,15 @@ func (n *nemesis) loop(ctx context.Context, kind FaultKind, rng *rand.Rand) {
 	}
 }
 
-func (n *nemesis) enough(kind FaultKind) bool {
-	return n.counts[kind].Load() >= int64(n.cfg.FaultsPerKind) && time.Since(n.start) >= n.cfg.MinDuration
-}
-
-func (n *nemesis) inject(ctx context.Context, kind FaultKind, rng *rand.Rand) bool {
-	switch kind {
-	case FaultPause:
-		return n.pause(ctx, rng)
-	case FaultKill:
-		return n.kill(ctx, rng)
-	case FaultMember:
-		return n.restartMember(ctx, rng)
-	case FaultPartition:
-		return n.partition(ctx, rng)
-	}
-	return false
+// done reports whether the loops of kind may stop: the kind has its
+// minimum and MinDuration has passed. Refused stale writes need faults, so
+// every kind also goes on while a fenced run has too few of those. The
+// other write minimums do not keep faults coming: more faults would only
+// slow the writes down (crashed members most of all).
+func (n *nemesis) done(kind FaultKind) bool {
+	return n.counts[kind].Load() >= int64(n.cfg.Until.Faults[kind]) &&
+		time.Since(n.start) >= n.cfg.MinDuration &&
+		(!n.cfg.Fenced || n.hist.progress().refused >= n.cfg.Until.RefusedOverall)
 }
 
 // counted returns how many faults of each kind were injected.

@@ -1,24 +1,21 @@
 package harness
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/childproc"
 )
 
 // proc is a running worker process seen from the harness.
 type proc struct {
 	id     string
-	cmd    *exec.Cmd
-	stderr *tailBuffer
-	exited chan struct{} // closed once its output is read and it has been waited for
+	child  *childproc.Proc
+	exited <-chan struct{} // closed once its output is read and it has been waited for
 
 	mu    sync.Mutex // serialises writes to stdin
 	stdin io.WriteCloser
@@ -27,45 +24,25 @@ type proc struct {
 // startProc re-executes this executable as a worker with cfg, passing every
 // event it logs to onEvent (from one goroutine, in order).
 func startProc(cfg workerConfig, onEvent func(*proc, Event)) (*proc, error) {
-	exe, err := os.Executable()
+	cmd, err := childproc.Reexec(WorkerEnv, cfg)
 	if err != nil {
 		return nil, err
 	}
-	js, err := json.Marshal(cfg)
-	if err != nil {
+	p := &proc{id: cfg.ID}
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	p := &proc{id: cfg.ID, cmd: exec.Command(exe), stderr: &tailBuffer{max: 4 << 10}, exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), WorkerEnv+"="+string(js))
-	p.cmd.Stderr = p.stderr
-	setParentDeathSignal(p.cmd)
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("harness: starting worker %s: %w", cfg.ID, err)
-	}
-	go p.read(stdout, onEvent)
-	return p, nil
-}
-
-// read passes stdout's events on until EOF, then reaps the process.
-func (p *proc) read(stdout io.Reader, onEvent func(*proc, Event)) {
-	defer close(p.exited)
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	p.child, err = childproc.Start(cmd, func(line []byte) {
 		var e Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err == nil {
+		if json.Unmarshal(line, &e) == nil {
 			onEvent(p, e)
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("harness: starting worker %s: %w", cfg.ID, err)
 	}
-	_, _ = io.Copy(io.Discard, stdout)
-	_ = p.cmd.Wait()
+	p.exited = p.child.Exited()
+	return p, nil
 }
 
 // send writes one command line to the worker; errors mean it is gone.
@@ -75,13 +52,10 @@ func (p *proc) send(cmd string) {
 	_, _ = io.WriteString(p.stdin, cmd+"\n")
 }
 
-func (p *proc) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+func (p *proc) signal(sig syscall.Signal) { _ = p.child.Signal(sig) }
 
 // kill sends SIGKILL and waits until the process is reaped.
-func (p *proc) kill() {
-	p.signal(syscall.SIGKILL)
-	<-p.exited
-}
+func (p *proc) kill() { p.child.Kill() }
 
 // stop asks the worker to finish (EOF on stdin) and kills it if it has not
 // exited within timeout.
@@ -97,27 +71,4 @@ func (p *proc) stop(timeout time.Duration) {
 		p.signal(syscall.SIGCONT)
 		p.kill()
 	}
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, b...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = t.b[over:]
-	}
-	return len(b), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.b))
 }

@@ -37,6 +37,9 @@ type Report struct {
 	Writes     map[string]*Counts // by resource kind
 	Faults     map[FaultKind]int
 	FaultsLost int // faults given up on: no worker reached a write in time
+	// Capped is the run's MaxDuration when that cap ended it before it
+	// reached Config.Until; 0 when it reached them.
+	Capped     time.Duration
 	Locks      int // successful Lock calls
 	LockP50    time.Duration
 	LockP99    time.Duration
@@ -72,6 +75,16 @@ func (r *Report) Total() Counts {
 	return t
 }
 
+// progress returns how far the run got, for [Minimums.shortfalls].
+func (r *Report) progress() progress {
+	p := progress{accepted: map[string]int{}, faults: r.Faults}
+	for k, c := range r.Writes {
+		p.accepted[k] = c.Accepted
+		p.refused += c.Refused
+	}
+	return p
+}
+
 // ViolationsByKind counts the violations of each kind.
 func (r *Report) ViolationsByKind() map[string]int {
 	m := map[string]int{}
@@ -82,14 +95,14 @@ func (r *Report) ViolationsByKind() map[string]int {
 }
 
 // PrintSummary writes the summary table of a fenced run and, if not nil,
-// its control run.
+// its control run, and what one fault of each kind is (a member crash is
+// SIGKILL of its process, for instance).
 func PrintSummary(w io.Writer, fenced, control *Report) {
 	runs := []*Report{fenced}
 	if control != nil {
 		runs = append(runs, control)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	defer tw.Flush()
 	fmt.Fprintf(tw, "run\tresource\tattempted\taccepted\trefused (stale)\tlock lost\tunknown\terror\t\n")
 	for _, r := range runs {
 		for _, k := range resourceKinds {
@@ -100,9 +113,27 @@ func PrintSummary(w io.Writer, fenced, control *Report) {
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
 	fmt.Fprintf(tw, "run\tduration\tfaults (%s)\tlocks\tlock wait p50\tp99\tviolations\t\t\n", faultHeader())
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t\t\n", r.name(), r.Duration.Round(time.Second), r.faultCounts(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t\t\n", r.name(), r.duration(), r.faultCounts(),
 			r.Locks, r.LockP50.Round(time.Microsecond*100), r.LockP99.Round(time.Millisecond), len(r.Violations))
 	}
+	_ = tw.Flush()
+	printFaultKinds(w)
+}
+
+// printFaultKinds writes what one fault of each kind is.
+func printFaultKinds(w io.Writer) {
+	fmt.Fprintln(w, "faults:")
+	for _, f := range faultKinds {
+		fmt.Fprintf(w, "  %-10s %s\n", f.kind, f.how)
+	}
+}
+
+func (r *Report) duration() string {
+	d := r.Duration.Round(time.Second).String()
+	if r.Capped > 0 {
+		d += " (capped)"
+	}
+	return d
 }
 
 func (r *Report) name() string {

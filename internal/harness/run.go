@@ -26,11 +26,12 @@ type Servers struct {
 
 // Run runs the workers and the nemesis against srv as cfg says, then
 // checks the storage's record, and returns the report. It starts its own
-// 3-member etcd cluster in this process and stops it before returning; it
-// re-executes this executable for the workers (see [MaybeRunWorker]). ctx
-// bounds the setup and the final reads; the run itself ends after
-// cfg.MaxDuration at the latest. An error means the run could not be made
-// or checked; violations are in the report.
+// 3-member etcd cluster and stops it before returning; it re-executes this
+// executable for the workers (see [MaybeRunWorker]) and for the etcd
+// members (see [embedetcd.MemberEnv]). The run goes on until it reaches
+// cfg.Until, or for cfg.MaxDuration at most (Report.Capped says which);
+// ctx bounds the setup, the run and the final reads. An error means the
+// run could not be made or checked; violations are in the report.
 func Run(ctx context.Context, srv Servers, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -106,8 +107,9 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		}
 	}
 	nctx, cancel := context.WithTimeout(ctx, r.cfg.MaxDuration)
-	nem := newNemesis(&r.cfg, r.fleet, r.etcd)
+	nem := newNemesis(&r.cfg, r.fleet, r.etcd, &r.hist)
 	nem.run(nctx)
+	capped := nctx.Err() != nil
 	cancel()
 	r.fleet.stop()
 	events := r.hist.snapshot()
@@ -117,6 +119,9 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	atts := attempts(events)
 	rep := newReport(&r.cfg, events, atts)
 	rep.Duration, rep.Faults, rep.FaultsLost = time.Since(start), nem.counted(), int(nem.failed.Load())
+	if capped && len(r.cfg.Until.shortfalls(rep.progress(), r.cfg.Fenced)) > 0 {
+		rep.Capped = r.cfg.MaxDuration
+	}
 	st, err := r.readStorage(ctx)
 	if err != nil {
 		return nil, err

@@ -117,10 +117,10 @@ func (s *Server) waitReady(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case <-s.proc.exited:
-			return fmt.Errorf("%w: %s", errExited, s.proc.output())
+		case <-s.proc.Exited():
+			return fmt.Errorf("%w: %s", errExited, s.proc.Output())
 		case <-ctx.Done():
-			return fmt.Errorf("s3test: versitygw at %s not ready: %w (last error: %v; output: %s)", s.Endpoint, ctx.Err(), err, s.proc.output())
+			return fmt.Errorf("s3test: versitygw at %s not ready: %w (last error: %v; output: %s)", s.Endpoint, ctx.Err(), err, s.proc.Output())
 		case <-tick.C:
 		}
 	}

@@ -1,0 +1,64 @@
+package embedetcd
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// Server is one etcd member running inside this process. Nothing stops it
+// before [Server.Close]; a test that crashes or restarts members uses a
+// [Cluster] instead. Its methods are safe for concurrent use.
+type Server struct {
+	e         *embed.Etcd
+	clientURL string
+}
+
+// StartServer starts a one-member etcd in this process with data under dir
+// and waits until it serves clients or ctx ends (nothing is left running
+// then).
+func StartServer(ctx context.Context, dir string) (*Server, error) {
+	mc, err := newMemberConfig("m0", filepath.Join(dir, "m0"))
+	if err != nil {
+		return nil, err
+	}
+	mc.Initial = mc.Name + "=" + mc.PeerURL
+	e, err := startEmbedded(ctx, mc)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{e: e, clientURL: mc.ClientURL}, nil
+}
+
+// NewServer starts a one-member etcd in this process for a test, in
+// t.TempDir(), and closes it when the test ends.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := StartServer(ctx, t.TempDir())
+	if err != nil {
+		t.Fatalf("embedded etcd: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Endpoints returns the member's client URL.
+func (s *Server) Endpoints() []string { return []string{s.clientURL} }
+
+// Close stops the member, waiting at most 10 s. Closing twice is harmless.
+func (s *Server) Close() {
+	done := make(chan struct{})
+	go func() {
+		s.e.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+}

@@ -1,0 +1,67 @@
+package harness
+
+import (
+	"context"
+	"math/rand/v2"
+)
+
+// FaultKind names a kind of fault the nemesis injects.
+type FaultKind string
+
+// The fault kinds; [faultKinds] says how each is injected.
+const (
+	FaultPause     FaultKind = "pause"
+	FaultKill      FaultKind = "kill"
+	FaultMember    FaultKind = "member"
+	FaultPartition FaultKind = "partition"
+)
+
+// faultKind is how the nemesis injects one kind of fault. Adding a kind is
+// a FaultKind constant, an inject function and one row of [faultKinds]:
+// the nemesis, the presets' minimums, the verdict and the summary table all
+// follow the table.
+type faultKind struct {
+	kind FaultKind
+	// how says what one fault of the kind is, for the summary table.
+	how string
+	// loops is how many loops inject the kind at once.
+	loops int
+	// short and long are the faults of the kind a run of the short and the
+	// long preset goes on until it has injected.
+	short, long int
+	// inject injects one fault and reports whether it did.
+	inject func(n *nemesis, ctx context.Context, rng *rand.Rand) bool
+}
+
+// faultKinds lists every kind, in report order. Pauses are the slowest
+// fault (the lease must run out each time), so two loops pause two
+// different workers at once.
+var faultKinds = []faultKind{
+	{FaultPause, "SIGSTOP a holder after its guard check, past its lease; SIGCONT", 2, 20, 120, (*nemesis).pause},
+	{FaultKill, "SIGKILL a holder as it writes; start a fresh worker", 1, 20, 120, (*nemesis).kill},
+	{FaultMember, "SIGKILL an etcd member process (the leader half the time); restart it", 1, 20, 120, (*nemesis).restartMember},
+	{FaultPartition, "black-hole a worker's etcd traffic past its lease, then delay it, then heal", 1, 20, 120, (*nemesis).partition},
+}
+
+// FaultKinds lists every kind, in report order.
+var FaultKinds = func() []FaultKind {
+	var ks []FaultKind
+	for _, f := range faultKinds {
+		ks = append(ks, f.kind)
+	}
+	return ks
+}()
+
+// FaultsEach returns a minimum of n faults for every kind, for
+// [Minimums.Faults].
+func FaultsEach(n int) map[FaultKind]int {
+	return faultMinimums(func(faultKind) int { return n })
+}
+
+func faultMinimums(n func(faultKind) int) map[FaultKind]int {
+	m := map[FaultKind]int{}
+	for _, f := range faultKinds {
+		m[f.kind] = n(f)
+	}
+	return m
+}
