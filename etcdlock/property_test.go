@@ -227,7 +227,7 @@ func propServer(t *testing.T) []string {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	c, err := embedetcd.Start(ctx, d, 1)
+	c, err := embedetcd.StartServer(ctx, d)
 	if err != nil {
 		t.Fatal(err)
 	}
