@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"syscall"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
 // pause freezes a worker right after its guard check, keeps it stopped past
@@ -86,6 +88,21 @@ func (n *nemesis) partition(ctx context.Context, rng *rand.Rand) bool {
 	for _, p := range s.proxies {
 		p.Heal()
 	}
+	return true
+}
+
+// request makes a worker's next request to etcd (whichever it is: a lock's
+// create, a waiter's read, a release, a lease grant) arrive after its caller
+// gave up, lose its reply, or arrive twice.
+func (n *nemesis) request(ctx context.Context, rng *rand.Rand) bool {
+	s := n.fleet.claim(rng)
+	if s == nil {
+		return false
+	}
+	defer s.release()
+	k := reqfault.Kinds[rng.IntN(len(reqfault.Kinds))]
+	s.current().send(cmdReqFault + " " + k.String())
+	sleep(ctx, between(rng, 100*time.Millisecond, 400*time.Millisecond)) // one fault at a time per worker
 	return true
 }
 

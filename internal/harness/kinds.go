@@ -14,6 +14,7 @@ const (
 	FaultKill      FaultKind = "kill"
 	FaultMember    FaultKind = "member"
 	FaultPartition FaultKind = "partition"
+	FaultRequest   FaultKind = "request"
 )
 
 // faultKind is how the nemesis injects one kind of fault. Adding a kind is
@@ -41,6 +42,7 @@ var faultKinds = []faultKind{
 	{FaultKill, "SIGKILL a holder as it writes; start a fresh worker", 1, 20, 120, (*nemesis).kill},
 	{FaultMember, "SIGKILL an etcd member process (the leader half the time); restart it", 1, 20, 120, (*nemesis).restartMember},
 	{FaultPartition, "black-hole a worker's etcd traffic past its lease, then delay it, then heal", 1, 20, 120, (*nemesis).partition},
+	{FaultRequest, "deliver a worker's next etcd request after its caller gave up, drop its reply, or send it twice", 1, 20, 120, (*nemesis).request},
 }
 
 // FaultKinds lists every kind, in report order.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
 // Per-call bounds inside a worker.
@@ -37,7 +38,10 @@ type worker struct {
 // runWorker loops lock -> writes -> unlock until stdin is closed.
 func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 	ctx := context.Background()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	inj := reqfault.New(uint64(cfg.Seed)) // armed by the nemesis, one request at a time
+	defer inj.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: inj.DialOptions()})
 	if err != nil {
 		return err
 	}
@@ -48,7 +52,7 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 	}
 	defer locks.Close(ctx)
 	w := &worker{
-		cfg: cfg, log: &eventLog{enc: json.NewEncoder(stdout)}, ctl: readControl(stdin),
+		cfg: cfg, log: &eventLog{enc: json.NewEncoder(stdout)}, ctl: readControl(stdin, inj),
 		locks: locks, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)),
 	}
 	res, err := openResources(ctx, cfg, w.hold)

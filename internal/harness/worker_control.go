@@ -4,28 +4,33 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
 // Commands the harness sends to a worker's stdin, one per line.
 const (
-	cmdArm    = "arm"    // hold before the next write, after the guard check
-	cmdDisarm = "disarm" // never mind
-	cmdGo     = "go"     // a held write may go on
+	cmdArm      = "arm"      // hold before the next write, after the guard check
+	cmdDisarm   = "disarm"   // never mind
+	cmdGo       = "go"       // a held write may go on
+	cmdReqFault = "reqfault" // + " " + a reqfault.Kind: give the next etcd request that fault
 )
 
 // control is a worker's end of the harness's commands. Closing stdin (EOF)
 // asks the worker to finish its current lock and exit.
 type control struct {
+	inj     *reqfault.Injector // the worker's etcd client's
 	armed   atomic.Bool
 	release chan struct{} // one "go"
 	stop    chan struct{} // closed at EOF
 }
 
-func readControl(r io.Reader) *control {
-	c := &control{release: make(chan struct{}, 1), stop: make(chan struct{})}
+func readControl(r io.Reader, inj *reqfault.Injector) *control {
+	c := &control{inj: inj, release: make(chan struct{}, 1), stop: make(chan struct{})}
 	go func() {
 		defer close(c.stop)
 		for sc := bufio.NewScanner(r); sc.Scan(); {
@@ -36,6 +41,12 @@ func readControl(r io.Reader) *control {
 }
 
 func (c *control) handle(line string) {
+	if kind, ok := strings.CutPrefix(line, cmdReqFault+" "); ok {
+		if k, err := reqfault.ParseKind(kind); err == nil {
+			c.inj.Next(reqfault.Any, k)
+		}
+		return
+	}
 	switch line {
 	case cmdArm:
 		c.armed.Store(true)

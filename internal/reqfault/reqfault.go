@@ -59,6 +59,19 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
+// ParseKind returns the kind whose String is s.
+func ParseKind(s string) (Kind, error) {
+	for _, k := range Kinds {
+		if k.String() == s {
+			return k, nil
+		}
+	}
+	return None, fmt.Errorf("reqfault: unknown kind %q", s)
+}
+
+// Any matches every request.
+func Any(string, any) bool { return true }
+
 // Match selects requests: method is the full gRPC method name
 // ("/etcdserverpb.KV/Txn"), req the request message.
 type Match func(method string, req any) bool
