@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/embedetcd"
 	"github.com/fencelock/fencelock/internal/pgtest"
 )
 
@@ -24,7 +24,7 @@ import (
 // PostgreSQL refuses A's write and the row holds B's data; in the control,
 // a plain UPDATE, A's stale write lands.
 func TestPostgresPausedHolder(t *testing.T) {
-	etcd := embedetcd.NewServer(t)
+	etcd := etcdlocktest.New(t)
 	dsn := pgtest.New(t).NewDatabase(t)
 	pool := pgPool(t, dsn)
 	tests := []struct {

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/embedetcd"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
 
@@ -29,7 +29,7 @@ import (
 // conditional PUT (412: B's write changed the ETag) and the object holds B's
 // data; in the control, a store that ignores tokens, A's stale write lands.
 func TestS3PausedHolder(t *testing.T) {
-	etcd := embedetcd.NewServer(t)
+	etcd := etcdlocktest.New(t)
 	srv := s3test.New(t)
 	tests := []struct {
 		name       string
