@@ -89,4 +89,12 @@
 // the whole prefix:
 //
 //	etcdctl role grant-permission ROLE readwrite /fencelock/ --prefix
+//
+// # Testing code that holds a lock
+//
+// Package [github.com/fencelock/fencelock/etcdlock/etcdlocktest] starts
+// etcd inside a test and makes a holder lose its lock on demand (a
+// partition, a revoked lease, a deleted key, a crashed member), so that a
+// test can check that the holder stops and that its late writes are refused.
+// Importing etcdlock alone does not link the etcd server.
 package etcdlock
