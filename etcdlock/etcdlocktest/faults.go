@@ -17,7 +17,8 @@ import (
 // What a lock holder using cli sees: its keepalives go unanswered, so
 // [etcdlock.Lock.Done] closes at the lock's validity deadline
 // ([etcdlock.Lock.ValidUntil], at most the lease TTL after the partition
-// began) with an error matching [etcdlock.ErrValidityExpired]. etcd expires
+// began; later only by scheduling delays) with an error matching
+// [etcdlock.ErrValidityExpired]. etcd expires
 // the lease a little later, the TTL after the last keepalive it received;
 // from then on another client can take the lock.
 func (s *Server) Partition(cli *clientv3.Client) {

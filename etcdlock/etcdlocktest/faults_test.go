@@ -10,8 +10,11 @@ import (
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 )
 
-// slack is what the bounds allow for a machine shared with other tests.
-const slack = 500 * time.Millisecond
+// slack is what the bounds allow for a loaded machine shared with other
+// tests (a -race run at load 13 on two cores closed Done 690 ms late). The
+// TTLs of the ExpireLease and DeleteKey tests are far longer, so that the
+// validity deadline cannot pass for the fault.
+const slack = time.Second
 
 // A partitioned holder's Done closes at its validity deadline, not before;
 // then another client gets the lock. A client that is not partitioned keeps
@@ -32,7 +35,7 @@ func TestPartition(t *testing.T) {
 	if err := l.Err(); !errors.Is(err, etcdlock.ErrValidityExpired) {
 		t.Fatalf("Err: got %v, want ErrValidityExpired", err)
 	}
-	t.Logf("Done closed %v after Partition", took)
+	t.Logf("Done closed %v after Partition, %v after the validity deadline", took, time.Since(until))
 
 	_, next := locker(t, srv, time.Second)
 	if n := mustLock(t, next, "job"); n.Token() <= l.Token() {
