@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/fencelock/fencelock/fence"
+	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
 
@@ -80,7 +81,8 @@ func s3WorkerRun(ctx context.Context, cfg s3WorkerConfig, puts *putStatuses) err
 	})
 }
 
-// putStatuses records the HTTP status of every PUT response.
+// putStatuses records the HTTP status of every PUT response to an object
+// of the test (not the store's check of the server on its probe key).
 type putStatuses struct {
 	next  http.RoundTripper
 	mu    sync.Mutex
@@ -94,7 +96,7 @@ func (p *putStatuses) wrap(next http.RoundTripper) http.RoundTripper {
 
 func (p *putStatuses) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := p.next.RoundTrip(req)
-	if req.Method == http.MethodPut {
+	if req.Method == http.MethodPut && !strings.Contains(req.URL.Path, s3fence.DefaultProbeKey) {
 		code := "error"
 		if err == nil {
 			code = strconv.Itoa(resp.StatusCode)
