@@ -332,20 +332,28 @@ func newLockerAt(t *testing.T, cli *clientv3.Client, p string, opts ...etcdlock.
 // raiseNoSpace activates etcd's NOSPACE alarm on every member behind cli,
 // as etcd does itself when its backend reaches its quota; it is disarmed
 // when the test ends.
-func raiseNoSpace(t *testing.T, cli *clientv3.Client) {
+func raiseNoSpace(t *testing.T, cli *clientv3.Client) (disarm func()) {
 	t.Helper()
 	ms, err := cli.MemberList(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	mc := pb.NewMaintenanceClient(cli.ActiveConnection())
+	var disarms []func()
 	for _, m := range ms.Members {
 		if _, err := mc.Alarm(t.Context(), &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: m.ID, Alarm: pb.AlarmType_NOSPACE}); err != nil {
 			t.Fatalf("raise NOSPACE: %v", err)
 		}
-		t.Cleanup(func() {
+		d := func() {
 			mc.Alarm(context.Background(), &pb.AlarmRequest{Action: pb.AlarmRequest_DEACTIVATE, MemberID: m.ID, Alarm: pb.AlarmType_NOSPACE})
-		})
+		}
+		disarms = append(disarms, d)
+		t.Cleanup(d)
+	}
+	return func() {
+		for _, d := range disarms {
+			d()
+		}
 	}
 }
 
@@ -374,5 +382,46 @@ func TestBreakNoSpaceUnlockCannotRelease(t *testing.T) {
 	t.Logf("Unlock under NOSPACE: %v; lock keys 4s later: %v; Err %v", err, ks, l.Err())
 	if err != nil || len(ks) > 0 {
 		t.Fatalf("under NOSPACE, Unlock of a held lock: got %v, keys left %v; want nil and no key", err, ks)
+	}
+}
+
+// Finding 7: once Unlock has been called, the monitor ignores a deletion of
+// the key ("the release knows"), so while the release keeps failing the
+// lock's Done stays open and its Err nil although someone else deleted its
+// key and a new holder took the lock. Sequence: A holds; etcd's NOSPACE
+// alarm makes A's Unlock fail (retrying in the background, backing off);
+// an operator deletes A's stuck key (allowed under NOSPACE) and disarms the
+// alarm; B takes the lock. A's lease is alive, its Err is nil, Done open
+// until the next background attempt, seconds later (never, while the
+// release keeps failing).
+func TestBreakDeletionIgnoredWhileUnlockRetries(t *testing.T) {
+	eps := propServer(t)
+	cli := etcdClient(t, eps...)
+	a := newLocker(t, cli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
+	b := newLocker(t, cli, etcdlock.WithTTL(9*time.Second))
+	la := mustLock(t, a, "d")
+	disarm := raiseNoSpace(t, cli)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	err := la.Unlock(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("Unlock under NOSPACE: got nil")
+	}
+	time.Sleep(2500 * time.Millisecond) // the background retry backs off
+	if _, err := cli.Delete(t.Context(), la.Key()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the monitor sees the deletion
+	disarm()
+	lb := mustLock(t, b, "d")
+	defer lb.Unlock(t.Context())
+	select {
+	case <-la.Done():
+	default:
+		t.Fatalf("B holds %q (token %d) while A's key was deleted 500ms ago, A's Done is open and A's Err is %v (A valid for %v more)",
+			"d", lb.Token(), la.Err(), time.Until(la.ValidUntil()).Round(time.Millisecond))
+	}
+	if !errors.Is(la.Err(), etcdlock.ErrKeyDeleted) {
+		t.Fatalf("A's Err: got %v, want ErrKeyDeleted", la.Err())
 	}
 }
