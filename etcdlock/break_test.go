@@ -51,17 +51,17 @@ var (
 	_ clientv3.Op
 )
 
-// blocks matches the unconditional marker write that cleans up after a
-// create with an unknown outcome (release.go: block): a txn with no compare
-// that puts a marker key.
+// blocks matches the marker write that cleans up after a create with an
+// unknown outcome (release.go: block): a txn that puts an empty value to a
+// marker key.
 func blocks(p string) reqfault.Match {
 	return func(method string, req any) bool {
 		txn, ok := req.(*pb.TxnRequest)
-		if !ok || len(txn.Compare) != 0 {
+		if !ok {
 			return false
 		}
 		for _, op := range txn.Success {
-			if put := op.GetRequestPut(); put != nil && len(put.Key) > len(p) && string(put.Key[:len(p)]) == p {
+			if put := op.GetRequestPut(); put != nil && len(put.Value) == 0 && len(put.Key) > len(p) && string(put.Key[:len(p)]) == p {
 				return true
 			}
 		}
@@ -95,7 +95,11 @@ func TestBreakLateBlockFakesKeyDeleted(t *testing.T) {
 	if err == nil {
 		t.Fatal("Lock with a lost create reply: got the lock, want an error")
 	}
-	<-held.Caught()
+	select {
+	case <-held.Caught():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cleanup's block request was not seen")
+	}
 	waitKeys(t, direct, p+"lock/", 0)  // the background retry removed the key
 	time.Sleep(100 * time.Millisecond) // and freed the slot (right after)
 
