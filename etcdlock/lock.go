@@ -208,7 +208,9 @@ func (l *Lock) retryUnlock() {
 // tryUnlock is one bounded background release; it reports whether there is
 // nothing more to do.
 func (l *Lock) tryUnlock() bool {
-	l.unlockMu.Lock()
+	if !l.unlockMu.TryLock() {
+		return false // an Unlock call is at it; don't hold up Close
+	}
 	defer l.unlockMu.Unlock()
 	if l.unlocked {
 		return true
@@ -247,7 +249,9 @@ func (l *Lock) monitor(ctx context.Context) {
 	case <-t.C:
 	}
 	rev := int64(l.token) + 1
+	backoff := minWatchBackoff
 	for rev != 0 {
+		start := time.Now()
 		wctx, cancel := context.WithCancel(ctx)
 		wch := l.c.cli.Watch(clientv3.WithRequireLeader(wctx), l.t.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
 		next, err := l.watchDeletion(ctx, wch)
@@ -256,6 +260,20 @@ func (l *Lock) monitor(ctx context.Context) {
 			l.finish(err)
 		}
 		rev = next
+		if rev == 0 {
+			break
+		}
+		// The watch ended early: pause before the next one, as waitTurn
+		// does, so that refused watches don't make a busy loop.
+		if time.Since(start) > maxWatchBackoff {
+			backoff = minWatchBackoff
+		}
+		if pause(ctx, l.s, &backoff) != nil {
+			if _, err := l.watchDeletion(ctx, nil); err != nil {
+				l.finish(err)
+			}
+			return
+		}
 	}
 }
 

@@ -88,14 +88,26 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 // outcome is unknown can no longer land, and returns the create revision of
 // the slot's key if it exists: the create landed (no one else writes keys
 // of this session's slots), and the key is ours to delete.
+//
+// The marker is written only while it is at t.mark, the revision this use's
+// last create compared: if it has moved, that create can no longer land
+// anyway, and an unconditional write delivered late (after the slot was
+// reused) would overwrite the tag of a later use's release, which then
+// takes its own deletion for someone else's.
 func (c *Client) block(ctx context.Context, s *session, t *ticket) (int64, error) {
 	resp, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(t.marker), "=", t.mark)).
 		Then(clientv3.OpPut(t.marker, "", clientv3.WithLease(s.id)), clientv3.OpGet(t.key)).
+		Else(clientv3.OpGet(t.marker), clientv3.OpGet(t.key)).
 		Commit()
 	if err != nil {
 		return 0, err
 	}
-	t.mark = resp.Header.Revision
+	if resp.Succeeded {
+		t.mark = resp.Header.Revision
+	} else if m := resp.Responses[0].GetResponseRange().Kvs; len(m) > 0 {
+		t.mark = m[0].ModRevision
+	}
 	if k := resp.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
 		return k[0].CreateRevision, nil
 	}

@@ -178,9 +178,12 @@ func (s *session) renew() error {
 func (s *session) close(ctx context.Context, cause error, revoke bool) error {
 	s.cancel()
 	s.wg.Wait()
-	wasAlive := s.alive()
+	// A session past its validity deadline may still have its lease in
+	// etcd (keepalives landed, their replies did not): revoke unless etcd
+	// said the lease is gone.
+	gone := errors.Is(s.Err(), ErrLeaseExpired)
 	s.end(cause)
-	if !revoke || !wasAlive {
+	if !revoke || gone {
 		return nil
 	}
 	if _, err := s.cli.Revoke(ctx, s.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {

@@ -381,11 +381,28 @@ func (in *Injector) deliver(ctx context.Context, method string, req, reply any, 
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		fresh := reflect.New(reflect.TypeOf(reply).Elem()).Interface()
-		err := invoker(dctx, method, req, fresh, cc, opts...)
+		err := invoker(dctx, method, req, fresh, cc, own(opts)...)
 		if result != nil {
 			result(err)
 		}
 	}()
+}
+
+// own drops the call options that write into the caller's memory (the
+// peer, headers and trailers of the call): a copy delivered after the caller
+// returned must not write what the caller (etcd's retry interceptor logs
+// the peer) may be reading.
+func own(opts []grpc.CallOption) []grpc.CallOption {
+	var out []grpc.CallOption
+	for _, o := range opts {
+		switch o.(type) {
+		case grpc.PeerCallOption, *grpc.PeerCallOption, grpc.HeaderCallOption, *grpc.HeaderCallOption,
+			grpc.TrailerCallOption, *grpc.TrailerCallOption:
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // sleep waits d, or returns false if the injector is closed first.
