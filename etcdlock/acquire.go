@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -90,6 +91,8 @@ type ticket struct {
 	name, q, key, marker string
 	slot                 int
 	mark                 int64
+	unmarked             bool         // released without moving the marker (etcd out of space)
+	noMark               *atomic.Bool // the lock's, told before such a release is sent
 }
 
 func (c *Client) ticket(s *session, name string) *ticket {

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,9 +109,9 @@ func TestBreakLateBlockFakesKeyDeleted(t *testing.T) {
 		t.Fatalf("second Lock did not reuse slot 0: %s", la.Key())
 	}
 	in.Next(deletes(la.Key()), reqfault.LostReply)
-	calls := 0
+	var calls atomic.Int32
 	in.Before(deletes(la.Key()), func(any) {
-		if calls++; calls == 2 { // the background retry: the late block lands first
+		if calls.Add(1) == 2 { // the background retry: the late block lands first
 			if err := held.Release(context.Background()); err != nil {
 				t.Logf("late block: %v", err)
 			}
@@ -122,10 +123,12 @@ func TestBreakLateBlockFakesKeyDeleted(t *testing.T) {
 	if err == nil {
 		t.Fatal("Unlock with a lost reply: got nil, want an error")
 	}
-	waitClosed(t, la.Done(), 5*time.Second, "Done after the background Unlock")
-	if calls < 2 {
-		t.Fatalf("background retry not seen (%d release txns)", calls)
+	for deadline := time.Now().Add(5 * time.Second); calls.Load() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("background retry not seen (%d release txns)", calls.Load())
+		}
 	}
+	waitClosed(t, la.Done(), 5*time.Second, "Done after the background Unlock")
 	if err := la.Err(); !errors.Is(err, etcdlock.ErrUnlocked) {
 		t.Errorf("Err after our own Unlock deleted the key: got %v, want ErrUnlocked", err)
 	}
@@ -395,43 +398,38 @@ func TestBreakNoSpaceUnlockCannotRelease(t *testing.T) {
 	}
 }
 
-// Finding 7: once Unlock has been called, the monitor ignores a deletion of
-// the key ("the release knows"), so while the release keeps failing the
-// lock's Done stays open and its Err nil although someone else deleted its
-// key and a new holder took the lock. Sequence: A holds; etcd's NOSPACE
-// alarm makes A's Unlock fail (retrying in the background, backing off);
-// an operator deletes A's stuck key (allowed under NOSPACE) and disarms the
-// alarm; B takes the lock. A's lease is alive, its Err is nil, Done open
-// until the next background attempt, seconds later (never, while the
-// release keeps failing).
+// Finding 7: once Unlock has been called, the monitor used to ignore a
+// deletion of the key ("the release knows"), so while the release kept
+// failing the lock's Done stayed open and its Err nil although someone else
+// deleted its key and a new holder took the lock. Here every release request
+// of A's is delivered only after its caller gave up (seconds later), an
+// operator deletes A's key, and B takes the lock.
 func TestBreakDeletionIgnoredWhileUnlockRetries(t *testing.T) {
-	eps := propServer(t)
-	cli := etcdClient(t, eps...)
-	a := newLocker(t, cli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
-	b := newLocker(t, cli, etcdlock.WithTTL(9*time.Second))
+	direct := etcdClient(t)
+	fcli, in := faulty(t, 77)
+	a := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
+	b := newLocker(t, direct, etcdlock.WithTTL(9*time.Second))
 	la := mustLock(t, a, "d")
-	disarm := raiseNoSpace(t, cli)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	in.Random(1, 5*time.Second, deletes(la.Key()), reqfault.Late)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	err := la.Unlock(ctx)
 	cancel()
 	if err == nil {
-		t.Fatal("Unlock under NOSPACE: got nil")
+		t.Fatal("Unlock with its request held: got nil")
 	}
-	time.Sleep(2500 * time.Millisecond) // the background retry backs off
-	if _, err := cli.Delete(t.Context(), la.Key()); err != nil {
+	if _, err := direct.Delete(t.Context(), la.Key()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // the monitor sees the deletion
-	disarm()
 	lb := mustLock(t, b, "d")
 	defer lb.Unlock(t.Context())
 	select {
 	case <-la.Done():
-	default:
-		t.Fatalf("B holds %q (token %d) while A's key was deleted 500ms ago, A's Done is open and A's Err is %v (A valid for %v more)",
+	case <-time.After(2 * time.Second):
+		t.Fatalf("B holds %q (token %d) while A's key was deleted 2s ago, A's Done is open and A's Err is %v (A valid for %v more)",
 			"d", lb.Token(), la.Err(), time.Until(la.ValidUntil()).Round(time.Millisecond))
 	}
 	if !errors.Is(la.Err(), etcdlock.ErrKeyDeleted) {
 		t.Fatalf("A's Err: got %v, want ErrKeyDeleted", la.Err())
 	}
+	in.Heal()
 }

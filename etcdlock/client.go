@@ -94,8 +94,20 @@ func (c *Client) current() (*session, error) {
 		return nil, nil
 	}
 	if err := c.sess.check(); err != nil {
-		c.sess.close(context.Background(), err, false) // no I/O without revoke
+		old := c.sess
+		old.close(context.Background(), err, false) // no I/O under c.mu
 		c.sess = nil
+		if !errors.Is(old.Err(), ErrLeaseExpired) {
+			// Keepalives may have landed with their replies lost: the lease
+			// and its keys may still be in etcd. Free them for others.
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
+				defer cancel()
+				c.cli.Revoke(ctx, old.id)
+			}()
+		}
 		return nil, nil
 	}
 	return c.sess, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,7 @@ type Lock struct {
 	unlockErr error       // nil, or why the lock was lost before its release
 	retrying  bool        // a background release is running
 	unlocking atomic.Bool // a deletion seen from now on may be our own
+	noMark    atomic.Bool // a release may have deleted the key without writing the marker
 }
 
 // newLock starts the lock's monitor; it fails with ErrClosed once Close has
@@ -48,6 +50,7 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	l := &Lock{c: c, s: s, t: t, token: token, done: make(chan struct{}), cancel: cancel}
+	t.noMark = &l.noMark
 	c.wg.Add(1)
 	go l.monitor(ctx)
 	return l, nil
@@ -140,6 +143,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.unlocking.Store(true)
 	r, err := l.c.release(ctx, l.s, l.t, int64(l.token))
 	if err != nil {
+		if permanent(err) {
+			return fmt.Errorf("etcdlock: unlock %q: %w", l.t.name, err)
+		}
 		l.retryUnlock()
 		return fmt.Errorf("etcdlock: unlock %q (retrying in the background): %w", l.t.name, err)
 	}
@@ -156,10 +162,10 @@ func (l *Lock) settle(r released) {
 	l.unlocked = true
 	switch r {
 	case byUs:
-		l.s.releaseSlot(l.t.slot, l.t.mark)
+		l.c.freeSlot(l.s, l.t)
 		lostBefore = nil // the key was still ours: nothing was lost
 	case goneBefore:
-		l.s.releaseSlot(l.t.slot, l.t.mark)
+		l.c.freeSlot(l.s, l.t)
 		if lostBefore == nil {
 			lostBefore = lost(ErrKeyDeleted)
 		}
@@ -308,7 +314,7 @@ func (l *Lock) watchDeletion(ctx context.Context, wch clientv3.WatchChan) (int64
 // the session's next keepalive would, so the lease is asked about first.
 func (l *Lock) deletedCause(ctx context.Context) error {
 	if l.unlocking.Load() {
-		return nil // our Unlock, or someone else's delete: the release knows
+		return l.unlockedOrDeleted(ctx)
 	}
 	if l.s.Err() == nil {
 		tctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -322,6 +328,31 @@ func (l *Lock) deletedCause(ctx context.Context) error {
 	}
 	if err := l.s.Err(); err != nil {
 		return sessionCause(err)
+	}
+	return lost(ErrKeyDeleted)
+}
+
+// unlockedOrDeleted tells, once Unlock was called and the key is gone,
+// whether our release deleted it (it wrote the slot's marker with our token
+// in the same transaction) or someone else did; while the slot is ours only
+// our own requests write its marker. nil when it cannot tell: the release,
+// retrying in the background, will.
+func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := l.c.cli.Get(tctx, l.t.marker)
+	switch {
+	case err != nil:
+		return nil
+	case len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == strconv.FormatInt(int64(l.token), 10):
+		return ErrUnlocked
+	case l.noMark.Load():
+		return nil // released while etcd was out of space: the release tells
+	case len(resp.Kvs) == 0:
+		// The slot's marker was never written, or the lease went with it.
+		if ttl, err := l.c.cli.TimeToLive(tctx, l.s.id); err != nil || ttl.TTL < 0 {
+			return nil // the session tells
+		}
 	}
 	return lost(ErrKeyDeleted)
 }

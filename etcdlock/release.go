@@ -52,6 +52,9 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 			Then(clientv3.OpDelete(t.key), clientv3.OpPut(t.marker, tag, clientv3.WithLease(s.id))).
 			Else(clientv3.OpGet(t.marker)).
 			Commit()
+		if errors.Is(err, rpctypes.ErrNoSpace) {
+			return c.releaseNoSpace(ctx, s, t, rev)
+		}
 		if err != nil {
 			return leaseOr(s, err, 0)
 		}
@@ -82,6 +85,50 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 		}
 	}
 	return 0, errors.New("marker kept moving")
+}
+
+// releaseNoSpace releases t's key while etcd is out of space (its NOSPACE
+// alarm refuses every write but deletes): it deletes the key, still only
+// if it has create revision rev, so that the name is free for others at
+// once, and leaves the marker for later: t.unmarked tells the caller to
+// keep the slot until block succeeds (see freeSlot), because until the
+// marker moves a create of this use of the slot delivered late or twice
+// could still land.
+func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev int64) (released, error) {
+	if t.noMark != nil {
+		t.noMark.Store(true)
+	}
+	resp, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
+		Then(clientv3.OpDelete(t.key)).
+		Commit()
+	if err != nil {
+		return leaseOr(s, err, 0)
+	}
+	t.unmarked = true
+	if resp.Succeeded {
+		return byUs, nil
+	}
+	return goneBefore, nil
+}
+
+// freeSlot makes t's slot free for the session's next acquisition once its
+// key is gone: at once when the release moved the marker, and otherwise
+// (released while etcd was out of space) once a background block has moved
+// it and removed any key a late create left.
+func (c *Client) freeSlot(s *session, t *ticket) {
+	if !t.unmarked {
+		s.releaseSlot(t.slot, t.mark)
+		return
+	}
+	t.unmarked = false
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.wg.Add(1)
+	go c.retryAbandon(s, t, 0)
 }
 
 // block writes t's marker, so that a create of this use of the slot whose
@@ -160,7 +207,7 @@ func (c *Client) releaseOnce(ctx context.Context, s *session, t *ticket, rev int
 		return permanent(err)
 	}
 	if r != leaseGone {
-		s.releaseSlot(t.slot, t.mark)
+		c.freeSlot(s, t)
 	}
 	return true
 }
