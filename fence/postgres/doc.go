@@ -43,7 +43,8 @@
 // [ErrRetryable], and are never reported as success or as stale. Server
 // errors stay reachable with errors.As(err, &pgErr) for a *pgconn.PgError.
 // Bad input (empty key, token <= 0, empty or over-long names, nil handle,
-// ended context) is refused before any I/O.
+// nil or ended context) is refused before any I/O, with an error, never a
+// panic.
 //
 // # Schema
 //

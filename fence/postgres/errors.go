@@ -3,8 +3,8 @@ package postgres
 import "errors"
 
 // ErrInvalidArgument means a call was given something it cannot use: a nil
-// handle or function, an empty or duplicated column assignment, an invalid
-// option. Nothing was sent to the server.
+// handle, function or context, an empty or duplicated column assignment, an
+// invalid option. Nothing was sent to the server.
 var ErrInvalidArgument = errors.New("postgres: invalid argument")
 
 // ErrInvalidIdentifier means a table or column name was empty, had an empty

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,7 +69,7 @@ func NewFences(name pgx.Identifier) (*Fences, error) {
 // call. Run it once, at deployment, rather than racing it from many
 // processes: concurrent CREATE TABLE IF NOT EXISTS can fail in PostgreSQL.
 func (f *Fences) CreateTable(ctx context.Context, db DB) error {
-	if err := checkDB(db); err != nil {
+	if err := cmp.Or(checkDB(db), checkCtx(ctx)); err != nil {
 		return err
 	}
 	if _, err := db.Exec(ctx, f.createSQL); err != nil {
@@ -103,6 +104,9 @@ func (f *Fences) Current(ctx context.Context, db DB, resource string) (fence.Tok
 	}
 	if resource == "" {
 		return 0, fmt.Errorf("%w: empty resource", fence.ErrInvalidKey)
+	}
+	if err := checkCtx(ctx); err != nil {
+		return 0, err
 	}
 	var tok int64
 	err := db.QueryRow(ctx, f.currentSQL, resource).Scan(&tok)

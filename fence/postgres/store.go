@@ -58,6 +58,9 @@ func NewStore(db DB, opts ...StoreOption) (*Store, error) {
 // CreateTable creates the store's table if it does not exist. ctx bounds the
 // call.
 func (s *Store) CreateTable(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if _, err := s.db.Exec(ctx, s.createSQL); err != nil {
 		return fmt.Errorf("postgres: create store table %s: %w", s.table.label, classify(err))
 	}
@@ -81,7 +84,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	if key == "" {
 		return fence.Record{}, fmt.Errorf("%w: empty key", fence.ErrInvalidKey)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := checkCtx(ctx); err != nil {
 		return fence.Record{}, err
 	}
 	var r fence.Record

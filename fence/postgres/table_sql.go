@@ -40,7 +40,7 @@ func checkWrite(ctx context.Context, db DB, key any, token fence.Token) error {
 	if err := token.Validate(); err != nil {
 		return err
 	}
-	return ctx.Err()
+	return checkCtx(ctx)
 }
 
 // columns returns the assigned columns, quoted, refusing empty, duplicate

@@ -87,7 +87,7 @@ func checkTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 	if err := token.Validate(); err != nil {
 		return err
 	}
-	return ctx.Err()
+	return checkCtx(ctx)
 }
 
 // txOptionsBeginner is a pool or connection, which can set a transaction's
