@@ -82,6 +82,30 @@
 // tables have the floor of the resource name their transactions use: use one
 // name per resource.
 //
+// # What a refused write leaves
+//
+// A refused write changes no row. What PostgreSQL still does for it:
+//
+//   - Statement-level triggers fire for every INSERT, UPDATE or DELETE
+//     statement, even one that changes no row; an upsert (ON CONFLICT DO
+//     UPDATE) fires both the INSERT and the UPDATE ones. A trigger that must
+//     see only real changes should be a row-level trigger, or an AFTER
+//     statement trigger that reads its transition table (REFERENCING NEW
+//     TABLE) and does nothing when it is empty.
+//   - A refused [Table.Update] fires no row-level trigger. A refused
+//     [Table.Upsert] (and [Store.Put]) fires none and evaluates no column
+//     default when its snapshot already shows the newer fence. When it does
+//     not (the newer holder's write committed while the upsert waited for the
+//     row, or created the row), PostgreSQL has already formed the candidate
+//     row when ON CONFLICT refuses it: BEFORE INSERT row triggers ran and
+//     defaults were evaluated.
+//   - Sequences are not transactional: a nextval() (a serial or identity
+//     column's default) is never given back, whether the statement was
+//     refused, failed or was rolled back.
+//
+// [RunInTx] and [Exec] refuse before any statement of yours runs: the fence
+// table's row is checked first.
+//
 // # Isolation
 //
 // Fenced writes are correct under READ COMMITTED, REPEATABLE READ and

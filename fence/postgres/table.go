@@ -106,9 +106,15 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 // Upsert is [Table.Update] that creates the row when there is none, in one
 // statement:
 //
-//	INSERT INTO t AS cur (key, c1, ..., fence) VALUES ($1, $3, ..., $2)
+//	INSERT INTO t AS cur (key, c1, ..., fence) SELECT $1, $3, ..., $2
+//	WHERE NOT EXISTS (SELECT FROM t WHERE key = $1 AND fence > $2)
 //	ON CONFLICT (key) DO UPDATE SET c1 = EXCLUDED.c1, ..., fence = EXCLUDED.fence
 //	WHERE cur.fence <= EXCLUDED.fence
+//
+// The NOT EXISTS keeps a refused upsert from inserting a candidate row, so
+// that the table's BEFORE INSERT row triggers and column defaults do not run
+// for it; see "What a refused write leaves" in the package documentation
+// for the exceptions.
 //
 // The key column needs a unique constraint ([ErrSchema] otherwise). Columns
 // not assigned take their defaults in a new row. Errors are those of
