@@ -39,7 +39,10 @@
 // finds a [*fence.StaleError] with the current token when it could be read.
 // A write whose outcome cannot be known (the connection broke or the
 // context ended after the statement or COMMIT was sent) matches
-// [fence.ErrUnknownOutcome]. Serialization failures and deadlocks match
+// [fence.ErrUnknownOutcome]. A statement sent through the caller's own
+// pgx.Tx is the exception: it lands only if that transaction commits, and
+// a transaction whose connection broke never can, so that failure is a
+// definite one. Serialization failures and deadlocks match
 // [ErrRetryable], and are never reported as success or as stale. Server
 // errors stay reachable with errors.As(err, &pgErr) for a *pgconn.PgError.
 // Bad input (empty key, token <= 0, empty or over-long names, nil handle,

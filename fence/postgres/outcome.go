@@ -53,11 +53,20 @@ func answered(err error) bool {
 // error to return: an [*fence.UnknownOutcomeError] when the statement may
 // have reached the server and no answer came back (the connection broke or
 // the context ended mid-request), otherwise the classified error.
+//
+// A statement run in the caller's own transaction (db is a pgx.Tx) lands
+// only if that transaction commits, and one whose connection broke never
+// can: its failure is a definite one.
 func writeError(db DB, what string, resource string, token fence.Token, err error) error {
 	if !answered(err) {
 		// A connection still open after an error finished its exchange
 		// cleanly: the error was client-side (encoding arguments, ...).
-		if closed, known := connClosed(db); !known || closed {
+		closed, known := connClosed(db)
+		if _, inTx := db.(pgx.Tx); inTx && closed {
+			return fmt.Errorf("postgres: %s %s: the connection broke inside the caller's transaction, which cannot commit now; nothing was written: %w",
+				what, resource, classify(err))
+		}
+		if !known || closed {
 			return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: classify(err)}
 		}
 	}

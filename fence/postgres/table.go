@@ -84,7 +84,9 @@ func Set(column string, value any) Assignment { return Assignment{column: column
 // ctx bounds the call. If it ends while the statement is in flight, the
 // statement is cancelled, but it may still have committed: the error then
 // matches [fence.ErrUnknownOutcome]. db may be a pgx.Tx: the write then
-// lands when that transaction commits.
+// lands when that transaction commits, and a connection lost meanwhile is a
+// definite failure (the transaction cannot commit any more), not an unknown
+// outcome.
 func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
 	sql, args, err := t.prepare(ctx, db, key, token, set, t.updateSQL)
 	if err != nil {
