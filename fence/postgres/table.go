@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,6 +30,8 @@ type Table struct {
 	fence  string // quoted
 	keyRaw string
 	fenRaw string
+	// keyUnique is set once the key column was found to be unique.
+	keyUnique atomic.Bool
 }
 
 // NewTable returns a fenced view of the table name (schema-qualified or
@@ -75,7 +78,11 @@ func Set(column string, value any) Assignment { return Assignment{column: column
 //
 //	UPDATE t SET c1 = $3, ..., fence = $2 WHERE key = $1 AND fence <= $2
 //
-// With no assignments it only raises the fence. When no row changed it
+// With no assignments it only raises the fence. The key column must be
+// unique by itself, or one update could land on some rows with that key and
+// be refused on others: the first Update of a Table checks the catalog and
+// fails with [ErrSchema] when no unique index (or primary key) on the key
+// column alone, not partial, is found. When no row changed it
 // returns an error matching [fence.ErrStale] (a [*fence.StaleError] with the
 // row's fence as Current) if the row's fence is higher, or [ErrRowNotFound]
 // if there is no such row; either way nothing was written. When the outcome
@@ -94,6 +101,9 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 	}
 	resource := t.resource(key)
 	return withConn(ctx, db, func(c DB) error {
+		if err := t.checkUniqueKey(ctx, c); err != nil {
+			return err
+		}
 		tag, err := c.Exec(ctx, sql, args...)
 		if err != nil {
 			return writeError(c, "update", resource, token, err)
@@ -165,5 +175,7 @@ func (t *Table) refused(ctx context.Context, db DB, key any, resource string, to
 	}
 	return &fence.StaleError{Resource: resource, Token: token}
 }
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 func (t *Table) resource(key any) string { return fmt.Sprintf("%s/%v", t.label, key) }
