@@ -60,7 +60,7 @@
 //	CREATE TABLE IF NOT EXISTS fencelock_store (
 //		key   text   PRIMARY KEY,
 //		token bigint NOT NULL CHECK (token > 0),
-//		value bytea  NOT NULL
+//		value bytea  -- NULL: a tombstone (Store.Delete)
 //	);
 //
 // A table written through [Table] needs a unique key column and a fence
@@ -84,6 +84,18 @@
 // transaction check and raise the row's fence column as well. Rows of other
 // tables have the floor of the resource name their transactions use: use one
 // name per resource.
+//
+// # Deleting
+//
+// A row's fence column is its floor, and a DELETE removes it with the row:
+// after it, a stale [Table.Upsert] creates the row anew, as on a key never
+// written. (A stale [Table.Update] finds no row and writes nothing.) So
+// delete fenced rows softly: mark them with a Table.Update (a deleted_at or
+// deleted column, which readers filter on) and remove them for good only
+// once no holder that could write them with an older token is left. The
+// [Store] does this itself: [Store.Delete] leaves a tombstone that keeps the
+// floor and reads as not found. The same goes for a fence table's rows: a
+// deleted resource row lets any token in again.
 //
 // # What a refused write leaves
 //

@@ -41,6 +41,7 @@ func TestNilContext(t *testing.T) {
 		{"Fences.Current", func() error { _, err := fences.Current(nilCtx, noIO{t}, "r"); return err }},
 		{"Fences.CreateTable", func() error { return fences.CreateTable(nilCtx, noIO{t}) }},
 		{"Store.Put", func() error { return store.Put(nilCtx, "k", 1, []byte("v")) }},
+		{"Store.Delete", func() error { return store.Delete(nilCtx, "k", 1) }},
 		{"Store.Get", func() error { _, err := store.Get(nilCtx, "k"); return err }},
 		{"Store.CreateTable", func() error { return store.CreateTable(nilCtx) }},
 		{"CreateSchema", func() error { return postgres.CreateSchema(nilCtx, noIO{t}) }},
