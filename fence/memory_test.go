@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/fencetest"
+	"github.com/fencelock/fencelock/internal/childtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -34,11 +33,11 @@ func TestZeroMemoryStore(t *testing.T) {
 // against a store that ignores tokens, it must fail. The test re-runs itself
 // in a child process, where it plays the broken adapter.
 func TestConformanceSuiteCatchesUnfencedStore(t *testing.T) {
-	if inControlChild() {
+	if childtest.InChild() {
 		fencetest.Run(t, func(*testing.T) fence.Store { return &lastWriterWins{} })
 		return
 	}
-	out := controlOutput(t)
+	out := childtest.FailingOutput(t)
 	for _, sub := range []string{"StaleRefusedAndNothingChanged", "HigherTokenBecomesFloor", "ConcurrentWriters"} {
 		if !strings.Contains(out, "--- FAIL: TestConformanceSuiteCatchesUnfencedStore/"+sub) {
 			t.Errorf("subtest %s did not fail against the unfenced store:\n%s", sub, out)
@@ -56,34 +55,15 @@ func TestMemoryStoreContention(t *testing.T) {
 // conditional PUT is not atomic does, must fail it. (With Run's small values
 // the gap between the steps is too short to be seen reliably.)
 func TestContentionCatchesNonAtomicStore(t *testing.T) {
-	if inControlChild() {
+	if childtest.InChild() {
 		s := &checkThenStore{}
 		fencetest.RunContention(t, func(*testing.T) fence.Store { return s })
 		return
 	}
-	out := controlOutput(t)
+	out := childtest.FailingOutput(t)
 	if !strings.Contains(out, "a stale write landed") {
 		t.Errorf("RunContention failed, but not on a stale write:\n%s", out)
 	}
-}
-
-// controlEnv marks the child process of a control test.
-const controlEnv = "FENCETEST_CONTROL_CHILD"
-
-func inControlChild() bool { return os.Getenv(controlEnv) == "1" }
-
-// controlOutput re-runs the calling test in a child process, where
-// inControlChild is true, and returns its output. It fails t if the child
-// passed.
-func controlOutput(t *testing.T) string {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v")
-	cmd.Env = append(os.Environ(), controlEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("%s passed in the child, against the broken store:\n%s", t.Name(), out)
-	}
-	return string(out)
 }
 
 // checkThenStore fences, but not atomically: it reads the key's token, then
