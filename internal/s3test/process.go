@@ -4,13 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 )
 
 // errExited means the server process exited before it became ready.
-var errExited = errors.New("s3test: versitygw exited before it was ready")
+var errExited = errors.New("s3test: server process exited before it was ready")
 
 // process is a running server process whose output is kept for error
 // messages.
@@ -43,15 +44,18 @@ func (p *process) stop() error {
 	default:
 	}
 	if err := p.cmd.Process.Kill(); err != nil {
-		return fmt.Errorf("s3test: killing versitygw: %w", err)
+		return fmt.Errorf("s3test: killing %s: %w", p.name(), err)
 	}
 	select {
 	case <-p.exited:
 		return nil
 	case <-time.After(10 * time.Second):
-		return errors.New("s3test: versitygw did not exit within 10s of SIGKILL")
+		return fmt.Errorf("s3test: %s did not exit within 10s of SIGKILL", p.name())
 	}
 }
+
+// name is the program's file name, for messages.
+func (p *process) name() string { return filepath.Base(p.cmd.Path) }
 
 func (p *process) output() string {
 	return strings.TrimSpace(p.out.String())
