@@ -73,8 +73,10 @@ func writeError(db DB, what string, resource string, token fence.Token, err erro
 	return fmt.Errorf("postgres: %s %s: %w", what, resource, classify(err))
 }
 
-// commitError turns the error of a COMMIT into the error to return.
-func commitError(resource string, token fence.Token, err error) error {
+// commitError turns the error of a COMMIT into the error to return. A
+// savepoint's "commit" (RELEASE SAVEPOINT) inside the caller's transaction
+// commits nothing, so a lost answer to it is no unknown outcome.
+func commitError(resource string, token fence.Token, err error, savepoint bool) error {
 	switch {
 	case errors.Is(err, pgx.ErrTxCommitRollback):
 		return fmt.Errorf("postgres: transaction on %s was already aborted, commit rolled it back: %w", resource, err)
@@ -83,7 +85,7 @@ func commitError(resource string, token fence.Token, err error) error {
 		// fenced (the fence came first), but which it was is unknown here.
 		return fmt.Errorf("%w: the function ended the fenced transaction on %s itself (Commit or Rollback); leave that to RunInTx: %w",
 			ErrInvalidArgument, resource, err)
-	case !answered(err):
+	case !answered(err) && !savepoint:
 		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: classify(err)}
 	}
 	return fmt.Errorf("postgres: commit on %s: %w", resource, classify(err))

@@ -81,3 +81,24 @@ func TestAdvanceCancelledWhileWaiting(t *testing.T) {
 	}
 	wantUnknown(t, advanceErr)
 }
+
+// TestRunInTxSavepointConnectionLost: RunInTx on the caller's pgx.Tx ends
+// with a RELEASE SAVEPOINT, which commits nothing; when the connection
+// breaks there, the failure is a definite one.
+func TestRunInTxSavepointConnectionLost(t *testing.T) {
+	pool := newLedger(t)
+	ctx := t.Context()
+	outer, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outer.Rollback(ctx)
+	err = postgres.RunInTx(ctx, outer, "r", 1, func(tx pgx.Tx) error {
+		if err := appendLedger(ctx, tx, "r", 1, "A"); err != nil {
+			return err
+		}
+		killBackend(t, pool, tx)
+		return nil
+	})
+	wantKnownFailure(t, err)
+}
