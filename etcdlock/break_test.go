@@ -247,8 +247,8 @@ func TestBreakAuthBasics(t *testing.T) {
 	p := prefix(t)
 	eps, root := authServer(t, p)
 	ucli := userClient(t, eps, "locker", "lockerpw", nil)
-	a := newLockerAt(t, ucli, p, etcdlock.WithTTL(3*time.Second))
-	b := newLockerAt(t, ucli, p, etcdlock.WithTTL(3*time.Second))
+	a := newLockerAt(t, ucli, p, etcdlock.WithTTL(9*time.Second))
+	b := newLockerAt(t, ucli, p, etcdlock.WithTTL(9*time.Second))
 	la := mustLock(t, a, "x")
 	got := make(chan error, 1)
 	go func() {

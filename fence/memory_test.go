@@ -1,15 +1,19 @@
 package fence_test
 
 import (
-	"os"
-	"os/exec"
+	"bytes"
+	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/fencetest"
+	"github.com/fencelock/fencelock/internal/childtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,19 +33,71 @@ func TestZeroMemoryStore(t *testing.T) {
 // against a store that ignores tokens, it must fail. The test re-runs itself
 // in a child process, where it plays the broken adapter.
 func TestConformanceSuiteCatchesUnfencedStore(t *testing.T) {
-	if os.Getenv("FENCETEST_CONTROL_CHILD") == "1" {
+	if childtest.InChild() {
 		fencetest.Run(t, func(*testing.T) fence.Store { return &lastWriterWins{} })
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestConformanceSuiteCatchesUnfencedStore$", "-test.v")
-	cmd.Env = append(os.Environ(), "FENCETEST_CONTROL_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("fencetest passed a store without fencing:\n%s", out)
-	}
+	out := childtest.FailingOutput(t)
 	for _, sub := range []string{"StaleRefusedAndNothingChanged", "HigherTokenBecomesFloor", "ConcurrentWriters"} {
-		if !strings.Contains(string(out), "--- FAIL: TestConformanceSuiteCatchesUnfencedStore/"+sub) {
+		if !strings.Contains(out, "--- FAIL: TestConformanceSuiteCatchesUnfencedStore/"+sub) {
 			t.Errorf("subtest %s did not fail against the unfenced store:\n%s", sub, out)
 		}
 	}
+}
+
+func TestMemoryStoreContention(t *testing.T) {
+	s := fence.NewMemoryStore()
+	fencetest.RunContention(t, func(*testing.T) fence.Store { return s })
+}
+
+// TestContentionCatchesNonAtomicStore is RunContention's control: a store
+// that checks the token and then stores in two steps, as an S3 server whose
+// conditional PUT is not atomic does, must fail it. (With Run's small values
+// the gap between the steps is too short to be seen reliably.)
+func TestContentionCatchesNonAtomicStore(t *testing.T) {
+	if childtest.InChild() {
+		s := &checkThenStore{}
+		fencetest.RunContention(t, func(*testing.T) fence.Store { return s })
+		return
+	}
+	out := childtest.FailingOutput(t)
+	if !strings.Contains(out, "a stale write landed") {
+		t.Errorf("RunContention failed, but not on a stale write:\n%s", out)
+	}
+}
+
+// checkThenStore fences, but not atomically: it reads the key's token, then
+// takes time in proportion to the value's size (as a server storing the
+// body does), then stores if the token it read was not higher.
+type checkThenStore struct {
+	mu   sync.Mutex
+	recs map[string]fence.Record
+}
+
+func (s *checkThenStore) Put(ctx context.Context, k string, tok fence.Token, v []byte) error {
+	cur, err := s.Get(ctx, k)
+	if err != nil && !errors.Is(err, fence.ErrNotFound) {
+		return err
+	}
+	if cur.Token > tok {
+		return &fence.StaleError{Resource: k, Token: tok, Current: cur.Token}
+	}
+	time.Sleep(time.Duration(len(v)/4096) * time.Microsecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recs == nil {
+		s.recs = make(map[string]fence.Record)
+	}
+	s.recs[k] = fence.Record{Value: bytes.Clone(v), Token: tok}
+	return nil
+}
+
+func (s *checkThenStore) Get(ctx context.Context, k string) (fence.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[k]
+	if !ok {
+		return fence.Record{}, fence.ErrNotFound
+	}
+	return r, nil
 }

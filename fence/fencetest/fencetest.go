@@ -8,6 +8,10 @@
 //
 // A new adapter passes when all subtests pass. The suite uses fresh keys in
 // every subtest, so one store may serve all of them.
+//
+// [RunContention] is a separate, heavier case (large values, many writers at
+// once) for stores whose compare-and-swap is the server's, such as S3's
+// conditional PUT: it catches a check and a store that are not atomic.
 package fencetest
 
 import (

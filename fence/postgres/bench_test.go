@@ -94,3 +94,20 @@ func BenchmarkTx(b *testing.B) {
 		func(i int) error { _, err := postgres.Exec(ctx, pool, "a", 1, update, "a", i); return err },
 	})
 }
+
+// BenchmarkRowUpsert: a fenced upsert of an existing row against the
+// identical upsert without the fence condition. Goal: fenced/plain <= 1.10.
+func BenchmarkRowUpsert(b *testing.B) {
+	pool := benchPool(b)
+	ctx := context.Background()
+	tbl, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const plain = `INSERT INTO "accounts" AS cur ("id", "balance", "fence") VALUES ($1, $3, $2)
+		ON CONFLICT ("id") DO UPDATE SET "balance" = EXCLUDED."balance", "fence" = EXCLUDED."fence"`
+	interleave(b, []string{"plain", "fenced"}, []func(int) error{
+		func(i int) error { _, err := pool.Exec(ctx, plain, "a", int64(1), i); return err },
+		func(i int) error { return tbl.Upsert(ctx, pool, "a", 1, postgres.Set("balance", i)) },
+	})
+}

@@ -39,11 +39,15 @@
 // finds a [*fence.StaleError] with the current token when it could be read.
 // A write whose outcome cannot be known (the connection broke or the
 // context ended after the statement or COMMIT was sent) matches
-// [fence.ErrUnknownOutcome]. Serialization failures and deadlocks match
+// [fence.ErrUnknownOutcome]. A statement sent through the caller's own
+// pgx.Tx is the exception: it lands only if that transaction commits, and
+// a transaction whose connection broke never can, so that failure is a
+// definite one. Serialization failures and deadlocks match
 // [ErrRetryable], and are never reported as success or as stale. Server
 // errors stay reachable with errors.As(err, &pgErr) for a *pgconn.PgError.
 // Bad input (empty key, token <= 0, empty or over-long names, nil handle,
-// ended context) is refused before any I/O.
+// nil or ended context) is refused before any I/O, with an error, never a
+// panic.
 //
 // # Schema
 //
@@ -56,7 +60,7 @@
 //	CREATE TABLE IF NOT EXISTS fencelock_store (
 //		key   text   PRIMARY KEY,
 //		token bigint NOT NULL CHECK (token > 0),
-//		value bytea  NOT NULL
+//		value bytea  -- NULL: a tombstone (Store.Delete)
 //	);
 //
 // A table written through [Table] needs a unique key column and a fence
@@ -80,6 +84,42 @@
 // transaction check and raise the row's fence column as well. Rows of other
 // tables have the floor of the resource name their transactions use: use one
 // name per resource.
+//
+// # Deleting
+//
+// A row's fence column is its floor, and a DELETE removes it with the row:
+// after it, a stale [Table.Upsert] creates the row anew, as on a key never
+// written. (A stale [Table.Update] finds no row and writes nothing.) So
+// delete fenced rows softly: mark them with a Table.Update (a deleted_at or
+// deleted column, which readers filter on) and remove them for good only
+// once no holder that could write them with an older token is left. The
+// [Store] does this itself: [Store.Delete] leaves a tombstone that keeps the
+// floor and reads as not found. The same goes for a fence table's rows: a
+// deleted resource row lets any token in again.
+//
+// # What a refused write leaves
+//
+// A refused write changes no row. What PostgreSQL still does for it:
+//
+//   - Statement-level triggers fire for every INSERT, UPDATE or DELETE
+//     statement, even one that changes no row; an upsert (ON CONFLICT DO
+//     UPDATE) fires both the INSERT and the UPDATE ones. A trigger that must
+//     see only real changes should be a row-level trigger, or an AFTER
+//     statement trigger that reads its transition table (REFERENCING NEW
+//     TABLE) and does nothing when it is empty.
+//   - A refused [Table.Update] fires no row-level trigger. A refused
+//     [Table.Upsert] (and [Store.Put]) fires none and evaluates no column
+//     default when its snapshot already shows the newer fence. When it does
+//     not (the newer holder's write committed while the upsert waited for the
+//     row, or created the row), PostgreSQL has already formed the candidate
+//     row when ON CONFLICT refuses it: BEFORE INSERT row triggers ran and
+//     defaults were evaluated.
+//   - Sequences are not transactional: a nextval() (a serial or identity
+//     column's default) is never given back, whether the statement was
+//     refused, failed or was rolled back.
+//
+// [RunInTx] and [Exec] refuse before any statement of yours runs: the fence
+// table's row is checked first.
 //
 // # Isolation
 //

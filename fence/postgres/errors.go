@@ -3,8 +3,8 @@ package postgres
 import "errors"
 
 // ErrInvalidArgument means a call was given something it cannot use: a nil
-// handle or function, an empty or duplicated column assignment, an invalid
-// option. Nothing was sent to the server.
+// handle, function or context, an empty or duplicated column assignment, an
+// invalid option. Nothing was sent to the server.
 var ErrInvalidArgument = errors.New("postgres: invalid argument")
 
 // ErrInvalidIdentifier means a table or column name was empty, had an empty
@@ -19,8 +19,10 @@ var ErrRowNotFound = errors.New("postgres: no row with that key")
 
 // ErrSchema means the server reported that a table or column the call names
 // does not exist (SQLSTATE 42P01, 42703), or that the key column has no
-// unique constraint for an upsert (42P10). Errors that match it also wrap the
-// server's *pgconn.PgError. Nothing was written.
+// unique constraint for an upsert (42P10); errors for these also wrap the
+// server's *pgconn.PgError. It also means that [Table.Update] found no
+// unique index on the key column alone (checked in the catalog on first
+// use). Nothing was written.
 var ErrSchema = errors.New("postgres: table, column or key constraint missing")
 
 // ErrRetryable means the server rolled the transaction (or statement) back

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,7 +69,7 @@ func NewFences(name pgx.Identifier) (*Fences, error) {
 // call. Run it once, at deployment, rather than racing it from many
 // processes: concurrent CREATE TABLE IF NOT EXISTS can fail in PostgreSQL.
 func (f *Fences) CreateTable(ctx context.Context, db DB) error {
-	if err := checkDB(db); err != nil {
+	if err := cmp.Or(checkDB(db), checkCtx(ctx)); err != nil {
 		return err
 	}
 	if _, err := db.Exec(ctx, f.createSQL); err != nil {
@@ -81,18 +82,26 @@ func (f *Fences) CreateTable(ctx context.Context, db DB) error {
 // (Current filled) when it is already higher. Run it first in a transaction
 // you manage yourself, as [Fences.RunInTx] does; the transaction must be
 // rolled back when it fails. ctx bounds the call.
+//
+// Outside a transaction (db a pool or a connection in autocommit) the
+// statement commits by itself, and a lost connection or a ctx that ended
+// mid-request gives an error matching [fence.ErrUnknownOutcome], as for
+// [Table.Update]. Inside the caller's pgx.Tx it is a definite failure: that
+// transaction cannot commit any more.
 func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fence.Token) error {
 	if err := checkWrite(ctx, db, resource, token); err != nil {
 		return err
 	}
-	tag, err := db.Exec(ctx, f.advanceSQL, resource, int64(token))
-	if err != nil {
-		return fmt.Errorf("postgres: advance fence %s: %w", resource, classify(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return f.stale(ctx, db, resource, token)
-	}
-	return nil
+	return withConn(ctx, db, func(c DB) error {
+		tag, err := c.Exec(ctx, f.advanceSQL, resource, int64(token))
+		if err != nil {
+			return writeError(c, "advance fence", resource, token, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return f.stale(ctx, c, resource, token)
+		}
+		return nil
+	})
 }
 
 // Current returns the highest token accepted for resource, or an error
@@ -103,6 +112,9 @@ func (f *Fences) Current(ctx context.Context, db DB, resource string) (fence.Tok
 	}
 	if resource == "" {
 		return 0, fmt.Errorf("%w: empty resource", fence.ErrInvalidKey)
+	}
+	if err := checkCtx(ctx); err != nil {
+		return 0, err
 	}
 	var tok int64
 	err := db.QueryRow(ctx, f.currentSQL, resource).Scan(&tok)

@@ -36,8 +36,10 @@ type storeOptionFunc func(*storeOptions)
 func (f storeOptionFunc) applyStore(o *storeOptions) { f(o) }
 
 // WithKeyColumn names the column that identifies a row of a [Table]. It must
-// be unique for [Table.Upsert] (a primary key, say). Default "key". Empty
-// makes [NewTable] fail.
+// be unique by itself: the primary key, or a column with a unique index on
+// it alone that is not partial. [Table.Upsert] needs that of the server;
+// [Table.Update] checks it on its first use of the Table. Default "key".
+// Empty makes [NewTable] fail.
 func WithKeyColumn(name string) TableOption {
 	return tableOptionFunc(func(o *tableOptions) { o.key = name })
 }

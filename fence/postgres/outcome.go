@@ -53,19 +53,30 @@ func answered(err error) bool {
 // error to return: an [*fence.UnknownOutcomeError] when the statement may
 // have reached the server and no answer came back (the connection broke or
 // the context ended mid-request), otherwise the classified error.
+//
+// A statement run in the caller's own transaction (db is a pgx.Tx) lands
+// only if that transaction commits, and one whose connection broke never
+// can: its failure is a definite one.
 func writeError(db DB, what string, resource string, token fence.Token, err error) error {
 	if !answered(err) {
 		// A connection still open after an error finished its exchange
 		// cleanly: the error was client-side (encoding arguments, ...).
-		if closed, known := connClosed(db); !known || closed {
+		closed, known := connClosed(db)
+		if _, inTx := db.(pgx.Tx); inTx && closed {
+			return fmt.Errorf("postgres: %s %s: the connection broke inside the caller's transaction, which cannot commit now; nothing was written: %w",
+				what, resource, classify(err))
+		}
+		if !known || closed {
 			return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: classify(err)}
 		}
 	}
 	return fmt.Errorf("postgres: %s %s: %w", what, resource, classify(err))
 }
 
-// commitError turns the error of a COMMIT into the error to return.
-func commitError(resource string, token fence.Token, err error) error {
+// commitError turns the error of a COMMIT into the error to return. A
+// savepoint's "commit" (RELEASE SAVEPOINT) inside the caller's transaction
+// commits nothing, so a lost answer to it is no unknown outcome.
+func commitError(resource string, token fence.Token, err error, savepoint bool) error {
 	switch {
 	case errors.Is(err, pgx.ErrTxCommitRollback):
 		return fmt.Errorf("postgres: transaction on %s was already aborted, commit rolled it back: %w", resource, err)
@@ -74,7 +85,7 @@ func commitError(resource string, token fence.Token, err error) error {
 		// fenced (the fence came first), but which it was is unknown here.
 		return fmt.Errorf("%w: the function ended the fenced transaction on %s itself (Commit or Rollback); leave that to RunInTx: %w",
 			ErrInvalidArgument, resource, err)
-	case !answered(err):
+	case !answered(err) && !savepoint:
 		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: classify(err)}
 	}
 	return fmt.Errorf("postgres: commit on %s: %w", resource, classify(err))

@@ -11,6 +11,9 @@ func CreateSchema(ctx context.Context, db DB) error {
 	if err != nil {
 		return err
 	}
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if err := defaultFences.CreateTable(ctx, db); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -15,8 +16,9 @@ import (
 const DefaultStoreTable = "fencelock_store"
 
 // Store is a [fence.Store] kept in a PostgreSQL table
-// (key text PRIMARY KEY, token bigint NOT NULL, value bytea NOT NULL; see
-// [Store.CreateTable]). Each Put is one fenced upsert ([Table.Upsert]).
+// (key text PRIMARY KEY, token bigint NOT NULL, value bytea; see
+// [Store.CreateTable]). Each Put is one fenced upsert ([Table.Upsert]); a
+// NULL value is the tombstone of [Store.Delete].
 //
 // Create one with [NewStore]; the zero Store is not usable. A Store is safe
 // for concurrent use when its handle is (a *pgxpool.Pool is; a *pgx.Conn is
@@ -50,14 +52,17 @@ func NewStore(db DB, opts ...StoreOption) (*Store, error) {
 	return &Store{
 		db:        db,
 		table:     t,
-		getSQL:    "SELECT value, token FROM " + t.name + " WHERE key = $1",
-		createSQL: "CREATE TABLE IF NOT EXISTS " + t.name + " (key text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0), value bytea NOT NULL)",
+		getSQL:    "SELECT value, token, value IS NULL FROM " + t.name + " WHERE key = $1",
+		createSQL: "CREATE TABLE IF NOT EXISTS " + t.name + " (key text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0), value bytea)",
 	}, nil
 }
 
 // CreateTable creates the store's table if it does not exist. ctx bounds the
 // call.
 func (s *Store) CreateTable(ctx context.Context) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
 	if _, err := s.db.Exec(ctx, s.createSQL); err != nil {
 		return fmt.Errorf("postgres: create store table %s: %w", s.table.label, classify(err))
 	}
@@ -75,19 +80,47 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 	return s.table.upsert(ctx, s.db, key, token, key, []Assignment{Set("value", value)})
 }
 
+// Delete removes the record under key, fenced like [Store.Put]: it leaves a
+// tombstone (the row, with token and a NULL value) unless the key holds a
+// higher token. The tombstone keeps the key's floor, so a stale Put or
+// Delete after it is refused with [fence.ErrStale]; [Store.Get] reports it
+// as [fence.ErrNotFound], and a Put with a token at least as high writes
+// the key again. Deleting a key never written leaves a tombstone too.
+//
+// A plain DELETE of the row removes the floor with it: the next Put with any
+// token lands as on a new key. Remove tombstones only once no holder that
+// could write the key with an older token is left.
+//
+// A table created before tombstones existed has value NOT NULL; Delete then
+// fails with [ErrSchema], writing nothing, until the column allows NULL:
+//
+//	ALTER TABLE fencelock_store ALTER COLUMN value DROP NOT NULL;
+//
+// Errors and the role of ctx are those of [Store.Put].
+func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
+	err := s.table.upsert(ctx, s.db, key, token, key, []Assignment{Set("value", nil)})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23502" { // not_null_violation
+		return fmt.Errorf("%w: %s.value is NOT NULL and cannot hold a tombstone; ALTER TABLE %s ALTER COLUMN value DROP NOT NULL: %w",
+			ErrSchema, s.table.label, s.table.name, err)
+	}
+	return err
+}
+
 // Get returns the record under key, or an error matching [fence.ErrNotFound].
 // ctx bounds the call.
 func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	if key == "" {
 		return fence.Record{}, fmt.Errorf("%w: empty key", fence.ErrInvalidKey)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := checkCtx(ctx); err != nil {
 		return fence.Record{}, err
 	}
 	var r fence.Record
 	var tok int64
-	err := s.db.QueryRow(ctx, s.getSQL, key).Scan(&r.Value, &tok)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var deleted bool
+	err := s.db.QueryRow(ctx, s.getSQL, key).Scan(&r.Value, &tok, &deleted)
+	if errors.Is(err, pgx.ErrNoRows) || deleted {
 		return fence.Record{}, fmt.Errorf("%w: %q", fence.ErrNotFound, key)
 	}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
@@ -29,6 +30,8 @@ type Table struct {
 	fence  string // quoted
 	keyRaw string
 	fenRaw string
+	// keyUnique is set once the key column was found to be unique.
+	keyUnique atomic.Bool
 }
 
 // NewTable returns a fenced view of the table name (schema-qualified or
@@ -75,7 +78,11 @@ func Set(column string, value any) Assignment { return Assignment{column: column
 //
 //	UPDATE t SET c1 = $3, ..., fence = $2 WHERE key = $1 AND fence <= $2
 //
-// With no assignments it only raises the fence. When no row changed it
+// With no assignments it only raises the fence. The key column must be
+// unique by itself, or one update could land on some rows with that key and
+// be refused on others: the first Update of a Table checks the catalog and
+// fails with [ErrSchema] when no unique index (or primary key) on the key
+// column alone, not partial, is found. When no row changed it
 // returns an error matching [fence.ErrStale] (a [*fence.StaleError] with the
 // row's fence as Current) if the row's fence is higher, or [ErrRowNotFound]
 // if there is no such row; either way nothing was written. When the outcome
@@ -84,7 +91,9 @@ func Set(column string, value any) Assignment { return Assignment{column: column
 // ctx bounds the call. If it ends while the statement is in flight, the
 // statement is cancelled, but it may still have committed: the error then
 // matches [fence.ErrUnknownOutcome]. db may be a pgx.Tx: the write then
-// lands when that transaction commits.
+// lands when that transaction commits, and a connection lost meanwhile is a
+// definite failure (the transaction cannot commit any more), not an unknown
+// outcome.
 func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
 	sql, args, err := t.prepare(ctx, db, key, token, set, t.updateSQL)
 	if err != nil {
@@ -92,6 +101,9 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 	}
 	resource := t.resource(key)
 	return withConn(ctx, db, func(c DB) error {
+		if err := t.checkUniqueKey(ctx, c); err != nil {
+			return err
+		}
 		tag, err := c.Exec(ctx, sql, args...)
 		if err != nil {
 			return writeError(c, "update", resource, token, err)
@@ -106,9 +118,15 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 // Upsert is [Table.Update] that creates the row when there is none, in one
 // statement:
 //
-//	INSERT INTO t AS cur (key, c1, ..., fence) VALUES ($1, $3, ..., $2)
+//	INSERT INTO t AS cur (key, c1, ..., fence) SELECT $1, $3, ..., $2
+//	WHERE NOT EXISTS (SELECT FROM t WHERE key = $1 AND fence > $2)
 //	ON CONFLICT (key) DO UPDATE SET c1 = EXCLUDED.c1, ..., fence = EXCLUDED.fence
 //	WHERE cur.fence <= EXCLUDED.fence
+//
+// The NOT EXISTS keeps a refused upsert from inserting a candidate row, so
+// that the table's BEFORE INSERT row triggers and column defaults do not run
+// for it; see "What a refused write leaves" in the package documentation
+// for the exceptions.
 //
 // The key column needs a unique constraint ([ErrSchema] otherwise). Columns
 // not assigned take their defaults in a new row. Errors are those of
@@ -157,5 +175,7 @@ func (t *Table) refused(ctx context.Context, db DB, key any, resource string, to
 	}
 	return &fence.StaleError{Resource: resource, Token: token}
 }
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 func (t *Table) resource(key any) string { return fmt.Sprintf("%s/%v", t.label, key) }

@@ -40,7 +40,7 @@ func checkWrite(ctx context.Context, db DB, key any, token fence.Token) error {
 	if err := token.Validate(); err != nil {
 		return err
 	}
-	return ctx.Err()
+	return checkCtx(ctx)
 }
 
 // columns returns the assigned columns, quoted, refusing empty, duplicate
@@ -75,17 +75,23 @@ func (t *Table) updateSQL(cols []string) string {
 	return b.String()
 }
 
+// upsertSQL builds the upsert. Its INSERT takes its row from a SELECT that
+// gives none when the row's fence, as the statement's snapshot shows it, is
+// above the token: then no BEFORE INSERT row trigger fires and no column
+// default (a sequence) is evaluated. The ON CONFLICT condition still decides
+// in every other case, a newer holder's write committed since included.
 func (t *Table) upsertSQL(cols []string) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO " + t.name + " AS cur (" + t.key)
 	for _, c := range cols {
 		b.WriteString(", " + c)
 	}
-	b.WriteString(", " + t.fence + ") VALUES ($1")
+	b.WriteString(", " + t.fence + ") SELECT $1")
 	for i := range cols {
 		b.WriteString(", $" + strconv.Itoa(i+3))
 	}
-	b.WriteString(", $2) ON CONFLICT (" + t.key + ") DO UPDATE SET ")
+	b.WriteString(", $2 WHERE NOT EXISTS (SELECT FROM " + t.name + " WHERE " + t.key + " = $1 AND " + t.fence + " > $2)")
+	b.WriteString(" ON CONFLICT (" + t.key + ") DO UPDATE SET ")
 	for _, c := range cols {
 		b.WriteString(c + " = EXCLUDED." + c + ", ")
 	}

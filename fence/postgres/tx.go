@@ -41,7 +41,9 @@ func RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 //
 // If COMMIT was sent and no answer came back (the connection broke, ctx
 // ended), the error matches [fence.ErrUnknownOutcome]: the transaction may
-// have committed. Any earlier failure leaves nothing written.
+// have committed. Any earlier failure leaves nothing written. (On a pgx.Tx
+// the end is a RELEASE SAVEPOINT, which commits nothing: a broken connection
+// there is a definite failure, as the outer transaction cannot commit.)
 //
 // ctx bounds the call; fn should use the same ctx for its statements. When
 // ctx ends, the transaction is rolled back unless COMMIT was already sent.
@@ -69,7 +71,8 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 		return classify(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return commitError(resource, token, err)
+		_, savepoint := db.(pgx.Tx)
+		return commitError(resource, token, err, savepoint)
 	}
 	return nil
 }
@@ -87,7 +90,7 @@ func checkTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 	if err := token.Validate(); err != nil {
 		return err
 	}
-	return ctx.Err()
+	return checkCtx(ctx)
 }
 
 // txOptionsBeginner is a pool or connection, which can set a transaction's

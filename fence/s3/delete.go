@@ -27,9 +27,13 @@ func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error
 	if err := token.Validate(); err != nil {
 		return err
 	}
+	in, err := s.putInput(token.String(), nil)
+	if err != nil {
+		return err
+	}
 	if err := s.ensureConditional(ctx); err != nil {
 		return err
 	}
 	h := header{token: token, id: newWriteID(), deleted: true}
-	return s.put(ctx, &write{key: key, hdr: h, body: encode(h, nil), meta: map[string]string{MetadataToken: token.String()}})
+	return s.put(ctx, &write{key: key, hdr: h, body: encode(h, nil), in: in})
 }

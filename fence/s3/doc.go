@@ -97,6 +97,18 @@
 // Put is refused, and a Put with a token at least as high writes the key
 // again. Keep expiration rules off the prefixes of fenced keys.
 //
+// # Object settings and large values
+//
+// [Store.PutWith] takes [PutOption]s for the PutObject requests of one
+// write: [WithContentType], [WithMetadata], [WithTagging],
+// [WithStorageClass], [WithServerSideEncryption] (SSE-S3, SSE-KMS) and, for
+// any other field, [WithPutInput]; [WithPutDefaults] sets them for every
+// write of a Store, and [WithExpectedBucketOwner] guards every request.
+// SSE-C is not supported. [Store.Open] streams a value instead of holding
+// it whole. A write still holds the value in memory (the envelope is
+// prepended to it) and is one PutObject, so at most 5 GiB: there are no
+// streaming or multipart writes yet.
+//
 // # Requirements, and the check before the first write
 //
 // The server must honour If-Match and If-None-Match on PutObject, as AWS S3

@@ -80,6 +80,9 @@ func TestBadInputBeforeIO(t *testing.T) {
 				if _, err := s.Get(tt.ctx, tt.key); !isWanted(err, tt.want) {
 					t.Errorf("Get: got %v, want an error matching %v", err, tt.want)
 				}
+				if _, err := s.Open(tt.ctx, tt.key); !isWanted(err, tt.want) {
+					t.Errorf("Open: got %v, want an error matching %v", err, tt.want)
+				}
 			}
 			if c.calls != 0 {
 				t.Errorf("requests sent: got %d, want 0", c.calls)

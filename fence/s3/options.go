@@ -1,7 +1,9 @@
 package s3fence
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -18,6 +20,8 @@ type options struct {
 	putGrace    time.Duration
 	check       bool
 	probeKey    string
+	putDefaults []PutOption
+	bucketOwner string
 }
 
 func defaultOptions() options {
@@ -111,6 +115,33 @@ func WithProbeKey(key string) Option {
 			return fmt.Errorf("s3fence: WithProbeKey: %w", err)
 		}
 		o.probeKey = key
+		return nil
+	})
+}
+
+// WithPutDefaults sets PutOptions for every write of a [Store] ([Store.Put],
+// [Store.PutWith], the tombstones of [Store.Delete]); a PutWith call's own
+// options come after them. Default: none. A nil option makes New fail.
+func WithPutDefaults(opts ...PutOption) Option {
+	return optionFunc(func(o *options) error {
+		if slices.Contains(opts, nil) {
+			return errors.New("s3fence: WithPutDefaults: nil PutOption")
+		}
+		o.putDefaults = append(o.putDefaults, opts...)
+		return nil
+	})
+}
+
+// WithExpectedBucketOwner makes every request of a [Store] (reads, writes,
+// the conditional-write check) carry the expected bucket owner's account
+// ID, so that S3 refuses it (403, [ErrAccessDenied]) if the bucket belongs
+// to another account. Default: not sent. id must not be empty.
+func WithExpectedBucketOwner(id string) Option {
+	return optionFunc(func(o *options) error {
+		if id == "" {
+			return errors.New("s3fence: WithExpectedBucketOwner: empty account ID")
+		}
+		o.bucketOwner = id
 		return nil
 	})
 }

@@ -128,12 +128,13 @@ func (s *Store) probe(ctx context.Context) error {
 // probePut sends one PUT of the probe object under the given conditions.
 func (s *Store) probePut(ctx context.Context, ifMatch, ifNoneMatch *string) error {
 	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket:        &s.bucket,
-		Key:           &s.opts.probeKey,
-		Body:          bytes.NewReader(probeBody),
-		ContentLength: aws.Int64(int64(len(probeBody))),
-		IfMatch:       ifMatch,
-		IfNoneMatch:   ifNoneMatch,
+		Bucket:              &s.bucket,
+		Key:                 &s.opts.probeKey,
+		Body:                bytes.NewReader(probeBody),
+		ContentLength:       aws.Int64(int64(len(probeBody))),
+		IfMatch:             ifMatch,
+		IfNoneMatch:         ifNoneMatch,
+		ExpectedBucketOwner: s.owner(),
 	})
 	return err
 }

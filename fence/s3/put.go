@@ -18,7 +18,9 @@ type write struct {
 	key  string
 	hdr  header
 	body []byte // the envelope and the value
-	meta map[string]string
+	// in is the template of the write's PutObject requests: the caller's
+	// options and the token's metadata.
+	in *s3.PutObjectInput
 }
 
 // Put writes value under key with token, unless the object already carries
@@ -50,18 +52,30 @@ type write struct {
 // [fence.ErrUnknownOutcome]: the object holds the old version or the new
 // one, whole, never a mix, and the new one may still appear later.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
+	return s.PutWith(ctx, key, token, value)
+}
+
+// PutWith is [Store.Put] with PutOptions for this write's PutObject
+// requests (Content-Type, metadata, tags, storage class, server-side
+// encryption, ...), applied after the Store's [WithPutDefaults]. An invalid
+// option fails the call before any I/O. Results, errors and the role of ctx
+// are those of Put.
+func (s *Store) PutWith(ctx context.Context, key string, token fence.Token, value []byte, opts ...PutOption) error {
 	if err := checkCall(ctx, key); err != nil {
 		return err
 	}
 	if err := token.Validate(); err != nil {
 		return err
 	}
+	in, err := s.putInput(token.String(), opts)
+	if err != nil {
+		return err
+	}
 	if err := s.ensureConditional(ctx); err != nil {
 		return err
 	}
 	h := header{token: token, id: newWriteID()}
-	w := &write{key: key, hdr: h, body: encode(h, value), meta: map[string]string{MetadataToken: token.String()}}
-	return s.put(ctx, w)
+	return s.put(ctx, &write{key: key, hdr: h, body: encode(h, value), in: in})
 }
 
 // put runs the read–decide–PUT loop. A version from the cache is tried
@@ -140,13 +154,9 @@ func (s *Store) attempt(ctx context.Context, w *write, v version, exists bool) (
 // conditionalPut sends w's PUT, valid only if the object is still v (or
 // still absent), and lets it finish for up to putGrace after ctx ends.
 func (s *Store) conditionalPut(ctx context.Context, w *write, v version, exists bool) error {
-	in := &s3.PutObjectInput{
-		Bucket:        &s.bucket,
-		Key:           &w.key,
-		Body:          bytes.NewReader(w.body),
-		ContentLength: aws.Int64(int64(len(w.body))),
-		Metadata:      w.meta,
-	}
+	in := *w.in
+	in.Bucket, in.Key = &s.bucket, &w.key
+	in.Body, in.ContentLength = bytes.NewReader(w.body), aws.Int64(int64(len(w.body)))
 	if exists {
 		in.IfMatch = aws.String(v.etag)
 	} else {
@@ -154,7 +164,7 @@ func (s *Store) conditionalPut(ctx context.Context, w *write, v version, exists 
 	}
 	pctx, done := withGrace(ctx, s.opts.putGrace)
 	defer done()
-	out, err := s.client.PutObject(pctx, in, noRetries)
+	out, err := s.client.PutObject(pctx, &in, noRetries)
 	if err != nil {
 		return err
 	}

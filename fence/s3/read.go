@@ -18,44 +18,45 @@ var headerRange = "bytes=0-" + strconv.Itoa(HeaderSize-1)
 
 // Get returns the value and token of the object under key, with the
 // envelope stripped, or an error matching [fence.ErrNotFound] when there is
-// no object or it was deleted by [Store.Delete], [ErrForeignObject] when the object was not written by a Store,
-// and [ErrNoSuchBucket] or [ErrAccessDenied] as their names say. The version
-// read is remembered, so a following [Store.Put] to key may skip its read.
+// no object or it was deleted by [Store.Delete], [ErrForeignObject] when the
+// object was not written by a Store, and [ErrNoSuchBucket] or
+// [ErrAccessDenied] as their names say. The version read is remembered, so a
+// following [Store.Put] to key may skip its read. For large values,
+// [Store.Open] streams the value instead of holding it whole.
 //
 // ctx bounds the request, the body's transfer included; a nil ctx is an
 // error, not a panic. Get changes nothing.
 func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
-	if err := checkCall(ctx, key); err != nil {
+	r, err := s.Open(ctx, key)
+	if err != nil {
 		return fence.Record{}, err
 	}
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key})
-	if err != nil {
-		if isNotFound(err) {
-			return fence.Record{}, fmt.Errorf("%w: s3://%s/%s: %w", fence.ErrNotFound, s.bucket, key, err)
-		}
-		return fence.Record{}, s.failure("get", key, err)
-	}
-	defer out.Body.Close()
-	b, err := io.ReadAll(out.Body)
+	defer r.Close()
+	v, err := readValue(r)
 	if err != nil {
 		return fence.Record{}, s.failure("get", key, err)
 	}
-	h, err := decodeHeader(b)
-	if err != nil {
-		return fence.Record{}, s.failure("get", key, err)
+	return fence.Record{Value: v, Token: r.token}, nil
+}
+
+// readValue reads r to its end, in one allocation when its size is known.
+func readValue(r *Reader) ([]byte, error) {
+	if r.size < 0 {
+		return io.ReadAll(r)
 	}
-	s.remember(key, aws.ToString(out.ETag), h)
-	if h.deleted {
-		return fence.Record{}, fmt.Errorf("%w: s3://%s/%s: deleted by Store.Delete with token %d", fence.ErrNotFound, s.bucket, key, h.token)
+	v := make([]byte, r.size)
+	if _, err := io.ReadFull(r, v); err != nil {
+		return nil, err
 	}
-	return fence.Record{Value: b[HeaderSize:], Token: h.token}, nil
+	return v, nil
 }
 
 // current reads the ETag and envelope header of the object under key with a
 // ranged GET, so the value itself is not transferred. ok is false when there
 // is no object.
 func (s *Store) current(ctx context.Context, key string) (v version, ok bool, err error) {
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &headerRange})
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &headerRange,
+		ExpectedBucketOwner: s.owner()})
 	switch {
 	case err == nil:
 	case isNotFound(err):
@@ -94,4 +95,12 @@ func (s *Store) remember(key, etag string, h header) {
 func drainAndClose(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, 4<<10))
 	body.Close()
+}
+
+// owner is the expected bucket owner to send with a request, or nil.
+func (s *Store) owner() *string {
+	if s.opts.bucketOwner == "" {
+		return nil
+	}
+	return &s.opts.bucketOwner
 }

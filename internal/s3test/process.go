@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -11,12 +12,13 @@ import (
 )
 
 // errExited means the server process exited before it became ready.
-var errExited = errors.New("s3test: versitygw exited before it was ready")
+var errExited = errors.New("s3test: server process exited before it was ready")
 
 // process is a running server process whose output is kept for error
 // messages.
 type process struct {
 	*childproc.Proc
+	path string
 }
 
 func startProcess(cmd *exec.Cmd) (*process, error) {
@@ -24,8 +26,11 @@ func startProcess(cmd *exec.Cmd) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3test: %w", err)
 	}
-	return &process{p}, nil
+	return &process{Proc: p, path: cmd.Path}, nil
 }
+
+// name is the program's file name, for messages.
+func (p *process) name() string { return filepath.Base(p.path) }
 
 // stop kills the process and waits for it to exit.
 func (p *process) stop() error {
@@ -39,6 +44,6 @@ func (p *process) stop() error {
 	case <-p.Exited():
 		return nil
 	case <-time.After(10 * time.Second):
-		return errors.New("s3test: versitygw did not exit within 10s of SIGKILL")
+		return fmt.Errorf("s3test: %s did not exit within 10s of SIGKILL", p.name())
 	}
 }

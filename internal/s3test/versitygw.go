@@ -50,16 +50,24 @@ func findVersitygw() (string, error) {
 }
 
 // startVersitygw starts versitygw with data under dir and creates the test
-// bucket. A port another process grabbed between our probe and versitygw's
-// bind makes versitygw exit; it is retried on a new port.
+// bucket, on a new port if the first was taken.
 func startVersitygw(ctx context.Context, dir string) (*Server, error) {
 	bin, err := findVersitygw()
 	if err != nil {
 		return nil, err
 	}
+	return retryLaunch(ctx, func(attempt int) (*Server, error) {
+		return launch(ctx, bin, filepath.Join(dir, "vgw"+strconv.Itoa(attempt)))
+	})
+}
+
+// retryLaunch calls launch until it succeeds, up to three times while the
+// process exits before it is ready: the port it was given was taken
+// between our probe and its bind.
+func retryLaunch(ctx context.Context, launch func(attempt int) (*Server, error)) (*Server, error) {
 	var errs []error
 	for attempt := range 3 {
-		s, err := launch(ctx, bin, filepath.Join(dir, "vgw"+strconv.Itoa(attempt)))
+		s, err := launch(attempt)
 		if err == nil {
 			return s, nil
 		}
@@ -120,7 +128,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		case <-s.proc.Exited():
 			return fmt.Errorf("%w: %s", errExited, s.proc.Output())
 		case <-ctx.Done():
-			return fmt.Errorf("s3test: versitygw at %s not ready: %w (last error: %v; output: %s)", s.Endpoint, ctx.Err(), err, s.proc.Output())
+			return fmt.Errorf("s3test: %s at %s not ready: %w (last error: %v; output: %s)", s.proc.name(), s.Endpoint, ctx.Err(), err, s.proc.Output())
 		case <-tick.C:
 		}
 	}

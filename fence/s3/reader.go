@@ -1,0 +1,76 @@
+package s3fence
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Reader streams the value of one version of an object, opened by
+// [Store.Open], with its envelope already read and checked. It is not safe
+// for concurrent use; Close it when done.
+type Reader struct {
+	body  io.ReadCloser
+	token fence.Token
+	size  int64
+}
+
+// Open starts reading the object under key and returns its value as a
+// stream, with the envelope stripped: for values too large to hold whole.
+// Errors are those of [Store.Get], and the version read is remembered in the
+// same way.
+//
+// ctx bounds the request and the whole transfer of the body: once it ends,
+// reads fail with its error. The Reader holds a connection until it is
+// closed.
+func (s *Store) Open(ctx context.Context, key string) (*Reader, error) {
+	if err := checkCall(ctx, key); err != nil {
+		return nil, err
+	}
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, ExpectedBucketOwner: s.owner()})
+	if err != nil {
+		if isNotFound(err) {
+			return nil, fmt.Errorf("%w: s3://%s/%s: %w", fence.ErrNotFound, s.bucket, key, err)
+		}
+		return nil, s.failure("get", key, err)
+	}
+	var b [HeaderSize]byte
+	n, err := io.ReadFull(out.Body, b[:])
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		out.Body.Close()
+		return nil, s.failure("get", key, err)
+	}
+	h, err := decodeHeader(b[:n])
+	if err != nil {
+		out.Body.Close()
+		return nil, s.failure("get", key, err)
+	}
+	s.remember(key, aws.ToString(out.ETag), h)
+	if h.deleted {
+		out.Body.Close()
+		return nil, fmt.Errorf("%w: s3://%s/%s: deleted by Store.Delete with token %d", fence.ErrNotFound, s.bucket, key, h.token)
+	}
+	size := int64(-1)
+	if out.ContentLength != nil {
+		size = *out.ContentLength - HeaderSize
+	}
+	return &Reader{body: out.Body, token: h.token, size: size}, nil
+}
+
+// Token returns the token the object was written with.
+func (r *Reader) Token() fence.Token { return r.token }
+
+// Size returns the value's length in bytes (the object's, less the
+// envelope), or -1 if the server did not say.
+func (r *Reader) Size() int64 { return r.size }
+
+// Read reads the value, after the envelope.
+func (r *Reader) Read(p []byte) (int, error) { return r.body.Read(p) }
+
+// Close releases the connection.
+func (r *Reader) Close() error { return r.body.Close() }

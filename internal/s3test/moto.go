@@ -1,0 +1,82 @@
+package s3test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+)
+
+// EnvMoto names a moto_server binary (the standalone server of Python's
+// moto, tested with moto 5.2.1). Setting it makes the tests that use
+// [NewMoto] run.
+const EnvMoto = "FENCELOCK_MOTO_SERVER"
+
+// NewMoto starts moto_server on a free loopback port for one test, with a
+// bucket, and stops it when the test ends.
+//
+// moto is a control, not a target: an S3 server no one here wrote whose
+// conditional PUT checks the ETag and stores the body in separate steps, so
+// that large concurrent PUTs with one If-Match can both succeed. Tests use
+// it to show that a check catches such a server. It also accepts any
+// credentials.
+//
+// It runs only when FENCELOCK_MOTO_SERVER names the binary; otherwise the
+// test is skipped with a message saying so. That holds under CI=true too,
+// unlike for versitygw and PostgreSQL, whose absence fails CI: CI cannot
+// install moto (it comes from PyPI, which CI cannot reach, and has no Debian
+// package), so the moto runs are not part of CI's suite and are run by hand.
+func NewMoto(tb testing.TB) *Server {
+	tb.Helper()
+	bin := os.Getenv(EnvMoto)
+	if bin == "" {
+		why := "not part of CI's suite: CI cannot install moto (no PyPI, no Debian package)"
+		if !InCI() {
+			why = "moto is opt-in"
+		}
+		tb.Skipf("s3test: %s; to run this test, pip install 'moto[server]' and set %s to the moto_server binary", why, EnvMoto)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	s, err := startMoto(ctx, bin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("s3test: stopping moto: %v", err)
+		}
+	})
+	return s
+}
+
+// startMoto runs moto_server and waits until it serves the test bucket,
+// on a new port if the first was taken.
+func startMoto(ctx context.Context, bin string) (*Server, error) {
+	return retryLaunch(ctx, func(int) (*Server, error) { return launchMoto(ctx, bin) })
+}
+
+func launchMoto(ctx context.Context, bin string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Config: Config{
+		Endpoint:  "http://127.0.0.1:" + strconv.Itoa(port),
+		Region:    "us-east-1",
+		AccessKey: "fencelock-moto",
+		SecretKey: "fencelock-moto",
+		Bucket:    bucketName,
+	}}
+	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	if s.proc, err = startProcess(cmd); err != nil {
+		return nil, fmt.Errorf("s3test: %s=%s: %w", EnvMoto, bin, err)
+	}
+	if err := s.waitReady(ctx); err != nil {
+		return nil, errors.Join(err, s.proc.stop())
+	}
+	return s, nil
+}
