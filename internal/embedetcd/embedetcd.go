@@ -43,15 +43,23 @@ type Member struct {
 type Cluster struct {
 	Members []*Member
 	initial string
+	cfg     config
 }
 
 // Start starts an n-member cluster with data under dir and waits until it
 // serves clients or ctx ends.
-func Start(ctx context.Context, dir string, n int) (*Cluster, error) {
+func Start(ctx context.Context, dir string, n int, opts ...Option) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("embedetcd: %d members", n)
 	}
 	c := &Cluster{}
+	for _, o := range opts {
+		o.apply(&c.cfg)
+	}
+	scheme := "http"
+	if c.cfg.tls != nil {
+		scheme = "https"
+	}
 	var peers []string
 	for i := range n {
 		cp, pp, err := freePorts()
@@ -60,7 +68,7 @@ func Start(ctx context.Context, dir string, n int) (*Cluster, error) {
 		}
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i),
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", cp),
+			ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, cp),
 			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", pp),
 			dir:       filepath.Join(dir, fmt.Sprintf("m%d", i)),
 		}
@@ -71,7 +79,7 @@ func Start(ctx context.Context, dir string, n int) (*Cluster, error) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, m := range c.Members {
-		wg.Go(func() { errs[i] = m.start(ctx, c.initial, embed.ClusterStateFlagNew) })
+		wg.Go(func() { errs[i] = m.start(ctx, c.initial, embed.ClusterStateFlagNew, c.cfg) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -83,11 +91,11 @@ func Start(ctx context.Context, dir string, n int) (*Cluster, error) {
 
 // New starts an n-member cluster for a test, in t.TempDir(), and closes it
 // when the test ends.
-func New(t testing.TB, n int) *Cluster {
+func New(t testing.TB, n int, opts ...Option) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Start(ctx, t.TempDir(), n)
+	c, err := Start(ctx, t.TempDir(), n, opts...)
 	if err != nil {
 		t.Fatalf("embedded etcd: %v", err)
 	}
@@ -110,7 +118,7 @@ func (c *Cluster) Stop(i int) { c.Members[i].stop() }
 
 // Restart starts member i again from its data dir and waits until it serves.
 func (c *Cluster) Restart(ctx context.Context, i int) error {
-	return c.Members[i].start(ctx, c.initial, embed.ClusterStateFlagExisting)
+	return c.Members[i].start(ctx, c.initial, embed.ClusterStateFlagExisting, c.cfg)
 }
 
 // Close stops every member.
@@ -141,7 +149,7 @@ func (c *Cluster) Leader() int {
 	return -1
 }
 
-func (m *Member) start(ctx context.Context, initial, state string) error {
+func (m *Member) start(ctx context.Context, initial, state string, o config) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.e != nil {
@@ -151,6 +159,7 @@ func (m *Member) start(ctx context.Context, initial, state string) error {
 	if err != nil {
 		return err
 	}
+	o.applyTo(cfg)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("embedetcd: start %s: %w", m.Name, err)
