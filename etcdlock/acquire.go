@@ -70,7 +70,7 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 			}
 			return nil, fmt.Errorf("etcdlock: lock %q: %w", name, lost(ErrLeaseExpired))
 		}
-		return l, err
+		return l, c.explain(err)
 	}
 }
 

@@ -1,9 +1,13 @@
 package etcdlock_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/fencelock/fencelock/etcdlock"
 )
@@ -42,5 +46,57 @@ func TestPrefixGrantIsEnough(t *testing.T) {
 			}
 			waitGone(t, cli, p+"lock/")
 		})
+	}
+}
+
+// A role that lacks permission on the client's keys makes Lock and TryLock
+// fail at once with an error naming the prefix to grant, and the cleanup
+// of the denied attempts is not retried. (Before: "etcdlock: lock "denied":
+// etcdserver: permission denied", naming no prefix; control with
+// permanent() returning false: 24 requests in the 2 s window.)
+func TestMissingPermission(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		grant func(p string) string
+	}{
+		{"nothing granted under the prefix", func(string) string { return "/elsewhere/" }},
+		{"only the lock queues granted", func(p string) string { return p + "lock/" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := prefix(t)
+			e := secureEtcd(t, 2*time.Second, false, tt.grant(p))
+			cli, in := e.faultyLocker(t, 20)
+			c := newLocker(t, cli, etcdlock.WithTTL(9*time.Second), etcdlock.WithPrefix(p))
+			for i := range 5 {
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				_, err := c.Lock(ctx, "denied")
+				cancel()
+				checkPermissionError(t, "Lock", err, p)
+				if i == 0 {
+					t.Logf("Lock: %v", err)
+					_, err = c.TryLock(t.Context(), "denied")
+					checkPermissionError(t, "TryLock", err, p)
+				}
+			}
+			before := kvRequests(in)
+			time.Sleep(2 * time.Second) // a window for background retries to show
+			if n := kvRequests(in) - before; n != 0 {
+				t.Errorf("%d requests in the 2s after 5 denied Locks, want 0: cleanup retried after permission denied", n)
+			}
+		})
+	}
+}
+
+func checkPermissionError(t *testing.T, op string, err error, p string) {
+	t.Helper()
+	want := "etcdctl role grant-permission ROLE readwrite " + p + " --prefix"
+	var pe *etcdlock.PermissionError
+	switch {
+	case !errors.As(err, &pe) || pe.Prefix != p:
+		t.Fatalf("%s without permission: got %v, want a *PermissionError for prefix %q", op, err, p)
+	case !errors.Is(err, rpctypes.ErrPermissionDenied):
+		t.Fatalf("%s without permission: got %v, want an error matching rpctypes.ErrPermissionDenied", op, err)
+	case !strings.Contains(err.Error(), want):
+		t.Fatalf("%s without permission: got %q, want it to say %q", op, err, want)
 	}
 }
