@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
 )
@@ -98,5 +99,25 @@ func checkPermissionError(t *testing.T, op string, err error, p string) {
 		t.Fatalf("%s without permission: got %v, want an error matching rpctypes.ErrPermissionDenied", op, err)
 	case !strings.Contains(err.Error(), want):
 		t.Fatalf("%s without permission: got %q, want it to say %q", op, err, want)
+	}
+}
+
+// Without a client certificate, Lock fails with the transport error that
+// keeps the connection from being established, not only the deadline.
+func TestNoClientCertificate(t *testing.T) {
+	e := secureEtcd(t, 2*time.Second, true, prefix(t))
+	cli := e.client(t, clientv3.Config{}, false) // no user: New would fail logging in
+	c := newLocker(t, cli)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	_, err := c.Lock(ctx, "x")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock without a client certificate: got %v, want an error matching context.DeadlineExceeded", err)
+	}
+	t.Logf("Lock: %v", err)
+	// Usually "remote error: tls: certificate required"; when the client
+	// writes before it reads the server's alert, "broken pipe".
+	if !strings.Contains(err.Error(), "no connection to etcd: ") {
+		t.Fatalf("Lock without a client certificate: got %q, want the transport error", err)
 	}
 }

@@ -60,7 +60,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, ttlSeconds int64) (*s
 	sent := time.Now()
 	resp, err := cli.Grant(ctx, ttlSeconds)
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: grant lease: %w", err)
+		return nil, fmt.Errorf("etcdlock: grant lease: %w", connError(cli, err))
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &session{
