@@ -17,6 +17,14 @@ import (
 // Waiters are served in arrival order (by their keys' create revisions), each
 // watching only its predecessor.
 //
+// A waiter sends no request while its watch works, besides the session's
+// keepalives (one every third of the TTL). When etcd ends or refuses its
+// watches, it re-reads the queue and watches again after a pause that
+// doubles from 10 ms to 1 s: in the worst case 7 rounds in the first second
+// and one a second after that, each a watch and a read, plus, when the
+// watch was refused for an expired auth token, a new watch stream and a
+// login (so at most 4 requests a second once the pause has grown).
+//
 // ctx bounds the whole call, including creating the session. When ctx ends
 // first, Lock returns ctx's error and leaves no queue key of this attempt
 // behind: the key is deleted with a request bounded by the cleanup timeout
@@ -63,7 +71,7 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 			}
 			return nil, fmt.Errorf("etcdlock: lock %q: %w", name, lost(ErrLeaseExpired))
 		}
-		return l, err
+		return l, c.explain(err)
 	}
 }
 

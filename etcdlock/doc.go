@@ -86,9 +86,16 @@
 // All keys live under the prefix ([WithPrefix], default "/fencelock/"):
 // queue keys under prefix+"lock/"+name+"/", slot markers under
 // prefix+"slot/". With etcd authentication on, grant the role readwrite on
-// the whole prefix:
+// the whole prefix (a grant on prefix+"lock/" alone fails: every create
+// reads a slot marker):
 //
 //	etcdctl role grant-permission ROLE readwrite /fencelock/ --prefix
+//
+// A missing grant makes Lock and TryLock fail at once with a
+// [*PermissionError] naming the prefix. The Client logs in (when clientv3
+// has a user and password) only when it opens a gRPC stream: its keepalives
+// share one long-lived stream, and a watch refused because its stream's
+// auth token expired moves to a new stream.
 //
 // # Testing code that holds a lock
 //

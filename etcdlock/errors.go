@@ -1,6 +1,11 @@
 package etcdlock
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+)
 
 // ErrLocked means TryLock found the lock held (or queued for) by another
 // acquisition. TryLock left no key behind.
@@ -36,6 +41,38 @@ var ErrInvalidName = errors.New("etcdlock: invalid lock name")
 // ErrInvalidOption means an option was given an invalid value (a non-positive
 // TTL, an empty prefix, ...).
 var ErrInvalidOption = errors.New("etcdlock: invalid option")
+
+// PermissionError means etcd refused a request of the client for lack of
+// permission on its keys. Every key the client reads or writes is under
+// Prefix (see [WithPrefix]), and its role needs readwrite on all of them:
+//
+//	etcdctl role grant-permission ROLE readwrite PREFIX --prefix
+//
+// Err is the error the request failed with; it matches
+// rpctypes.ErrPermissionDenied. Lock and TryLock leave no key behind and
+// do not retry.
+type PermissionError struct {
+	Prefix string
+	Err    error
+}
+
+func (e *PermissionError) Error() string {
+	return fmt.Sprintf("%v: the client's etcd role needs readwrite on every key under %q (etcdctl role grant-permission ROLE readwrite %s --prefix)",
+		e.Err, e.Prefix, e.Prefix)
+}
+
+func (e *PermissionError) Unwrap() error { return e.Err }
+
+// explain wraps an error etcd gave for a missing permission in a
+// *PermissionError naming the prefix to grant, and returns other errors as
+// they are.
+func (c *Client) explain(err error) error {
+	var pe *PermissionError
+	if !errors.Is(err, rpctypes.ErrPermissionDenied) || errors.As(err, &pe) {
+		return err
+	}
+	return &PermissionError{Prefix: c.o.prefix, Err: err}
+}
 
 // lostError ties a cause (ErrLeaseExpired, ErrKeyDeleted, ...) to ErrLost.
 type lostError struct{ cause error }

@@ -256,11 +256,12 @@ func (l *Lock) monitor(ctx context.Context) {
 	}
 	rev := int64(l.token) + 1
 	backoff := minWatchBackoff
+	var ws watchStream // a watch refused for its stream's token moves to a new one
 	for rev != 0 {
 		start := time.Now()
-		wctx, cancel := context.WithCancel(ctx)
+		wctx, cancel := context.WithCancel(ws.context(ctx))
 		wch := l.c.cli.Watch(clientv3.WithRequireLeader(wctx), l.t.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
-		next, err := l.watchDeletion(ctx, wch)
+		next, err := l.watchDeletion(ctx, &ws, wch)
 		cancel()
 		if err != nil {
 			l.finish(err)
@@ -275,7 +276,7 @@ func (l *Lock) monitor(ctx context.Context) {
 			backoff = minWatchBackoff
 		}
 		if pause(ctx, l.s, &backoff) != nil {
-			if _, err := l.watchDeletion(ctx, nil); err != nil {
+			if _, err := l.watchDeletion(ctx, &ws, nil); err != nil {
 				l.finish(err)
 			}
 			return
@@ -285,7 +286,7 @@ func (l *Lock) monitor(ctx context.Context) {
 
 // watchDeletion reads wch until the lock ends (the cause, or nil after
 // Unlock) or the watch ends early (the revision to resume from).
-func (l *Lock) watchDeletion(ctx context.Context, wch clientv3.WatchChan) (int64, error) {
+func (l *Lock) watchDeletion(ctx context.Context, ws *watchStream, wch clientv3.WatchChan) (int64, error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -298,6 +299,7 @@ func (l *Lock) watchDeletion(ctx context.Context, wch clientv3.WatchChan) (int64
 			return 0, sessionCause(l.s.Err())
 		case wr, ok := <-wch:
 			if !ok || wr.Err() != nil {
+				ws.refused(l.c, wr.Err()) // a missing permission: the recheck tells
 				return l.recheck(ctx)
 			}
 			for _, ev := range wr.Events {
@@ -361,12 +363,12 @@ func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 // closing), whether the key is still there; if so the watch resumes.
 func (l *Lock) recheck(ctx context.Context) (int64, error) {
 	if ctx.Err() != nil {
-		return l.watchDeletion(ctx, nil)
+		return l.watchDeletion(ctx, nil, nil)
 	}
 	resp, err := l.c.cli.Get(ctx, l.t.key)
 	switch {
 	case ctx.Err() != nil:
-		return l.watchDeletion(ctx, nil)
+		return l.watchDeletion(ctx, nil, nil)
 	case err != nil:
 		return 0, lost(fmt.Errorf("watch ended and the key could not be read: %w", err))
 	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token):

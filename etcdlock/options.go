@@ -37,10 +37,17 @@ func WithTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.tt
 
 // WithPrefix sets the key prefix under which every key of the client lives:
 // a lock named n keeps its queue under prefix+"lock/"+n+"/", and the
-// session's slot markers live under prefix+"slot/". With etcd
-// authentication on, the client's role needs readwrite on the whole prefix
-// (etcdctl role grant-permission ROLE readwrite PREFIX --prefix). Default
-// "/fencelock/". A '/' is appended when missing. Empty makes [New] fail.
+// session's slot markers live under prefix+"slot/". Default "/fencelock/".
+// A '/' is appended when missing. Empty makes [New] fail.
+//
+// With etcd authentication on, the client's role needs readwrite on the
+// whole prefix, not only on prefix+"lock/" (every create reads a slot
+// marker); for the default prefix:
+//
+//	etcdctl role grant-permission ROLE readwrite /fencelock/ --prefix
+//
+// Without it, Lock and TryLock fail with a [*PermissionError] naming the
+// prefix.
 func WithPrefix(p string) Option { return optionFunc(func(o *options) { o.prefix = p }) }
 
 // WithCleanupTimeout bounds the requests the client makes after the caller's

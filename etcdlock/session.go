@@ -13,16 +13,18 @@ import (
 
 // session is one etcd lease kept alive by this process.
 //
-// It renews the lease itself, one KeepAliveOnce every TTL/3, rather than with
-// clientv3's KeepAlive, because it needs the send time of each acknowledged
-// keepalive: validUntil is that send time plus the granted TTL. etcd starts a
-// renewed lease's TTL when it receives the keepalive, which is after we sent
-// it, so validUntil is never later than etcd's own expiry (as long as this
-// machine's monotonic clock does not run slower than the leader's).
+// It renews the lease itself, one keepalive every TTL/3 on its own stream
+// (see keepalive), rather than with clientv3's KeepAlive, because it needs
+// the send time of each acknowledged keepalive: validUntil is that send time
+// plus the granted TTL. etcd starts a renewed lease's TTL when it receives
+// the keepalive, which is after we sent it, so validUntil is never later
+// than etcd's own expiry (as long as this machine's monotonic clock does not
+// run slower than the leader's).
 type session struct {
 	cli *clientv3.Client
 	id  clientv3.LeaseID
 	ttl time.Duration // granted by etcd
+	ka  keepalive     // used by run alone
 
 	ctx    context.Context // ends when the session is closed or lost
 	cancel context.CancelFunc
@@ -58,12 +60,13 @@ func newSession(ctx context.Context, cli *clientv3.Client, ttlSeconds int64) (*s
 	sent := time.Now()
 	resp, err := cli.Grant(ctx, ttlSeconds)
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: grant lease: %w", err)
+		return nil, fmt.Errorf("etcdlock: grant lease: %w", connError(cli, err))
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &session{
 		cli:        cli,
 		id:         resp.ID,
+		ka:         keepalive{cli: cli, id: resp.ID},
 		ttl:        time.Duration(resp.TTL) * time.Second,
 		ctx:        sctx,
 		cancel:     cancel,
@@ -120,6 +123,7 @@ func (s *session) check() error {
 // closes no later than the deadline when no keepalive is acknowledged.
 func (s *session) run() {
 	defer s.wg.Done()
+	defer s.ka.close()
 	next := time.Now().Add(s.ttl / 3)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -154,20 +158,17 @@ func (s *session) run() {
 // of the TTL, so that a keepalive stuck on a hung stream is given up and
 // retried on a new one while the lease can still be saved.
 func (s *session) renew() error {
-	sent := time.Now()
-	deadline := sent.Add(max(s.ttl/3, 100*time.Millisecond))
+	deadline := time.Now().Add(max(s.ttl/3, 100*time.Millisecond))
 	if u := s.until(); u.Before(deadline) {
 		deadline = u
 	}
-	ctx, cancel := context.WithDeadline(s.ctx, deadline)
-	defer cancel()
-	resp, err := s.cli.KeepAliveOnce(ctx, s.id)
+	sent, ttl, err := s.ka.renew(s.ctx, deadline)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if u := sent.Add(time.Duration(resp.TTL) * time.Second); u.After(s.validUntil) {
+	if u := sent.Add(ttl); u.After(s.validUntil) {
 		s.validUntil = u
 	}
 	return nil

@@ -3,10 +3,13 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 )
 
 // waitTurn blocks until no key in t's queue was created before rev (ours),
@@ -15,22 +18,66 @@ import (
 // A watch that ends without telling anything (etcd refused it: an expired
 // auth token on the watch stream, no leader) is followed by a pause that
 // doubles up to maxWatchBackoff, so a waiter sends a few requests a second
-// at most while watches keep failing.
+// at most while watches keep failing. A watch refused for its stream's auth
+// token is retried on a new stream (see watchStream).
 func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64, pred *mvccpb.KeyValue) error {
 	backoff := minWatchBackoff
+	var ws watchStream
 	for pred != nil {
-		gone, err := c.waitDeleted(ctx, s, string(pred.Key), pred.CreateRevision)
-		if err != nil {
+		gone, err := c.waitDeleted(ctx, s, &ws, string(pred.Key), pred.CreateRevision)
+		var ended *watchEndedError
+		switch {
+		case errors.As(err, &ended):
+			if err := ws.refused(c, ended.reason); err != nil {
+				return err
+			}
+			if err := pause(ctx, s, &backoff); err != nil {
+				return err
+			}
+		case err != nil:
 			return err
-		}
-		if gone {
+		case gone:
 			backoff = minWatchBackoff
-		} else if err := pause(ctx, s, &backoff); err != nil {
-			return err
 		}
 		if pred, err = c.predecessor(ctx, s, t, rev); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// watchStream chooses the gRPC stream a waiter's watches go on.
+//
+// clientv3 sends all watches whose contexts carry the same outgoing
+// metadata on one stream, and etcd checks the auth token the stream was
+// opened with each time a watch is created on it. Once that token has
+// expired (a simple token unused for its TTL, a JWT past its expiry), etcd
+// refuses every new watch on the stream, while the watches already on it
+// (the monitors of held locks) keep it open. A watch refused for its token
+// is therefore retried on a stream of its own, marked by a metadata value
+// of its own, which clientv3 opens after logging in afresh.
+type watchStream struct{ key string }
+
+// watchStreamKey is the metadata key that gives a watch its own stream.
+const watchStreamKey = "fencelock-watch-stream"
+
+func (w *watchStream) context(ctx context.Context) context.Context {
+	if w.key == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, watchStreamKey, w.key)
+}
+
+// refused takes note of why etcd refused a watch (nil: the watch ended
+// without a reason): an auth token it no longer accepts makes the next
+// watch go on a new stream; a missing permission is returned.
+func (w *watchStream) refused(c *Client, reason error) error {
+	reason = refusal(reason)
+	switch {
+	case tokenRefused(reason) || errors.Is(reason, rpctypes.ErrUserEmpty):
+		w.key = strconv.FormatUint(c.seq.Add(1), 10)
+	case permanent(reason):
+		return reason
 	}
 	return nil
 }
@@ -77,13 +124,13 @@ func (c *Client) predecessor(ctx context.Context, s *session, t *ticket, rev int
 }
 
 // waitDeleted returns once the key pred, created at predRev, is gone (true),
-// or the watch on it ended early (false: the caller reads the queue again).
-// It watches from the current revision (a watcher from an old revision is
-// "unsynced", and etcd only catches those up every 100 ms) and, once the
-// watch is established, re-reads pred so that a deletion just before the
-// watch is not missed.
-func (c *Client) waitDeleted(ctx context.Context, s *session, pred string, predRev int64) (bool, error) {
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+// or the watch on it ended early (a *watchEndedError: the caller reads the
+// queue again). It watches on the stream ws chooses, from the current revision (a watcher from an old
+// revision is "unsynced", and etcd only catches those up every 100 ms) and,
+// once the watch is established, re-reads pred so that a deletion just
+// before the watch is not missed.
+func (c *Client) waitDeleted(ctx context.Context, s *session, ws *watchStream, pred string, predRev int64) (bool, error) {
+	wctx, cancel := context.WithCancel(ws.context(clientv3.WithRequireLeader(ctx)))
 	defer cancel()
 	wch := c.cli.Watch(wctx, pred, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
 	if _, err := c.nextWatch(ctx, s, wch); err != nil {
@@ -109,9 +156,32 @@ func (c *Client) waitDeleted(ctx context.Context, s *session, pred string, predR
 	}
 }
 
-// errWatchEnded means a watch closed early (no leader, compaction, refused);
-// the caller reads the queue again rather than trusting it.
-var errWatchEnded = errors.New("watch ended")
+// refusal returns etcd's reason for refusing a watch as the error it stands
+// for. clientv3 passes it on as an untyped error carrying the text of the
+// gRPC status etcd sent, which errors.Is does not match.
+func refusal(reason error) error {
+	if reason == nil {
+		return nil
+	}
+	for _, e := range []error{rpctypes.ErrGRPCInvalidAuthToken, rpctypes.ErrGRPCAuthOldRevision,
+		rpctypes.ErrGRPCUserEmpty, rpctypes.ErrGRPCPermissionDenied} {
+		if reason.Error() == e.Error() {
+			return rpctypes.Error(e)
+		}
+	}
+	return reason
+}
+
+// watchEndedError means a watch closed early (no leader, compaction,
+// refused); the caller reads the queue again rather than trusting it.
+type watchEndedError struct{ reason error } // etcd's, if it gave one
+
+func (e *watchEndedError) Error() string {
+	if e.reason == nil {
+		return "watch ended"
+	}
+	return "watch ended: " + e.reason.Error()
+}
 
 // nextWatch returns the next response on wch, or why there is none.
 func (c *Client) nextWatch(ctx context.Context, s *session, wch clientv3.WatchChan) (clientv3.WatchResponse, error) {
@@ -122,7 +192,7 @@ func (c *Client) nextWatch(ctx context.Context, s *session, wch clientv3.WatchCh
 		return clientv3.WatchResponse{}, c.lostWhileWaiting(s)
 	case wr, ok := <-wch:
 		if !ok || wr.Err() != nil || wr.Canceled {
-			return clientv3.WatchResponse{}, errWatchEnded
+			return clientv3.WatchResponse{}, &watchEndedError{reason: wr.Err()}
 		}
 		return wr, nil
 	}
@@ -135,14 +205,10 @@ func (c *Client) lostWhileWaiting(s *session) error {
 	return lost(ErrKeyDeleted)
 }
 
-// ctxErrOr returns ctx's error if it has ended, nil for errWatchEnded (the
-// caller re-reads the queue), and err otherwise.
+// ctxErrOr returns ctx's error if it has ended, and err otherwise.
 func ctxErrOr(ctx context.Context, err error) error {
 	if e := ctx.Err(); e != nil {
 		return e
-	}
-	if errors.Is(err, errWatchEnded) {
-		return nil
 	}
 	return err
 }

@@ -30,7 +30,7 @@ func runMember(js string) int {
 		fmt.Fprintln(os.Stderr, "embedetcd member:", err)
 		return 2
 	}
-	e, err := startEmbedded(context.Background(), mc)
+	e, err := startEmbedded(context.Background(), mc, config{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -53,11 +53,12 @@ func (mc memberConfig) embed() (*embed.Config, error) {
 
 // startEmbedded starts mc in this process and waits until it serves
 // clients or ctx ends.
-func startEmbedded(ctx context.Context, mc memberConfig) (*embed.Etcd, error) {
+func startEmbedded(ctx context.Context, mc memberConfig, o config) (*embed.Etcd, error) {
 	cfg, err := mc.embed()
 	if err != nil {
 		return nil, err
 	}
+	o.applyTo(cfg)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("embedetcd: start %s: %w", mc.Name, err)

@@ -3,6 +3,7 @@ package embedetcd
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,13 +21,20 @@ type Server struct {
 // StartServer starts a one-member etcd in this process with data under dir
 // and waits until it serves clients or ctx ends (nothing is left running
 // then).
-func StartServer(ctx context.Context, dir string) (*Server, error) {
+func StartServer(ctx context.Context, dir string, opts ...Option) (*Server, error) {
+	var o config
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
 	mc, err := newMemberConfig("m0", filepath.Join(dir, "m0"))
 	if err != nil {
 		return nil, err
 	}
+	if o.tls != nil {
+		mc.ClientURL = "https" + strings.TrimPrefix(mc.ClientURL, "http")
+	}
 	mc.Initial = mc.Name + "=" + mc.PeerURL
-	e, err := startEmbedded(ctx, mc)
+	e, err := startEmbedded(ctx, mc, o)
 	if err != nil {
 		return nil, err
 	}
@@ -35,11 +43,11 @@ func StartServer(ctx context.Context, dir string) (*Server, error) {
 
 // NewServer starts a one-member etcd in this process for a test, in
 // t.TempDir(), and closes it when the test ends.
-func NewServer(t testing.TB) *Server {
+func NewServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := StartServer(ctx, t.TempDir())
+	s, err := StartServer(ctx, t.TempDir(), opts...)
 	if err != nil {
 		t.Fatalf("embedded etcd: %v", err)
 	}

@@ -101,6 +101,7 @@ type Injector struct {
 	refuse  Match
 	before  []hook
 	calls   map[string]int
+	sent    map[string]int
 	hung    int
 	off     bool
 }
@@ -125,6 +126,7 @@ func New(seed uint64) *Injector {
 		seed:    seed,
 		counts:  map[Kind]int{},
 		calls:   map[string]int{},
+		sent:    map[string]int{},
 		maxLate: 300 * time.Millisecond,
 	}
 }
@@ -180,8 +182,9 @@ func (in *Injector) Before(m Match, f func(req any)) {
 	in.before = append(in.before, hook{m, f})
 }
 
-// HangStreams makes every new stream matched by m (nil: none) deliver no
-// message until its context ends, as a stream on a connection that hangs.
+// HangStreams makes every stream matched by m (nil: none), open or new,
+// deliver no message until its context ends, as a stream on a connection
+// that hangs. A stream hung once stays hung.
 func (in *Injector) HangStreams(m Match) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -218,11 +221,18 @@ func (in *Injector) Counts() map[Kind]int {
 
 // Calls returns how many requests and streams whose method name ends with
 // suffix the client started.
-func (in *Injector) Calls(suffix string) int {
+func (in *Injector) Calls(suffix string) int { return in.count(in.calls, suffix) }
+
+// Sent returns how many messages the client sent on streams whose method
+// name ends with suffix (a watch stream's creates and cancels, a keepalive
+// stream's keepalives).
+func (in *Injector) Sent(suffix string) int { return in.count(in.sent, suffix) }
+
+func (in *Injector) count(by map[string]int, suffix string) int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	n := 0
-	for m, c := range in.calls {
+	for m, c := range by {
 		if strings.HasSuffix(m, suffix) {
 			n += c
 		}

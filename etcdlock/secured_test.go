@@ -1,0 +1,123 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/etcdlock"
+)
+
+// Tests against an etcd run as in production: authentication on, a role
+// with readwrite on the lock prefix only, 2 s auth tokens, client TLS.
+
+// A role granted exactly the prefix is all a client needs, over TLS with
+// a client certificate too.
+func TestPrefixGrantIsEnough(t *testing.T) {
+	for _, withTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "TLS"}[withTLS], func(t *testing.T) {
+			p := prefix(t)
+			e := secureEtcd(t, 2*time.Second, withTLS, p)
+			cli := e.locker(t, nil)
+			c, err := etcdlock.New(cli, etcdlock.WithTTL(2*time.Second), etcdlock.WithPrefix(p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := mustLock(t, c, "a")
+			if _, err := c.TryLock(t.Context(), "a"); !errors.Is(err, etcdlock.ErrLocked) {
+				t.Fatalf("TryLock of a held lock: got %v, want ErrLocked", err)
+			}
+			tl, err := c.TryLock(t.Context(), "b")
+			if err != nil {
+				t.Fatalf("TryLock of a free lock: got %v, want the lock", err)
+			}
+			if err := l.Unlock(t.Context()); err != nil {
+				t.Fatalf("Unlock: %v", err)
+			}
+			if err := c.Close(t.Context()); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if !errors.Is(tl.Err(), etcdlock.ErrClosed) {
+				t.Fatalf("Err of a lock held at Close: got %v, want ErrClosed", tl.Err())
+			}
+			waitGone(t, cli, p+"lock/")
+		})
+	}
+}
+
+// A role that lacks permission on the client's keys makes Lock and TryLock
+// fail at once with an error naming the prefix to grant, and the cleanup
+// of the denied attempts is not retried. (Before: "etcdlock: lock "denied":
+// etcdserver: permission denied", naming no prefix; control with
+// permanent() returning false: 24 requests in the 2 s window.)
+func TestMissingPermission(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		grant func(p string) string
+	}{
+		{"nothing granted under the prefix", func(string) string { return "/elsewhere/" }},
+		{"only the lock queues granted", func(p string) string { return p + "lock/" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := prefix(t)
+			e := secureEtcd(t, 2*time.Second, false, tt.grant(p))
+			cli, in := e.faultyLocker(t, 20)
+			c := newLocker(t, cli, etcdlock.WithTTL(9*time.Second), etcdlock.WithPrefix(p))
+			for i := range 5 {
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				_, err := c.Lock(ctx, "denied")
+				cancel()
+				checkPermissionError(t, "Lock", err, p)
+				if i == 0 {
+					t.Logf("Lock: %v", err)
+					_, err = c.TryLock(t.Context(), "denied")
+					checkPermissionError(t, "TryLock", err, p)
+				}
+			}
+			before := kvRequests(in)
+			time.Sleep(2 * time.Second) // a window for background retries to show
+			if n := kvRequests(in) - before; n != 0 {
+				t.Errorf("%d requests in the 2s after 5 denied Locks, want 0: cleanup retried after permission denied", n)
+			}
+		})
+	}
+}
+
+func checkPermissionError(t *testing.T, op string, err error, p string) {
+	t.Helper()
+	want := "etcdctl role grant-permission ROLE readwrite " + p + " --prefix"
+	var pe *etcdlock.PermissionError
+	switch {
+	case !errors.As(err, &pe) || pe.Prefix != p:
+		t.Fatalf("%s without permission: got %v, want a *PermissionError for prefix %q", op, err, p)
+	case !errors.Is(err, rpctypes.ErrPermissionDenied):
+		t.Fatalf("%s without permission: got %v, want an error matching rpctypes.ErrPermissionDenied", op, err)
+	case !strings.Contains(err.Error(), want):
+		t.Fatalf("%s without permission: got %q, want it to say %q", op, err, want)
+	}
+}
+
+// Without a client certificate, Lock fails with the transport error that
+// keeps the connection from being established, not only the deadline.
+func TestNoClientCertificate(t *testing.T) {
+	e := secureEtcd(t, 2*time.Second, true, prefix(t))
+	cli := e.client(t, clientv3.Config{}, false) // no user: New would fail logging in
+	c := newLocker(t, cli)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	_, err := c.Lock(ctx, "x")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock without a client certificate: got %v, want an error matching context.DeadlineExceeded", err)
+	}
+	t.Logf("Lock: %v", err)
+	// Usually "remote error: tls: certificate required"; when the client
+	// writes before it reads the server's alert, "broken pipe".
+	if !strings.Contains(err.Error(), "no connection to etcd: ") {
+		t.Fatalf("Lock without a client certificate: got %q, want the transport error", err)
+	}
+}
