@@ -163,7 +163,6 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.K
 				// Ours is the newest key: the second newest is our predecessor.
 				clientv3.OpGet(t.q, clientv3.WithPrefix(),
 					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))).
-			Else(clientv3.OpGet(t.marker), clientv3.OpGet(t.key)).
 			Commit()
 		if err != nil {
 			c.abandon(ctx, s, t, 0) // the create may still land: block it
@@ -177,11 +176,16 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.K
 		}
 		// A request of an earlier use of the slot moved the marker, or
 		// left a key: catch up, remove the key, and try again.
+		gr, err := c.cli.Txn(ctx).Then(clientv3.OpGet(t.marker), clientv3.OpGet(t.key)).Commit()
+		if err != nil {
+			c.abandon(ctx, s, t, 0)
+			return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, err)
+		}
 		t.mark = 0
-		if m := resp.Responses[0].GetResponseRange().Kvs; len(m) > 0 {
+		if m := gr.Responses[0].GetResponseRange().Kvs; len(m) > 0 {
 			t.mark = m[0].ModRevision
 		}
-		if k := resp.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
+		if k := gr.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
 			if _, err := c.release(ctx, s, t, k[0].CreateRevision); err != nil {
 				c.abandon(ctx, s, t, 0)
 				return nil, fmt.Errorf("etcdlock: lock %q: remove stale key: %w", t.name, err)

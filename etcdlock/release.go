@@ -50,7 +50,6 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 		resp, err := c.cli.Txn(ctx).
 			If(cmp).
 			Then(clientv3.OpDelete(t.key), clientv3.OpPut(t.marker, tag, clientv3.WithLease(s.id))).
-			Else(clientv3.OpGet(t.marker)).
 			Commit()
 		if errors.Is(err, rpctypes.ErrNoSpace) {
 			return c.releaseNoSpace(ctx, s, t, rev)
@@ -62,8 +61,12 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 			t.mark = resp.Header.Revision
 			return byUs, nil
 		}
+		gr, err := c.cli.Get(ctx, t.marker)
+		if err != nil {
+			return leaseOr(s, err, 0)
+		}
 		var seen int64
-		if m := resp.Responses[0].GetResponseRange().Kvs; len(m) > 0 {
+		if m := gr.Kvs; len(m) > 0 {
 			if string(m[0].Value) == tag { // an earlier pass of ours deleted it
 				t.mark = m[0].ModRevision
 				return byUs, nil
