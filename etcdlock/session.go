@@ -103,10 +103,6 @@ func (s *session) end(cause error) {
 	s.cancel() // ends every request made on the session's behalf
 }
 
-// alive reports whether the session has neither ended nor passed its
-// validity deadline.
-func (s *session) alive() bool { return s.check() == nil }
-
 // check returns why the session cannot be relied on, or nil.
 func (s *session) check() error {
 	if err := s.Err(); err != nil {
