@@ -38,6 +38,7 @@ type Lock struct {
 	retrying  bool        // a background release is running
 	unlocking atomic.Bool // a deletion seen from now on may be our own
 	noMark    atomic.Bool // a release may have deleted the key without writing the marker
+	gaveUp    atomic.Bool // etcd refused the release for good (permission): it never landed
 }
 
 // newLock starts the lock's monitor; it fails with ErrClosed once Close has
@@ -144,6 +145,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	r, err := l.c.release(ctx, l.s, l.t, int64(l.token))
 	if err != nil {
 		if permanent(err) {
+			l.gaveUp.Store(true)
 			return fmt.Errorf("etcdlock: unlock %q: %w", l.t.name, err)
 		}
 		l.retryUnlock()
@@ -225,7 +227,11 @@ func (l *Lock) tryUnlock() bool {
 	defer cancel()
 	r, err := l.c.release(ctx, l.s, l.t, int64(l.token))
 	if err != nil {
-		return permanent(err)
+		if permanent(err) {
+			l.gaveUp.Store(true)
+			return true
+		}
+		return false
 	}
 	l.settle(r)
 	return true
@@ -344,6 +350,9 @@ func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 	defer cancel()
 	resp, err := l.c.cli.Get(tctx, l.t.marker)
 	switch {
+	case err != nil && l.gaveUp.Load():
+		// etcd refused our release for good, so it was not ours.
+		return lost(fmt.Errorf("%w (and the marker could not be read: %v)", ErrKeyDeleted, err))
 	case err != nil:
 		return nil
 	case len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == strconv.FormatInt(int64(l.token), 10):
