@@ -24,20 +24,15 @@ const EnvMoto = "FENCELOCK_MOTO_SERVER"
 // it to show that a check catches such a server. It also accepts any
 // credentials.
 //
-// It runs only when FENCELOCK_MOTO_SERVER names the binary; otherwise the
-// test is skipped with a message saying so. That holds under CI=true too,
-// unlike for versitygw and PostgreSQL, whose absence fails CI: CI cannot
-// install moto (it comes from PyPI, which CI cannot reach, and has no Debian
-// package), so the moto runs are not part of CI's suite and are run by hand.
+// The tests that use it are built only with -tags moto: CI cannot install
+// moto (it comes from PyPI, which CI cannot reach, and has no Debian
+// package), so they are not part of CI's suite and are run by hand. Given
+// the tag, a test fails when FENCELOCK_MOTO_SERVER does not name the binary.
 func NewMoto(tb testing.TB) *Server {
 	tb.Helper()
 	bin := os.Getenv(EnvMoto)
 	if bin == "" {
-		why := "not part of CI's suite: CI cannot install moto (no PyPI, no Debian package)"
-		if !InCI() {
-			why = "moto is opt-in"
-		}
-		tb.Skipf("s3test: %s; to run this test, pip install 'moto[server]' and set %s to the moto_server binary", why, EnvMoto)
+		tb.Fatalf("s3test: moto tests need moto: pip install 'moto[server]' and set %s to the moto_server binary", EnvMoto)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
