@@ -1,6 +1,7 @@
 package etcdlocktest_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -41,7 +42,10 @@ func goListDeps(t *testing.T, pkg string) []string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command in PATH")
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no go command in PATH: %v", err)
+		}
+		t.Skip("no go command in PATH; put the go tool on PATH to run this test")
 	}
 	out, err := exec.CommandContext(t.Context(), gobin, "list", "-deps", pkg).Output()
 	if err != nil {
