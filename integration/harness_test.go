@@ -10,6 +10,7 @@ import (
 	"github.com/fencelock/fencelock/internal/harness"
 	"github.com/fencelock/fencelock/internal/pgtest"
 	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testenv"
 )
 
 // A harness worker is this test binary re-executed with harness.WorkerEnv
@@ -25,8 +26,8 @@ func init() { harness.MaybeRunWorker() }
 // violation; with fencing off and the same seed (the control), it must find
 // some. FENCECHECK_SEED replays a seed; go test -short skips the test.
 func TestHarnessShort(t *testing.T) {
-	if testing.Short() && os.Getenv("CI") != "true" {
-		t.Skip("the fault harness takes about two minutes; run without -short to include it")
+	if testing.Short() && !testenv.InCI() { // CI runs it, -short or not
+		testenv.Unavailable(t, "the fault harness takes about two minutes and -short is set", "run without -short")
 	}
 	srv := harnessServers(t)
 	seed := harnessSeed(t)

@@ -1,10 +1,11 @@
 package etcdlocktest_test
 
 import (
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/fencelock/fencelock/internal/testenv"
 )
 
 // etcdServer is the import path prefix of the etcd server module.
@@ -42,10 +43,7 @@ func goListDeps(t *testing.T, pkg string) []string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no go command in PATH: %v", err)
-		}
-		t.Skip("no go command in PATH; put the go tool on PATH to run this test")
+		testenv.Unavailable(t, "no go command in PATH: "+err.Error(), "put the go tool on PATH")
 	}
 	out, err := exec.CommandContext(t.Context(), gobin, "list", "-deps", pkg).Output()
 	if err != nil {

@@ -18,9 +18,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/testenv"
 )
 
 // Environment variables read by this package.
@@ -119,14 +120,11 @@ func New(tb testing.TB) *Server {
 // unavailable skips or fails tb for err.
 func unavailable(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, ErrUnavailable) && !InCI() {
-		tb.Skipf("%v: %s", err, howToEnable)
+	if !errors.Is(err, ErrUnavailable) {
+		tb.Fatal(err)
 	}
-	tb.Fatal(err)
+	testenv.Unavailable(tb, err.Error(), howToEnable)
 }
-
-// InCI reports whether CI=true, under which a missing server is a failure.
-func InCI() bool { return os.Getenv("CI") == "true" }
 
 // skipMessage is what a skipped package prints.
 func skipMessage(err error) string {

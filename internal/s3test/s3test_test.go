@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -21,8 +22,8 @@ func TestServerServesBucketAndStops(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	srv, err := s3test.Start(ctx, t.TempDir())
-	if errors.Is(err, s3test.ErrUnavailable) && !s3test.InCI() {
-		t.Skipf("no server: %v (run .ci/install-versitygw.sh, or set %s)", err, s3test.EnvBinary)
+	if errors.Is(err, s3test.ErrUnavailable) {
+		testenv.Unavailable(t, "no server: "+err.Error(), "run .ci/install-versitygw.sh, or set "+s3test.EnvBinary)
 	}
 	if err != nil {
 		t.Fatalf("Start: got %v, want nil", err)

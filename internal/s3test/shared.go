@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/fencelock/fencelock/internal/testenv"
 )
 
 // Shared is one server shared by all tests of a package, started before them
@@ -61,7 +63,7 @@ func (r sharedRunner) Run() int {
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, r.failMessage(err))
-		if errors.Is(err, ErrUnavailable) && !InCI() {
+		if errors.Is(err, ErrUnavailable) && !testenv.InCI() {
 			return 0
 		}
 		return 1
@@ -77,7 +79,7 @@ func (r sharedRunner) Run() int {
 }
 
 func (r sharedRunner) failMessage(err error) string {
-	if errors.Is(err, ErrUnavailable) && !InCI() {
+	if errors.Is(err, ErrUnavailable) && !testenv.InCI() {
 		return skipMessage(err)
 	}
 	return "FAIL: " + err.Error()

@@ -1,0 +1,25 @@
+// Package testenv holds the one rule for a test that cannot run on this
+// machine (a server, a tool or a long run is missing): under CI=true it
+// fails loudly, so a green CI never hides a test that did not run;
+// elsewhere it skips and says how to enable it.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// InCI reports whether CI=true.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Unavailable fails tb under CI=true and skips it elsewhere, with why the
+// test cannot run and how to enable it.
+func Unavailable(tb testing.TB, why, howToEnable string) {
+	tb.Helper()
+	msg := fmt.Sprintf("%s (to run this test: %s)", why, howToEnable)
+	if InCI() {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
+}
