@@ -99,8 +99,8 @@ type ticket struct {
 	name, q, key, marker string
 	slot                 int
 	mark                 int64
-	unmarked             bool         // released without moving the marker (etcd out of space)
-	noMark               *atomic.Bool // the lock's, told before such a release is sent
+	unmarked             bool        // released without moving the marker (etcd out of space); owned by the releasing goroutine
+	noMark               atomic.Bool // set before such a release is sent; read by the lock's monitor
 }
 
 func (c *Client) ticket(s *session, name string) *ticket {

@@ -37,7 +37,6 @@ type Lock struct {
 	unlockErr error       // nil, or why the lock was lost before its release
 	retrying  bool        // a background release is running
 	unlocking atomic.Bool // a deletion seen from now on may be our own
-	noMark    atomic.Bool // a release may have deleted the key without writing the marker
 	gaveUp    atomic.Bool // etcd refused the release for good (permission): it never landed
 }
 
@@ -51,7 +50,6 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	l := &Lock{c: c, s: s, t: t, token: token, done: make(chan struct{}), cancel: cancel}
-	t.noMark = &l.noMark
 	c.wg.Add(1)
 	go l.monitor(ctx)
 	return l, nil
@@ -190,27 +188,11 @@ func (l *Lock) retryUnlock() {
 	if l.retrying {
 		return
 	}
-	l.c.mu.Lock()
-	defer l.c.mu.Unlock()
-	if l.c.closed {
-		return
-	}
-	l.retrying = true
-	l.c.wg.Add(1)
-	go func() {
-		defer l.c.wg.Done()
-		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-			select {
-			case <-l.s.ctx.Done():
-				l.finish(sessionCause(l.s.Err()))
-				return
-			case <-time.After(delay):
-			}
-			if l.tryUnlock() {
-				return
-			}
+	l.retrying = l.c.background(func() {
+		if !l.s.retry(l.tryUnlock) {
+			l.finish(sessionCause(l.s.Err()))
 		}
-	}()
+	})
 }
 
 // tryUnlock is one bounded background release; it reports whether there is
@@ -357,7 +339,7 @@ func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 		return nil
 	case len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == strconv.FormatInt(int64(l.token), 10):
 		return ErrUnlocked
-	case l.noMark.Load():
+	case l.t.noMark.Load():
 		return nil // released while etcd was out of space: the release tells
 	case len(resp.Kvs) == 0:
 		// The slot's marker was never written, or the lease went with it.

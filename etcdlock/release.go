@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -98,9 +97,7 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 // marker moves a create of this use of the slot delivered late or twice
 // could still land.
 func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev int64) (released, error) {
-	if t.noMark != nil {
-		t.noMark.Store(true)
-	}
+	t.noMark.Store(true)
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
 		Then(clientv3.OpDelete(t.key)).
@@ -125,13 +122,7 @@ func (c *Client) freeSlot(s *session, t *ticket) {
 		return
 	}
 	t.unmarked = false
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	c.wg.Add(1)
-	go c.retryAbandon(s, t, 0)
+	c.background(func() { c.retryAbandon(s, t, 0) })
 }
 
 // block writes t's marker, so that a create of this use of the slot whose
@@ -185,16 +176,11 @@ func leaseOr(s *session, err error, r released) (released, error) {
 // and with it everyone queued behind it. The slot is reused only once its
 // key is known gone.
 func (c *Client) abandon(ctx context.Context, s *session, t *ticket, rev int64) {
-	if c.releaseOnce(context.WithoutCancel(ctx), s, t, rev) {
-		return
+	if !c.releaseOnce(context.WithoutCancel(ctx), s, t, rev) {
+		// Once closed, there is nothing to retry: Close revokes the lease,
+		// and the key with it.
+		c.background(func() { c.retryAbandon(s, t, rev) })
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return // Close revokes the lease, and the key with it.
-	}
-	c.wg.Add(1)
-	go c.retryAbandon(s, t, rev)
 }
 
 // releaseOnce makes one bounded attempt; it reports whether there is
@@ -217,17 +203,23 @@ func (c *Client) releaseOnce(ctx context.Context, s *session, t *ticket, rev int
 
 // retryAbandon retries releaseOnce until it is done or the session ends.
 func (c *Client) retryAbandon(s *session, t *ticket, rev int64) {
-	defer c.wg.Done()
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		if c.releaseOnce(s.ctx, s, t, rev) {
-			return
-		}
+	s.retry(func() bool { return c.releaseOnce(s.ctx, s, t, rev) })
+}
+
+// background runs f in a goroutine that Close waits for, unless the client
+// is closed; it reports whether f was started. c.mu must not be held.
+func (c *Client) background(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
 	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // permanent reports whether retrying a request that failed with err is

@@ -53,6 +53,24 @@ func (s *session) releaseSlot(n int, mark int64) {
 	s.slots.release(n, mark)
 }
 
+// retry calls try, after pauses that double from 100 ms to 5 s, until it
+// reports that there is nothing more to do (true) or the session ends
+// (false).
+func (s *session) retry(try func() bool) bool {
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		t := time.NewTimer(delay)
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		if try() {
+			return true
+		}
+	}
+}
+
 // retryInterval is the pause between keepalive attempts after a failure.
 func (s *session) retryInterval() time.Duration { return min(s.ttl/10, 250*time.Millisecond) }
 
