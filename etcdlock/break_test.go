@@ -9,7 +9,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/reqfault"
@@ -199,54 +198,13 @@ func TestBreakKeysOutliveCloseAfterValidityExpired(t *testing.T) {
 	}
 }
 
-// authServer starts a dedicated etcd member with auth on: user root, and
-// user "locker" whose role has readwrite on p only. It returns the endpoints
-// and a root client.
-func authServer(t *testing.T, p string) ([]string, *clientv3.Client) {
-	t.Helper()
-	eps := propServer(t)
-	setup := etcdClient(t, eps...)
-	ctx := t.Context()
-	for _, step := range []func() error{
-		func() error { _, err := setup.UserAdd(ctx, "root", "rootpw"); return err },
-		func() error { _, err := setup.RoleAdd(ctx, "root"); return err },
-		func() error { _, err := setup.UserGrantRole(ctx, "root", "root"); return err },
-		func() error { _, err := setup.UserAdd(ctx, "locker", "lockerpw"); return err },
-		func() error { _, err := setup.RoleAdd(ctx, "locker"); return err },
-		func() error {
-			_, err := setup.RoleGrantPermission(ctx, "locker", p, clientv3.GetPrefixRangeEnd(p), clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		},
-		func() error { _, err := setup.UserGrantRole(ctx, "locker", "locker"); return err },
-		func() error { _, err := setup.AuthEnable(ctx); return err },
-	} {
-		if err := step(); err != nil {
-			t.Fatalf("auth setup: %v", err)
-		}
-	}
-	return eps, userClient(t, eps, "root", "rootpw", nil)
-}
-
-func userClient(t *testing.T, eps []string, user, pw string, in *reqfault.Injector) *clientv3.Client {
-	t.Helper()
-	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Username: user, Password: pw, Logger: zapNop()}
-	if in != nil {
-		cfg.DialOptions = in.DialOptions()
-	}
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
-
 // With auth on and a user limited to the lock prefix, locks work end to
 // end: contention, key deletion by someone else, Close's revoke.
 func TestBreakAuthBasics(t *testing.T) {
 	p := prefix(t)
-	eps, root := authServer(t, p)
-	ucli := userClient(t, eps, "locker", "lockerpw", nil)
+	sec := secureEtcd(t, 5*time.Minute, false, p)
+	root := sec.client(t, clientv3.Config{Username: "root", Password: rootPassword}, false)
+	ucli := sec.locker(t, nil)
 	a := newLockerAt(t, ucli, p, etcdlock.WithTTL(9*time.Second))
 	b := newLockerAt(t, ucli, p, etcdlock.WithTTL(9*time.Second))
 	la := mustLock(t, a, "x")
@@ -301,8 +259,9 @@ func TestBreakAuthBasics(t *testing.T) {
 // lock, the first lock's Done never closes and its Err stays nil.
 func TestBreakAuthRefusedUnlockDoneNeverCloses(t *testing.T) {
 	p := prefix(t)
-	eps, root := authServer(t, p)
-	ucli := userClient(t, eps, "locker", "lockerpw", nil)
+	sec := secureEtcd(t, 5*time.Minute, false, p)
+	root := sec.client(t, clientv3.Config{Username: "root", Password: rootPassword}, false)
+	ucli := sec.locker(t, nil)
 	a := newLockerAt(t, ucli, p, etcdlock.WithTTL(3*time.Second))
 	b := newLockerAt(t, root, p, etcdlock.WithTTL(3*time.Second))
 	la := mustLock(t, a, "x")
@@ -328,8 +287,6 @@ func TestBreakAuthRefusedUnlockDoneNeverCloses(t *testing.T) {
 			"x", lb.Token(), la.Err(), time.Until(la.ValidUntil()).Round(time.Millisecond))
 	}
 }
-
-func zapNop() *zap.Logger { return zap.NewNop() }
 
 // newLockerAt is newLocker with an explicit prefix (auth grants it).
 func newLockerAt(t *testing.T, cli *clientv3.Client, p string, opts ...etcdlock.Option) *etcdlock.Client {

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/embedetcd"
 	"github.com/fencelock/fencelock/internal/reqfault"
@@ -89,7 +87,7 @@ func TestRequestFaultPropertyControl(t *testing.T) {
 	// caller gave up, when the slot has been reused; and few enough
 	// contenders that the reused key is often held, not queued.
 	cfg := propConfig{seed: seed, acquisitions: 250, budget: 40 * time.Second, faultRate: 0.1, names: 2,
-		perOwner: 1, maxLate: time.Second, faultOn: anyDelete, faultKinds: []reqfault.Kind{reqfault.Late}}
+		perOwner: 1, maxLate: time.Second, faultOn: deletes(""), faultKinds: []reqfault.Kind{reqfault.Late}}
 	t.Logf("seed %d (replay: go test -run TestRequestFaultPropertyControl -etcdlock.seed %d ./etcdlock)", seed, seed)
 	t.Run("fixed", func(t *testing.T) {
 		st := runProperty(t, cfg)
@@ -199,20 +197,6 @@ func runProperty(t *testing.T, cfg propConfig) propStats {
 	st.violations = append(st.violations, tr.violations...)
 	st.violations = append(st.violations, settleProperty(t, tr, rec, owners, in, &unlocked, &st)...)
 	return st
-}
-
-// anyDelete matches transactions that delete a key.
-func anyDelete(method string, req any) bool {
-	txn, ok := req.(*pb.TxnRequest)
-	if !ok {
-		return false
-	}
-	for _, op := range append(txn.Success, txn.Failure...) {
-		if op.GetRequestDeleteRange() != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // propServer starts an etcd member of the test's own, with its data on

@@ -36,7 +36,7 @@ func faulty(t testing.TB, seed uint64, eps ...string) (*clientv3.Client, *reqfau
 	return cli, in
 }
 
-// deletes matches transactions that delete key.
+// deletes matches transactions that delete key (any key when empty).
 func deletes(key string) reqfault.Match {
 	return func(method string, req any) bool {
 		txn, ok := req.(*pb.TxnRequest)
@@ -44,7 +44,7 @@ func deletes(key string) reqfault.Match {
 			return false
 		}
 		for _, op := range append(txn.Success, txn.Failure...) {
-			if d := op.GetRequestDeleteRange(); d != nil && string(d.Key) == key {
+			if d := op.GetRequestDeleteRange(); d != nil && (key == "" || string(d.Key) == key) {
 				return true
 			}
 		}
