@@ -90,7 +90,6 @@ type Injector struct {
 
 	mu      sync.Mutex
 	rng     *rand.Rand
-	seed    uint64
 	rate    float64
 	kinds   []Kind
 	match   Match
@@ -123,16 +122,12 @@ func New(seed uint64) *Injector {
 	return &Injector{
 		closed:  make(chan struct{}),
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		seed:    seed,
 		counts:  map[Kind]int{},
 		calls:   map[string]int{},
 		sent:    map[string]int{},
 		maxLate: 300 * time.Millisecond,
 	}
 }
-
-// Seed returns the seed the injector was created with.
-func (in *Injector) Seed() uint64 { return in.seed }
 
 // DialOptions returns the interceptors to add to the client's dial options
 // (clientv3.Config.DialOptions).
@@ -245,15 +240,6 @@ func (in *Injector) Hung() int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.hung
-}
-
-// Total returns how many faults were injected.
-func (in *Injector) Total() int {
-	n := 0
-	for _, c := range in.Counts() {
-		n += c
-	}
-	return n
 }
 
 // Close stops all faults, delivers nothing more and waits for requests
