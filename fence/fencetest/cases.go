@@ -128,7 +128,7 @@ func testConcurrent(t *testing.T, s fence.Store) {
 	k := key(t)
 	stop := make(chan struct{})
 	observed := make(chan error, 1)
-	go func() { observed <- observe(t.Context(), s, k, stop) }()
+	go func() { observed <- observe(t.Context(), s, k, stop, ownValue) }()
 
 	var wg sync.WaitGroup
 	var acked atomic.Int64 // highest token whose Put has returned nil
@@ -163,8 +163,9 @@ func testConcurrent(t *testing.T, s fence.Store) {
 }
 
 // observe reads k until stop is closed and reports the first time the stored
-// token goes down or a value does not belong to its token.
-func observe(ctx context.Context, s fence.Store, k string, stop <-chan struct{}) error {
+// token goes down or a value does not belong to its token (owns says which
+// do).
+func observe(ctx context.Context, s fence.Store, k string, stop <-chan struct{}, owns func(fence.Record) bool) error {
 	var prev fence.Token
 	for {
 		select {
@@ -173,20 +174,24 @@ func observe(ctx context.Context, s fence.Store, k string, stop <-chan struct{})
 		default:
 		}
 		r, err := s.Get(ctx, k)
-		if errors.Is(err, fence.ErrNotFound) {
+		switch {
+		case errors.Is(err, fence.ErrNotFound):
 			continue
-		}
-		if err != nil {
-			return err
-		}
-		if tok, ok := tokenOf(r.Value); !ok || tok != r.Token {
-			return errorf("record token %d holds value %q of another write", r.Token, r.Value)
-		}
-		if r.Token < prev {
-			return errorf("stored token went down: %d after %d", r.Token, prev)
+		case err != nil:
+			return errorf("observer: Get: %v", err)
+		case !owns(r):
+			return errorf("observer: token %d holds a value (%d bytes) of another write", r.Token, len(r.Value))
+		case r.Token < prev:
+			return errorf("observer: a stale write landed: the stored token went down from %d to %d", prev, r.Token)
 		}
 		prev = r.Token
 	}
+}
+
+// ownValue reports whether r's value is the one written with r's token.
+func ownValue(r fence.Record) bool {
+	tok, ok := tokenOf(r.Value)
+	return ok && tok == r.Token
 }
 
 // raise sets a to v if v is higher.

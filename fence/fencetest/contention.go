@@ -71,7 +71,10 @@ func RunContention(t *testing.T, newStore NewStore, opts ...ContentionOption) {
 	}
 	stop := make(chan struct{})
 	observed := make(chan error, 1)
-	go func() { observed <- observeLarge(t, stores[c.writers], k, c.size, stop) }()
+	go func() {
+		owns := func(r fence.Record) bool { return belongs(r, c.size) }
+		observed <- observe(t.Context(), stores[c.writers], k, stop, owns)
+	}()
 	failed := 0
 	for r := range c.rounds {
 		if !contentionRound(t, c, stores[:c.writers], bufs, k, r) {
@@ -132,31 +135,6 @@ func contentionRound(t *testing.T, c contention, stores []fence.Store, bufs [][]
 		return false
 	}
 	return ok
-}
-
-// observeLarge reads k until stop is closed and reports the first time the
-// stored token goes down or a value does not belong to its token.
-func observeLarge(t *testing.T, s fence.Store, k string, size int, stop <-chan struct{}) error {
-	var prev fence.Token
-	for {
-		select {
-		case <-stop:
-			return nil
-		default:
-		}
-		r, err := s.Get(t.Context(), k)
-		switch {
-		case errors.Is(err, fence.ErrNotFound):
-			continue
-		case err != nil:
-			return errorf("observer: Get: %v", err)
-		case !belongs(r, size):
-			return errorf("observer: token %d holds a value of %d bytes that is not its own", r.Token, len(r.Value))
-		case r.Token < prev:
-			return errorf("observer: a stale write landed: the stored token went down from %d to %d", prev, r.Token)
-		}
-		prev = r.Token
-	}
 }
 
 // fill writes tok's value into b: a header naming the token, then bytes
