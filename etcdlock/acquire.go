@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -35,26 +36,47 @@ import (
 // slot (its peak number of concurrent acquisitions) until it ends. If the
 // session is lost while waiting, Lock returns an error matching [ErrLost],
 // never the lock.
-func (c *Client) Lock(ctx context.Context, name string) (*Lock, error) {
-	return c.acquire(ctx, name, true)
+//
+// The key's value records the Client's owner ([WithOwner]), the time and
+// the options' metadata ([WithMetadata]), in the same request that creates
+// it; [Client.Inspect] reads them.
+func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return c.lock(ctx, name, true, opts)
 }
 
 // TryLock acquires the lock named name if no one else holds or waits for it,
-// and otherwise returns an error matching [ErrLocked] at once, leaving no key
-// behind. ctx bounds the call as for [Client.Lock].
-func (c *Client) TryLock(ctx context.Context, name string) (*Lock, error) {
-	return c.acquire(ctx, name, false)
+// and otherwise returns a [*LockedError] (matching [ErrLocked]) naming the
+// holder, at once, leaving no key behind. ctx bounds the call as for
+// [Client.Lock].
+func (c *Client) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return c.lock(ctx, name, false, opts)
 }
 
-// acquire is Lock (wait) and TryLock (!wait). It retries once on a session
-// that etcd reports gone before the key was created.
-func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lock, error) {
+func (c *Client) lock(ctx context.Context, name string, wait bool, opts []LockOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, errors.New("etcdlock: nil context")
 	}
 	if err := validateName(name); err != nil {
 		return nil, err
 	}
+	o, err := lockOptionsOf(opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.acquire(ctx, spot{name: name, q: c.queue(name), data: o.metadata, wait: wait, ended: ErrUnlocked})
+}
+
+// spot is what an acquisition asks for: a place in the queue q of a lock
+// or an election called name, with data in its key's record.
+type spot struct {
+	name, q, data string
+	wait          bool  // wait for the turn (Lock, Campaign) or give up (TryLock)
+	ended         error // what Err says after a release: ErrUnlocked or ErrResigned
+}
+
+// acquire retries once on a session that etcd reports gone before the key
+// was created. Name and data are valid.
+func (c *Client) acquire(ctx context.Context, sp spot) (*Lock, error) {
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -63,13 +85,13 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 		if err != nil {
 			return nil, err
 		}
-		l, err := c.attempt(ctx, s, name, wait)
+		l, err := c.attempt(ctx, s, sp)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.end(ErrLeaseExpired)
 			if attempt == 0 {
 				continue
 			}
-			return nil, fmt.Errorf("etcdlock: lock %q: %w", name, lost(ErrLeaseExpired))
+			return nil, fmt.Errorf("etcdlock: %q: %w", sp.name, lost(ErrLeaseExpired))
 		}
 		return l, c.explain(err)
 	}
@@ -77,17 +99,17 @@ func (c *Client) acquire(ctx context.Context, name string, wait bool) (*Lock, er
 
 // attempt is one acquisition on session s. Its requests end when ctx ends or
 // the session does, so a cut connection cannot hold it past the session.
-func (c *Client) attempt(ctx context.Context, s *session, name string, wait bool) (*Lock, error) {
+func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
-	t := c.ticket(s, name)
-	l, err := c.enqueue(actx, s, t, wait)
+	t := c.ticket(s, sp)
+	l, err := c.enqueue(actx, s, t)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return nil, err // acquire retries once on a new session
 	}
 	if err != nil && ctx.Err() == nil && s.Err() != nil {
-		return nil, fmt.Errorf("etcdlock: lock %q: %w", name, sessionCause(s.Err()))
+		return nil, fmt.Errorf("etcdlock: %q: %w", sp.name, sessionCause(s.Err()))
 	}
 	return l, err
 }
@@ -96,19 +118,20 @@ func (c *Client) attempt(ctx context.Context, s *session, name string, wait bool
 // the session's slots (see slots), and the marker's mod revision when the
 // slot was taken.
 type ticket struct {
-	name, q, key, marker string
-	slot                 int
-	mark                 int64
-	unmarked             bool        // released without moving the marker (etcd out of space); owned by the releasing goroutine
-	noMark               atomic.Bool // set before such a release is sent; read by the lock's monitor
+	spot
+	key, marker string
+	slot        int
+	mark        int64
+	at          time.Time   // when the key was first written, for its record
+	unmarked    bool        // released without moving the marker (etcd out of space); owned by the releasing goroutine
+	noMark      atomic.Bool // set before such a release is sent; read by the lock's monitor
 }
 
-func (c *Client) ticket(s *session, name string) *ticket {
-	q := c.queue(name)
+func (c *Client) ticket(s *session, sp spot) *ticket {
 	slot, mark := s.takeSlot()
 	return &ticket{
-		name: name, q: q, slot: slot, mark: mark,
-		key:    fmt.Sprintf("%s%016x-%d", q, int64(s.id), slot),
+		spot: sp, slot: slot, mark: mark,
+		key:    fmt.Sprintf("%s%016x-%d", sp.q, int64(s.id), slot),
 		marker: fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, int64(s.id), slot),
 	}
 }
@@ -121,27 +144,27 @@ func (c *Client) queue(name string) string { return c.o.prefix + "lock/" + name 
 const maxCreateTries = 3
 
 // enqueue creates t's key and waits for its turn (wait) or gives up (!wait).
-func (c *Client) enqueue(ctx context.Context, s *session, t *ticket, wait bool) (*Lock, error) {
-	kvs, err := c.create(ctx, s, t)
+func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, error) {
+	kvs, first, err := c.create(ctx, s, t)
 	if err != nil {
 		return nil, err
 	}
 	rev := kvs[0].CreateRevision
 	if len(kvs) > 1 {
-		if !wait {
+		if !t.wait {
 			c.abandon(ctx, s, t, rev)
-			return nil, fmt.Errorf("%w: %q", ErrLocked, t.name)
+			return nil, &LockedError{Name: t.name, Holder: entryOf(first)}
 		}
 		if err := c.waitTurn(ctx, s, t, rev, kvs[1]); err != nil {
 			c.abandon(ctx, s, t, rev)
-			return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, err)
+			return nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
 	}
 	// The read that handed us the turn may predate the end of our session:
 	// never return a lock whose lease this process already knows is gone.
 	if err := s.check(); err != nil {
 		c.abandon(ctx, s, t, rev)
-		return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, sessionCause(err))
+		return nil, fmt.Errorf("etcdlock: %q: %w", t.name, sessionCause(err))
 	}
 	l, err := newLock(c, s, t, fence.Token(rev))
 	if err != nil {
@@ -153,33 +176,45 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket, wait bool) 
 
 // create puts t's key, provided the slot's marker is as last seen (so no
 // create of an earlier use of the slot can land), and returns our key and
-// our predecessor's, if any.
-func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.KeyValue, error) {
+// our predecessor's, if any, and for TryLock the first key in the queue
+// (the holder's).
+func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.KeyValue, *mvccpb.KeyValue, error) {
+	t.at = time.Now()
 	for range maxCreateTries {
+		ops := []clientv3.Op{
+			clientv3.OpPut(t.key, encodeRecord(c.o.owner, t.at, t.data), clientv3.WithLease(s.id)),
+			// Ours is the newest key: the second newest is our predecessor.
+			clientv3.OpGet(t.q, clientv3.WithPrefix(),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
+		}
+		if !t.wait {
+			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithFirstCreate()...))
+		}
 		resp, err := c.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0),
 				clientv3.Compare(clientv3.ModRevision(t.marker), "=", t.mark)).
-			Then(clientv3.OpPut(t.key, "", clientv3.WithLease(s.id)),
-				// Ours is the newest key: the second newest is our predecessor.
-				clientv3.OpGet(t.q, clientv3.WithPrefix(),
-					clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2))).
+			Then(ops...).
 			Commit()
 		if err != nil {
 			c.abandon(ctx, s, t, 0) // the create may still land: block it
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return nil, err
+				return nil, nil, err
 			}
-			return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, err)
+			return nil, nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
 		if resp.Succeeded {
-			return resp.Responses[1].GetResponseRange().Kvs, nil
+			var first *mvccpb.KeyValue
+			if !t.wait {
+				first = resp.Responses[2].GetResponseRange().Kvs[0]
+			}
+			return resp.Responses[1].GetResponseRange().Kvs, first, nil
 		}
 		// A request of an earlier use of the slot moved the marker, or
 		// left a key: catch up, remove the key, and try again.
 		gr, err := c.cli.Txn(ctx).Then(clientv3.OpGet(t.marker), clientv3.OpGet(t.key)).Commit()
 		if err != nil {
 			c.abandon(ctx, s, t, 0)
-			return nil, fmt.Errorf("etcdlock: lock %q: %w", t.name, err)
+			return nil, nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
 		t.mark = 0
 		if m := gr.Responses[0].GetResponseRange().Kvs; len(m) > 0 {
@@ -188,10 +223,10 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.K
 		if k := gr.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
 			if _, err := c.release(ctx, s, t, k[0].CreateRevision); err != nil {
 				c.abandon(ctx, s, t, 0)
-				return nil, fmt.Errorf("etcdlock: lock %q: remove stale key: %w", t.name, err)
+				return nil, nil, fmt.Errorf("etcdlock: %q: remove stale key: %w", t.name, err)
 			}
 		}
 	}
 	c.abandon(ctx, s, t, 0)
-	return nil, fmt.Errorf("etcdlock: lock %q: slot %d of the session kept changing under us", t.name, t.slot)
+	return nil, nil, fmt.Errorf("etcdlock: %q: slot %d of the session kept changing under us", t.name, t.slot)
 }

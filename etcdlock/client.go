@@ -23,7 +23,9 @@ type Client struct {
 	seq atomic.Uint64
 	wg  sync.WaitGroup // lock monitors
 
-	granting chan struct{} // one session grant at a time
+	granting chan struct{}   // one session grant at a time
+	life     context.Context // ended by Close: ends observers and run loops
+	stop     context.CancelFunc
 
 	mu     sync.Mutex
 	sess   *session
@@ -47,7 +49,8 @@ func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{cli: cli, o: o, granting: make(chan struct{}, 1)}, nil
+	life, stop := context.WithCancel(context.Background())
+	return &Client{cli: cli, o: o, granting: make(chan struct{}, 1), life: life, stop: stop}, nil
 }
 
 // session returns the live session, creating one if there is none.
@@ -115,10 +118,13 @@ func (c *Client) current() (*session, error) {
 
 // Close ends the client's session: it stops the keepalives and revokes the
 // lease, so every lock taken through c is released at once and their Done
-// channels close with [ErrClosed]. The revoke is bounded by ctx and by the
-// cleanup timeout ([WithCleanupTimeout]); if it fails, the lease expires on
-// its own after its TTL and Close returns the error. Close is idempotent;
-// Lock and TryLock fail with [ErrClosed] afterwards.
+// channels close with [ErrClosed]; [Client.Observe] channels close and
+// [Client.Run] returns [ErrClosed]. The revoke is bounded by ctx and by the
+// cleanup timeout ([WithCleanupTimeout]), or by the cleanup timeout alone
+// when ctx has already ended; if it fails, the lease expires on its own
+// after its TTL and Close returns the error. Close then waits for the
+// client's goroutines. Close is idempotent; Lock, TryLock and Campaign fail
+// with [ErrClosed] afterwards.
 func (c *Client) Close(ctx context.Context) error {
 	if ctx == nil {
 		return errors.New("etcdlock: Close: nil context")
@@ -129,14 +135,19 @@ func (c *Client) Close(ctx context.Context) error {
 	c.closed = true
 	c.sess = nil
 	c.mu.Unlock()
+	if already {
+		c.wg.Wait()
+		return nil
+	}
+	c.stop()
 	var err error
-	if s != nil && !already {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
-		defer cancel()
-		if ctx.Err() == nil {
-			rctx, cancel = context.WithTimeout(ctx, c.o.cleanupTimeout)
-			defer cancel()
+	if s != nil {
+		rctx := ctx
+		if ctx.Err() != nil {
+			rctx = context.WithoutCancel(ctx)
 		}
+		rctx, cancel := context.WithTimeout(rctx, c.o.cleanupTimeout)
+		defer cancel()
 		err = s.close(rctx, ErrClosed, true)
 	}
 	c.wg.Wait()

@@ -8,8 +8,26 @@ import (
 )
 
 // ErrLocked means TryLock found the lock held (or queued for) by another
-// acquisition. TryLock left no key behind.
+// acquisition. TryLock left no key behind. The error TryLock returns is a
+// [*LockedError] naming the holder.
 var ErrLocked = errors.New("etcdlock: locked by another holder")
+
+// LockedError is the error TryLock returns when the lock is held: it
+// matches [ErrLocked] and tells who holds it, as read in the same request
+// that found it held, so a caller can log e.g.
+//
+//	etcdlock: "report-job" locked by host-7/4121 (token 812) since 10:02:03
+type LockedError struct {
+	Name   string
+	Holder Entry
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("etcdlock: %q locked by %v", e.Name, e.Holder)
+}
+
+// Is reports whether target is ErrLocked.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 
 // ErrLost means the lock is lost, or may be: the lease expired or was
 // revoked, no keepalive was acknowledged before the validity deadline, or the
@@ -31,12 +49,23 @@ var ErrKeyDeleted = errors.New("etcdlock: lock key deleted by someone else")
 // ErrUnlocked is what [Lock.Err] returns after [Lock.Unlock].
 var ErrUnlocked = errors.New("etcdlock: unlocked")
 
+// ErrResigned is what [Term.Err] returns after [Term.Resign].
+var ErrResigned = errors.New("etcdlock: resigned")
+
+// ErrNoLeader means an election has no candidate, so no leader
+// ([Client.Leader]).
+var ErrNoLeader = errors.New("etcdlock: election has no leader")
+
 // ErrClosed means the [Client] was closed.
 var ErrClosed = errors.New("etcdlock: client closed")
 
 // ErrInvalidName means a lock name was empty, too long, not valid UTF-8, or
 // contained '/' or a control character.
 var ErrInvalidName = errors.New("etcdlock: invalid lock name")
+
+// ErrTooLarge means data given with an acquisition ([WithMetadata], an
+// election value) is longer than [MaxDataLen]. Nothing was sent.
+var ErrTooLarge = errors.New("etcdlock: data too large")
 
 // ErrInvalidOption means an option was given an invalid value (a non-positive
 // TTL, an empty prefix, ...).

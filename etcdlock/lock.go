@@ -144,10 +144,10 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if err != nil {
 		if permanent(err) {
 			l.gaveUp.Store(true)
-			return fmt.Errorf("etcdlock: unlock %q: %w", l.t.name, err)
+			return fmt.Errorf("etcdlock: release %q: %w", l.t.name, err)
 		}
 		l.retryUnlock()
-		return fmt.Errorf("etcdlock: unlock %q (retrying in the background): %w", l.t.name, err)
+		return fmt.Errorf("etcdlock: release %q (retrying in the background): %w", l.t.name, err)
 	}
 	l.settle(r)
 	return l.unlockErr
@@ -156,7 +156,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // settle records the release's outcome; unlockMu is held.
 func (l *Lock) settle(r released) {
 	lostBefore := l.Err()
-	if errors.Is(lostBefore, ErrUnlocked) {
+	if errors.Is(lostBefore, l.t.ended) {
 		lostBefore = nil
 	}
 	l.unlocked = true
@@ -175,10 +175,10 @@ func (l *Lock) settle(r released) {
 		}
 	}
 	if lostBefore != nil {
-		l.unlockErr = fmt.Errorf("etcdlock: unlock %q: %w", l.t.name, lostBefore)
+		l.unlockErr = fmt.Errorf("etcdlock: release %q: %w", l.t.name, lostBefore)
 		l.finish(lostBefore)
 	}
-	l.finish(ErrUnlocked)
+	l.finish(l.t.ended)
 	l.cancel()
 }
 
@@ -338,7 +338,7 @@ func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 	case err != nil:
 		return nil
 	case len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == strconv.FormatInt(int64(l.token), 10):
-		return ErrUnlocked
+		return l.t.ended
 	case l.t.noMark.Load():
 		return nil // released while etcd was out of space: the release tells
 	case len(resp.Kvs) == 0:

@@ -15,6 +15,7 @@ type options struct {
 	ttl            time.Duration
 	prefix         string
 	cleanupTimeout time.Duration
+	owner          string
 }
 
 type optionFunc func(*options)
@@ -22,7 +23,7 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 func defaultOptions() options {
-	return options{ttl: 30 * time.Second, prefix: "/fencelock/", cleanupTimeout: 5 * time.Second}
+	return options{ttl: 30 * time.Second, prefix: "/fencelock/", cleanupTimeout: 5 * time.Second, owner: defaultOwner()}
 }
 
 // WithTTL sets the TTL requested for the client's session lease. etcd may
@@ -58,7 +59,17 @@ func WithCleanupTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.cleanupTimeout = d })
 }
 
+// WithOwner sets the owner identity written into every key the client
+// creates, for waiters, operators ([Client.Inspect], [LockedError]) and
+// logs to read: a service, pod or host name. Default "hostname/pid". Empty,
+// longer than [MaxOwnerLen] or not UTF-8 makes [New] fail. Nothing reads it
+// for safety: two clients with one owner still exclude each other.
+func WithOwner(owner string) Option { return optionFunc(func(o *options) { o.owner = owner }) }
+
 func (o *options) validate() error {
+	if err := validateOwner(o.owner); err != nil {
+		return err
+	}
 	switch {
 	case o.ttl <= 0:
 		return fmt.Errorf("%w: TTL %v is not positive", ErrInvalidOption, o.ttl)
@@ -76,4 +87,36 @@ func (o *options) validate() error {
 // ttlSeconds is the TTL to request, rounded up to whole seconds.
 func (o *options) ttlSeconds() int64 {
 	return int64((o.ttl + time.Second - 1) / time.Second)
+}
+
+// LockOption configures one acquisition ([Client.Lock], [Client.TryLock]).
+type LockOption interface {
+	applyLock(*lockOptions)
+}
+
+type lockOptions struct {
+	metadata string
+}
+
+type lockOptionFunc func(*lockOptions)
+
+func (f lockOptionFunc) applyLock(o *lockOptions) { f(o) }
+
+// WithMetadata stores data with the acquisition's key, for waiters and
+// operators to read ([Client.Inspect], [LockedError]): a job ID, a reason.
+// At most [MaxDataLen] bytes; longer makes Lock and TryLock fail with
+// [ErrTooLarge] before any request. Default none.
+func WithMetadata(data string) LockOption {
+	return lockOptionFunc(func(o *lockOptions) { o.metadata = data })
+}
+
+func lockOptionsOf(opts []LockOption) (lockOptions, error) {
+	var o lockOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil LockOption", ErrInvalidOption)
+		}
+		opt.applyLock(&o)
+	}
+	return o, validateData("metadata", o.metadata)
 }

@@ -1,0 +1,188 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Campaign waits until this candidate leads the election called name and
+// returns its [Term]. Candidates lead in arrival order, each watching only
+// its predecessor, exactly as waiters for a lock do ([Client.Lock]): ctx
+// bounds the call the same way, a cancelled campaign leaves no key behind,
+// and a late or repeated request of it cannot land afterwards.
+//
+// value is published with the candidacy, for [Client.Leader] and
+// [Client.Observe] to read; it may be empty and may not be longer than
+// [MaxDataLen] ([ErrTooLarge]). Elections live under prefix+"elect/"+name+"/",
+// apart from locks: a lock and an election of the same name are unrelated.
+// Their tokens come from the same revision counter, so a term's token is
+// comparable with every lock's.
+func (c *Client) Campaign(ctx context.Context, name, value string) (*Term, error) {
+	if ctx == nil {
+		return nil, errors.New("etcdlock: Campaign: nil context")
+	}
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	if err := validateData("election value", value); err != nil {
+		return nil, err
+	}
+	l, err := c.acquire(ctx, spot{name: name, q: c.electionQueue(name), data: value, wait: true, ended: ErrResigned})
+	if err != nil {
+		return nil, err
+	}
+	return &Term{l: l, value: value, rev: int64(l.token)}, nil
+}
+
+// electionQueue is the prefix under which the candidates of election name
+// are queued.
+func (c *Client) electionQueue(name string) string { return c.o.prefix + "elect/" + name + "/" }
+
+// Term is one candidate's leadership of an election, from [Client.Campaign]
+// until it resigns or is lost. It is a [fence.Holder] and a [fence.Expirer]:
+// pass it to [fence.NewGuard] so that every write of the term carries its
+// token, and the resource refuses a deposed leader's late writes.
+//
+// A Term is safe for concurrent use; the zero Term is not usable.
+type Term struct {
+	l *Lock
+
+	mu    sync.Mutex // serialises Proclaim
+	value string
+	rev   int64 // the key's mod revision as last known; 0: unknown
+}
+
+var (
+	_ fence.Holder  = (*Term)(nil)
+	_ fence.Expirer = (*Term)(nil)
+)
+
+// Name returns the election's name.
+func (t *Term) Name() string { return t.l.Name() }
+
+// Key returns the etcd key of this candidacy.
+func (t *Term) Key() string { return t.l.Key() }
+
+// Token returns the term's fencing token: the create revision of its key,
+// strictly greater than every earlier leader's.
+func (t *Term) Token() fence.Token { return t.l.Token() }
+
+// Lease returns the ID of the session lease the term's key is attached to.
+func (t *Term) Lease() clientv3.LeaseID { return t.l.Lease() }
+
+// TTL returns the lease TTL etcd granted.
+func (t *Term) TTL() time.Duration { return t.l.TTL() }
+
+// ValidUntil returns the instant, on this process's monotonic clock, up to
+// which the lease is known to be alive; see [Lock.ValidUntil].
+func (t *Term) ValidUntil() time.Time { return t.l.ValidUntil() }
+
+// Done returns a channel that is closed when the term ends: it was lost or
+// may be lost (as for [Lock.Done]), the Client was closed, or Resign
+// succeeded. Err tells which.
+func (t *Term) Done() <-chan struct{} { return t.l.Done() }
+
+// Err returns nil while the term lasts. After Done is closed it returns
+// [ErrResigned], [ErrClosed], or an error matching [ErrLost] and its cause.
+func (t *Term) Err() error { return t.l.Err() }
+
+// Value returns the value last published by Campaign or a successful
+// Proclaim.
+func (t *Term) Value() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.value
+}
+
+// Resign ends the term: it deletes the term's key only while the key's
+// create revision still equals the token, so a deposed leader's Resign
+// changes nothing, also when it arrives late or twice. It is idempotent and
+// behaves as [Lock.Unlock] otherwise: nil when this Resign (or an earlier
+// one) deleted the key, an error matching [ErrLost] when the term had been
+// lost first; a failed request is retried in the background. The next
+// candidate leads as soon as the deletion lands.
+func (t *Term) Resign(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("etcdlock: Resign: nil context")
+	}
+	return t.l.Unlock(ctx)
+}
+
+// maxProclaimTries bounds the Proclaim writes refused because the key's mod
+// revision moved: only an earlier Proclaim of this term, landing late, can
+// move it.
+const maxProclaimTries = 3
+
+// Proclaim publishes a new value for the term, without an election. The
+// write lands only while the term's key still exists with the term's token
+// as its create revision (a deposed leader's Proclaim changes nothing), and
+// only over the value this term last saw written, so an earlier Proclaim
+// that failed and lands late cannot overwrite a later one.
+//
+// It returns nil once the value is written; an error matching [ErrLost]
+// when the key is gone or another's (the term is over: Done closes soon, if
+// it has not); the term's Err once it has ended; [ErrTooLarge] for a value
+// longer than [MaxDataLen]; or the request's error, when the write may or
+// may not have landed (a later Proclaim settles it).
+func (t *Term) Proclaim(ctx context.Context, value string) error {
+	if ctx == nil {
+		return errors.New("etcdlock: Proclaim: nil context")
+	}
+	if err := validateData("election value", value); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.Err(); err != nil {
+		return fmt.Errorf("etcdlock: proclaim %q: %w", t.Name(), err)
+	}
+	for range maxProclaimTries {
+		ok, err := t.proclaimOnce(ctx, value)
+		if err != nil {
+			return fmt.Errorf("etcdlock: proclaim %q: %w", t.Name(), t.l.c.explain(err))
+		}
+		if ok {
+			t.value = value
+			return nil
+		}
+	}
+	return fmt.Errorf("etcdlock: proclaim %q: the key's value kept changing under us", t.Name())
+}
+
+// proclaimOnce writes value if the key is as last seen; false when it was
+// not (t.rev is then re-read).
+func (t *Term) proclaimOnce(ctx context.Context, value string) (bool, error) {
+	l := t.l
+	if t.rev == 0 {
+		resp, err := l.c.cli.Get(ctx, l.t.key)
+		if err != nil {
+			return false, err
+		}
+		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token) {
+			return false, lost(ErrKeyDeleted)
+		}
+		t.rev = resp.Kvs[0].ModRevision
+	}
+	resp, err := l.c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(l.t.key), "=", int64(l.token)),
+			clientv3.Compare(clientv3.ModRevision(l.t.key), "=", t.rev)).
+		Then(clientv3.OpPut(l.t.key, encodeRecord(l.c.o.owner, l.t.at, value), clientv3.WithIgnoreLease())).
+		Commit()
+	if err != nil {
+		t.rev = 0 // it may land later: the next call reads what it left
+		return false, err
+	}
+	if !resp.Succeeded {
+		t.rev = 0
+		return false, nil
+	}
+	t.rev = resp.Header.Revision
+	return true, nil
+}

@@ -1,0 +1,107 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Queue is a lock's or an election's queue as read at one revision: the
+// holder (or leader) and the waiters (candidates) behind it, in the order
+// they will be served.
+type Queue struct {
+	// Name is the lock's or election's name.
+	Name string
+	// Rev is the etcd revision the queue was read at.
+	Rev int64
+	// Holder is the holder of the lock or the election's leader; nil when
+	// there is none.
+	Holder *Entry
+	// Waiters are the acquisitions waiting behind Holder, in arrival order.
+	Waiters []Entry
+}
+
+// Inspect reads the queue of the lock called name: who holds it, since
+// when, with which token, how long its lease has left, and who waits
+// behind it. It reads only: one range request and one lease TTL request
+// per distinct lease. ctx bounds the requests.
+//
+// A key written by something else than this package reads as an unknown
+// owner (see [Entry]), never as an error.
+func (c *Client) Inspect(ctx context.Context, name string) (Queue, error) {
+	return c.inspect(ctx, "Inspect", name, c.queue)
+}
+
+// InspectElection is [Client.Inspect] for the election called name: Holder
+// is the leader, Waiters the other candidates.
+func (c *Client) InspectElection(ctx context.Context, name string) (Queue, error) {
+	return c.inspect(ctx, "InspectElection", name, c.electionQueue)
+}
+
+// Leader returns the current leader of the election called name: its
+// value, token, lease and owner, or an error matching [ErrNoLeader] when no
+// candidate campaigns. ctx bounds the requests.
+func (c *Client) Leader(ctx context.Context, name string) (Entry, error) {
+	q, err := c.inspect(ctx, "Leader", name, c.electionQueue)
+	if err != nil {
+		return Entry{}, err
+	}
+	if q.Holder == nil {
+		return Entry{}, fmt.Errorf("%w: %q", ErrNoLeader, name)
+	}
+	return *q.Holder, nil
+}
+
+func (c *Client) inspect(ctx context.Context, op, name string, queue func(string) string) (Queue, error) {
+	if ctx == nil {
+		return Queue{}, fmt.Errorf("etcdlock: %s: nil context", op)
+	}
+	if err := validateName(name); err != nil {
+		return Queue{}, err
+	}
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
+	if op == "Leader" {
+		opts = append(opts, clientv3.WithLimit(1))
+	}
+	resp, err := c.cli.Get(ctx, queue(name), opts...)
+	if err != nil {
+		return Queue{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
+	}
+	q := Queue{Name: name, Rev: resp.Header.Revision}
+	ttls := map[clientv3.LeaseID]time.Duration{}
+	for i, kv := range resp.Kvs {
+		e := entryOf(kv)
+		if e.TTL, err = c.leaseTTL(ctx, ttls, e.Lease); err != nil {
+			return Queue{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
+		}
+		if i == 0 {
+			q.Holder = &e
+		} else {
+			q.Waiters = append(q.Waiters, e)
+		}
+	}
+	return q, nil
+}
+
+// leaseTTL returns the time lease id has left, -1 when it is gone (or the
+// key has none), asking etcd once per lease.
+func (c *Client) leaseTTL(ctx context.Context, seen map[clientv3.LeaseID]time.Duration, id clientv3.LeaseID) (time.Duration, error) {
+	if id == clientv3.NoLease {
+		return -1, nil
+	}
+	if ttl, ok := seen[id]; ok {
+		return ttl, nil
+	}
+	resp, err := c.cli.TimeToLive(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	ttl := time.Duration(resp.TTL) * time.Second
+	if resp.TTL < 0 {
+		ttl = -1
+	}
+	seen[id] = ttl
+	return ttl, nil
+}

@@ -1,0 +1,144 @@
+package etcdlock
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// MaxOwnerLen is the longest owner identity accepted ([WithOwner]), in bytes.
+const MaxOwnerLen = 256
+
+// MaxDataLen is the longest caller data accepted with an acquisition (lock
+// metadata, [WithMetadata]; an election value, [Client.Campaign]), in bytes.
+const MaxDataLen = 4 << 10
+
+// recordVersion is the version of the record this package writes.
+const recordVersion = 1
+
+// record is the value of every queue key this package writes: a small JSON
+// object, readable with etcdctl, e.g.
+//
+//	{"v":1,"owner":"host-7/4121","acquired":"2026-11-30T10:02:03.5Z","data":"nightly"}
+//
+// v is the format's version (1); owner the Client's owner identity
+// ([WithOwner]); acquired the wall-clock time the key was written, for
+// humans only: nothing in this package reads it for safety; data the
+// caller's metadata or the election value, omitted when empty. Readers
+// ignore fields they do not know. Keys with another value (written by an
+// older version of this package, or by hand) read as an unknown owner.
+type record struct {
+	V        int       `json:"v"`
+	Owner    string    `json:"owner"`
+	Acquired time.Time `json:"acquired"`
+	Data     string    `json:"data,omitempty"`
+}
+
+// encodeRecord returns the value of a key written by owner, acquired at
+// at, with data.
+func encodeRecord(owner string, at time.Time, data string) string {
+	b, err := json.Marshal(record{V: recordVersion, Owner: owner, Acquired: at.UTC().Round(time.Millisecond), Data: data})
+	if err != nil { // a struct of strings and a time: cannot happen
+		panic(err)
+	}
+	return string(b)
+}
+
+// defaultOwner is "hostname/pid".
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return host + "/" + strconv.Itoa(os.Getpid())
+}
+
+func validateOwner(owner string) error {
+	switch {
+	case owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalidOption)
+	case len(owner) > MaxOwnerLen:
+		return fmt.Errorf("%w: owner is %d bytes, longer than %d", ErrInvalidOption, len(owner), MaxOwnerLen)
+	case !utf8.ValidString(owner):
+		return fmt.Errorf("%w: owner %q is not valid UTF-8", ErrInvalidOption, owner)
+	}
+	return nil
+}
+
+func validateData(what, data string) error {
+	if len(data) > MaxDataLen {
+		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrTooLarge, what, len(data), MaxDataLen)
+	}
+	return nil
+}
+
+// Entry is one acquisition in a lock's queue or an election: the holder (or
+// leader) or a waiter, as read from etcd.
+//
+// Owner, Acquired and Data come from the key's value: empty (zero) when the
+// key was written by something else than this package (an older version, a
+// foreign writer, etcdctl); such keys still take their turn like any other.
+type Entry struct {
+	// Key is the etcd key of the acquisition.
+	Key string
+	// Token is the key's create revision: the fencing token of the
+	// acquisition once it holds the lock or leads.
+	Token fence.Token
+	// Rev is the key's mod revision; an election's Proclaim moves it.
+	Rev int64
+	// Lease is the lease the key is attached to.
+	Lease clientv3.LeaseID
+	// TTL is the time the lease had left when it was read, rounded down to
+	// whole seconds by etcd; -1 when it was not read ([Client.Observe]) or
+	// the lease was gone.
+	TTL time.Duration
+	// Owner is the owner identity of the Client that wrote the key
+	// ([WithOwner]); "" when unknown.
+	Owner string
+	// Acquired is the wall-clock time the key was written, as the writer's
+	// clock told it; zero when unknown. For people reading it only.
+	Acquired time.Time
+	// Data is the caller's data: a lock's metadata ([WithMetadata]) or an
+	// election's value ([Client.Campaign], [Term.Proclaim]).
+	Data string
+}
+
+// OwnerOrUnknown returns Owner, or "unknown owner" when it is empty.
+func (e Entry) OwnerOrUnknown() string {
+	if e.Owner == "" {
+		return "unknown owner"
+	}
+	return e.Owner
+}
+
+// String describes the entry for a log line, e.g.
+// "host-7/4121 (token 812) since 10:02:03".
+func (e Entry) String() string {
+	s := fmt.Sprintf("%s (token %d)", e.OwnerOrUnknown(), e.Token)
+	if !e.Acquired.IsZero() {
+		s += " since " + e.Acquired.Local().Format(time.TimeOnly)
+	}
+	return s
+}
+
+// entryOf reads a queue key. A value that is not a record of a version this
+// package reads leaves Owner, Acquired and Data empty: never an error.
+func entryOf(kv *mvccpb.KeyValue) Entry {
+	e := Entry{
+		Key: string(kv.Key), Token: fence.Token(kv.CreateRevision), Rev: kv.ModRevision,
+		Lease: clientv3.LeaseID(kv.Lease), TTL: -1,
+	}
+	var r record
+	if json.Unmarshal(kv.Value, &r) == nil && r.V >= recordVersion { // later versions keep these fields
+		e.Owner, e.Acquired, e.Data = r.Owner, r.Acquired, r.Data
+	}
+	return e
+}

@@ -1,0 +1,156 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// RunOption configures [Client.Run].
+type RunOption interface {
+	applyRun(*runOptions)
+}
+
+type runOptions struct {
+	onError func(error)
+}
+
+type runOptionFunc func(*runOptions)
+
+func (f runOptionFunc) applyRun(o *runOptions) { f(o) }
+
+// WithErrorHandler makes [Client.Run] pass the errors of lead, and of
+// campaigns and resignations that failed for a reason that may pass, to h
+// and keep going, instead of returning lead's first error. h is called from
+// Run's goroutine. Default: none; Run returns lead's first error and retries
+// failed campaigns quietly.
+func WithErrorHandler(h func(error)) RunOption {
+	return runOptionFunc(func(o *runOptions) { o.onError = h })
+}
+
+// Run keeps this process a candidate in the election called name and calls
+// lead each time it wins, until ctx ends: the run loop of "one active
+// instance". Each round it campaigns ([Client.Campaign] with value), calls
+// lead with the term and a context that is cancelled when the term ends
+// (lost, its validity deadline passed, or the Client closed:
+// context.Cause tells which), resigns when lead returns (also when it
+// panics: the panic goes on after the resignation), and campaigns again.
+//
+// lead should stop when its context is cancelled, and write only through a
+// [fence.Guard] of the term, so that a resource refuses the writes of a
+// term that ended while lead was paused.
+//
+// Run returns ctx's error once ctx ends; [ErrClosed] when the Client is
+// closed; at once, an error for invalid arguments (nil ctx or lead, an
+// invalid name, a value longer than [MaxDataLen], a nil option) and for a
+// campaign etcd refuses for good (a [*PermissionError]); and lead's error
+// when lead returns one while its term and ctx last, unless
+// [WithErrorHandler] is given. A campaign that fails for another reason
+// (etcd unreachable, the session lost while waiting) is retried after a
+// pause that doubles from 100 ms to 5 s.
+func (c *Client) Run(ctx context.Context, name, value string, lead func(context.Context, *Term) error, opts ...RunOption) error {
+	if ctx == nil {
+		return errors.New("etcdlock: Run: nil context")
+	}
+	if lead == nil {
+		return errors.New("etcdlock: Run: nil lead function")
+	}
+	var o runOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return fmt.Errorf("%w: nil RunOption", ErrInvalidOption)
+		}
+		opt.applyRun(&o)
+	}
+	report := func(err error) error {
+		if o.onError == nil {
+			return err
+		}
+		o.onError(err)
+		return nil
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		t, err := c.Campaign(ctx, name, value)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && runFatal(err):
+			return err
+		case err != nil:
+			report(err)
+			if err := c.sleep(ctx, backoff); err != nil {
+				return err
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if err := c.lead(ctx, t, lead, report); err != nil {
+			return err
+		}
+	}
+}
+
+// lead runs one term: it calls f, then resigns. It returns f's error if f
+// returned one while the term and ctx lasted and report passed it on.
+func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Term) error, report func(error) error) error {
+	tctx, cancel := context.WithCancelCause(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-t.Done():
+			cancel(fmt.Errorf("etcdlock: term %d of %q ended: %w", t.Token(), t.Name(), t.Err()))
+		case <-tctx.Done():
+		}
+	}()
+	defer func() {
+		cancel(nil)
+		<-watched
+	}()
+	defer func() {
+		if p := recover(); p != nil {
+			c.resign(ctx, t)
+			panic(p)
+		}
+	}()
+	err := f(tctx, t)
+	ended := t.Err() != nil || ctx.Err() != nil
+	if rerr := c.resign(ctx, t); rerr != nil && !ended {
+		report(rerr)
+	}
+	if err != nil && !ended {
+		return report(fmt.Errorf("etcdlock: Run %q, term %d: %w", t.Name(), t.Token(), err))
+	}
+	return nil
+}
+
+// resign resigns t, bounded by the cleanup timeout even when ctx has ended.
+func (c *Client) resign(ctx context.Context, t *Term) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
+	defer cancel()
+	return t.Resign(rctx)
+}
+
+// sleep waits d, or less if ctx ends or the Client is closed.
+func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.life.Done():
+		return ErrClosed
+	case <-t.C:
+		return nil
+	}
+}
+
+// runFatal reports whether a campaign's error will not pass by retrying.
+func runFatal(err error) bool {
+	var pe *PermissionError
+	return errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) || errors.Is(err, ErrTooLarge) ||
+		errors.As(err, &pe) || permanent(err)
+}
