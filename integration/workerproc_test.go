@@ -26,8 +26,9 @@ import (
 // TestPostgresPausedHolder or TestS3PausedHolder.
 type workerProc struct {
 	*childproc.Proc
-	stdin io.WriteCloser
-	lines chan string // stdout, line by line; closed at EOF
+	stdin  io.WriteCloser
+	lines  chan string // stdout, line by line; closed at EOF
+	killed bool        // by the test: its exit status is no failure
 }
 
 // startWorker re-executes this test binary as a worker process: env names
@@ -98,6 +99,13 @@ func (w *workerProc) signal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
+// kill kills the worker with SIGKILL, as a crash would.
+func (w *workerProc) kill(t *testing.T) {
+	t.Helper()
+	w.killed = true
+	w.signal(t, syscall.SIGKILL)
+}
+
 // goAhead lets the worker write once it runs again.
 func (w *workerProc) goAhead(t *testing.T) {
 	t.Helper()
@@ -118,7 +126,7 @@ func (w *workerProc) finish(t *testing.T) {
 	defer timeout.Stop()
 	select {
 	case <-w.Exited():
-		if err := w.Err(); err != nil {
+		if err := w.Err(); err != nil && !w.killed {
 			t.Errorf("worker: %v; stderr: %s", err, w.Output())
 		}
 	case <-timeout.C:
