@@ -41,6 +41,29 @@
 //	...
 //	err = guard.Put(ctx, store, "invoice/42", data) // refused by the store if a newer holder wrote
 //
+// # Elections
+//
+// [Client.Campaign] makes the caller a candidate in an election; it returns
+// a [Term] once the candidate leads. Candidates wait in the same fair queue
+// as lockers, and a Term is a [fence.Holder] like a Lock, with
+// [Term.Proclaim] to publish a new value and [Term.Resign] to step down.
+// [Client.Leader] and [Client.Observe] read the leader; [Client.Run] is the
+// whole loop of "one active instance":
+//
+//	err := locks.Run(ctx, "scheduler", addr, func(ctx context.Context, term *etcdlock.Term) error {
+//		guard, err := fence.NewGuard(term) // every write of the term carries its token
+//		...
+//		<-ctx.Done() // ends with the term: lost, validity deadline passed, or client closed
+//		return nil
+//	})
+//
+// # Who holds a lock
+//
+// Every key carries a record of its owner ([WithOwner]), the acquisition
+// time and optional metadata ([WithMetadata]). [Client.Inspect] reads a
+// lock's holder and waiters; the error of a refused TryLock is a
+// [*LockedError] naming the holder.
+//
 // # What a lock does and does not guarantee
 //
 // etcd grants the lock to one holder at a time. But a holder can be paused
@@ -84,10 +107,10 @@
 // # Keys and permissions
 //
 // All keys live under the prefix ([WithPrefix], default "/fencelock/"):
-// queue keys under prefix+"lock/"+name+"/", slot markers under
-// prefix+"slot/". With etcd authentication on, grant the role readwrite on
-// the whole prefix (a grant on prefix+"lock/" alone fails: every create
-// reads a slot marker):
+// lock queue keys under prefix+"lock/"+name+"/", election candidates under
+// prefix+"elect/"+name+"/", slot markers under prefix+"slot/". With etcd
+// authentication on, grant the role readwrite on the whole prefix (a grant
+// on prefix+"lock/" alone fails: every create reads a slot marker):
 //
 //	etcdctl role grant-permission ROLE readwrite /fencelock/ --prefix
 //

@@ -56,6 +56,11 @@ var ErrResigned = errors.New("etcdlock: resigned")
 // ([Client.Leader]).
 var ErrNoLeader = errors.New("etcdlock: election has no leader")
 
+// ErrNotHolder means [Client.Break] was given a token that is not the
+// current holder's: the lock is free or held by another acquisition.
+// Nothing was deleted.
+var ErrNotHolder = errors.New("etcdlock: token is not the holder's")
+
 // ErrClosed means the [Client] was closed.
 var ErrClosed = errors.New("etcdlock: client closed")
 

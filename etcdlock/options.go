@@ -37,8 +37,9 @@ func defaultOptions() options {
 func WithTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.ttl = d }) }
 
 // WithPrefix sets the key prefix under which every key of the client lives:
-// a lock named n keeps its queue under prefix+"lock/"+n+"/", and the
-// session's slot markers live under prefix+"slot/". Default "/fencelock/".
+// a lock named n keeps its queue under prefix+"lock/"+n+"/", an election
+// named n under prefix+"elect/"+n+"/", and the session's slot markers live
+// under prefix+"slot/". Default "/fencelock/".
 // A '/' is appended when missing. Empty makes [New] fail.
 //
 // With etcd authentication on, the client's role needs readwrite on the

@@ -29,11 +29,28 @@ func TestHarnessShort(t *testing.T) {
 	if testing.Short() && !testenv.InCI() { // CI runs it, -short or not
 		testenv.Unavailable(t, "the fault harness takes about two minutes and -short is set", "run without -short")
 	}
+	harnessPair(t, false, 4) // then TestHarnessShortElection's two runs
+}
+
+// TestHarnessShortElection is TestHarnessShort with the workers as
+// election candidates: each leads a key's election with Client.Run and
+// writes with its term's token (go run ./cmd/fencecheck -election).
+func TestHarnessShortElection(t *testing.T) {
+	if testing.Short() && !testenv.InCI() {
+		testenv.Unavailable(t, "the fault harness takes about two minutes and -short is set", "run without -short")
+	}
+	harnessPair(t, true, 2)
+}
+
+// harnessPair runs the fenced run and its control and checks the verdict;
+// runsLeft counts them and the harness runs of the tests after this one.
+func harnessPair(t *testing.T, election bool, runsLeft int) {
+	t.Helper()
 	srv := harnessServers(t)
 	seed := harnessSeed(t)
 	t.Logf("seed %d (replay: FENCECHECK_SEED=%d)", seed, seed)
-	fenced := runHarness(t, srv, seed, true, 2)
-	control := runHarness(t, srv, seed, false, 1)
+	fenced := runHarness(t, srv, seed, election, true, runsLeft)
+	control := runHarness(t, srv, seed, election, false, runsLeft-1)
 	var table strings.Builder
 	harness.PrintSummary(&table, fenced, control)
 	t.Logf("seed %d\n%s", seed, table.String())
@@ -67,10 +84,10 @@ func harnessSeed(t *testing.T) int64 {
 // runHarness runs one of the runsLeft runs still to come, capped so that
 // all of them end before the test's deadline: a run cut short by the test
 // timeout would panic instead of saying which minimums it missed.
-func runHarness(t *testing.T, srv harness.Servers, seed int64, fenced bool, runsLeft int) *harness.Report {
+func runHarness(t *testing.T, srv harness.Servers, seed int64, election, fenced bool, runsLeft int) *harness.Report {
 	t.Helper()
 	cfg := harness.Short(seed)
-	cfg.Fenced = fenced
+	cfg.Fenced, cfg.Election = fenced, election
 	if dl, ok := t.Deadline(); ok {
 		const wrapUp = 45 * time.Second // stopping the workers and checking, per run
 		if left := time.Until(dl)/time.Duration(runsLeft) - wrapUp; left < cfg.MaxDuration {

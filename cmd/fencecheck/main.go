@@ -10,6 +10,7 @@
 //	go run ./cmd/fencecheck -long           # a soak of 5 to 15 minutes per run
 //	go run ./cmd/fencecheck -seed 42        # replay a seed
 //	go run ./cmd/fencecheck -control=false  # the fenced run only
+//	go run ./cmd/fencecheck -election       # workers are election candidates (Client.Run), not lock holders
 //
 // It starts PostgreSQL and versitygw itself, as the tests do (bash
 // .ci/setup.sh installs them), or uses FENCELOCK_PG_DSN and
@@ -33,6 +34,7 @@ func main() {
 	seed := flag.Int64("seed", 0, "random seed (default: from the clock, printed)")
 	control := flag.Bool("control", true, "also run the control: the same workload and seed with fencing off")
 	events := flag.String("events", "", "write every worker event of the fenced run as JSON lines to this file")
+	election := flag.Bool("election", false, "workers lead elections with etcdlock's Client.Run, writing with their terms' tokens, instead of taking locks")
 	faults := flag.Int("faults", 0, "faults of each kind the run goes on until (default: the mode's); the verdict still wants the short mode's minimums")
 	flag.Parse()
 	if *seed == 0 {
@@ -42,6 +44,7 @@ func main() {
 	if *long {
 		cfg = harness.Long(*seed)
 	}
+	cfg.Election = *election
 	if *faults > 0 {
 		cfg.Until.Faults = harness.FaultsEach(*faults)
 		cfg.MinDuration = min(cfg.MinDuration, 10*time.Second)

@@ -13,6 +13,10 @@ type Config struct {
 	Seed int64
 	// Fenced selects fenced writes; false is the control run.
 	Fenced bool
+	// Election makes the workers candidates of one election per key, each
+	// leading with etcdlock's Client.Run and writing with its term's token,
+	// instead of lock holders.
+	Election bool
 	// Workers is the number of worker processes running at once.
 	Workers int
 	// Keys is the number of locks; each guards one resource of every kind.
@@ -33,7 +37,7 @@ type Config struct {
 	MaxDuration time.Duration
 	// TTL is the lease TTL the workers ask etcd for.
 	TTL time.Duration
-	// LockTimeout bounds each Lock call of a worker.
+	// LockTimeout bounds each Lock call (or campaign) of a worker.
 	LockTimeout time.Duration
 	// Log, when set, receives the nemesis's progress lines.
 	Log func(format string, args ...any)

@@ -33,6 +33,7 @@ func (c *Counts) add(a Attempt) {
 type Report struct {
 	Seed       int64
 	Fenced     bool
+	Election   bool // the workers were election candidates (Config.Election)
 	Duration   time.Duration
 	Writes     map[string]*Counts // by resource kind
 	Faults     map[FaultKind]int
@@ -47,7 +48,7 @@ type Report struct {
 }
 
 func newReport(cfg *Config, events []Event, atts []Attempt) *Report {
-	r := &Report{Seed: cfg.Seed, Fenced: cfg.Fenced, Writes: map[string]*Counts{}}
+	r := &Report{Seed: cfg.Seed, Fenced: cfg.Fenced, Election: cfg.Election, Writes: map[string]*Counts{}}
 	for _, k := range resourceKinds {
 		r.Writes[k] = &Counts{}
 	}
@@ -137,10 +138,14 @@ func (r *Report) duration() string {
 }
 
 func (r *Report) name() string {
+	name := "control"
 	if r.Fenced {
-		return "fenced"
+		name = "fenced"
 	}
-	return "control"
+	if r.Election {
+		name += " (election)"
+	}
+	return name
 }
 
 func faultHeader() string {

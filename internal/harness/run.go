@@ -94,7 +94,7 @@ func (r *runner) setUp(ctx context.Context) error {
 
 func (r *runner) workerConfig() workerConfig {
 	return workerConfig{
-		DSN: r.srv.PostgresDSN, S3: r.srv.S3, Keys: r.keys, Fenced: r.cfg.Fenced, TTL: r.cfg.TTL,
+		DSN: r.srv.PostgresDSN, S3: r.srv.S3, Keys: r.keys, Fenced: r.cfg.Fenced, Election: r.cfg.Election, TTL: r.cfg.TTL,
 		LockTimeout: r.cfg.LockTimeout, WritesPerLock: r.cfg.WritesPerLock, Seed: r.cfg.Seed,
 	}
 }

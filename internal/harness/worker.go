@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -67,16 +68,59 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 	return nil
 }
 
-// section takes a random key's lock, writes its resources and unlocks.
+// section takes a random key's lock, writes its resources and unlocks; or,
+// in an election run, leads the key's election for one term.
 func (w *worker) section(ctx context.Context) {
 	key := w.cfg.Keys[w.rng.IntN(len(w.cfg.Keys))]
+	if w.cfg.Election {
+		w.elect(ctx, key)
+		return
+	}
 	lock := w.lock(ctx, key)
 	if lock == nil {
 		w.ctl.pause(retryPause)
 		return
 	}
 	defer w.unlock(ctx, lock)
-	g, err := fence.NewGuard(lock)
+	w.work(ctx, ctx, lock, key)
+}
+
+// elect runs key's election with Client.Run until it has led one term (its
+// campaign bounded by LockTimeout), writing with the term's token; a term
+// is logged as a lock event. Run resigns when the term's work is done.
+func (w *worker) elect(ctx context.Context, key string) {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	var won atomic.Bool
+	timeout := time.AfterFunc(w.cfg.LockTimeout, func() {
+		if !won.Load() {
+			cancel()
+		}
+	})
+	defer timeout.Stop()
+	err := w.locks.Run(rctx, key, w.cfg.ID, func(tctx context.Context, term *etcdlock.Term) error {
+		if rctx.Err() != nil || won.Swap(true) {
+			return nil
+		}
+		w.log.emit(Event{Ev: EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), OK: true, Token: int64(term.Token())})
+		w.work(ctx, tctx, term, key)
+		cancel() // one term per section
+		return nil
+	})
+	if !won.Load() {
+		w.log.emit(Event{Ev: EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), Err: fmt.Sprint(err)})
+		w.ctl.pause(retryPause)
+	}
+}
+
+// work reads and writes key's resources under holder's token. The writes
+// run under ctx, not under the term's context tctx (a lock's is ctx too):
+// a write already under way when the term ends, or frozen by the nemesis
+// across its end, still reaches the resource, which must refuse it. A
+// holder that sees tctx end makes no new write.
+func (w *worker) work(ctx, tctx context.Context, holder fence.Holder, key string) {
+	g, err := fence.NewGuard(holder)
 	if err != nil {
 		return
 	}
@@ -86,7 +130,7 @@ func (w *worker) section(ctx context.Context) {
 	}
 	for range w.cfg.WritesPerLock {
 		for _, kind := range kinds {
-			if w.write(ctx, g, kind, key) == OutLost {
+			if tctx.Err() != nil || w.write(ctx, g, kind, key) == OutLost {
 				return
 			}
 		}

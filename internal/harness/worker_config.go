@@ -22,6 +22,7 @@ type workerConfig struct {
 	S3            s3test.Config // Bucket is versioned
 	Keys          []string
 	Fenced        bool
+	Election      bool
 	TTL           time.Duration
 	LockTimeout   time.Duration
 	WritesPerLock int

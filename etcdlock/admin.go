@@ -1,0 +1,111 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Break frees the lock called name from a holder that is stuck: it deletes
+// the holder's key, but only while the holder's token (the key's create
+// revision) is still token, so a Break that arrives late, twice, or after
+// the holder was replaced never frees someone else's acquisition. It
+// returns the entry it deleted.
+//
+// It fails with an error matching [ErrNotHolder] when token is not the
+// current holder's (the lock is free, or held by another acquisition). It
+// needs no session and the holder need not be reachable.
+//
+// The broken holder's process may still be running: if it is alive and
+// connected, its [Lock.Done] closes within about 150 ms. Until then it can
+// still write; a fenced resource refuses its writes once the next holder,
+// whose token is greater, has written there.
+func (c *Client) Break(ctx context.Context, name string, token fence.Token) (Entry, error) {
+	return c.breakHolder(ctx, "Break", name, token, c.queue)
+}
+
+// BreakElection is [Client.Break] for the leader of the election called
+// name.
+func (c *Client) BreakElection(ctx context.Context, name string, token fence.Token) (Entry, error) {
+	return c.breakHolder(ctx, "BreakElection", name, token, c.electionQueue)
+}
+
+func (c *Client) breakHolder(ctx context.Context, op, name string, token fence.Token, queue func(string) string) (Entry, error) {
+	if ctx == nil {
+		return Entry{}, fmt.Errorf("etcdlock: %s: nil context", op)
+	}
+	if err := validateName(name); err != nil {
+		return Entry{}, err
+	}
+	if !token.Valid() {
+		return Entry{}, fmt.Errorf("etcdlock: %s %q: token %d is not positive", op, name, token)
+	}
+	q := queue(name)
+	resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(q, clientv3.WithFirstCreate()...)).Commit()
+	if err != nil {
+		return Entry{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 || kvs[0].CreateRevision != int64(token) {
+		return Entry{}, c.notHolder(name, token, kvs)
+	}
+	e := entryOf(kvs[0])
+	del, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(e.Key), "=", int64(token))).
+		Then(clientv3.OpDelete(e.Key)).
+		Else(clientv3.OpGet(q, clientv3.WithFirstCreate()...)).
+		Commit()
+	if err != nil {
+		return Entry{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
+	}
+	if !del.Succeeded {
+		return Entry{}, c.notHolder(name, token, del.Responses[0].GetResponseRange().Kvs)
+	}
+	return e, nil
+}
+
+func (c *Client) notHolder(name string, token fence.Token, first []*mvccpb.KeyValue) error {
+	if len(first) == 0 {
+		return fmt.Errorf("%w: %q is free, not held with token %d", ErrNotHolder, name, token)
+	}
+	return fmt.Errorf("%w: %q is held by %v, not with token %d", ErrNotHolder, name, entryOf(first[0]), token)
+}
+
+// ListLocks returns the names of the locks that have a holder or a waiter,
+// sorted. ctx bounds the request.
+func (c *Client) ListLocks(ctx context.Context) ([]string, error) {
+	return c.list(ctx, "ListLocks", c.o.prefix+"lock/")
+}
+
+// ListElections returns the names of the elections that have a candidate,
+// sorted. ctx bounds the request.
+func (c *Client) ListElections(ctx context.Context) ([]string, error) {
+	return c.list(ctx, "ListElections", c.o.prefix+"elect/")
+}
+
+func (c *Client) list(ctx context.Context, op, under string) ([]string, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("etcdlock: %s: nil context", op)
+	}
+	resp, err := c.cli.Get(ctx, under, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: %s: %w", op, c.explain(err))
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, kv := range resp.Kvs {
+		name, _, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), under), "/")
+		if ok && !seen[name] && validateName(name) == nil {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
