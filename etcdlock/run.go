@@ -127,10 +127,13 @@ func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Ter
 	return nil
 }
 
-// resign resigns t, bounded by the cleanup timeout even when ctx has ended.
+// resign resigns t, bounded by the cleanup timeout even when ctx has ended,
+// and by the session: once it has ended, no one renews the lease, and its
+// keys go with it (so the next campaign need not wait on a cut link).
 func (c *Client) resign(ctx context.Context, t *Term) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
 	defer cancel()
+	defer context.AfterFunc(t.l.s.ctx, cancel)()
 	return t.Resign(rctx)
 }
 

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
+)
+
+// The tests run fencelock as real processes: this test binary, re-executed
+// with cliEnv set, is the fencelock command; with testChildEnv set it is a
+// child command of the tests' own (see child_test.go).
+const (
+	cliEnv       = "FENCELOCK_CLI_TEST_MAIN"
+	testChildEnv = "FENCELOCK_CLI_TEST_CHILD"
+)
+
+// etcdEndpoints is the embedded etcd all tests share.
+var etcdEndpoints []string
+
+func TestMain(m *testing.M) {
+	if what := os.Getenv(testChildEnv); what != "" { // first: a child inherits cliEnv
+		os.Exit(testChild(what))
+	}
+	if os.Getenv(cliEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	srv, err := etcdlocktest.Start(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	etcdEndpoints = srv.Endpoints()
+	code := m.Run()
+	srv.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// fencelock returns the command fencelock args, against the shared etcd
+// (or eps), with the test's own prefix.
+func fencelock(t *testing.T, eps []string, args ...string) *exec.Cmd {
+	t.Helper()
+	if eps == nil {
+		eps = etcdEndpoints
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), cliEnv+"=1",
+		"FENCELOCK_ENDPOINTS="+strings.Join(eps, ","), "FENCELOCK_PREFIX="+prefix(t), "FENCELOCK_TTL=1s")
+	return cmd
+}
+
+// result runs cmd and returns its exit status, stdout and stderr.
+func result(t *testing.T, cmd *exec.Cmd) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatal(err)
+		}
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+}
+
+func prefix(t *testing.T) string {
+	return "/clitest/" + strings.ReplaceAll(t.Name(), "/", "_") + "/"
+}
+
+// locker returns a library client on the same etcd and prefix as the
+// test's fencelock commands.
+func locker(t *testing.T, opts ...etcdlock.Option) (*etcdlock.Client, *clientv3.Client) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append([]etcdlock.Option{etcdlock.WithPrefix(prefix(t)), etcdlock.WithTTL(time.Second)}, opts...)
+	c, err := etcdlock.New(cli, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()); cli.Close() })
+	return c, cli
+}
+
+// waitFile polls until path exists and returns its content.
+func waitFile(t *testing.T, path string, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not written within %v", path, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitExit waits for a started command to exit and returns its status.
+func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode()
+	case <-time.After(within):
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("fencelock did not exit within %v", within)
+		return -1
+	}
+}
+
+func tempFile(t *testing.T, name string) string { return filepath.Join(t.TempDir(), name) }

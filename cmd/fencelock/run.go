@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+)
+
+type runOptions struct {
+	wait      time.Duration
+	try       bool
+	killAfter time.Duration
+	metadata  string
+}
+
+func newRunCmd(g *globals) *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use:   "run [flags] NAME -- CMD [ARGS...]",
+		Short: "Run a command while holding lock NAME",
+		Long: `run takes lock NAME (waiting in arrival order, up to --wait; --try gives up
+at once), runs CMD with its stdio passed through, and releases the lock when
+CMD exits. CMD gets in its environment:
+
+  FENCELOCK_TOKEN  the fencing token: the create revision of the lock's key,
+                   greater than every earlier holder's. Put it in every write
+                   CMD makes (e.g. UPDATE ... WHERE fence <= $FENCELOCK_TOKEN),
+                   so that storage refuses CMD's writes once a newer holder wrote.
+  FENCELOCK_NAME   the lock's name
+  FENCELOCK_KEY    the lock's etcd key
+  FENCELOCK_LEASE  the session lease, in hex as etcdctl prints it
+  FENCELOCK_TTL    the granted lease TTL, in seconds
+
+When the lock is lost (the lease expired or no keepalive was acknowledged by
+its validity deadline, or the key was deleted, e.g. by fencelock break), CMD's
+process group gets SIGTERM, then SIGKILL after --kill-after, and fencelock
+exits 79. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to fencelock are passed on
+to CMD's process group. CMD is killed if fencelock itself is killed.
+
+Exit status: CMD's (128+N when signal N ended it); 75 when the lock was not
+acquired (--try found it held, or --wait elapsed); 79 when it was lost while
+CMD ran; 69 when etcd cannot be reached or refuses; 64 for bad usage; 127
+when CMD cannot be started.`,
+		Example: `  fencelock run --wait 30s nightly-report -- ./report.sh
+  fencelock run --try nightly-report -- sh -c \
+    'psql "$DSN" -c "UPDATE reports SET state = 1, fence = $FENCELOCK_TOKEN WHERE id = 1 AND fence <= $FENCELOCK_TOKEN"'`,
+		Args: nameAndCommand,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, argv := splitCommand(args)
+			return runLocked(cmd.Context(), g, o, name, argv, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().SetInterspersed(false) // flags after NAME belong to CMD
+	f := cmd.Flags()
+	f.DurationVar(&o.wait, "wait", 0, "give up waiting for the lock after this long (0: wait until interrupted)")
+	f.BoolVar(&o.try, "try", false, "fail at once (exit 75) if the lock is held or waited for")
+	f.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "after the lock is lost, SIGKILL CMD this long after SIGTERM")
+	f.StringVar(&o.metadata, "metadata", "", "text stored with the lock for status to show (at most 4 KiB)")
+	return cmd
+}
+
+// nameAndCommand accepts NAME CMD [ARGS...], with or without "--" between
+// them. Flag parsing stops at NAME, so CMD's own flags stay CMD's.
+func nameAndCommand(cmd *cobra.Command, args []string) error {
+	if _, argv := splitCommand(args); len(argv) == 0 {
+		return bad("%s: want NAME -- CMD [ARGS...], got %d arguments", cmd.Name(), len(args))
+	}
+	return nil
+}
+
+// splitCommand returns NAME and CMD [ARGS...] of args.
+func splitCommand(args []string) (string, []string) {
+	if len(args) > 0 && args[0] == "--" { // fencelock run --flag -- NAME CMD
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		return "", nil
+	}
+	name, argv := args[0], args[1:]
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	return name, argv
+}
+
+func bad(format string, args ...any) error { return fail(exitUsage, format, args...) }
+
+func runLocked(ctx context.Context, g *globals, o runOptions, name string, argv []string, stderr io.Writer) error {
+	if o.killAfter <= 0 {
+		return bad("--kill-after %v: must be positive", o.killAfter)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs := catchSignals(cancel)
+	defer sigs.stop()
+	locks, closeLocks, err := g.connect(ctx)
+	if err != nil {
+		if sigs.received() != 0 {
+			return sigs.interrupted("connecting to etcd")
+		}
+		return err
+	}
+	defer func() { closeLocks() }()
+	lock, err := acquire(ctx, sigs, locks, o, name)
+	if err != nil {
+		return err
+	}
+	c, err := startChild(argv, childEnv(name, lock.Key(), lock.Token(), lock.Lease(), lock.TTL()))
+	if err != nil {
+		unlock(lock)
+		return fail(127, "start %q: %v", argv[0], err)
+	}
+	if supervise(c, sigs, lock.Done(), o.killAfter) {
+		closeLocks = func() {} // no wait for a revoke through a link that may be cut: the lease is gone or expiring
+		return fail(exitLost, "lock %q (token %d) lost while the command ran: %v; the command was stopped", name, lock.Token(), lock.Err())
+	}
+	if err := unlock(lock); errors.Is(err, etcdlock.ErrLost) {
+		fmt.Fprintf(stderr, "fencelock: the command exited with status %d, but %v\n", c.status(), err)
+		return fail(exitLost, "lock %q (token %d) was lost before the command ended", name, lock.Token())
+	} else if err != nil {
+		fmt.Fprintf(stderr, "fencelock: %v\n", err)
+	}
+	return childExit(c.status())
+}
+
+// acquire takes the lock as the flags say, turning failures into exits.
+func acquire(ctx context.Context, sigs *signals, locks *etcdlock.Client, o runOptions, name string) (*etcdlock.Lock, error) {
+	actx := ctx
+	if o.wait > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(actx, o.wait)
+		defer cancel()
+	}
+	var lock *etcdlock.Lock
+	var err error
+	if o.try {
+		lock, err = locks.TryLock(actx, name, etcdlock.WithMetadata(o.metadata))
+	} else {
+		lock, err = locks.Lock(actx, name, etcdlock.WithMetadata(o.metadata))
+	}
+	switch {
+	case err == nil:
+		return lock, nil
+	case sigs.received() != 0:
+		return nil, sigs.interrupted(fmt.Sprintf("waiting for lock %q", name))
+	case errors.Is(err, etcdlock.ErrLocked):
+		return nil, fail(exitNotAcquired, "%v", err)
+	case errors.Is(err, context.DeadlineExceeded) && o.wait > 0 && ctx.Err() == nil:
+		holder := ""
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if q, ierr := locks.Inspect(ictx, name); ierr == nil && q.Holder != nil {
+			holder = fmt.Sprintf(" (held by %v)", q.Holder)
+		}
+		return nil, fail(exitNotAcquired, "lock %q not acquired within --wait %v%s", name, o.wait, holder)
+	case errors.Is(err, etcdlock.ErrInvalidName), errors.Is(err, etcdlock.ErrTooLarge):
+		return nil, bad("%v", err)
+	default:
+		return nil, fail(exitUnavailable, "lock %q: %v", name, err)
+	}
+}
+
+func unlock(lock *etcdlock.Lock) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return lock.Unlock(ctx)
+}
+
+// childEnv is what the child learns about its lock or term.
+func childEnv(name, key string, token fence.Token, lease clientv3.LeaseID, ttl time.Duration) []string {
+	return []string{
+		"FENCELOCK_TOKEN=" + strconv.FormatInt(int64(token), 10),
+		"FENCELOCK_NAME=" + name,
+		"FENCELOCK_KEY=" + key,
+		fmt.Sprintf("FENCELOCK_LEASE=%x", int64(lease)),
+		"FENCELOCK_TTL=" + strconv.FormatInt(int64(ttl/time.Second), 10),
+	}
+}
