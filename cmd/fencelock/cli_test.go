@@ -40,7 +40,7 @@ func TestRunEnvironmentAndStatus(t *testing.T) {
 		t.Fatalf("Inspect while the child runs: %#v, %v", q, err)
 	}
 	h := q.Holder
-	want := []string{strconv.FormatInt(int64(h.Token), 10), "job", h.Key, fmt.Sprintf("%x", int64(h.Lease)), "1"}
+	want := []string{strconv.FormatInt(int64(h.Token), 10), "job", h.Key, fmt.Sprintf("%016x", int64(h.Lease)), "1"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("child's environment: got %q, want %q", got, want)
 	}

@@ -181,7 +181,7 @@ func childEnv(name, key string, token fence.Token, lease clientv3.LeaseID, ttl t
 		"FENCELOCK_TOKEN=" + strconv.FormatInt(int64(token), 10),
 		"FENCELOCK_NAME=" + name,
 		"FENCELOCK_KEY=" + key,
-		fmt.Sprintf("FENCELOCK_LEASE=%x", int64(lease)),
+		fmt.Sprintf("FENCELOCK_LEASE=%016x", int64(lease)),
 		"FENCELOCK_TTL=" + strconv.FormatInt(int64(ttl/time.Second), 10),
 	}
 }

@@ -80,7 +80,7 @@ func entryToJSON(e etcdlock.Entry) entryJSON {
 	if e.TTL >= 0 {
 		ttl = int64(e.TTL / time.Second)
 	}
-	return entryJSON{Key: e.Key, Token: int64(e.Token), Rev: e.Rev, Lease: fmt.Sprintf("%x", int64(e.Lease)),
+	return entryJSON{Key: e.Key, Token: int64(e.Token), Rev: e.Rev, Lease: fmt.Sprintf("%016x", int64(e.Lease)),
 		TTLSeconds: ttl, Owner: e.Owner, Acquired: e.Acquired, Data: e.Data}
 }
 
@@ -181,5 +181,5 @@ func printEntry(w io.Writer, kind, name, role string, e etcdlock.Entry) {
 	if e.Data != "" {
 		data = fmt.Sprintf("%q", e.Data)
 	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%x\t%s\n", kind, name, role, e.Token, e.OwnerOrUnknown(), since, ttl, int64(e.Lease), data)
+	fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%016x\t%s\n", kind, name, role, e.Token, e.OwnerOrUnknown(), since, ttl, int64(e.Lease), data)
 }
