@@ -275,9 +275,8 @@ func TestBadUsageAndUnreachable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, _, stderr := result(t, fencelock(t, tt.eps, tt.args...))
-			lines := strings.Split(strings.TrimSpace(stderr), "\n")
-			if code != tt.want || !strings.HasPrefix(lines[0], "fencelock: ") {
-				t.Fatalf("exit %d, stderr %q; want %d and a line starting \"fencelock: \"", code, stderr, tt.want)
+			if code != tt.want || !strings.HasPrefix(stderr, "fencelock: ") || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("exit %d, stderr %q; want %d and one line starting \"fencelock: \"", code, stderr, tt.want)
 			}
 		})
 	}

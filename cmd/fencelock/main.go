@@ -76,8 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fencelock:", ee.err)
 		return ee.code
 	default: // cobra's own: unknown flag or command, bad arguments
-		fmt.Fprintln(stderr, "fencelock:", err)
-		fmt.Fprintln(stderr, "Run 'fencelock help' for usage.")
+		fmt.Fprintf(stderr, "fencelock: %v (see fencelock help)\n", err)
 		return exitUsage
 	}
 }
