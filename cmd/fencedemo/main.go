@@ -52,10 +52,11 @@ func run() error {
 	if name := os.Getenv(envWorker); name != "" {
 		return worker(os.Getenv(envEtcd), os.Getenv(envResource), name)
 	}
-	return demo()
+	return demo(os.Stdout)
 }
 
-func demo() error {
+// demo plays the story twice, fenced and not, telling it on out.
+func demo(out io.Writer) error {
 	dir, err := os.MkdirTemp("", "fencedemo-")
 	if err != nil {
 		return err
@@ -63,7 +64,7 @@ func demo() error {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	fmt.Println("starting embedded etcd (nothing to install)...")
+	fmt.Fprintln(out, "starting embedded etcd (nothing to install)...")
 	cluster, err := embedetcd.StartServer(ctx, dir)
 	if err != nil {
 		return err
@@ -73,14 +74,14 @@ func demo() error {
 
 	var landed [2]bool
 	for i, fenced := range []bool{true, false} {
-		if landed[i], err = play(ctx, ep, fenced, i); err != nil {
+		if landed[i], err = play(ctx, out, ep, fenced, i); err != nil {
 			return err
 		}
 	}
-	fmt.Println()
+	fmt.Fprintln(out)
 	switch {
 	case !landed[0] && landed[1]:
-		fmt.Println("Same lock, same pause. Only the resource's token check kept A's stale write out.")
+		fmt.Fprintln(out, "Same lock, same pause. Only the resource's token check kept A's stale write out.")
 		return nil
 	default:
 		return fmt.Errorf("unexpected outcome: stale write landed with fencing %v, without %v", landed[0], landed[1])
@@ -88,7 +89,7 @@ func demo() error {
 }
 
 // play runs the story once and reports whether A's stale write landed.
-func play(ctx context.Context, ep string, fenced bool, round int) (bool, error) {
+func play(ctx context.Context, out io.Writer, ep string, fenced bool, round int) (bool, error) {
 	r, err := startResource(fenced)
 	if err != nil {
 		return false, err
@@ -98,8 +99,8 @@ func play(ctx context.Context, ep string, fenced bool, round int) (bool, error) 
 	if !fenced {
 		mode = "OFF: the resource keeps whatever it is sent last"
 	}
-	fmt.Printf("\n=== Run %d — fencing %s\n", round+1, mode)
-	t := newTimeline()
+	fmt.Fprintf(out, "\n=== Run %d — fencing %s\n", round+1, mode)
+	t := newTimeline(out)
 	name := fmt.Sprintf("ledger-%d", round)
 
 	a, err := startWorker(ep, r.baseURL, name)
@@ -151,9 +152,9 @@ func play(ctx context.Context, ep string, fenced bool, round int) (bool, error) 
 	}
 	t.say("final value: %q (B holds token %d)", rec.Value, tokB)
 	if landed {
-		fmt.Println("  => LOST UPDATE: B's write was overwritten by a holder whose lease had expired.")
+		fmt.Fprintln(out, "  => LOST UPDATE: B's write was overwritten by a holder whose lease had expired.")
 	} else {
-		fmt.Println("  => B's write stands. A's error matches fence.ErrStale; A must not retry it.")
+		fmt.Fprintln(out, "  => B's write stands. A's error matches fence.ErrStale; A must not retry it.")
 	}
 	return landed, nil
 }
@@ -279,10 +280,13 @@ func stopped(pid int) bool {
 	return true
 }
 
-type timeline struct{ start time.Time }
+type timeline struct {
+	out   io.Writer
+	start time.Time
+}
 
-func newTimeline() *timeline { return &timeline{start: time.Now()} }
+func newTimeline(out io.Writer) *timeline { return &timeline{out: out, start: time.Now()} }
 
 func (t *timeline) say(format string, args ...any) {
-	fmt.Printf("  %6.3fs  %s\n", time.Since(t.start).Seconds(), fmt.Sprintf(format, args...))
+	fmt.Fprintf(t.out, "  %6.3fs  %s\n", time.Since(t.start).Seconds(), fmt.Sprintf(format, args...))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -22,18 +21,9 @@ func TestMain(m *testing.M) {
 // TestDemo runs the whole demo: with fencing the stale write is refused,
 // without it the stale write lands.
 func TestDemo(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout := os.Stdout
-	os.Stdout = w
-	out := make(chan string)
-	go func() { var b bytes.Buffer; io.Copy(&b, r); out <- b.String() }()
-	err = demo()
-	os.Stdout = stdout
-	w.Close()
-	got := <-out
+	var out bytes.Buffer
+	err := demo(&out)
+	got := out.String()
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, got)
 	}

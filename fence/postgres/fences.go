@@ -44,7 +44,8 @@ var defaultFences = func() *Fences {
 	return f
 }()
 
-// NewFences returns the fence table name (schema-qualified or not). It fails
+// NewFences returns the [Fences] kept in the table called name
+// (schema-qualified or not; create it with [CreateSchema]). It fails
 // with [ErrInvalidIdentifier] on an unusable name, before any I/O.
 func NewFences(name pgx.Identifier) (*Fences, error) {
 	q, err := quoteName("fence table", name)

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,15 +16,15 @@ import (
 )
 
 // readS3 reads every version of the run's objects from the versioned
-// bucket. Version IDs order the versions: the server makes them ULIDs,
-// which sort by creation time.
+// bucket, oldest first. The order is the listing's: S3 lists the versions of
+// a key newest first (version IDs are opaque; only some servers make them
+// sortable).
 func (h *storageHistory) readS3(ctx context.Context, c *s3.Client, bucket, prefix string) error {
 	versions, err := listVersions(ctx, c, bucket, prefix)
 	if err != nil {
 		return err
 	}
-	sort.SliceStable(versions, func(i, j int) bool { return *versions[i].VersionId < *versions[j].VersionId })
-	for _, v := range versions {
+	for _, v := range oldestFirst(versions) {
 		r, err := readVersion(ctx, c, bucket, *v.Key, *v.VersionId)
 		if err != nil {
 			return err
@@ -36,6 +36,25 @@ func (h *storageHistory) readS3(ctx context.Context, c *s3.Client, bucket, prefi
 		}
 	}
 	return nil
+}
+
+// oldestFirst reverses the listing's order within each key.
+func oldestFirst(versions []types.ObjectVersion) []types.ObjectVersion {
+	byKey := map[string][]types.ObjectVersion{}
+	var keys []string
+	for _, v := range versions {
+		if _, ok := byKey[*v.Key]; !ok {
+			keys = append(keys, *v.Key)
+		}
+		byKey[*v.Key] = append(byKey[*v.Key], v)
+	}
+	var out []types.ObjectVersion
+	for _, k := range keys {
+		vs := byKey[k]
+		slices.Reverse(vs)
+		out = append(out, vs...)
+	}
+	return out
 }
 
 func listVersions(ctx context.Context, c *s3.Client, bucket, prefix string) ([]types.ObjectVersion, error) {
