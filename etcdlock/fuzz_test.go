@@ -1,0 +1,80 @@
+package etcdlock
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// FuzzKeyLayout: a name validateName accepts cannot escape its queue: its
+// keys lie under prefix+"lock/" (or "elect/"), the name reads back from
+// them unchanged, and no other accepted name's queue contains them.
+func FuzzKeyLayout(f *testing.F) {
+	for _, s := range []string{"job", "a/b", "..", "../x", "", "\x00", "a\nb", "name with space", "ü-ö", "\xff", strings.Repeat("x", MaxNameLen+1)} {
+		f.Add(s, "job")
+	}
+	c := &Client{o: defaultOptions()}
+	f.Fuzz(func(t *testing.T, name, other string) {
+		if err := validateName(name); err != nil {
+			if name != "" && len(name) <= MaxNameLen && utf8.ValidString(name) && !strings.ContainsFunc(name, badNameRune) {
+				t.Fatalf("validateName(%q) = %v, want nil", name, err)
+			}
+			return
+		}
+		if strings.ContainsFunc(name, badNameRune) || name == "" || len(name) > MaxNameLen {
+			t.Fatalf("validateName(%q) = nil, want an error", name)
+		}
+		for _, under := range []string{c.o.prefix + "lock/", c.o.prefix + "elect/"} {
+			q := c.queue(name)
+			if under != c.o.prefix+"lock/" {
+				q = c.electionQueue(name)
+			}
+			key := q + "0123456789abcdef-0"
+			rest, ok := strings.CutPrefix(key, under)
+			got, _, _ := strings.Cut(rest, "/")
+			if !ok || got != name {
+				t.Fatalf("key %q of name %q: under %q %v, name reads back as %q", key, name, under, ok, got)
+			}
+			if validateName(other) == nil && other != name {
+				oq := c.queue(other)
+				if under != c.o.prefix+"lock/" {
+					oq = c.electionQueue(other)
+				}
+				if strings.HasPrefix(key, oq) {
+					t.Fatalf("key %q of %q lies in the queue of %q", key, name, other)
+				}
+			}
+		}
+	})
+}
+
+func badNameRune(r rune) bool {
+	return r == '/' || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)
+}
+
+// FuzzEntryOf: any value in a queue key reads as an Entry, never a panic;
+// an owner is reported only from a record this package can read.
+func FuzzEntryOf(f *testing.F) {
+	f.Add([]byte(`{"v":1,"owner":"host-7/4121","acquired":"2026-11-30T10:02:03.5Z","data":"run 42"}`))
+	f.Add([]byte(``))
+	f.Add([]byte(`{"v":2,"owner":"future"}`))
+	f.Add([]byte(`{"v":0,"owner":"old"}`))
+	f.Add([]byte(`{"v":1,"owner":7}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, value []byte) {
+		e := entryOf(&mvccpb.KeyValue{Key: []byte("/fencelock/lock/x/1-0"), Value: value, CreateRevision: 5, ModRevision: 6, Lease: 7})
+		if e.Token != 5 || e.Rev != 6 || e.Lease != 7 {
+			t.Fatalf("entry %#v does not carry the key's revisions and lease", e)
+		}
+		if e.Owner != "" {
+			var r record
+			if err := json.Unmarshal(value, &r); err != nil || r.V < recordVersion || r.Owner != e.Owner {
+				t.Fatalf("owner %q read from %q, which is no record (%v)", e.Owner, value, err)
+			}
+		}
+		_ = e.String()
+	})
+}
