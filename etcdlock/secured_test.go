@@ -121,3 +121,54 @@ func TestNoClientCertificate(t *testing.T) {
 		t.Fatalf("Lock without a client certificate: got %q, want the transport error", err)
 	}
 }
+
+// Elections, owner records, Observe, Run and Break need nothing beyond the
+// prefix grant either (over TLS with a client certificate).
+func TestPrefixGrantIsEnoughForElections(t *testing.T) {
+	p := prefix(t)
+	e := secureEtcd(t, 2*time.Second, true, p)
+	c, err := etcdlock.New(e.locker(t, nil), etcdlock.WithTTL(2*time.Second), etcdlock.WithPrefix(p), etcdlock.WithOwner("svc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	seen, err := c.Observe(ctx, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := c.Campaign(ctx, "leader", "v1")
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	if got := <-seen; got.Token != term.Token() || got.Owner != "svc" {
+		t.Fatalf("Observe: got %#v, want the term %d", got, term.Token())
+	}
+	if err := term.Proclaim(ctx, "v2"); err != nil {
+		t.Fatalf("Proclaim: %v", err)
+	}
+	if l, err := c.Leader(ctx, "leader"); err != nil || l.Data != "v2" || l.TTL < 0 {
+		t.Fatalf("Leader: got %#v, %v", l, err)
+	}
+	if err := term.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	if err := c.Run(ctx, "leader", "v3", func(context.Context, *etcdlock.Term) error { return errors.New("one term") }); err == nil || !strings.Contains(err.Error(), "one term") {
+		t.Fatalf("Run: got %v, want lead's error", err)
+	}
+	l, err := c.Lock(ctx, "job", etcdlock.WithMetadata("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, err := c.Inspect(ctx, "job"); err != nil || q.Holder == nil || q.Holder.TTL < 0 || q.Holder.Data != "m" {
+		t.Fatalf("Inspect: got %#v, %v", q, err)
+	}
+	if names, err := c.ListLocks(ctx); err != nil || len(names) != 1 {
+		t.Fatalf("ListLocks: got %v, %v", names, err)
+	}
+	if _, err := c.Break(ctx, "job", l.Token()); err != nil {
+		t.Fatalf("Break: %v", err)
+	}
+	waitClosed(t, l.Done(), 2*time.Second, "broken lock's Done")
+}
