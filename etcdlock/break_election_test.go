@@ -219,7 +219,6 @@ func TestHoldsCampaignClosedWhileWaiting(t *testing.T) {
 	}
 }
 
-
 // Finding E7 (shared with locks; severity depends on the network): a term's
 // key deleted by someone else while the monitor's watch stream delivers
 // nothing (a stream that hangs while keepalives, on their own stream, go
