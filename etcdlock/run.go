@@ -110,13 +110,14 @@ func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Ter
 		cancel(nil)
 		<-watched
 	}()
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
+		if !returned { // f panicked (the panic goes on) or called runtime.Goexit
 			c.resign(ctx, t)
-			panic(p)
 		}
 	}()
 	err := f(tctx, t)
+	returned = true
 	ended := t.Err() != nil || ctx.Err() != nil
 	if rerr := c.resign(ctx, t); rerr != nil && !ended {
 		report(rerr)
