@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -574,4 +575,94 @@ func TestHoldsRunCloseWhileLeading(t *testing.T) {
 		t.Fatal("Run still running 5s after Close")
 	}
 	waitKeys(t, cli, prefix(t), 0)
+}
+
+// Under random request faults on every candidate's transactions (late,
+// lost reply, twice): no two candidates lead at once; a Proclaim that
+// succeeded is what Leader reads until the next one, whatever earlier,
+// failed Proclaims land late; and observers never go back.
+func TestHoldsElectionUnderRandomFaults(t *testing.T) {
+	eps := propServer(t)
+	direct := etcdClient(t, eps...)
+	fcli, in := faulty(t, 305, eps...)
+	const candidates = 4
+	cs := make([]*etcdlock.Client, candidates)
+	for i := range cs {
+		cs[i] = newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
+	}
+	octx, ocancel := context.WithCancel(context.Background())
+	defer ocancel()
+	w := newLocker(t, etcdClient(t, eps...))
+	o := observe(t, octx, w, "prop")
+	in.Random(0.25, 300*time.Millisecond, reqfault.Method("KV/Txn"))
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var active *etcdlock.Term
+	var violations []string
+	var terms, proclaims, failedProclaims int
+	var won []fence.Token
+	var wg sync.WaitGroup
+	for i := range candidates {
+		c := cs[i]
+		wg.Go(func() {
+			for n := 0; ctx.Err() == nil; n++ {
+				cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+				term, err := c.Campaign(cctx, "prop", "c")
+				ccancel()
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				if active != nil {
+					violations = append(violations, fmt.Sprintf("term %d won while term %d is active", term.Token(), active.Token()))
+				}
+				active = term
+				terms++
+				won = append(won, term.Token())
+				mu.Unlock()
+				for k := range 3 {
+					v := fmt.Sprintf("c%d-%d-%d", i, n, k)
+					pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+					err := term.Proclaim(pctx, v)
+					pcancel()
+					mu.Lock()
+					proclaims++
+					mu.Unlock()
+					if err != nil {
+						mu.Lock()
+						failedProclaims++
+						mu.Unlock()
+						continue
+					}
+					time.Sleep(20 * time.Millisecond) // earlier failed Proclaims may land meanwhile
+					e, err := direct.Get(context.Background(), term.Key())
+					if err == nil && len(e.Kvs) == 1 && e.Kvs[0].CreateRevision == int64(term.Token()) &&
+						!strings.Contains(string(e.Kvs[0].Value), `"data":"`+v+`"`) {
+						mu.Lock()
+						violations = append(violations, fmt.Sprintf("term %d: after Proclaim(%s) succeeded the key reads %s", term.Token(), v, e.Kvs[0].Value))
+						mu.Unlock()
+					}
+				}
+				mu.Lock()
+				active = nil
+				mu.Unlock()
+				rctx, rcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				term.Resign(rctx)
+				rcancel()
+			}
+		})
+	}
+	wg.Wait()
+	in.Heal()
+	t.Logf("%d terms, %d proclaims (%d failed), faults %v", terms, proclaims, failedProclaims, in.Counts())
+	if len(violations) > 0 {
+		t.Fatalf("%d violations, e.g. %s", len(violations), violations[0])
+	}
+	if terms < 10 {
+		t.Fatalf("only %d terms: the test proved little", terms)
+	}
+	waitKeys(t, direct, prefix(t)+"elect/", 0)
+	o.check(t, "observer under faults")
+	ocancel()
 }
