@@ -55,7 +55,9 @@ func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 
 // session returns the live session, creating one if there is none.
 // Creation is bounded by ctx, and so is waiting for another caller's
-// creation: one slow grant holds up no one past their own deadline.
+// creation: one slow grant holds up no one past their own deadline. Close
+// ends both (ErrClosed), so that Run and Campaign do not outlive Close
+// while etcd is unreachable.
 func (c *Client) session(ctx context.Context) (*session, error) {
 	if s, err := c.current(); s != nil || err != nil {
 		return s, err
@@ -65,12 +67,20 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 		defer func() { <-c.granting }()
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-c.life.Done():
+		return nil, ErrClosed
 	}
 	if s, err := c.current(); s != nil || err != nil {
 		return s, err // another caller made it meanwhile
 	}
-	s, err := newSession(ctx, c.cli, c.o.ttlSeconds())
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
+	s, err := newSession(gctx, c.cli, c.o.ttlSeconds())
 	if err != nil {
+		if ctx.Err() == nil && c.life.Err() != nil {
+			return nil, ErrClosed
+		}
 		return nil, err
 	}
 	c.mu.Lock()

@@ -54,9 +54,11 @@ func (c *Client) electionQueue(name string) string { return c.o.prefix + "elect/
 type Term struct {
 	l *Lock
 
-	mu    sync.Mutex // serialises Proclaim
+	proclaiming sync.Mutex // serialises Proclaim; guards rev
+	rev         int64      // the key's mod revision as last known; 0: unknown
+
+	mu    sync.Mutex // guards value; never held across a request
 	value string
-	rev   int64 // the key's mod revision as last known; 0: unknown
 }
 
 var (
@@ -130,7 +132,8 @@ const maxProclaimTries = 3
 // when the key is gone or another's (the term is over: Done closes soon, if
 // it has not); the term's Err once it has ended; [ErrTooLarge] for a value
 // longer than [MaxDataLen]; or the request's error, when the write may or
-// may not have landed (a later Proclaim settles it).
+// may not have landed (a later Proclaim settles it). Its requests end when
+// ctx ends or the term does, whichever is first.
 func (t *Term) Proclaim(ctx context.Context, value string) error {
 	if ctx == nil {
 		return errors.New("etcdlock: Proclaim: nil context")
@@ -138,18 +141,26 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	if err := validateData("election value", value); err != nil {
 		return err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.proclaiming.Lock()
+	defer t.proclaiming.Unlock()
 	if err := t.Err(); err != nil {
 		return fmt.Errorf("etcdlock: proclaim %q: %w", t.Name(), err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(t.l.life, cancel)()
 	for range maxProclaimTries {
 		ok, err := t.proclaimOnce(ctx, value)
 		if err != nil {
+			if terr := t.Err(); terr != nil && !errors.Is(err, ErrLost) {
+				err = terr // the term ended while the request was out
+			}
 			return fmt.Errorf("etcdlock: proclaim %q: %w", t.Name(), t.l.c.explain(err))
 		}
 		if ok {
+			t.mu.Lock()
 			t.value = value
+			t.mu.Unlock()
 			return nil
 		}
 	}

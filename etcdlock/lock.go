@@ -28,6 +28,8 @@ type Lock struct {
 
 	done   chan struct{}
 	cancel context.CancelFunc // stops the monitor
+	life   context.Context    // ends when done is closed: bounds a Term's Proclaim
+	end    context.CancelFunc // ends life
 
 	mu  sync.Mutex
 	err error
@@ -49,7 +51,8 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 		return nil, ErrClosed
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	l := &Lock{c: c, s: s, t: t, token: token, done: make(chan struct{}), cancel: cancel}
+	life, end := context.WithCancel(context.Background())
+	l := &Lock{c: c, s: s, t: t, token: token, done: make(chan struct{}), cancel: cancel, life: life, end: end}
 	c.wg.Add(1)
 	go l.monitor(ctx)
 	return l, nil
@@ -111,6 +114,7 @@ func (l *Lock) finish(cause error) {
 	if l.err == nil {
 		l.err = cause
 		close(l.done)
+		l.end()
 	}
 }
 

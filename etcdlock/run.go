@@ -47,8 +47,11 @@ func WithErrorHandler(h func(error)) RunOption {
 // campaign etcd refuses for good (a [*PermissionError]); and lead's error
 // when lead returns one while its term and ctx last, unless
 // [WithErrorHandler] is given. A campaign that fails for another reason
-// (etcd unreachable, the session lost while waiting) is retried after a
-// pause that doubles from 100 ms to 5 s.
+// (etcd unreachable, the session lost while waiting), and a term whose lead
+// returned an error passed to the handler, are followed by a pause that
+// doubles from 100 ms to 5 s (reset by a term whose lead returned nil), so
+// that a lead that fails at once steps aside instead of campaigning and
+// resigning in a tight loop.
 func (c *Client) Run(ctx context.Context, name, value string, lead func(context.Context, *Term) error, opts ...RunOption) error {
 	if ctx == nil {
 		return errors.New("etcdlock: Run: nil context")
@@ -86,16 +89,25 @@ func (c *Client) Run(ctx context.Context, name, value string, lead func(context.
 			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
-		if err := c.lead(ctx, t, lead, report); err != nil {
+		failed, err := c.lead(ctx, t, lead, report)
+		if err != nil {
 			return err
 		}
+		if !failed {
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		if err := c.sleep(ctx, backoff); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
-// lead runs one term: it calls f, then resigns. It returns f's error if f
-// returned one while the term and ctx lasted and report passed it on.
-func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Term) error, report func(error) error) error {
+// lead runs one term: it calls f, then resigns. failed reports whether f
+// returned an error while the term and ctx lasted; err is that error if
+// report passed it on.
+func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Term) error, report func(error) error) (failed bool, err error) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -110,21 +122,22 @@ func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Ter
 		cancel(nil)
 		<-watched
 	}()
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
+		if !returned { // f panicked (the panic goes on) or called runtime.Goexit
 			c.resign(ctx, t)
-			panic(p)
 		}
 	}()
-	err := f(tctx, t)
+	ferr := f(tctx, t)
+	returned = true
 	ended := t.Err() != nil || ctx.Err() != nil
 	if rerr := c.resign(ctx, t); rerr != nil && !ended {
 		report(rerr)
 	}
-	if err != nil && !ended {
-		return report(fmt.Errorf("etcdlock: Run %q, term %d: %w", t.Name(), t.Token(), err))
+	if ferr != nil && !ended {
+		return true, report(fmt.Errorf("etcdlock: Run %q, term %d: %w", t.Name(), t.Token(), ferr))
 	}
-	return nil
+	return false, nil
 }
 
 // resign resigns t, bounded by the cleanup timeout even when ctx has ended,

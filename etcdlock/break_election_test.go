@@ -1,0 +1,272 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/reqfault"
+)
+
+func clientv3WithPrefix() []clientv3.OpOption { return []clientv3.OpOption{clientv3.WithPrefix()} }
+
+// Adversarial tests of elections (Campaign, Term, Observe, Run) and owner
+// records. Tests named TestBreak… fail on the code they were written
+// against (3ca142f); tests named TestHolds… pin a claim that held up.
+
+// Finding E1: an election value (or lock metadata) that is not valid UTF-8
+// is silently changed: the record is JSON, and encoding/json replaces each
+// invalid byte with U+FFFD. Term.Value says one thing, Leader and Observe
+// another, and nothing fails. Values are documented as any string of at
+// most MaxDataLen bytes.
+func TestBreakNonUTF8ValueCorrupted(t *testing.T) {
+	c := newLocker(t, etcdClient(t))
+	value := "addr\xff\xfe\x00bin"
+	term, err := c.Campaign(t.Context(), "utf8", value)
+	if err != nil {
+		// Rejecting the value up front would be a fix too.
+		if errors.Is(err, etcdlock.ErrInvalidOption) || errors.Is(err, etcdlock.ErrTooLarge) {
+			return
+		}
+		t.Fatalf("Campaign: %v", err)
+	}
+	defer term.Resign(t.Context())
+	e := mustLeader(t, c, "utf8")
+	if e.Data != term.Value() {
+		t.Fatalf("Leader's Data %q != Term.Value %q: the published value was silently changed", e.Data, term.Value())
+	}
+}
+
+// Finding E2: Run with WithErrorHandler and a lead that fails at once (its
+// database is down, say) campaigns and resigns in a tight loop: two raft
+// writes per round, hundreds of rounds a second. Failed campaigns back off
+// (100 ms to 5 s); failed terms do not.
+func TestBreakRunFailingLeadBusyLoop(t *testing.T) {
+	fcli, in := faulty(t, 201)
+	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var rounds int
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(ctx, "busy", "", func(context.Context, *etcdlock.Term) error {
+			rounds++
+			return errors.New("database down")
+		}, etcdlock.WithErrorHandler(func(error) {}))
+	}()
+	time.Sleep(200 * time.Millisecond) // warm up: session created
+	before, start := in.Calls("KV/Txn")+in.Calls("KV/Range"), time.Now()
+	time.Sleep(time.Second) // a window to count requests in
+	n := in.Calls("KV/Txn") + in.Calls("KV/Range") - before
+	rate := float64(n) / time.Since(start).Seconds()
+	cancel()
+	<-done
+	t.Logf("Run with a lead that fails at once: %d rounds, %d requests in the 1s window (%.0f/s)", rounds, n, rate)
+	if rate > 30 {
+		t.Fatalf("Run sent %.0f requests/s while lead kept failing at once, want at most 30 (a backoff as for failed campaigns)", rate)
+	}
+}
+
+// Finding E3: a lead that exits its goroutine with runtime.Goexit (as
+// t.FailNow and t.SkipNow do in a test) skips the resignation: recover()
+// returns nil, so lead's deferred resign does not run. The term's key
+// stays, kept alive by the Client's session, and every other candidate
+// waits behind a leader that no longer leads, until the Client is closed.
+func TestBreakRunGoexitLeavesKey(t *testing.T) {
+	cli := etcdClient(t)
+	a := newLocker(t, cli)
+	b := newLocker(t, cli)
+	started := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		a.Run(context.Background(), "goexit", "a", func(context.Context, *etcdlock.Term) error {
+			close(started)
+			runtime.Goexit()
+			return nil
+		})
+	}()
+	<-started
+	<-exited
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	term, err := b.Campaign(ctx, "goexit", "b")
+	if err != nil {
+		t.Fatalf("b's Campaign 3s after a's Run goroutine exited: %v; keys: %v", err, keys(t, cli, prefix(t)+"elect/"))
+	}
+	term.Resign(t.Context())
+}
+
+// Finding E4: Run (and Campaign) waiting for a session grant are not ended
+// by Client.Close. Run documents "[ErrClosed] when the Client is closed",
+// but the grant request runs under Run's ctx alone; with etcd unreachable
+// Run stays blocked after Close returned, until the network heals or ctx
+// ends.
+func TestBreakRunIgnoresCloseWhileGranting(t *testing.T) {
+	pcli, proxy := proxied(t)
+	c, err := etcdlock.New(pcli, etcdlock.WithPrefix(prefix(t)), etcdlock.WithTTL(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the connection come up, then cut it.
+	if _, err := pcli.Get(t.Context(), "warm"); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut()
+	defer proxy.Heal()
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(context.Background(), "closing", "", func(ctx context.Context, _ *etcdlock.Term) error {
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	time.Sleep(300 * time.Millisecond) // Run is in the grant
+	cctx, ccancel := context.WithTimeout(t.Context(), time.Second)
+	defer ccancel()
+	c.Close(cctx)
+	select {
+	case err := <-done:
+		if !errors.Is(err, etcdlock.ErrClosed) {
+			t.Fatalf("Run after Close: got %v, want ErrClosed", err)
+		}
+	case <-time.After(3 * time.Second):
+		proxy.Heal()
+		err := <-done
+		t.Fatalf("Run still running 3s after Client.Close returned (it returned %v only once the network healed)", err)
+	}
+}
+
+// Finding E5: Term.Value blocks while a Proclaim is in flight (one mutex
+// serialises Proclaim and guards the value), and a Proclaim whose request
+// hangs (etcd unreachable) is not ended by the end of its term: it outlives
+// Done and the validity deadline, bounded by the caller's ctx alone. A
+// status handler reading Value hangs with it.
+func TestBreakProclaimHangsPastTermAndBlocksValue(t *testing.T) {
+	pcli, proxy := proxied(t)
+	c := newLocker(t, pcli, etcdlock.WithTTL(2*time.Second))
+	term := mustCampaign(t, c, "hang", "v0")
+	proxy.Cut()
+	defer proxy.Heal()
+	proclaimed := make(chan error, 1)
+	go func() { proclaimed <- term.Proclaim(context.Background(), "v1") }()
+	time.Sleep(100 * time.Millisecond) // Proclaim holds the Term's mutex
+
+	got := make(chan string, 1)
+	go func() { got <- term.Value() }()
+	var valueBlocked bool
+	select {
+	case <-got:
+	case <-time.After(time.Second):
+		valueBlocked = true
+	}
+
+	waitClosed(t, term.Done(), 5*time.Second, "term's Done on a cut network")
+	var proclaimHung bool
+	select {
+	case <-proclaimed:
+	case <-time.After(2 * time.Second):
+		proclaimHung = true
+	}
+	proxy.Heal()
+	if proclaimHung {
+		t.Logf("Proclaim after heal: %v", <-proclaimed)
+	}
+	if valueBlocked {
+		t.Logf("Value after heal: %q", <-got)
+	}
+	if valueBlocked || proclaimHung {
+		t.Fatalf("Value blocked behind an in-flight Proclaim: %v; Proclaim still running 2s after the term ended (%v): %v",
+			valueBlocked, term.Err(), proclaimHung)
+	}
+}
+
+// Held: a Campaign waiting behind another leader, whose Client is closed,
+// returns ErrClosed (not its ctx's error: its ctx was not cancelled).
+func TestHoldsCampaignClosedWhileWaiting(t *testing.T) {
+	cli := etcdClient(t)
+	leader := newLocker(t, cli)
+	lt := mustCampaign(t, leader, "closing", "")
+	defer lt.Resign(t.Context())
+	var canceled int
+	for range 5 {
+		c, err := etcdlock.New(cli, etcdlock.WithPrefix(prefix(t)), etcdlock.WithTTL(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() { _, err := c.Campaign(context.Background(), "closing", ""); got <- err }()
+		waitFor(t, func() bool {
+			q, err := leader.InspectElection(t.Context(), "closing")
+			return err == nil && len(q.Waiters) == 1
+		}, "candidate queued")
+		c.Close(t.Context())
+		err = <-got
+		if !errors.Is(err, etcdlock.ErrClosed) {
+			t.Logf("Campaign when its Client was closed: got %v, want ErrClosed", err)
+			if errors.Is(err, context.Canceled) {
+				canceled++
+			}
+		}
+	}
+	if canceled > 0 {
+		t.Fatalf("%d of 5 Campaigns whose Client was closed returned an error matching context.Canceled (their ctx was not cancelled), want ErrClosed", canceled)
+	}
+}
+
+// Finding E7 (shared with locks; severity depends on the network): a term's
+// key deleted by someone else while the monitor's watch stream delivers
+// nothing (a stream that hangs while keepalives, on their own stream, go
+// on) is never noticed: Run's lead keeps running, its context never
+// cancelled, while another Run leads. Done's doc promises about 150 ms.
+// Observe has the same blind spot: a hung watch makes it silently stale.
+func TestBreakRunHungWatchNeverNoticesDeletion(t *testing.T) {
+	direct := etcdClient(t)
+	fcli, in := faulty(t, 207)
+	a := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
+	b := newLocker(t, direct, etcdlock.WithTTL(3*time.Second))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	aStarts := make(chan context.Context, 4)
+	aDone := make(chan error, 1)
+	in.HangStreams(reqfault.Method("Watch/Watch"))
+	defer in.HangStreams(nil)
+	go func() {
+		aDone <- a.Run(ctx, "hung", "", func(tctx context.Context, term *etcdlock.Term) error {
+			aStarts <- tctx
+			<-tctx.Done()
+			return nil
+		})
+	}()
+	actx := nextTerm2(t, aStarts)
+	time.Sleep(200 * time.Millisecond) // past the monitor's 50 ms delay: it watches
+	e, err := direct.Get(t.Context(), prefix(t)+"elect/hung/", clientv3WithPrefix()...)
+	if err != nil || len(e.Kvs) != 1 {
+		t.Fatalf("a's key: %v %v", e, err)
+	}
+	if _, err := direct.Delete(t.Context(), string(e.Kvs[0].Key)); err != nil {
+		t.Fatal(err)
+	}
+	bctx, bcancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer bcancel()
+	tb, err := b.Campaign(bctx, "hung", "b")
+	if err != nil {
+		t.Fatalf("b's Campaign after a's key was deleted: %v", err)
+	}
+	defer tb.Resign(t.Context())
+	select {
+	case <-actx.Done():
+	case <-time.After(3 * time.Second):
+		in.HangStreams(nil)
+		cancel()
+		<-aDone
+		t.Fatalf("b leads (token %d) and a's lead context is still open 3s after a's key was deleted (a's watch stream hung, keepalives fine)", tb.Token())
+	}
+	cancel()
+	<-aDone
+}
