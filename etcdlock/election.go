@@ -20,7 +20,7 @@ import (
 //
 // value is published with the candidacy, for [Client.Leader] and
 // [Client.Observe] to read; it may be empty and may not be longer than
-// [MaxDataLen] ([ErrTooLarge]). Elections live under prefix+"elect/"+name+"/",
+// [MaxDataLen] ([ErrInvalidData]). Elections live under prefix+"elect/"+name+"/",
 // apart from locks: a lock and an election of the same name are unrelated.
 // Their tokens come from the same revision counter, so a term's token is
 // comparable with every lock's.
@@ -130,7 +130,7 @@ const maxProclaimTries = 3
 //
 // It returns nil once the value is written; an error matching [ErrLost]
 // when the key is gone or another's (the term is over: Done closes soon, if
-// it has not); the term's Err once it has ended; [ErrTooLarge] for a value
+// it has not); the term's Err once it has ended; [ErrInvalidData] for a value
 // longer than [MaxDataLen]; or the request's error, when the write may or
 // may not have landed (a later Proclaim settles it). Its requests end when
 // ctx ends or the term does, whichever is first.

@@ -179,8 +179,8 @@ func TestCampaignBadInput(t *testing.T) {
 		t.Errorf("Campaign(a/b): got %v, want ErrInvalidName", err)
 	}
 	big := strings.Repeat("x", etcdlock.MaxDataLen+1)
-	if _, err := c.Campaign(t.Context(), "x", big); !errors.Is(err, etcdlock.ErrTooLarge) {
-		t.Errorf("Campaign(oversized value): got %v, want ErrTooLarge", err)
+	if _, err := c.Campaign(t.Context(), "x", big); !errors.Is(err, etcdlock.ErrInvalidData) {
+		t.Errorf("Campaign(oversized value): got %v, want ErrInvalidData", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -202,8 +202,8 @@ func TestCampaignBadInput(t *testing.T) {
 	}
 	term := mustCampaign(t, c, "x", "")
 	defer term.Resign(t.Context())
-	if err := term.Proclaim(t.Context(), big); !errors.Is(err, etcdlock.ErrTooLarge) {
-		t.Errorf("Proclaim(oversized): got %v, want ErrTooLarge", err)
+	if err := term.Proclaim(t.Context(), big); !errors.Is(err, etcdlock.ErrInvalidData) {
+		t.Errorf("Proclaim(oversized): got %v, want ErrInvalidData", err)
 	}
 	//lint:ignore SA1012 testing the nil check
 	if err := term.Proclaim(nil, "v"); err == nil { //nolint:staticcheck

@@ -68,9 +68,11 @@ var ErrClosed = errors.New("etcdlock: client closed")
 // contained '/' or a control character.
 var ErrInvalidName = errors.New("etcdlock: invalid lock name")
 
-// ErrTooLarge means data given with an acquisition ([WithMetadata], an
-// election value) is longer than [MaxDataLen]. Nothing was sent.
-var ErrTooLarge = errors.New("etcdlock: data too large")
+// ErrInvalidData means data given with an acquisition ([WithMetadata], an
+// election value) is longer than [MaxDataLen] or not valid UTF-8 (the
+// record is JSON, which cannot carry other bytes unchanged: encode binary
+// data, e.g. in base64). Nothing was sent.
+var ErrInvalidData = errors.New("etcdlock: invalid data")
 
 // ErrInvalidOption means an option was given an invalid value (a non-positive
 // TTL, an empty prefix, ...).

@@ -106,7 +106,7 @@ func (f lockOptionFunc) applyLock(o *lockOptions) { f(o) }
 // WithMetadata stores data with the acquisition's key, for waiters and
 // operators to read ([Client.Inspect], [LockedError]): a job ID, a reason.
 // At most [MaxDataLen] bytes; longer makes Lock and TryLock fail with
-// [ErrTooLarge] before any request. Default none.
+// [ErrInvalidData] before any request. Default none.
 func WithMetadata(data string) LockOption {
 	return lockOptionFunc(func(o *lockOptions) { o.metadata = data })
 }

@@ -125,11 +125,11 @@ func TestOversizedMetadataSendsNothing(t *testing.T) {
 	c := newLocker(t, fcli)
 	big := strings.Repeat("m", etcdlock.MaxDataLen+1)
 	sent := in.Sent("")
-	if _, err := c.Lock(t.Context(), "big", etcdlock.WithMetadata(big)); !errors.Is(err, etcdlock.ErrTooLarge) {
-		t.Fatalf("Lock with oversized metadata: got %v, want ErrTooLarge", err)
+	if _, err := c.Lock(t.Context(), "big", etcdlock.WithMetadata(big)); !errors.Is(err, etcdlock.ErrInvalidData) {
+		t.Fatalf("Lock with oversized metadata: got %v, want ErrInvalidData", err)
 	}
-	if _, err := c.TryLock(t.Context(), "big", etcdlock.WithMetadata(big)); !errors.Is(err, etcdlock.ErrTooLarge) {
-		t.Fatalf("TryLock with oversized metadata: got %v, want ErrTooLarge", err)
+	if _, err := c.TryLock(t.Context(), "big", etcdlock.WithMetadata(big)); !errors.Is(err, etcdlock.ErrInvalidData) {
+		t.Fatalf("TryLock with oversized metadata: got %v, want ErrInvalidData", err)
 	}
 	if _, err := c.Lock(t.Context(), "big", nil); !errors.Is(err, etcdlock.ErrInvalidOption) {
 		t.Fatalf("Lock with a nil option: got %v, want ErrInvalidOption", err)

@@ -19,6 +19,7 @@ const MaxOwnerLen = 256
 
 // MaxDataLen is the longest caller data accepted with an acquisition (lock
 // metadata, [WithMetadata]; an election value, [Client.Campaign]), in bytes.
+// The data must also be valid UTF-8.
 const MaxDataLen = 4 << 10
 
 // recordVersion is the version of the record this package writes.
@@ -74,8 +75,11 @@ func validateOwner(owner string) error {
 }
 
 func validateData(what, data string) error {
-	if len(data) > MaxDataLen {
-		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrTooLarge, what, len(data), MaxDataLen)
+	switch {
+	case len(data) > MaxDataLen:
+		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalidData, what, len(data), MaxDataLen)
+	case !utf8.ValidString(data):
+		return fmt.Errorf("%w: %s is not valid UTF-8 (encode binary data, e.g. in base64)", ErrInvalidData, what)
 	}
 	return nil
 }

@@ -167,6 +167,6 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) error {
 // runFatal reports whether a campaign's error will not pass by retrying.
 func runFatal(err error) bool {
 	var pe *PermissionError
-	return errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) || errors.Is(err, ErrTooLarge) ||
+	return errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) || errors.Is(err, ErrInvalidData) ||
 		errors.As(err, &pe) || permanent(err)
 }

@@ -162,7 +162,7 @@ func acquire(ctx context.Context, sigs *signals, locks *etcdlock.Client, o runOp
 			holder = fmt.Sprintf(" (held by %v)", q.Holder)
 		}
 		return nil, fail(exitNotAcquired, "lock %q not acquired within --wait %v%s", name, o.wait, holder)
-	case errors.Is(err, etcdlock.ErrInvalidName), errors.Is(err, etcdlock.ErrTooLarge):
+	case errors.Is(err, etcdlock.ErrInvalidName), errors.Is(err, etcdlock.ErrInvalidData):
 		return nil, bad("%v", err)
 	default:
 		return nil, fail(exitUnavailable, "lock %q: %v", name, err)
