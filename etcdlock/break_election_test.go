@@ -218,4 +218,3 @@ func TestHoldsCampaignClosedWhileWaiting(t *testing.T) {
 		t.Fatalf("%d of 5 Campaigns whose Client was closed returned an error matching context.Canceled (their ctx was not cancelled), want ErrClosed", canceled)
 	}
 }
-
