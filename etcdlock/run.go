@@ -51,7 +51,9 @@ func WithErrorHandler(h func(error)) RunOption {
 // returned an error passed to the handler, are followed by a pause that
 // doubles from 100 ms to 5 s (reset by a term whose lead returned nil), so
 // that a lead that fails at once steps aside instead of campaigning and
-// resigning in a tight loop.
+// resigning in a tight loop. A lead that returns nil is taken to have
+// finished its work: Run campaigns again at once (lead should wait for its
+// work, or for its context, rather than return nil at once).
 func (c *Client) Run(ctx context.Context, name, value string, lead func(context.Context, *Term) error, opts ...RunOption) error {
 	if ctx == nil {
 		return errors.New("etcdlock: Run: nil context")
