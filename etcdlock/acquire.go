@@ -74,9 +74,25 @@ type spot struct {
 	ended         error // what Err says after a release: ErrUnlocked or ErrResigned
 }
 
-// acquire retries once on a session that etcd reports gone before the key
-// was created. Name and data are valid.
+// acquire is one Lock, TryLock or Campaign, traced and measured. Name and
+// data are valid.
 func (c *Client) acquire(ctx context.Context, sp spot) (*Lock, error) {
+	op := "Lock"
+	switch {
+	case sp.ended == ErrResigned:
+		op = "Campaign"
+	case !sp.wait:
+		op = "TryLock"
+	}
+	ctx, done := c.tel.acquiring(ctx, op, sp)
+	l, err := c.acquireOnce(ctx, sp)
+	done(l, err)
+	return l, err
+}
+
+// acquireOnce retries once on a session that etcd reports gone before the
+// key was created.
+func (c *Client) acquireOnce(ctx context.Context, sp spot) (*Lock, error) {
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -20,6 +20,7 @@ import (
 type Client struct {
 	cli *clientv3.Client
 	o   options
+	tel *telemetry
 	seq atomic.Uint64
 	wg  sync.WaitGroup // lock monitors
 
@@ -49,8 +50,12 @@ func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	tel, err := newTelemetry(&o)
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: New: creating instruments: %w", err)
+	}
 	life, stop := context.WithCancel(context.Background())
-	return &Client{cli: cli, o: o, granting: make(chan struct{}, 1), life: life, stop: stop}, nil
+	return &Client{cli: cli, o: o, tel: tel, granting: make(chan struct{}, 1), life: life, stop: stop}, nil
 }
 
 // session returns the live session, creating one if there is none.
@@ -76,7 +81,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(c.life, cancel)()
-	s, err := newSession(gctx, c.cli, c.o.ttlSeconds())
+	s, err := newSession(gctx, c.cli, c.o.ttlSeconds(), c.tel)
 	if err != nil {
 		if ctx.Err() == nil && c.life.Err() != nil {
 			return nil, ErrClosed
@@ -110,6 +115,7 @@ func (c *Client) current() (*session, error) {
 		old := c.sess
 		old.close(context.Background(), err, false) // no I/O under c.mu
 		c.sess = nil
+		c.tel.sessionEnded(old, old.Err())
 		if !errors.Is(old.Err(), ErrLeaseExpired) {
 			// Keepalives may have landed with their replies lost: the lease
 			// and its keys may still be in etcd. Free them for others.

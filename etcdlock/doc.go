@@ -64,6 +64,35 @@
 // lock's holder and waiters; the error of a refused TryLock is a
 // [*LockedError] naming the holder.
 //
+// # Telemetry
+//
+// A Client reports through the OpenTelemetry API, to the global providers
+// unless [WithMeterProvider] and [WithTracerProvider] say otherwise (they
+// record nothing until the application installs an SDK), and logs through
+// the *slog.Logger of [WithLogger] (none by default). Metrics, with the
+// attribute fencelock.kind ("lock" or "election") and, on request
+// ([WithNameAttribute]), fencelock.name:
+//
+//   - fencelock.lock.wait.duration (s): Lock, TryLock and Campaign, by
+//     fencelock.outcome: acquired, locked, timeout, cancelled, error
+//   - fencelock.lock.hold.duration (s): until released or lost
+//   - fencelock.lock.acquisitions, fencelock.lock.holders,
+//     fencelock.lock.waiters
+//   - fencelock.lock.losses, by fencelock.cause: lease_expired,
+//     validity_expired, key_deleted, client_closed
+//   - fencelock.lock.release.failures, fencelock.lock.cleanup.retries
+//   - fencelock.session.keepalive.duration (s), fencelock.session.validity.margin
+//     (s: the validity deadline minus now after each acknowledged keepalive;
+//     alert when it falls below a third of the TTL),
+//     fencelock.session.replacements
+//   - fencelock.election.leader.changes (seen by Observe)
+//
+// Spans etcdlock.Lock, etcdlock.TryLock, etcdlock.Campaign (with the token
+// and lease once acquired), etcdlock.Unlock and etcdlock.Resign are
+// children of the caller's context. Log lines: acquisitions and releases at
+// debug level, losses, failed releases and lost sessions at warn, each with
+// the name, token, lease and cause.
+//
 // # What a lock does and does not guarantee
 //
 // etcd grants the lock to one holder at a time. But a holder can be paused

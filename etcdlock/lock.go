@@ -21,10 +21,11 @@ import (
 // A Lock is safe for concurrent use. It is created by [Client.Lock] or
 // [Client.TryLock]; the zero Lock is not usable.
 type Lock struct {
-	c     *Client
-	s     *session
-	t     *ticket
-	token fence.Token
+	c        *Client
+	s        *session
+	t        *ticket
+	token    fence.Token
+	acquired time.Time
 
 	done   chan struct{}
 	cancel context.CancelFunc // stops the monitor
@@ -52,7 +53,7 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	life, end := context.WithCancel(context.Background())
-	l := &Lock{c: c, s: s, t: t, token: token, done: make(chan struct{}), cancel: cancel, life: life, end: end}
+	l := &Lock{c: c, s: s, t: t, token: token, acquired: time.Now(), done: make(chan struct{}), cancel: cancel, life: life, end: end}
 	c.wg.Add(1)
 	go l.monitor(ctx)
 	return l, nil
@@ -110,11 +111,15 @@ func (l *Lock) Err() error {
 // finish records the first cause and closes done.
 func (l *Lock) finish(cause error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err == nil {
+	first := l.err == nil
+	if first {
 		l.err = cause
 		close(l.done)
 		l.end()
+	}
+	l.mu.Unlock()
+	if first {
+		l.c.tel.ended(l, cause)
 	}
 }
 
@@ -138,6 +143,13 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return errors.New("etcdlock: Unlock: nil context")
 	}
+	ctx, done := l.c.tel.releasing(ctx, l)
+	err := l.unlock(ctx)
+	done(err)
+	return err
+}
+
+func (l *Lock) unlock(ctx context.Context) error {
 	l.unlockMu.Lock()
 	defer l.unlockMu.Unlock()
 	if l.unlocked {
@@ -146,6 +158,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.unlocking.Store(true)
 	r, err := l.c.release(ctx, l.s, l.t, int64(l.token))
 	if err != nil {
+		l.c.tel.releaseFailed(l, err)
 		if permanent(err) {
 			l.gaveUp.Store(true)
 			return fmt.Errorf("etcdlock: release %q: %w", l.t.name, err)
@@ -193,7 +206,7 @@ func (l *Lock) retryUnlock() {
 		return
 	}
 	l.retrying = l.c.background(func() {
-		if !l.s.retry(l.tryUnlock) {
+		if !l.s.retry(func() bool { l.c.tel.retried(); return l.tryUnlock() }) {
 			l.finish(sessionCause(l.s.Err()))
 		}
 	})

@@ -174,6 +174,9 @@ func (o *observer) send(ctx context.Context) bool {
 	}
 	select {
 	case o.out <- e:
+		if e.Token != o.last.Token {
+			o.c.tel.leaderChanges.Add(ctx, 1)
+		}
 		o.last = e
 		return true
 	case <-ctx.Done():

@@ -2,8 +2,13 @@ package etcdlock
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Option configures a [Client]. Options are created by the With… functions.
@@ -16,6 +21,10 @@ type options struct {
 	prefix         string
 	cleanupTimeout time.Duration
 	owner          string
+	meterProvider  metric.MeterProvider
+	tracerProvider trace.TracerProvider
+	logger         *slog.Logger
+	nameAttribute  bool
 }
 
 type optionFunc func(*options)
@@ -23,7 +32,8 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 func defaultOptions() options {
-	return options{ttl: 30 * time.Second, prefix: "/fencelock/", cleanupTimeout: 5 * time.Second, owner: defaultOwner()}
+	return options{ttl: 30 * time.Second, prefix: "/fencelock/", cleanupTimeout: 5 * time.Second, owner: defaultOwner(),
+		meterProvider: otel.GetMeterProvider(), tracerProvider: otel.GetTracerProvider()}
 }
 
 // WithTTL sets the TTL requested for the client's session lease. etcd may
@@ -67,6 +77,33 @@ func WithCleanupTimeout(d time.Duration) Option {
 // for safety: two clients with one owner still exclude each other.
 func WithOwner(owner string) Option { return optionFunc(func(o *options) { o.owner = owner }) }
 
+// WithMeterProvider sets the OpenTelemetry meter provider the client's
+// metrics go to. Default: the global one (otel.GetMeterProvider), which
+// records nothing until the application installs an SDK. nil makes [New]
+// fail. The metrics are listed in the package documentation.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(o *options) { o.meterProvider = mp })
+}
+
+// WithTracerProvider sets the OpenTelemetry tracer provider for the spans
+// of Lock, TryLock, Unlock, Campaign and Resign. Default: the global one
+// (otel.GetTracerProvider). nil makes [New] fail.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(o *options) { o.tracerProvider = tp })
+}
+
+// WithLogger sets the logger for the client's events: acquisitions and
+// releases at debug level, losses, failed releases and lost sessions at
+// warn, each with the lock's name, token, lease and cause. Default: none
+// (nothing is logged).
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
+
+// WithNameAttribute adds the lock or election name as an attribute
+// (fencelock.name) to the client's metrics. Default off: names are
+// unbounded, and every distinct name makes a new time series. Spans always
+// carry the name.
+func WithNameAttribute(on bool) Option { return optionFunc(func(o *options) { o.nameAttribute = on }) }
+
 func (o *options) validate() error {
 	if err := validateOwner(o.owner); err != nil {
 		return err
@@ -78,6 +115,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("%w: empty prefix", ErrInvalidOption)
 	case o.cleanupTimeout <= 0:
 		return fmt.Errorf("%w: cleanup timeout %v is not positive", ErrInvalidOption, o.cleanupTimeout)
+	case o.meterProvider == nil || o.tracerProvider == nil:
+		return fmt.Errorf("%w: nil meter or tracer provider", ErrInvalidOption)
 	}
 	if !strings.HasSuffix(o.prefix, "/") {
 		o.prefix += "/"

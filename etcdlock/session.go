@@ -21,6 +21,7 @@ import (
 // than etcd's own expiry (as long as this machine's monotonic clock does not
 // run slower than the leader's).
 type session struct {
+	tel *telemetry
 	cli *clientv3.Client
 	id  clientv3.LeaseID
 	ttl time.Duration // granted by etcd
@@ -74,7 +75,7 @@ func (s *session) retry(try func() bool) bool {
 // retryInterval is the pause between keepalive attempts after a failure.
 func (s *session) retryInterval() time.Duration { return min(s.ttl/10, 250*time.Millisecond) }
 
-func newSession(ctx context.Context, cli *clientv3.Client, ttlSeconds int64) (*session, error) {
+func newSession(ctx context.Context, cli *clientv3.Client, ttlSeconds int64, tel *telemetry) (*session, error) {
 	sent := time.Now()
 	resp, err := cli.Grant(ctx, ttlSeconds)
 	if err != nil {
@@ -82,6 +83,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, ttlSeconds int64) (*s
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &session{
+		tel:        tel,
 		cli:        cli,
 		id:         resp.ID,
 		ka:         keepalive{cli: cli, id: resp.ID},
@@ -180,11 +182,14 @@ func (s *session) renew() error {
 	if err != nil {
 		return err
 	}
+	now := time.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if u := sent.Add(ttl); u.After(s.validUntil) {
 		s.validUntil = u
 	}
+	margin := s.validUntil.Sub(now)
+	s.mu.Unlock()
+	s.tel.renewed(now.Sub(sent), margin)
 	return nil
 }
 

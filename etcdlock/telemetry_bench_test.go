@@ -1,0 +1,45 @@
+package etcdlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/fencelock/fencelock/etcdlock"
+)
+
+// BenchmarkTelemetryOverhead alternates, in one loop on one server, an
+// uncontended Lock+Unlock by a client on the global providers with no SDK
+// installed (the default: instruments are no-ops) and by one with the
+// OpenTelemetry SDK installed (metrics to a reader, every span sampled and
+// recorded) and a debug logger on a discarding handler, and reports the
+// ratio.
+func BenchmarkTelemetryOverhead(b *testing.B) {
+	compact(b)
+	cli := etcdClient(b)
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	b.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
+	plain := &fenced{c: newLocker(b, cli, etcdlock.WithTTL(10*time.Second)), name: "plain"}
+	sdk := &fenced{c: newLocker(b, cli, etcdlock.WithTTL(10*time.Second),
+		etcdlock.WithMeterProvider(mp), etcdlock.WithTracerProvider(tp)), name: "sdk"}
+	var tPlain, tSDK time.Duration
+	i := 0
+	for b.Loop() {
+		first, second, t1, t2 := mutex(plain), mutex(sdk), &tPlain, &tSDK
+		if i%2 == 1 {
+			first, second, t1, t2 = sdk, plain, &tSDK, &tPlain
+		}
+		*t1 += timed(b, first)
+		*t2 += timed(b, second)
+		i++
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tPlain.Microseconds())/n, "nosdk-µs/op")
+	b.ReportMetric(float64(tSDK.Microseconds())/n, "sdk-µs/op")
+	b.ReportMetric(float64(tSDK)/float64(tPlain), "ratio")
+}

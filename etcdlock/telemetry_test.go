@@ -1,0 +1,259 @@
+package etcdlock_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/fencelock/fencelock/etcdlock"
+)
+
+// instrumented is a Client's telemetry, read back in memory.
+type instrumented struct {
+	reader *sdkmetric.ManualReader
+	spans  *tracetest.SpanRecorder
+	logs   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func withTelemetry(t *testing.T) (*instrumented, []etcdlock.Option) {
+	in := &instrumented{reader: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder(), logs: &syncBuffer{}}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(in.reader))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(in.spans))
+	t.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
+	log := slog.New(slog.NewJSONHandler(in.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return in, []etcdlock.Option{etcdlock.WithMeterProvider(mp), etcdlock.WithTracerProvider(tp), etcdlock.WithLogger(log)}
+}
+
+// sum returns the value of a counter or up-down counter (or the count of a
+// histogram) for the data points whose attributes include want.
+func (in *instrumented) sum(t *testing.T, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := in.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if has(p.Attributes, want) {
+						n += p.Value
+					}
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					if has(p.Attributes, want) {
+						n += int64(p.Count)
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+func has(set attribute.Set, want []attribute.KeyValue) bool {
+	for _, kv := range want {
+		if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}
+
+func (in *instrumented) span(t *testing.T, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	for _, s := range in.spans.Ended() {
+		if s.Name() == name {
+			return s
+		}
+	}
+	t.Fatalf("no span %q among %d", name, len(in.spans.Ended()))
+	return nil
+}
+
+func spanAttr(s sdktrace.ReadOnlySpan, key string) (attribute.Value, bool) {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+var (
+	kindLock     = attribute.String("fencelock.kind", "lock")
+	kindElection = attribute.String("fencelock.kind", "election")
+)
+
+func outcome(o string) attribute.KeyValue { return attribute.String("fencelock.outcome", o) }
+func cause(c string) attribute.KeyValue   { return attribute.String("fencelock.cause", c) }
+
+func TestTelemetryLockPaths(t *testing.T) {
+	in, opts := withTelemetry(t)
+	cli := etcdClient(t)
+	c := newLocker(t, cli, opts...)
+	other := newLocker(t, cli)
+
+	l := mustLock(t, c, "job")
+	if got := in.sum(t, "fencelock.lock.holders", kindLock); got != 1 {
+		t.Fatalf("holders while held: got %d, want 1", got)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	held := mustLock(t, other, "busy")
+	defer held.Unlock(t.Context())
+	if _, err := c.TryLock(t.Context(), "busy"); err == nil {
+		t.Fatal("TryLock of a held lock succeeded")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Lock(ctx, "busy"); err == nil {
+		t.Fatal("Lock of a held lock succeeded")
+	}
+
+	for _, tt := range []struct {
+		name string
+		want int64
+		attr []attribute.KeyValue
+	}{
+		{"fencelock.lock.wait.duration", 1, []attribute.KeyValue{kindLock, outcome("acquired")}},
+		{"fencelock.lock.wait.duration", 1, []attribute.KeyValue{kindLock, outcome("locked")}},
+		{"fencelock.lock.wait.duration", 1, []attribute.KeyValue{kindLock, outcome("timeout")}},
+		{"fencelock.lock.acquisitions", 1, []attribute.KeyValue{kindLock}},
+		{"fencelock.lock.hold.duration", 1, []attribute.KeyValue{kindLock}},
+		{"fencelock.lock.holders", 0, []attribute.KeyValue{kindLock}},
+		{"fencelock.lock.waiters", 0, []attribute.KeyValue{kindLock}},
+		{"fencelock.lock.losses", 0, nil},
+	} {
+		if got := in.sum(t, tt.name, tt.attr...); got != tt.want {
+			t.Errorf("%s %v: got %d, want %d", tt.name, tt.attr, got, tt.want)
+		}
+	}
+	s := in.span(t, "etcdlock.Lock")
+	if v, ok := spanAttr(s, "fencelock.token"); !ok || v.AsInt64() != int64(l.Token()) {
+		t.Errorf("Lock span's token: got %v, want %d", v, l.Token())
+	}
+	if v, _ := spanAttr(in.span(t, "etcdlock.Unlock"), "fencelock.token"); v.AsInt64() != int64(l.Token()) {
+		t.Errorf("Unlock span's token: got %v, want %d", v, l.Token())
+	}
+	if v, _ := spanAttr(in.span(t, "etcdlock.TryLock"), "fencelock.outcome"); v.AsString() != "locked" {
+		t.Errorf("TryLock span's outcome: got %v, want locked", v)
+	}
+}
+
+// Losses by cause, each with a warn log line naming the lock, token, lease
+// and cause.
+func TestTelemetryLosses(t *testing.T) {
+	in, opts := withTelemetry(t)
+	cli := etcdClient(t)
+	pcli, proxy := proxied(t)
+	cut := newLocker(t, pcli, opts...)
+	c := newLocker(t, cli, opts...)
+
+	deleted := mustLock(t, c, "deleted")
+	if _, err := cli.Delete(t.Context(), deleted.Key()); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, deleted.Done(), 2*time.Second, "deleted lock's Done")
+
+	partitioned := mustLock(t, cut, "partitioned")
+	proxy.Cut()
+	waitClosed(t, partitioned.Done(), 3*time.Second, "partitioned lock's Done")
+	proxy.Heal()
+
+	if got := in.sum(t, "fencelock.lock.losses", kindLock, cause("key_deleted")); got != 1 {
+		t.Errorf("losses by key_deleted: got %d, want 1", got)
+	}
+	if got := in.sum(t, "fencelock.lock.losses", kindLock, cause("validity_expired")); got != 1 {
+		t.Errorf("losses by validity_expired: got %d, want 1", got)
+	}
+	if got := in.sum(t, "fencelock.session.keepalive.duration"); got < 1 {
+		t.Errorf("keepalives recorded: got %d, want some", got)
+	}
+	if got := in.sum(t, "fencelock.session.validity.margin"); got < 1 {
+		t.Errorf("validity margins recorded: got %d, want some", got)
+	}
+	var warned []string
+	for _, l := range in.logs.lines() {
+		if l["level"] == "WARN" && l["msg"] == "etcdlock: lost" {
+			if l["name"] == nil || l["token"] == nil || l["lease"] == nil || l["cause"] == nil {
+				t.Errorf("loss log line lacks name, token, lease or cause: %v", l)
+			}
+			warned = append(warned, l["cause"].(string))
+		}
+	}
+	if strings.Join(warned, ",") != "key_deleted,validity_expired" {
+		t.Errorf("warn lines for losses: got causes %v, want key_deleted then validity_expired", warned)
+	}
+}
+
+func TestTelemetryElection(t *testing.T) {
+	in, opts := withTelemetry(t)
+	c := newLocker(t, etcdClient(t), opts...)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	seen, err := c.Observe(ctx, "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		term := mustCampaign(t, c, "e", "v")
+		<-seen
+		if err := term.Resign(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := in.sum(t, "fencelock.lock.acquisitions", kindElection); got != 2 {
+		t.Errorf("terms won: got %d, want 2", got)
+	}
+	if got := in.sum(t, "fencelock.lock.hold.duration", kindElection); got != 2 {
+		t.Errorf("term durations: got %d, want 2", got)
+	}
+	if got := in.sum(t, "fencelock.election.leader.changes"); got != 2 {
+		t.Errorf("leader changes observed: got %d, want 2", got)
+	}
+	in.span(t, "etcdlock.Campaign")
+	in.span(t, "etcdlock.Resign")
+}
