@@ -247,3 +247,43 @@ func nextLeader(t *testing.T, leaders <-chan etcdlock.Entry) etcdlock.Entry {
 		return etcdlock.Entry{}
 	}
 }
+
+// A waiter keeps its place through a short loss of quorum: the member it
+// watches on cancels its watch (no leader for three election timeouts),
+// and the read of the queue that follows waits for a leader; once a
+// majority is back the waiter is handed the lock when the holder unlocks.
+// The holder talks to another member, which is stopped and restarted, so
+// that the waiter's read is the only one its member has pending when a
+// leader is elected.
+func TestFailoverWaiterOutlastsQuorumLoss(t *testing.T) {
+	srv := members(t)
+	stay := leaderOf(t, srv)
+	a, b := (stay+1)%3, (stay+2)%3
+	holder, waiter := pin(t, srv, a), pin(t, srv, stay)
+	h := mustLock(t, holder.locks, "job")
+	granted := make(chan grant, 1)
+	go func() {
+		l, err := waiter.locks.Lock(t.Context(), "job")
+		granted <- grant{l, err, time.Now()}
+	}()
+	awaitWatchers(t, srv, stay, 1) // the waiter's
+
+	srv.StopMember(a)
+	srv.StopMember(b)
+	start := time.Now()
+	awaitWatchers(t, srv, stay, 0)
+	t.Logf("no quorum: the waiter's watch cancelled after %v", time.Since(start))
+	restart(t, srv, a)
+	leaderOf(t, srv)
+	t.Logf("quorum back after %v", time.Since(start))
+	select {
+	case g := <-granted:
+		t.Fatalf("waiter's Lock: returned (%v) while the lock was held", g.err)
+	default:
+	}
+	assertHeld(t, h)
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	awaitGrant(t, granted)
+}
