@@ -21,8 +21,10 @@ import (
 // A waiter sends no request while its watch works, besides the session's
 // keepalives (one every third of the TTL). When etcd ends or refuses its
 // watches, it re-reads the queue and watches again after a pause that
-// doubles from 10 ms to 1 s: in the worst case 7 rounds in the first second
-// and one a second after that, each a watch and a read, plus, when the
+// doubles from 10 ms to 1 s (a read that fails for want of a leader is
+// repeated after the same pause, rather than ending Lock): in the worst
+// case 7 rounds in the first second and one a second after that, each a
+// watch and a read, plus, when the
 // watch was refused for an expired auth token, a new watch stream and a
 // login (so at most 4 requests a second once the pause has grown).
 //

@@ -9,7 +9,9 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // waitTurn blocks until no key in t's queue was created before rev (ours),
@@ -19,7 +21,9 @@ import (
 // auth token on the watch stream, no leader) is followed by a pause that
 // doubles up to maxWatchBackoff, so a waiter sends a few requests a second
 // at most while watches keep failing. A watch refused for its stream's auth
-// token is retried on a new stream (see watchStream).
+// token is retried on a new stream (see watchStream). A read of the queue
+// that fails for want of a leader is read again after the same pause (see
+// readPredecessor).
 func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64, pred *mvccpb.KeyValue) error {
 	backoff := minWatchBackoff
 	var ws watchStream
@@ -39,11 +43,42 @@ func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64,
 		case gone:
 			backoff = minWatchBackoff
 		}
-		if pred, err = c.predecessor(ctx, s, t, rev); err != nil {
+		if pred, err = c.readPredecessor(ctx, s, t, rev, &backoff); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// readPredecessor is predecessor, read again after a pause (see pause) while
+// it fails with codes.Unavailable: the member has no leader, lost it during
+// the read ("leader changed"), timed out, or went away. That is when a
+// watch ends early too (a member without a leader cancels the watches made
+// WithRequireLeader), and clientv3 does not retry a Txn itself; the read
+// changes nothing, and a waiter must not give up its place in the queue
+// for a failure that passes. ctx and the session bound the retries.
+func (c *Client) readPredecessor(ctx context.Context, s *session, t *ticket, rev int64, backoff *time.Duration) (*mvccpb.KeyValue, error) {
+	for {
+		pred, err := c.predecessor(ctx, s, t, rev)
+		if !unavailable(err) {
+			return pred, err
+		}
+		if err := pause(ctx, s, backoff); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// unavailable reports whether a request failed with codes.Unavailable,
+// which etcd and gRPC use for failures that pass (no leader, leader
+// changed, request timed out, connection lost), as clientv3's own retry
+// rule for reads does.
+func unavailable(err error) bool {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable
+	}
+	return status.Code(err) == codes.Unavailable
 }
 
 // watchStream chooses the gRPC stream a waiter's watches go on.
