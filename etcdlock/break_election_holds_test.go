@@ -338,9 +338,9 @@ func TestHoldsGarbageValuesInQueue(t *testing.T) {
 func TestHoldsElectionBadInput(t *testing.T) {
 	c := newLocker(t, etcdClient(t))
 	lead := func(context.Context, *etcdlock.Term) error { return nil }
-	//lint:ignore SA1012 testing the nil check
+	var nilCtx context.Context // testing the nil checks
 	checks := map[string]error{
-		"Run(nil ctx)":           c.Run(nil, "x", "", lead), //nolint:staticcheck
+		"Run(nil ctx)":           c.Run(nilCtx, "x", "", lead),
 		"Run(nil option)":        c.Run(t.Context(), "x", "", lead, nil),
 		"Run(bad name)":          c.Run(t.Context(), "a/b", "", lead),
 		"Run(control char)":      c.Run(t.Context(), "a\nb", "", lead),
@@ -349,9 +349,9 @@ func TestHoldsElectionBadInput(t *testing.T) {
 		"Run(non-UTF-8 name)":    c.Run(t.Context(), "\xff", "", lead),
 		"Run(nil error handler)": nil,
 	}
-	_, checks["Inspect(nil ctx)"] = c.Inspect(nil, "x")                 //nolint:staticcheck
-	_, checks["InspectElection(nil ctx)"] = c.InspectElection(nil, "x") //nolint:staticcheck
-	_, checks["Leader(nil ctx)"] = c.Leader(nil, "x")                   //nolint:staticcheck
+	_, checks["Inspect(nil ctx)"] = c.Inspect(nilCtx, "x")
+	_, checks["InspectElection(nil ctx)"] = c.InspectElection(nilCtx, "x")
+	_, checks["Leader(nil ctx)"] = c.Leader(nilCtx, "x")
 	_, checks["Leader(bad name)"] = c.Leader(t.Context(), "a/b")
 	_, checks["Inspect(bad name)"] = c.Inspect(t.Context(), "")
 	_, checks["Observe(bad name)"] = c.Observe(t.Context(), "a/b")

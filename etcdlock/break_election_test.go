@@ -7,12 +7,8 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/fencelock/fencelock/etcdlock"
 )
-
-func clientv3WithPrefix() []clientv3.OpOption { return []clientv3.OpOption{clientv3.WithPrefix()} }
 
 // Adversarial tests of elections (Campaign, Term, Observe, Run) and owner
 // records. Tests named TestBreak… fail on the code they were written

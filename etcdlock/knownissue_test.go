@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/reqfault"
 )
@@ -71,3 +73,5 @@ func TestBreakRunHungWatchNeverNoticesDeletion(t *testing.T) {
 	cancel()
 	<-aDone
 }
+
+func clientv3WithPrefix() []clientv3.OpOption { return []clientv3.OpOption{clientv3.WithPrefix()} }
