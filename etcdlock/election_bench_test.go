@@ -57,9 +57,8 @@ func (s stockCandidate) resign(ctx context.Context) error { return s.e.Resign(ct
 
 // candidates returns n candidates of one election, each with its own
 // session (stock Election keys a candidacy by its session's lease, so one
-// session cannot campaign twice at once), for the implementation impl. It
-// also returns the election's prefix for stock, or the candidates' etcdlock
-// prefix.
+// session cannot campaign twice at once), for the implementation impl, and
+// the key prefix they use (observeTokens takes it).
 func candidates(b *testing.B, impl string, n int) ([]candidate, string) {
 	b.Helper()
 	cli := etcdClient(b)
