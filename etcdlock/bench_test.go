@@ -2,7 +2,6 @@ package etcdlock_test
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,11 +161,7 @@ func benchContended(b *testing.B, ms []mutex) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	if len(handoffs) > 0 {
-		slices.Sort(handoffs)
-		b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds())/1000, "handoff-p50-ms")
-		b.ReportMetric(float64(handoffs[len(handoffs)*99/100].Microseconds())/1000, "handoff-p99-ms")
-	}
+	reportQuantiles(b, "handoff", handoffs)
 }
 
 // compact discards the history earlier benchmarks left, so that each
