@@ -27,6 +27,7 @@ type globals struct {
 	prefix      string
 	ttl         time.Duration
 	owner       string
+	metricsAddr string
 }
 
 func (g *globals) register(root *cobra.Command) {
@@ -41,6 +42,7 @@ func (g *globals) register(root *cobra.Command) {
 	f.StringVar(&g.prefix, "prefix", "/fencelock/", "key prefix of the locks, as etcdlock.WithPrefix (env FENCELOCK_PREFIX)")
 	f.DurationVar(&g.ttl, "ttl", 15*time.Second, "lease TTL, as etcdlock.WithTTL (env FENCELOCK_TTL)")
 	f.StringVar(&g.owner, "owner", "", "owner identity written into the lock's key (default hostname/pid; env FENCELOCK_OWNER)")
+	f.StringVar(&g.metricsAddr, "metrics-addr", "", "serve the lock's metrics for Prometheus at http://ADDR/metrics, e.g. :9464 (env FENCELOCK_METRICS_ADDR)")
 }
 
 // envNames maps flags to the environment variables consulted, in order,
@@ -56,6 +58,7 @@ var envNames = map[string][]string{
 	"prefix":       {"FENCELOCK_PREFIX"},
 	"ttl":          {"FENCELOCK_TTL"},
 	"owner":        {"FENCELOCK_OWNER"},
+	"metrics-addr": {"FENCELOCK_METRICS_ADDR"},
 }
 
 // resolve fills the flags not given from the environment and checks them.
@@ -123,8 +126,18 @@ func (g *globals) connect(ctx context.Context) (*etcdlock.Client, func(), error)
 	if g.owner != "" {
 		opts = append(opts, etcdlock.WithOwner(g.owner))
 	}
+	stopMetrics := func() {}
+	if g.metricsAddr != "" {
+		opt, stop, err := serveMetrics(g.metricsAddr)
+		if err != nil {
+			cli.Close()
+			return nil, nil, fail(exitUsage, "--metrics-addr %s: %v", g.metricsAddr, err)
+		}
+		opts, stopMetrics = append(opts, opt), stop
+	}
 	locks, err := etcdlock.New(cli, opts...)
 	if err != nil {
+		stopMetrics()
 		cli.Close()
 		return nil, nil, fail(exitUsage, "%v", err)
 	}
@@ -135,6 +148,7 @@ func (g *globals) connect(ctx context.Context) (*etcdlock.Client, func(), error)
 		defer cancel()
 		locks.Close(cctx)
 		cli.Close()
+		stopMetrics()
 	}, nil
 }
 
