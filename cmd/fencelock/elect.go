@@ -110,6 +110,8 @@ func runElected(ctx context.Context, g *globals, o electOptions, name string, ar
 	switch {
 	case startErr != nil:
 		return fail(127, "start %q: %v", argv[0], startErr)
+	case errors.Is(err, etcdlock.ErrInvalidName), errors.Is(err, etcdlock.ErrInvalidData):
+		return bad("%v", err)
 	case !errors.Is(err, context.Canceled):
 		return fail(exitUnavailable, "election %q: %v", name, err)
 	case ran && last.lost != nil && !last.signaled:

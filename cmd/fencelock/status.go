@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -140,7 +140,7 @@ func inspect(ctx context.Context, locks *etcdlock.Client, name string, election 
 		q, err = locks.Inspect(ctx, name)
 	}
 	if err != nil {
-		if strings.Contains(err.Error(), etcdlock.ErrInvalidName.Error()) {
+		if errors.Is(err, etcdlock.ErrInvalidName) {
 			return q, bad("%v", err)
 		}
 		return q, fail(exitUnavailable, "%v", err)
