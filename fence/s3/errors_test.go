@@ -23,27 +23,34 @@ import (
 
 func TestNewRejects(t *testing.T) {
 	c := &countingClient{}
+	bad := s3fence.ErrInvalidOption
 	tests := []struct {
 		name   string
 		client s3fence.Client
 		bucket string
 		opts   []s3fence.Option
+		want   error // nil: any error
 	}{
-		{"nil client", nil, "b", nil},
-		{"typed nil client", (*s3.Client)(nil), "b", nil},
-		{"empty bucket", c, "", nil},
-		{"nil option", c, "b", []s3fence.Option{nil}},
-		{"zero attempts", c, "b", []s3fence.Option{s3fence.WithMaxAttempts(0)}},
-		{"negative cache", c, "b", []s3fence.Option{s3fence.WithCacheSize(-1)}},
-		{"negative retry delay", c, "b", []s3fence.Option{s3fence.WithRetryDelay(-time.Millisecond)}},
-		{"negative put grace", c, "b", []s3fence.Option{s3fence.WithPutGrace(-time.Second)}},
-		{"empty probe key", c, "b", []s3fence.Option{s3fence.WithProbeKey("")}},
-		{"probe key not UTF-8", c, "b", []s3fence.Option{s3fence.WithProbeKey("k\xff")}},
+		{"nil client", nil, "b", nil, nil},
+		{"typed nil client", (*s3.Client)(nil), "b", nil, nil},
+		{"empty bucket", c, "", nil, nil},
+		{"nil option", c, "b", []s3fence.Option{nil}, bad},
+		{"zero attempts", c, "b", []s3fence.Option{s3fence.WithMaxAttempts(0)}, bad},
+		{"negative cache", c, "b", []s3fence.Option{s3fence.WithCacheSize(-1)}, bad},
+		{"negative retry delay", c, "b", []s3fence.Option{s3fence.WithRetryDelay(-time.Millisecond)}, bad},
+		{"negative put grace", c, "b", []s3fence.Option{s3fence.WithPutGrace(-time.Second)}, bad},
+		{"empty probe key", c, "b", []s3fence.Option{s3fence.WithProbeKey("")}, bad},
+		{"probe key not UTF-8", c, "b", []s3fence.Option{s3fence.WithProbeKey("k\xff")}, bad},
+		{"empty bucket owner", c, "b", []s3fence.Option{s3fence.WithExpectedBucketOwner("")}, bad},
+		{"nil put default", c, "b", []s3fence.Option{s3fence.WithPutDefaults(nil)}, bad},
+		{"invalid put default", c, "b", []s3fence.Option{s3fence.WithPutDefaults(s3fence.WithPutInput(nil))}, bad},
+		{"later option invalid", c, "b", []s3fence.Option{s3fence.WithCacheSize(1), s3fence.WithMaxAttempts(-1)}, bad},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if s, err := s3fence.New(tt.client, tt.bucket, tt.opts...); err == nil || s != nil {
-				t.Fatalf("New: got (%v, %v), want (nil, an error)", s, err)
+			s, err := s3fence.New(tt.client, tt.bucket, tt.opts...)
+			if s != nil || !isWanted(err, tt.want) {
+				t.Fatalf("New: got (%v, %v), want (nil, an error matching %v)", s, err, tt.want)
 			}
 		})
 	}

@@ -98,9 +98,4 @@ func drainAndClose(body io.ReadCloser) {
 }
 
 // owner is the expected bucket owner to send with a request, or nil.
-func (s *Store) owner() *string {
-	if s.opts.bucketOwner == "" {
-		return nil
-	}
-	return &s.opts.bucketOwner
-}
+func (s *Store) owner() *string { return s.opts.bucketOwner }

@@ -35,8 +35,9 @@ var _ fence.Store = (*Store)(nil)
 // does no I/O: a missing bucket or bad credentials show up as errors
 // matching [ErrNoSuchBucket] or [ErrAccessDenied] on first use, and a server
 // that ignores conditional writes as [ErrConditionalUnsupported] on the first
-// write (see [Store.CheckConditionalWrites]). It fails if
-// client is nil, bucket is empty, or an option is invalid.
+// write (see [Store.CheckConditionalWrites]). It fails if client is nil,
+// bucket is empty, or an option is invalid (an error matching
+// [ErrInvalidOption]).
 func New(client Client, bucket string, opts ...Option) (*Store, error) {
 	if c, ok := client.(*s3.Client); client == nil || ok && c == nil {
 		return nil, errors.New("s3fence: New: nil client")
@@ -47,11 +48,12 @@ func New(client Client, bucket string, opts ...Option) (*Store, error) {
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt == nil {
-			return nil, errors.New("s3fence: New: nil option")
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
 		}
-		if err := opt.apply(&o); err != nil {
-			return nil, err
-		}
+		opt.apply(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	return &Store{client: client, bucket: bucket, opts: o, cache: newVersionCache(o.cacheSize), check: newCheckState()}, nil
 }
