@@ -150,9 +150,11 @@ func TestRunInTxInvalidInput(t *testing.T) {
 		{"nil fn", noIO{t}, "r", 1, nil, nil, postgres.ErrInvalidArgument},
 		{"empty resource", noIO{t}, "", 1, fn, nil, fence.ErrInvalidKey},
 		{"zero token", noIO{t}, "r", 0, fn, nil, fence.ErrInvalidToken},
-		{"bad isolation", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithIsolation("chaos")}, postgres.ErrInvalidArgument},
-		{"nil option", noIO{t}, "r", 1, fn, []postgres.TxOption{nil}, postgres.ErrInvalidArgument},
-		{"isolation on a savepoint", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithIsolation(pgx.Serializable)}, postgres.ErrInvalidArgument},
+		{"bad isolation", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithIsolation("chaos")}, postgres.ErrInvalidOption},
+		{"nil option", noIO{t}, "r", 1, fn, []postgres.TxOption{nil}, postgres.ErrInvalidOption},
+		{"isolation on a savepoint", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithIsolation(pgx.Serializable)}, postgres.ErrInvalidOption},
+		{"read only", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithTxOptions(pgx.TxOptions{AccessMode: pgx.ReadOnly})}, postgres.ErrInvalidOption},
+		{"bad deferrable mode", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithTxOptions(pgx.TxOptions{DeferrableMode: "later"})}, postgres.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

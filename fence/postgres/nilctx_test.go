@@ -22,7 +22,7 @@ func TestNilContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.NewStore(noIO{t})
+	store, err := postgres.NewStore(noIO{t}, pgx.Identifier{postgres.DefaultStoreTable})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func TestRefusedWriteNoSideEffects(t *testing.T) {
 			return tbl.Update(ctx, pool, "a", 6, postgres.Set("balance", 60))
 		}},
 		{"Store.Put", func(ctx context.Context, pool *pgxpool.Pool, _ *postgres.Table) error {
-			s, err := postgres.NewStore(pool, postgres.WithStoreTable(pgx.Identifier{"accounts"}))
+			s, err := postgres.NewStore(pool, pgx.Identifier{"accounts"})
 			if err != nil {
 				return err
 			}

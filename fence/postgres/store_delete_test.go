@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
 	"github.com/fencelock/fencelock/internal/pgtest"
@@ -12,7 +14,7 @@ import (
 func newStore(t *testing.T) (*postgres.Store, postgres.DB) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	s, err := postgres.NewStore(pool)
+	s, err := postgres.NewStore(pool, pgx.Identifier{postgres.DefaultStoreTable})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func TestStoreDeleteControl(t *testing.T) {
 func TestStoreDeleteOldSchema(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	mustExec(t, pool, "CREATE TABLE fencelock_store (key text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0), value bytea NOT NULL)")
-	s, err := postgres.NewStore(pool)
+	s, err := postgres.NewStore(pool, pgx.Identifier{postgres.DefaultStoreTable})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,13 +158,18 @@ func TestNewTableInvalid(t *testing.T) {
 		{"too long", pgx.Identifier{strings.Repeat("t", 64)}, nil, postgres.ErrInvalidIdentifier},
 		{"empty key column", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithKeyColumn("")}, postgres.ErrInvalidIdentifier},
 		{"empty fence column", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithFenceColumn("")}, postgres.ErrInvalidIdentifier},
-		{"key is fence", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithKeyColumn("fence")}, postgres.ErrInvalidArgument},
-		{"nil option", pgx.Identifier{"t"}, []postgres.TableOption{nil}, postgres.ErrInvalidArgument},
+		{"key is fence", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithKeyColumn("fence")}, postgres.ErrInvalidOption},
+		{"nil option", pgx.Identifier{"t"}, []postgres.TableOption{nil}, postgres.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := postgres.NewTable(tt.table, tt.opts...); !errors.Is(err, tt.want) {
+			_, err := postgres.NewTable(tt.table, tt.opts...)
+			if !errors.Is(err, tt.want) {
 				t.Fatalf("NewTable: got %v, want an error matching %v", err, tt.want)
+			}
+			// A name is refused as a name; a bad column name as an option too.
+			if opt := tt.opts != nil; errors.Is(err, postgres.ErrInvalidOption) != opt {
+				t.Fatalf("NewTable: got %v; matches postgres.ErrInvalidOption: got %v, want %v", err, !opt, opt)
 			}
 		})
 	}

@@ -104,6 +104,35 @@ func TestRunInTxStaleControl(t *testing.T) {
 	}
 }
 
+// TestRunInTxOptions: the options reach the server's transaction, a later
+// WithIsolation overriding WithTxOptions' level.
+func TestRunInTxOptions(t *testing.T) {
+	pool := newLedger(t)
+	tests := []struct {
+		name string
+		opts []postgres.TxOption
+		want string
+	}{
+		{name: "none", want: "read committed/off"},
+		{name: "WithTxOptions", opts: []postgres.TxOption{postgres.WithTxOptions(pgx.TxOptions{
+			IsoLevel: pgx.Serializable, AccessMode: pgx.ReadWrite, DeferrableMode: pgx.Deferrable})}, want: "serializable/on"},
+		{name: "WithIsolation after WithTxOptions", opts: []postgres.TxOption{
+			postgres.WithTxOptions(pgx.TxOptions{IsoLevel: pgx.Serializable}), postgres.WithIsolation(pgx.RepeatableRead)},
+			want: "repeatable read/off"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got string
+			err := postgres.RunInTx(t.Context(), pool, "r", fence.Token(i+1), func(tx pgx.Tx) error {
+				return tx.QueryRow(t.Context(), "SELECT current_setting('transaction_isolation') || '/' || current_setting('transaction_deferrable')").Scan(&got)
+			}, tt.opts...)
+			if err != nil || got != tt.want {
+				t.Fatalf("RunInTx: got %q, %v, want %q, nil", got, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestRunInTxFnError(t *testing.T) {
 	pool := newLedger(t)
 	boom := errors.New("boom")
