@@ -53,5 +53,8 @@
 // round trip when the holder already knows its lock is gone. The resource's
 // check is the guarantee.
 //
+// A nil context, holder, store or write function (a typed nil pointer in an
+// interface too) gives an error, never a panic, before anything is called.
+//
 // This package depends on the standard library only.
 package fence

@@ -136,6 +136,9 @@
 // other steps: see AWS's "Enforce conditional writes on Amazon S3 buckets".) Values are written with one PutObject (at
 // most 5 GiB); multipart uploads are not fenced.
 //
+// A nil context or client (a typed nil *s3.Client too) gives an error
+// matching [ErrInvalidArgument], never a panic, before any I/O.
+//
 // This package depends on the AWS SDK for Go v2 and smithy-go; package fence
 // does not.
 package s3fence

@@ -39,8 +39,8 @@ type write struct {
 //     writes: it answered 501 NotImplemented to the conditional PUT, or
 //     failed [Store.CheckConditionalWrites], which a Store runs before its
 //     first write. Nothing was written.
-//   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], ctx's error, or an
-//     error for a nil ctx (never a panic), before any I/O.
+//   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], ctx's error, or
+//     [ErrInvalidArgument] for a nil ctx, before any I/O.
 //   - [ErrNoSuchBucket], [ErrAccessDenied], [ErrForeignObject], or another
 //     wrapped AWS SDK error: the server refused. Nothing was written.
 //

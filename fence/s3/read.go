@@ -25,7 +25,7 @@ var headerRange = "bytes=0-" + strconv.Itoa(HeaderSize-1)
 // [Store.Open] streams the value instead of holding it whole.
 //
 // ctx bounds the request, the body's transfer included; a nil ctx is an
-// error, not a panic. Get changes nothing.
+// error ([ErrInvalidArgument]). Get changes nothing.
 func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	r, err := s.Open(ctx, key)
 	if err != nil {
