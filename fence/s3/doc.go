@@ -45,10 +45,9 @@
 // or 504 after the request reached the storage, and the client cannot tell
 // them apart. The exception is 501 NotImplemented, which says the server
 // does not implement the request (the conditional headers): nothing was
-// written, and Put returns [ErrConditionalUnsupported]. When the caller's
-// context ends while a PUT is under way, Put still waits for its answer for
-// up to [WithPutGrace], so that the outcome is known and the write cannot
-// land after Put has returned.
+// written, and Put returns [ErrConditionalUnsupported]. A PUT under way
+// when the caller's context ends is given a grace period ([WithPutGrace]
+// states the rule).
 //
 // # The envelope, and why
 //

@@ -55,13 +55,14 @@ func WithRetryDelay(d time.Duration) Option { return optionFunc(func(o *options)
 // the caller's context ends. The default is 10s. 0 abandons the PUT as soon
 // as the context ends; d must not be negative.
 //
-// This is the rule the rest of the package refers to: [Store.Put] does not
-// abandon a PUT the moment its context ends, because an abandoned PUT can
-// still land after Put has returned, which would leave the caller with an
-// unknown outcome and a record that changes later. It waits up to d for the
-// server's answer instead. If none comes in time, Put returns an error
-// matching [fence.ErrUnknownOutcome]: the object holds the old version or the
-// new one, whole, and the new one may still appear later.
+// The rule, for every write of a Store ([Store.Put], [Store.PutWith],
+// [Store.Delete]): a PUT is not abandoned the moment the context ends,
+// because an abandoned PUT can still land after the call has returned,
+// leaving the caller with an unknown outcome and a record that changes
+// later. The call waits up to d for the server's answer instead. If none
+// comes in time, it returns an error matching [fence.ErrUnknownOutcome]: the
+// object holds the old version or the new one, whole, and the new one may
+// still appear later.
 func WithPutGrace(d time.Duration) Option { return optionFunc(func(o *options) { o.putGrace = d }) }
 
 // WithConditionalCheck sets whether a [Store] runs
