@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/fencewant"
 	"github.com/fencelock/fencelock/internal/pgtest"
 )
 
@@ -68,7 +69,7 @@ func TestRunInTxStale(t *testing.T) {
 				t.Fatalf("RunInTx(token 34): got %v, want nil", err)
 			}
 			called, err := run(33, "A")
-			wantStale(t, err, 33, 34)
+			fencewant.Stale(t, err, 33, 34)
 			if called {
 				t.Error("RunInTx with a stale token called fn: want it refused before")
 			}
