@@ -9,20 +9,9 @@
 //
 // # The contract every adapter obeys
 //
-// A [Store] (and every fenced write in fence/postgres and fence/s3) refuses,
-// atomically and by itself, any write whose [Token] is lower than the highest
-// token it has accepted for that resource, and:
-//
-//   - a write with a token equal to the highest accepted is accepted (the same
-//     holder writing again);
-//   - a write with a higher token is accepted and becomes the new floor;
-//   - the first write to a new resource is accepted;
-//   - a refused write returns an error matching [ErrStale] and changes nothing;
-//   - a write whose outcome cannot be known (the connection broke, the context
-//     ended mid-request) returns an error matching [ErrUnknownOutcome], and the
-//     resource holds either the old state or the new one, whole.
-//
-// The conformance suite in fence/fencetest checks these rules; every adapter
+// The contract is written on [Store]. Every adapter's Store obeys it, and
+// every other fenced write in fence/postgres and fence/s3 obeys its rules
+// for Put. The conformance suite in fence/fencetest checks it; every adapter
 // runs it against a real server.
 //
 // # Guard
@@ -52,6 +41,9 @@
 // The guard's own check ([Guard.Check]) is only an optimisation that saves a
 // round trip when the holder already knows its lock is gone. The resource's
 // check is the guarantee.
+//
+// A nil context, holder, store or write function (a typed nil pointer in an
+// interface too) gives an error, never a panic, before anything is called.
 //
 // This package depends on the standard library only.
 package fence

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // Holder is anything that holds a fencing token while a lock is held: an
@@ -46,7 +47,7 @@ type Guard struct {
 // NewGuard returns a guard for h. It fails if h is nil (also a nil pointer
 // in the interface, as from an ignored error) or its token is not valid.
 func NewGuard(h Holder) (*Guard, error) {
-	if isNil(h) {
+	if nilcheck.IsNil(h) {
 		return nil, errors.New("fence: NewGuard: nil holder")
 	}
 	t := h.Token()
@@ -98,23 +99,10 @@ func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token To
 
 // Put writes value to key in s with the guard's token, as [Guard.Do] does.
 func (g *Guard) Put(ctx context.Context, s Store, key string, value []byte) error {
-	if isNil(s) {
+	if nilcheck.IsNil(s) {
 		return errors.New("fence: Guard.Put: nil store")
 	}
 	return g.Do(ctx, func(ctx context.Context, t Token) error {
 		return s.Put(ctx, key, t, value)
 	})
-}
-
-// isNil reports whether v is nil or an interface holding a nil pointer.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
 }

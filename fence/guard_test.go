@@ -3,6 +3,7 @@ package fence_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,14 +25,7 @@ func (h *holder) Token() fence.Token    { return h.token }
 func (h *holder) Done() <-chan struct{} { return h.done }
 func (h *holder) ValidUntil() time.Time { return h.until }
 
-func TestNewGuardRejectsBadHolders(t *testing.T) {
-	if _, err := fence.NewGuard(nil); err == nil {
-		t.Error("NewGuard(nil): got nil error, want one")
-	}
-	var typedNil *holder
-	if _, err := fence.NewGuard(typedNil); err == nil {
-		t.Error("NewGuard((*holder)(nil)): got nil error, want one")
-	}
+func TestNewGuardRejectsBadTokens(t *testing.T) {
 	for _, tok := range []fence.Token{0, -1} {
 		if _, err := fence.NewGuard(newHolder(tok)); !errors.Is(err, fence.ErrInvalidToken) {
 			t.Errorf("NewGuard(token %d): got %v, want fence.ErrInvalidToken", tok, err)
@@ -76,21 +70,51 @@ func TestGuardDo(t *testing.T) {
 	if got != 9 {
 		t.Errorf("token passed to write: got %d, want 9", got)
 	}
-	if err := g.Do(t.Context(), nil); err == nil {
-		t.Error("Do(nil): got nil error, want one")
-	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := g.Do(ctx, func(context.Context, fence.Token) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("Do with cancelled ctx: got %v, want context.Canceled", err)
 	}
-	if err := g.Put(t.Context(), nil, "k", nil); err == nil {
-		t.Error("Put to nil store: got nil error, want one")
+}
+
+// TestNilArguments: a nil context, holder, store or write function, a typed
+// nil one too, gives an error, never a panic, and calls nothing.
+func TestNilArguments(t *testing.T) {
+	g, err := fence.NewGuard(newHolder(9))
+	if err != nil {
+		t.Fatal(err)
 	}
-	//lint:ignore SA1012 checking the nil-context error
-	if err := g.Do(nil, func(context.Context, fence.Token) error { return nil }); err == nil { //nolint:staticcheck
-		t.Error("Do(nil ctx): got nil error, want one")
+	var nilCtx context.Context
+	write := func(context.Context, fence.Token) error { t.Error("write called"); return nil }
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"NewGuard(nil)", func() error { _, err := fence.NewGuard(nil); return err }},
+		{"NewGuard(typed nil)", func() error { _, err := fence.NewGuard((*holder)(nil)); return err }},
+		{"Do(nil ctx)", func() error { return g.Do(nilCtx, write) }},
+		{"Do(nil write)", func() error { return g.Do(t.Context(), nil) }},
+		{"Put(nil ctx)", func() error { return g.Put(nilCtx, fence.NewMemoryStore(), "k", nil) }},
+		{"Put(nil store)", func() error { return g.Put(t.Context(), nil, "k", nil) }},
+		{"Put(typed nil store)", func() error { return g.Put(t.Context(), (*fence.MemoryStore)(nil), "k", nil) }},
 	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := noPanic(tt.call); err == nil {
+				t.Fatalf("%s: got nil, want an error", tt.name)
+			}
+		})
+	}
+}
+
+// noPanic runs call and turns a panic into an error.
+func noPanic(call func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return call()
 }
 
 // lastWriterWins is a store without fencing: the control for the test below.

@@ -13,11 +13,13 @@ type Record struct {
 // module (the in-memory [MemoryStore], fence/postgres, fence/s3) implements
 // it and passes the conformance suite in fence/fencetest.
 //
-// The contract:
+// The contract (the adapters' other fenced writes, such as fence/postgres's
+// Table.Update, obey its rules for Put too):
 //
-//   - Put refuses, atomically, a write whose token is lower than the highest
-//     token the resource has accepted for that key, returning an error that
-//     matches [ErrStale]; a refused write changes nothing.
+//   - Put refuses, atomically and by itself, a write whose token is lower
+//     than the highest token the resource has accepted for that key,
+//     returning an error that matches [ErrStale]; a refused write changes
+//     nothing.
 //   - A write with a token equal to the highest accepted is accepted (the same
 //     holder writing again); a higher token is accepted and becomes the new floor.
 //   - The first write to a key that has never been written is accepted.

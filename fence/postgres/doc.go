@@ -45,9 +45,10 @@
 // definite one. Serialization failures and deadlocks match
 // [ErrRetryable], and are never reported as success or as stale. Server
 // errors stay reachable with errors.As(err, &pgErr) for a *pgconn.PgError.
-// Bad input (empty key, token <= 0, empty or over-long names, nil handle,
-// nil or ended context) is refused before any I/O, with an error, never a
-// panic.
+// A nil context, handle or function (a typed nil such as a nil
+// *pgxpool.Pool too) gives an error matching [ErrInvalidArgument], never a
+// panic, before any I/O; so does other bad input (empty key, token <= 0,
+// empty or over-long names, an ended context), with its own sentinel.
 //
 // # Schema
 //

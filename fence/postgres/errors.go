@@ -3,9 +3,15 @@ package postgres
 import "errors"
 
 // ErrInvalidArgument means a call was given something it cannot use: a nil
-// handle, function or context, an empty or duplicated column assignment, an
-// invalid option. Nothing was sent to the server.
+// handle, function or context, an empty or duplicated column assignment.
+// Nothing was sent to the server.
 var ErrInvalidArgument = errors.New("postgres: invalid argument")
+
+// ErrInvalidOption means a [TableOption] given to [NewTable] or a [TxOption]
+// given to [RunInTx] was nil, had an invalid value, or does not apply to the
+// handle (transaction options on a pgx.Tx). An invalid column name also
+// matches [ErrInvalidIdentifier]. Nothing was sent to the server.
+var ErrInvalidOption = errors.New("postgres: invalid option")
 
 // ErrInvalidIdentifier means a table or column name was empty, had an empty
 // part, contained a NUL byte or was longer than PostgreSQL's 63 bytes.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/fencewant"
 )
 
 const setLatest = `INSERT INTO latest (resource, token, writer) VALUES ($1, $2, $3)
@@ -26,7 +27,7 @@ func TestExec(t *testing.T) {
 		t.Fatalf("Exec(token 34): got %d, %v, want 1, nil", n, err)
 	}
 	_, err := exec(33, "A")
-	wantStale(t, err, 33, 34)
+	fencewant.Stale(t, err, 33, 34)
 	if got := latestWriter(t, pool, "invoice-42"); got != "B" {
 		t.Fatalf("latest writer after a refused Exec: got %q, want %q", got, "B")
 	}
@@ -65,7 +66,7 @@ func TestExecInTxStaleAborts(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	_, err = postgres.Exec(ctx, tx, "r", 8, setLatest, "r", 8, "A")
-	wantStale(t, err, 8, 0) // the aborted transaction cannot read the current token
+	fencewant.Stale(t, err, 8, 0) // the aborted transaction cannot read the current token
 	if err := tx.Commit(ctx); !errors.Is(err, pgx.ErrTxCommitRollback) {
 		t.Fatalf("Commit after a refused Exec: got %v, want pgx.ErrTxCommitRollback", err)
 	}
@@ -150,9 +151,11 @@ func TestRunInTxInvalidInput(t *testing.T) {
 		{"nil fn", noIO{t}, "r", 1, nil, nil, postgres.ErrInvalidArgument},
 		{"empty resource", noIO{t}, "", 1, fn, nil, fence.ErrInvalidKey},
 		{"zero token", noIO{t}, "r", 0, fn, nil, fence.ErrInvalidToken},
-		{"bad isolation", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithIsolation("chaos")}, postgres.ErrInvalidArgument},
-		{"nil option", noIO{t}, "r", 1, fn, []postgres.TxOption{nil}, postgres.ErrInvalidArgument},
-		{"isolation on a savepoint", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithIsolation(pgx.Serializable)}, postgres.ErrInvalidArgument},
+		{"bad isolation", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithIsolation("chaos")}, postgres.ErrInvalidOption},
+		{"nil option", noIO{t}, "r", 1, fn, []postgres.TxOption{nil}, postgres.ErrInvalidOption},
+		{"isolation on a savepoint", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithIsolation(pgx.Serializable)}, postgres.ErrInvalidOption},
+		{"read only", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithTxOptions(pgx.TxOptions{AccessMode: pgx.ReadOnly})}, postgres.ErrInvalidOption},
+		{"bad deferrable mode", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithTxOptions(pgx.TxOptions{DeferrableMode: "later"})}, postgres.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
-	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
 	"github.com/fencelock/fencelock/internal/pgtest"
 )
@@ -60,17 +59,6 @@ func wantAccount(t *testing.T, db postgres.DB, id string, balance, fenceTok int6
 	b, f, ok := account(t, db, id)
 	if !ok || b != balance || f != fenceTok {
 		t.Fatalf("account %q: got balance %d fence %d (exists %v), want balance %d fence %d", id, b, f, ok, balance, fenceTok)
-	}
-}
-
-func wantStale(t *testing.T, err error, tok, current fence.Token) {
-	t.Helper()
-	var se *fence.StaleError
-	if !errors.Is(err, fence.ErrStale) || !errors.As(err, &se) {
-		t.Fatalf("got error %v, want a *fence.StaleError matching fence.ErrStale", err)
-	}
-	if se.Token != tok || se.Current != current {
-		t.Fatalf("StaleError: got token %d current %d, want token %d current %d", se.Token, se.Current, tok, current)
 	}
 }
 

@@ -7,33 +7,29 @@ import (
 )
 
 // TableOption configures a [Table]. Create one with [WithKeyColumn] or
-// [WithFenceColumn].
+// [WithFenceColumn]; the interface is sealed. An option only records its
+// value: [NewTable] checks them all and fails, with an error matching
+// [ErrInvalidOption], on the first invalid one.
 type TableOption interface{ applyTable(*tableOptions) }
 
-// TxOption configures a fenced transaction ([RunInTx], [Fences.RunInTx]).
-// Create one with [WithIsolation].
-type TxOption interface{ applyTx(*txOptions) }
-
-// StoreOption configures a [Store]. Create one with [WithStoreTable].
-type StoreOption interface{ applyStore(*storeOptions) }
+// TxOption configures one fenced transaction ([RunInTx], [Fences.RunInTx]).
+// Create one with [WithTxOptions] or [WithIsolation]; the interface is
+// sealed. RunInTx checks them before any I/O and fails, with an error
+// matching [ErrInvalidOption], on an invalid one.
+//
+// It is a type of its own, not a [TableOption], because it configures a
+// call rather than a value: each kind is accepted only where it applies.
+type TxOption interface{ applyTx(*pgx.TxOptions) }
 
 type tableOptions struct{ key, fence string }
-
-type txOptions struct{ iso pgx.TxIsoLevel }
-
-type storeOptions struct{ table pgx.Identifier }
 
 type tableOptionFunc func(*tableOptions)
 
 func (f tableOptionFunc) applyTable(o *tableOptions) { f(o) }
 
-type txOptionFunc func(*txOptions)
+type txOptionFunc func(*pgx.TxOptions)
 
-func (f txOptionFunc) applyTx(o *txOptions) { f(o) }
-
-type storeOptionFunc func(*storeOptions)
-
-func (f storeOptionFunc) applyStore(o *storeOptions) { f(o) }
+func (f txOptionFunc) applyTx(o *pgx.TxOptions) { f(o) }
 
 // WithKeyColumn names the column that identifies a row of a [Table]. It must
 // be unique by itself: the primary key, or a column with a unique index on
@@ -46,38 +42,81 @@ func WithKeyColumn(name string) TableOption {
 
 // WithFenceColumn names the bigint column of a [Table] that holds the
 // highest token written to each row. Declare it NOT NULL DEFAULT 0. Default
-// "fence". Empty makes [NewTable] fail.
+// "fence". Empty, or the key column's name, makes [NewTable] fail.
 func WithFenceColumn(name string) TableOption {
 	return tableOptionFunc(func(o *tableOptions) { o.fence = name })
+}
+
+// WithTxOptions sets the options a fenced transaction begins with, as
+// pgx's BeginTx takes them. Default: none (the zero pgx.TxOptions), which
+// begins with the server's defaults, normally READ COMMITTED, read-write.
+// A later [WithIsolation] overrides IsoLevel.
+//
+// IsoLevel must be empty or one of pgx's four levels (pgx.ReadUncommitted
+// runs as READ COMMITTED); AccessMode must not be pgx.ReadOnly, since the
+// transaction writes its fence first; DeferrableMode must be empty or one
+// of pgx's two. BeginQuery and CommitQuery replace the BEGIN and COMMIT
+// statements: they must still begin and commit one read-write transaction,
+// or nothing is fenced. Any other value, or any option at all when the
+// handle is a pgx.Tx (whose transaction began before the call), makes the
+// call fail before any I/O.
+func WithTxOptions(opts pgx.TxOptions) TxOption {
+	return txOptionFunc(func(o *pgx.TxOptions) { *o = opts })
 }
 
 // WithIsolation sets the isolation level of a fenced transaction:
 // pgx.ReadCommitted, pgx.RepeatableRead or pgx.Serializable (or
 // pgx.ReadUncommitted, which PostgreSQL runs as READ COMMITTED). Default:
-// the server's default_transaction_isolation, normally READ COMMITTED. Any
-// other value makes the call fail before any I/O, as does giving it when the
-// handle is a pgx.Tx, whose isolation was fixed when it began.
+// the server's default_transaction_isolation, normally READ COMMITTED. It is
+// [WithTxOptions] for the IsoLevel alone, and is refused the same way.
 func WithIsolation(level pgx.TxIsoLevel) TxOption {
-	return txOptionFunc(func(o *txOptions) { o.iso = level })
+	return txOptionFunc(func(o *pgx.TxOptions) { o.IsoLevel = level })
 }
 
-// WithStoreTable names the table a [Store] keeps its records in. Default
-// [DefaultStoreTable]. An invalid name makes [NewStore] fail.
-func WithStoreTable(name pgx.Identifier) StoreOption {
-	return storeOptionFunc(func(o *storeOptions) { o.table = name })
-}
-
-func newTxOptions(opts []TxOption) (txOptions, error) {
-	var o txOptions
+// newTableOptions records opts over the defaults and checks the result.
+func newTableOptions(opts []TableOption) (tableOptions, error) {
+	o := tableOptions{key: "key", fence: "fence"}
 	for _, opt := range opts {
 		if opt == nil {
-			return o, fmt.Errorf("%w: nil TxOption", ErrInvalidArgument)
+			return o, fmt.Errorf("%w: nil TableOption", ErrInvalidOption)
+		}
+		opt.applyTable(&o)
+	}
+	if err := checkIdent("key column", o.key); err != nil {
+		return o, fmt.Errorf("%w: WithKeyColumn: %w", ErrInvalidOption, err)
+	}
+	if err := checkIdent("fence column", o.fence); err != nil {
+		return o, fmt.Errorf("%w: WithFenceColumn: %w", ErrInvalidOption, err)
+	}
+	if o.key == o.fence {
+		return o, fmt.Errorf("%w: key and fence column are both %q", ErrInvalidOption, o.key)
+	}
+	return o, nil
+}
+
+// newTxOptions records opts and checks the result.
+func newTxOptions(opts []TxOption) (pgx.TxOptions, error) {
+	var o pgx.TxOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil TxOption", ErrInvalidOption)
 		}
 		opt.applyTx(&o)
 	}
-	switch o.iso {
+	switch o.IsoLevel {
 	case "", pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable, pgx.ReadUncommitted:
-		return o, nil
+	default:
+		return o, fmt.Errorf("%w: isolation level %q", ErrInvalidOption, o.IsoLevel)
 	}
-	return o, fmt.Errorf("%w: isolation level %q", ErrInvalidArgument, o.iso)
+	switch o.AccessMode {
+	case "", pgx.ReadWrite:
+	default:
+		return o, fmt.Errorf("%w: access mode %q: a fenced transaction writes its fence", ErrInvalidOption, o.AccessMode)
+	}
+	switch o.DeferrableMode {
+	case "", pgx.Deferrable, pgx.NotDeferrable:
+	default:
+		return o, fmt.Errorf("%w: deferrable mode %q", ErrInvalidOption, o.DeferrableMode)
+	}
+	return o, nil
 }

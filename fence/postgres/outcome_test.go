@@ -10,18 +10,8 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/fencewant"
 )
-
-func wantUnknown(t *testing.T, err error) {
-	t.Helper()
-	var ue *fence.UnknownOutcomeError
-	if !errors.Is(err, fence.ErrUnknownOutcome) || !errors.As(err, &ue) {
-		t.Fatalf("got error %v, want a *fence.UnknownOutcomeError matching fence.ErrUnknownOutcome", err)
-	}
-	if errors.Is(err, fence.ErrStale) {
-		t.Fatalf("got %v, which matches fence.ErrStale too", err)
-	}
-}
 
 func wantKnownFailure(t *testing.T, err error) {
 	t.Helper()
@@ -76,7 +66,7 @@ func TestRunInTxBackendKilled(t *testing.T) {
 				return nil
 			})
 			if tt.killLast {
-				wantUnknown(t, err)
+				fencewant.Unknown(t, err, 7)
 			} else {
 				wantKnownFailure(t, err)
 			}
@@ -116,7 +106,7 @@ func TestUpdateCancelledWhileWaiting(t *testing.T) {
 	cancel()
 	err := <-errc
 	release()
-	wantUnknown(t, err)
+	fencewant.Unknown(t, err, 2)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("got %v, want it to wrap context.Canceled", err)
 	}
@@ -153,7 +143,7 @@ func TestExecCancelledWhileWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("holder: got %v, want nil", err)
 	}
-	wantUnknown(t, execErr)
+	fencewant.Unknown(t, execErr, 2)
 }
 
 // TestCommitCancelledBeforeSend: a context that ends inside fn, before

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/fencewant"
 )
 
 // auditSQL gives accounts what makes a write's side effects visible: a
@@ -68,7 +69,7 @@ func TestRefusedWriteNoSideEffects(t *testing.T) {
 			return tbl.Update(ctx, pool, "a", 6, postgres.Set("balance", 60))
 		}},
 		{"Store.Put", func(ctx context.Context, pool *pgxpool.Pool, _ *postgres.Table) error {
-			s, err := postgres.NewStore(pool, postgres.WithStoreTable(pgx.Identifier{"accounts"}))
+			s, err := postgres.NewStore(pool, pgx.Identifier{"accounts"})
 			if err != nil {
 				return err
 			}
@@ -84,7 +85,7 @@ func TestRefusedWriteNoSideEffects(t *testing.T) {
 					ALTER TABLE accounts ADD COLUMN value bytea NOT NULL DEFAULT ''`)
 			}
 			before := readSideEffects(t, pool)
-			wantStale(t, tt.write(t.Context(), pool, tbl), 6, 7)
+			fencewant.Stale(t, tt.write(t.Context(), pool, tbl), 6, 7)
 			if after := readSideEffects(t, pool); after != before {
 				t.Fatalf("side effects of the refused write: got %d row-trigger audit rows, sequence at %d; want %d and %d, as before it",
 					after.rowAudit, after.seq, before.rowAudit, before.seq)
@@ -128,6 +129,6 @@ func TestRefusedUpsertRacingNewerHolder(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantStale(t, <-errc, 8, 9)
+	fencewant.Stale(t, <-errc, 8, 9)
 	wantAccount(t, pool, "a", 90, 9)
 }

@@ -1,13 +1,17 @@
 package postgres
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // CreateSchema creates the [DefaultFenceTable] and the [DefaultStoreTable]
 // if they do not exist, as the SQL in the package documentation does. ctx
 // bounds the call. Run it once, at deployment: concurrent CREATE TABLE IF
 // NOT EXISTS can fail in PostgreSQL.
 func CreateSchema(ctx context.Context, db DB) error {
-	s, err := NewStore(db)
+	s, err := NewStore(db, pgx.Identifier{DefaultStoreTable})
 	if err != nil {
 		return err
 	}

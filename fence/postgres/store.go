@@ -11,8 +11,8 @@ import (
 	"github.com/fencelock/fencelock/fence"
 )
 
-// DefaultStoreTable is the table a [Store] uses unless [WithStoreTable]
-// names another.
+// DefaultStoreTable is the table [CreateSchema] creates for a [Store]:
+// NewStore(db, pgx.Identifier{postgres.DefaultStoreTable}).
 const DefaultStoreTable = "fencelock_store"
 
 // Store is a [fence.Store] kept in a PostgreSQL table
@@ -32,20 +32,17 @@ type Store struct {
 
 var _ fence.Store = (*Store)(nil)
 
-// NewStore returns a Store that reads and writes through db. It fails on a
-// nil db or an invalid option, before any I/O.
-func NewStore(db DB, opts ...StoreOption) (*Store, error) {
+// NewStore returns a Store that keeps its records in the table called table
+// (schema-qualified or not; [DefaultStoreTable] is the one [CreateSchema]
+// creates) and reads and writes them through db. As with [NewTable] and
+// [NewFences], the table is named by the constructor's argument. It fails
+// on a nil db ([ErrInvalidArgument]) or an unusable name
+// ([ErrInvalidIdentifier]), before any I/O.
+func NewStore(db DB, table pgx.Identifier) (*Store, error) {
 	if err := checkDB(db); err != nil {
 		return nil, err
 	}
-	o := storeOptions{table: pgx.Identifier{DefaultStoreTable}}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: nil StoreOption", ErrInvalidArgument)
-		}
-		opt.applyStore(&o)
-	}
-	t, err := NewTable(o.table, WithKeyColumn("key"), WithFenceColumn("token"))
+	t, err := NewTable(table, WithKeyColumn("key"), WithFenceColumn("token"))
 	if err != nil {
 		return nil, err
 	}

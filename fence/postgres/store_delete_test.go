@@ -4,15 +4,18 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/fencewant"
 	"github.com/fencelock/fencelock/internal/pgtest"
 )
 
 func newStore(t *testing.T) (*postgres.Store, postgres.DB) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	s, err := postgres.NewStore(pool)
+	s, err := postgres.NewStore(pool, pgx.Identifier{postgres.DefaultStoreTable})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +46,8 @@ func TestStoreDeleteKeepsFloor(t *testing.T) {
 		t.Fatalf("Delete(token 34): got %v, want nil", err)
 	}
 	wantNotFound(t, s, "k")
-	wantStale(t, s.Put(ctx, "k", 33, []byte("v33")), 33, 34)
-	wantStale(t, s.Delete(ctx, "k", 33), 33, 34)
+	fencewant.Stale(t, s.Put(ctx, "k", 33, []byte("v33")), 33, 34)
+	fencewant.Stale(t, s.Delete(ctx, "k", 33), 33, 34)
 	wantNotFound(t, s, "k")
 	if err := s.Put(ctx, "k", 35, []byte("v35")); err != nil {
 		t.Fatalf("Put(token 35) after the delete: got %v, want nil", err)
@@ -57,7 +60,7 @@ func TestStoreDeleteKeepsFloor(t *testing.T) {
 	if err := s.Delete(ctx, "new", 5); err != nil {
 		t.Fatalf("Delete of a missing key: got %v, want nil", err)
 	}
-	wantStale(t, s.Put(ctx, "new", 4, nil), 4, 5)
+	fencewant.Stale(t, s.Put(ctx, "new", 4, nil), 4, 5)
 }
 
 func TestStoreDeleteControl(t *testing.T) {
@@ -78,7 +81,7 @@ func TestStoreDeleteControl(t *testing.T) {
 func TestStoreDeleteOldSchema(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	mustExec(t, pool, "CREATE TABLE fencelock_store (key text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0), value bytea NOT NULL)")
-	s, err := postgres.NewStore(pool)
+	s, err := postgres.NewStore(pool, pgx.Identifier{postgres.DefaultStoreTable})
 	if err != nil {
 		t.Fatal(err)
 	}

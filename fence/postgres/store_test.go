@@ -15,7 +15,7 @@ import (
 
 func TestStoreConformance(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	s, err := postgres.NewStore(pool)
+	s, err := postgres.NewStore(pool, pgx.Identifier{postgres.DefaultStoreTable})
 	if err != nil {
 		t.Fatalf("NewStore: got error %v, want nil", err)
 	}
@@ -32,7 +32,7 @@ func TestCreateSchema(t *testing.T) {
 			t.Fatalf("CreateSchema: got error %v, want nil", err)
 		}
 	}
-	s, err := postgres.NewStore(pool)
+	s, err := postgres.NewStore(pool, pgx.Identifier{postgres.DefaultStoreTable})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestCreateSchema(t *testing.T) {
 func TestStoreCustomTable(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	mustExec(t, pool, "CREATE SCHEMA app")
-	s, err := postgres.NewStore(pool, postgres.WithStoreTable(pgx.Identifier{"app", "records"}))
+	s, err := postgres.NewStore(pool, pgx.Identifier{"app", "records"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,20 +64,21 @@ func TestStoreCustomTable(t *testing.T) {
 }
 
 func TestNewStoreInvalid(t *testing.T) {
+	def := pgx.Identifier{postgres.DefaultStoreTable}
 	tests := []struct {
-		name string
-		db   postgres.DB
-		opts []postgres.StoreOption
-		want error
+		name  string
+		db    postgres.DB
+		table pgx.Identifier
+		want  error
 	}{
-		{"nil DB", nil, nil, postgres.ErrInvalidArgument},
-		{"typed nil pool", (*pgxpool.Pool)(nil), nil, postgres.ErrInvalidArgument},
-		{"empty table", noIO{t}, []postgres.StoreOption{postgres.WithStoreTable(nil)}, postgres.ErrInvalidIdentifier},
-		{"nil option", noIO{t}, []postgres.StoreOption{nil}, postgres.ErrInvalidArgument},
+		{"nil DB", nil, def, postgres.ErrInvalidArgument},
+		{"typed nil pool", (*pgxpool.Pool)(nil), def, postgres.ErrInvalidArgument},
+		{"nil table", noIO{t}, nil, postgres.ErrInvalidIdentifier},
+		{"empty table part", noIO{t}, pgx.Identifier{"app", ""}, postgres.ErrInvalidIdentifier},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := postgres.NewStore(tt.db, tt.opts...); !errors.Is(err, tt.want) {
+			if _, err := postgres.NewStore(tt.db, tt.table); !errors.Is(err, tt.want) {
 				t.Fatalf("NewStore: got %v, want an error matching %v", err, tt.want)
 			}
 		})

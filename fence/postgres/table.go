@@ -36,31 +36,20 @@ type Table struct {
 
 // NewTable returns a fenced view of the table name (schema-qualified or
 // not: pgx.Identifier{"accounts"}, pgx.Identifier{"billing", "accounts"}).
-// It fails with [ErrInvalidIdentifier] on an unusable name, before any I/O;
-// whether the table exists is found out at the first write ([ErrSchema]).
+// It fails with [ErrInvalidIdentifier] on an unusable name, and with
+// [ErrInvalidOption] on an invalid option, before any I/O; whether the table
+// exists is found out at the first write ([ErrSchema]).
 func NewTable(name pgx.Identifier, opts ...TableOption) (*Table, error) {
-	o := tableOptions{key: "key", fence: "fence"}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: nil TableOption", ErrInvalidArgument)
-		}
-		opt.applyTable(&o)
-	}
 	qname, err := quoteName("table", name)
 	if err != nil {
 		return nil, err
 	}
-	t := &Table{name: qname, label: strings.Join(name, "."), keyRaw: o.key, fenRaw: o.fence}
-	if t.key, err = quoteIdent("key column", o.key); err != nil {
+	o, err := newTableOptions(opts)
+	if err != nil {
 		return nil, err
 	}
-	if t.fence, err = quoteIdent("fence column", o.fence); err != nil {
-		return nil, err
-	}
-	if o.key == o.fence {
-		return nil, fmt.Errorf("%w: key and fence column are both %q", ErrInvalidArgument, o.key)
-	}
-	return t, nil
+	return &Table{name: qname, label: strings.Join(name, "."), keyRaw: o.key, fenRaw: o.fence,
+		key: pgx.Identifier{o.key}.Sanitize(), fence: pgx.Identifier{o.fence}.Sanitize()}, nil
 }
 
 // Assignment sets one column in a fenced write. Create it with [Set].

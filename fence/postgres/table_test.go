@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/fencewant"
 	"github.com/fencelock/fencelock/internal/pgtest"
 )
 
@@ -24,10 +25,10 @@ func TestUpdate(t *testing.T) {
 		wantBalance int64
 		wantFence   int64
 	}{
-		{"higher token lands", true, 40, nil, 0, 999, 40},
-		{"equal token lands", true, 34, nil, 0, 999, 34},
-		{"lower token refused", true, 33, fence.ErrStale, 34, 120, 34},
-		{"missing row", false, 35, postgres.ErrRowNotFound, 0, 0, 0},
+		{name: "higher token lands", exists: true, token: 40, wantBalance: 999, wantFence: 40},
+		{name: "equal token lands", exists: true, token: 34, wantBalance: 999, wantFence: 34},
+		{name: "lower token refused", exists: true, token: 33, wantErr: fence.ErrStale, wantCurrent: 34, wantBalance: 120, wantFence: 34},
+		{name: "missing row", token: 35, wantErr: postgres.ErrRowNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,7 +41,7 @@ func TestUpdate(t *testing.T) {
 			case tt.wantErr == nil && err != nil:
 				t.Fatalf("Update(token %d): got error %v, want nil", tt.token, err)
 			case tt.wantErr == fence.ErrStale:
-				wantStale(t, err, tt.token, tt.wantCurrent)
+				fencewant.Stale(t, err, tt.token, tt.wantCurrent)
 			case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
 				t.Fatalf("Update(token %d): got %v, want an error matching %v", tt.token, err, tt.wantErr)
 			}
@@ -76,7 +77,7 @@ func TestUpsert(t *testing.T) {
 		t.Fatalf("Upsert with a higher token: got %v, want nil", err)
 	}
 	wantAccount(t, pool, "a", 70, 7)
-	wantStale(t, tbl.Upsert(ctx, pool, "a", 6, postgres.Set("balance", 60)), 6, 7)
+	fencewant.Stale(t, tbl.Upsert(ctx, pool, "a", 6, postgres.Set("balance", 60)), 6, 7)
 	wantAccount(t, pool, "a", 70, 7)
 	if err := tbl.Upsert(ctx, pool, "a", 7, postgres.Set("balance", 71)); err != nil {
 		t.Fatalf("Upsert with an equal token: got %v, want nil", err)
@@ -158,13 +159,18 @@ func TestNewTableInvalid(t *testing.T) {
 		{"too long", pgx.Identifier{strings.Repeat("t", 64)}, nil, postgres.ErrInvalidIdentifier},
 		{"empty key column", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithKeyColumn("")}, postgres.ErrInvalidIdentifier},
 		{"empty fence column", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithFenceColumn("")}, postgres.ErrInvalidIdentifier},
-		{"key is fence", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithKeyColumn("fence")}, postgres.ErrInvalidArgument},
-		{"nil option", pgx.Identifier{"t"}, []postgres.TableOption{nil}, postgres.ErrInvalidArgument},
+		{"key is fence", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithKeyColumn("fence")}, postgres.ErrInvalidOption},
+		{"nil option", pgx.Identifier{"t"}, []postgres.TableOption{nil}, postgres.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := postgres.NewTable(tt.table, tt.opts...); !errors.Is(err, tt.want) {
+			_, err := postgres.NewTable(tt.table, tt.opts...)
+			if !errors.Is(err, tt.want) {
 				t.Fatalf("NewTable: got %v, want an error matching %v", err, tt.want)
+			}
+			// A name is refused as a name; a bad column name as an option too.
+			if opt := tt.opts != nil; errors.Is(err, postgres.ErrInvalidOption) != opt {
+				t.Fatalf("NewTable: got %v; matches postgres.ErrInvalidOption: got %v, want %v", err, !opt, opt)
 			}
 		})
 	}

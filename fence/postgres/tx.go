@@ -26,7 +26,7 @@ func RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 // without calling fn: none of fn's writes can land. Until the transaction
 // ends, fenced transactions on the same resource wait for it, so a stale one
 // cannot commit after a newer one, under every isolation level
-// ([WithIsolation]).
+// ([WithIsolation], [WithTxOptions]).
 //
 // fn must not commit or roll back tx itself: RunInTx then returns an error
 // matching [ErrInvalidArgument] (fn's own Commit, if it made one, was
@@ -48,13 +48,19 @@ func RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 // ctx bounds the call; fn should use the same ctx for its statements. When
 // ctx ends, the transaction is rolled back unless COMMIT was already sent.
 // When db is a pgx.Tx, RunInTx uses a savepoint, its writes land only when
-// that outer transaction commits, and [WithIsolation] is refused.
+// that outer transaction commits, and every [TxOption] is refused.
+//
+// Invalid options fail the call before any I/O with an error matching
+// [ErrInvalidOption].
 func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error, opts ...TxOption) error {
-	o, err := newTxOptions(opts)
-	if err != nil {
+	if err := checkTx(ctx, db, resource, token, fn); err != nil {
 		return err
 	}
-	if err := checkTx(ctx, db, resource, token, fn); err != nil {
+	o, err := newTxOptions(opts)
+	if err == nil {
+		err = checkTxOptions(db, o)
+	}
+	if err != nil {
 		return err
 	}
 	tx, err := begin(ctx, db, o)
@@ -99,15 +105,20 @@ type txOptionsBeginner interface {
 	BeginTx(ctx context.Context, o pgx.TxOptions) (pgx.Tx, error)
 }
 
-func begin(ctx context.Context, db TxBeginner, o txOptions) (pgx.Tx, error) {
-	if o.iso == "" {
+func begin(ctx context.Context, db TxBeginner, o pgx.TxOptions) (pgx.Tx, error) {
+	if o == (pgx.TxOptions{}) {
 		return db.Begin(ctx)
 	}
-	b, ok := db.(txOptionsBeginner)
-	if !ok {
-		return nil, fmt.Errorf("%w: WithIsolation needs a handle that begins top-level transactions (a *pgxpool.Pool or *pgx.Conn), not %T", ErrInvalidArgument, db)
+	return db.(txOptionsBeginner).BeginTx(ctx, o)
+}
+
+// checkTxOptions refuses options on a handle that cannot begin a top-level
+// transaction with them (a pgx.Tx, which begins a savepoint).
+func checkTxOptions(db TxBeginner, o pgx.TxOptions) error {
+	if _, ok := db.(txOptionsBeginner); ok || o == (pgx.TxOptions{}) {
+		return nil
 	}
-	return b.BeginTx(ctx, pgx.TxOptions{IsoLevel: o.iso})
+	return fmt.Errorf("%w: transaction options need a handle that begins top-level transactions (a *pgxpool.Pool or *pgx.Conn), not %T", ErrInvalidOption, db)
 }
 
 func rollback(ctx context.Context, tx pgx.Tx) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/fencewant"
 	"github.com/fencelock/fencelock/internal/pgtest"
 )
 
@@ -68,7 +69,7 @@ func TestRunInTxStale(t *testing.T) {
 				t.Fatalf("RunInTx(token 34): got %v, want nil", err)
 			}
 			called, err := run(33, "A")
-			wantStale(t, err, 33, 34)
+			fencewant.Stale(t, err, 33, 34)
 			if called {
 				t.Error("RunInTx with a stale token called fn: want it refused before")
 			}
@@ -101,6 +102,35 @@ func TestRunInTxStaleControl(t *testing.T) {
 	}
 	if got := latestWriter(t, pool, "invoice-42"); got != "A" {
 		t.Fatalf("latest writer without fencing: got %q, want the stale %q to have landed", got, "A")
+	}
+}
+
+// TestRunInTxOptions: the options reach the server's transaction, a later
+// WithIsolation overriding WithTxOptions' level.
+func TestRunInTxOptions(t *testing.T) {
+	pool := newLedger(t)
+	tests := []struct {
+		name string
+		opts []postgres.TxOption
+		want string
+	}{
+		{name: "none", want: "read committed/off"},
+		{name: "WithTxOptions", opts: []postgres.TxOption{postgres.WithTxOptions(pgx.TxOptions{
+			IsoLevel: pgx.Serializable, AccessMode: pgx.ReadWrite, DeferrableMode: pgx.Deferrable})}, want: "serializable/on"},
+		{name: "WithIsolation after WithTxOptions", opts: []postgres.TxOption{
+			postgres.WithTxOptions(pgx.TxOptions{IsoLevel: pgx.Serializable}), postgres.WithIsolation(pgx.RepeatableRead)},
+			want: "repeatable read/off"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got string
+			err := postgres.RunInTx(t.Context(), pool, "r", fence.Token(i+1), func(tx pgx.Tx) error {
+				return tx.QueryRow(t.Context(), "SELECT current_setting('transaction_isolation') || '/' || current_setting('transaction_deferrable')").Scan(&got)
+			}, tt.opts...)
+			if err != nil || got != tt.want {
+				t.Fatalf("RunInTx: got %q, %v, want %q, nil", got, err, tt.want)
+			}
+		})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/fencewant"
 )
 
 // TestDeleteKeepsFloor: B writes 34 and deletes the key; A's late Put(33)
@@ -49,7 +50,7 @@ func TestDeleteKeepsFloor(t *testing.T) {
 				}
 				return
 			}
-			wantStale(t, err, 33, 34)
+			fencewant.Stale(t, err, 33, 34)
 			if _, err := b.Get(t.Context(), k); !errors.Is(err, fence.ErrNotFound) {
 				t.Fatalf("Get after the refused Put: got %v, want fence.ErrNotFound", err)
 			}
@@ -65,7 +66,7 @@ func TestDeleteStale(t *testing.T) {
 	k := key(t)
 	s := newStore(t)
 	mustPut(t, s, k, 9, "v")
-	wantStale(t, s.Delete(t.Context(), k, 8), 8, 9)
+	fencewant.Stale(t, s.Delete(t.Context(), k, 8), 8, 9)
 	wantRecord(t, s, k, 9, "v")
 }
 

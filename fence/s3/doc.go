@@ -45,10 +45,9 @@
 // or 504 after the request reached the storage, and the client cannot tell
 // them apart. The exception is 501 NotImplemented, which says the server
 // does not implement the request (the conditional headers): nothing was
-// written, and Put returns [ErrConditionalUnsupported]. When the caller's
-// context ends while a PUT is under way, Put still waits for its answer for
-// up to [WithPutGrace], so that the outcome is known and the write cannot
-// land after Put has returned.
+// written, and Put returns [ErrConditionalUnsupported]. A PUT under way
+// when the caller's context ends is given a grace period ([WithPutGrace]
+// states the rule).
 //
 // # The envelope, and why
 //
@@ -135,6 +134,9 @@
 // multipart uploads need the s3:ObjectCreationOperation key to exempt their
 // other steps: see AWS's "Enforce conditional writes on Amazon S3 buckets".) Values are written with one PutObject (at
 // most 5 GiB); multipart uploads are not fenced.
+//
+// A nil context or client (a typed nil *s3.Client too) gives an error
+// matching [ErrInvalidArgument], never a panic, before any I/O.
 //
 // This package depends on the AWS SDK for Go v2 and smithy-go; package fence
 // does not.

@@ -35,3 +35,14 @@ var ErrForeignObject = errors.New("s3fence: object has no fencing envelope (not 
 // error wraps the AWS SDK's error when there is one. Retrying cannot help;
 // use a server, or a proxy, that honours the conditions.
 var ErrConditionalUnsupported = errors.New("s3fence: server does not honour conditional writes")
+
+// ErrInvalidArgument means a call was given something it cannot use: a nil
+// client (a typed nil too), a nil context, an empty bucket name. Nothing was
+// sent to the server. Retrying cannot help; fix the call.
+var ErrInvalidArgument = errors.New("s3fence: invalid argument")
+
+// ErrInvalidOption means an [Option] given to [New], or a [PutOption] given
+// to [Store.PutWith] or [WithPutDefaults], was nil or had an invalid value.
+// New returned no Store, or the write sent nothing. Retrying cannot help; fix
+// the option.
+var ErrInvalidOption = errors.New("s3fence: invalid option")

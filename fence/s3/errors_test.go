@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -23,34 +24,44 @@ import (
 
 func TestNewRejects(t *testing.T) {
 	c := &countingClient{}
+	bad, arg := s3fence.ErrInvalidOption, s3fence.ErrInvalidArgument
 	tests := []struct {
 		name   string
 		client s3fence.Client
 		bucket string
 		opts   []s3fence.Option
+		want   error
 	}{
-		{"nil client", nil, "b", nil},
-		{"typed nil client", (*s3.Client)(nil), "b", nil},
-		{"empty bucket", c, "", nil},
-		{"nil option", c, "b", []s3fence.Option{nil}},
-		{"zero attempts", c, "b", []s3fence.Option{s3fence.WithMaxAttempts(0)}},
-		{"negative cache", c, "b", []s3fence.Option{s3fence.WithCacheSize(-1)}},
-		{"negative retry delay", c, "b", []s3fence.Option{s3fence.WithRetryDelay(-time.Millisecond)}},
-		{"negative put grace", c, "b", []s3fence.Option{s3fence.WithPutGrace(-time.Second)}},
-		{"empty probe key", c, "b", []s3fence.Option{s3fence.WithProbeKey("")}},
-		{"probe key not UTF-8", c, "b", []s3fence.Option{s3fence.WithProbeKey("k\xff")}},
+		{"nil client", nil, "b", nil, arg},
+		{"typed nil *s3.Client", (*s3.Client)(nil), "b", nil, arg},
+		{"typed nil of another Client", (*countingClient)(nil), "b", nil, arg},
+		{"empty bucket", c, "", nil, arg},
+		{"nil option", c, "b", []s3fence.Option{nil}, bad},
+		{"zero attempts", c, "b", []s3fence.Option{s3fence.WithMaxAttempts(0)}, bad},
+		{"negative cache", c, "b", []s3fence.Option{s3fence.WithCacheSize(-1)}, bad},
+		{"negative retry delay", c, "b", []s3fence.Option{s3fence.WithRetryDelay(-time.Millisecond)}, bad},
+		{"negative put grace", c, "b", []s3fence.Option{s3fence.WithPutGrace(-time.Second)}, bad},
+		{"empty probe key", c, "b", []s3fence.Option{s3fence.WithProbeKey("")}, bad},
+		{"probe key not UTF-8", c, "b", []s3fence.Option{s3fence.WithProbeKey("k\xff")}, bad},
+		{"empty bucket owner", c, "b", []s3fence.Option{s3fence.WithExpectedBucketOwner("")}, bad},
+		{"nil put default", c, "b", []s3fence.Option{s3fence.WithPutDefaults(nil)}, bad},
+		{"invalid put default", c, "b", []s3fence.Option{s3fence.WithPutDefaults(s3fence.WithPutInput(nil))}, bad},
+		{"later option invalid", c, "b", []s3fence.Option{s3fence.WithCacheSize(1), s3fence.WithMaxAttempts(-1)}, bad},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if s, err := s3fence.New(tt.client, tt.bucket, tt.opts...); err == nil || s != nil {
-				t.Fatalf("New: got (%v, %v), want (nil, an error)", s, err)
+			var s *s3fence.Store
+			err := noPanic(func() (err error) { s, err = s3fence.New(tt.client, tt.bucket, tt.opts...); return err })
+			if s != nil || !errors.Is(err, tt.want) {
+				t.Fatalf("New: got (%v, %v), want (nil, an error matching %v)", s, err, tt.want)
 			}
 		})
 	}
 }
 
 // TestBadInputBeforeIO: invalid keys and tokens and a cancelled or nil
-// context are refused with an error, not a panic, before any request is sent.
+// context are refused with an error, not a panic, before any request is sent
+// (TestNilContext covers the other entry points).
 func TestBadInputBeforeIO(t *testing.T) {
 	cancelled, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -67,20 +78,20 @@ func TestBadInputBeforeIO(t *testing.T) {
 		{"zero token", t.Context(), "k", 0, fence.ErrInvalidToken},
 		{"negative token", t.Context(), "k", -1, fence.ErrInvalidToken},
 		{"cancelled context", cancelled, "k", 1, context.Canceled},
-		{"nil context", nil, "k", 1, nil}, // any error, as long as it is not a panic
+		{"nil context", nil, "k", 1, s3fence.ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &countingClient{}
 			s := mustNew(t, c, "bucket")
-			if err := s.Put(tt.ctx, tt.key, tt.token, []byte("v")); !isWanted(err, tt.want) {
+			if err := s.Put(tt.ctx, tt.key, tt.token, []byte("v")); !errors.Is(err, tt.want) {
 				t.Errorf("Put: got %v, want an error matching %v", err, tt.want)
 			}
 			if tt.token > 0 {
-				if _, err := s.Get(tt.ctx, tt.key); !isWanted(err, tt.want) {
+				if _, err := s.Get(tt.ctx, tt.key); !errors.Is(err, tt.want) {
 					t.Errorf("Get: got %v, want an error matching %v", err, tt.want)
 				}
-				if _, err := s.Open(tt.ctx, tt.key); !isWanted(err, tt.want) {
+				if _, err := s.Open(tt.ctx, tt.key); !errors.Is(err, tt.want) {
 					t.Errorf("Open: got %v, want an error matching %v", err, tt.want)
 				}
 			}
@@ -91,13 +102,44 @@ func TestBadInputBeforeIO(t *testing.T) {
 	}
 }
 
-// isWanted reports whether err matches want, or, for a nil want, whether
-// there is an error at all.
-func isWanted(err, want error) bool {
-	if want == nil {
-		return err != nil
+// TestNilContext: every entry point that takes a context refuses a nil one
+// with an error matching ErrInvalidArgument, never a panic, before any
+// request.
+func TestNilContext(t *testing.T) {
+	var nilCtx context.Context
+	tests := []struct {
+		name string
+		call func(*s3fence.Store) error
+	}{
+		{"Put", func(s *s3fence.Store) error { return s.Put(nilCtx, "k", 1, []byte("v")) }},
+		{"PutWith", func(s *s3fence.Store) error { return s.PutWith(nilCtx, "k", 1, []byte("v")) }},
+		{"Get", func(s *s3fence.Store) error { _, err := s.Get(nilCtx, "k"); return err }},
+		{"Open", func(s *s3fence.Store) error { _, err := s.Open(nilCtx, "k"); return err }},
+		{"Delete", func(s *s3fence.Store) error { return s.Delete(nilCtx, "k", 1) }},
+		{"CheckConditionalWrites", func(s *s3fence.Store) error { return s.CheckConditionalWrites(nilCtx) }},
 	}
-	return errors.Is(err, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &countingClient{}
+			s := mustNew(t, c, "bucket")
+			if err := noPanic(func() error { return tt.call(s) }); !errors.Is(err, s3fence.ErrInvalidArgument) {
+				t.Fatalf("%s(nil ctx): got %v, want an error matching s3fence.ErrInvalidArgument", tt.name, err)
+			}
+			if c.calls != 0 {
+				t.Errorf("requests sent: got %d, want 0", c.calls)
+			}
+		})
+	}
+}
+
+// noPanic runs call and turns a panic into an error.
+func noPanic(call func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return call()
 }
 
 func TestNoSuchBucket(t *testing.T) {

@@ -2,7 +2,6 @@ package s3fence_test
 
 import (
 	"encoding/binary"
-	"errors"
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
@@ -40,12 +39,4 @@ func enveloped(tok fence.Token, v string) []byte {
 	b[7] = 1
 	binary.BigEndian.PutUint64(b[8:16], uint64(tok))
 	return append(b, v...)
-}
-
-func wantStale(t *testing.T, err error, tok, current fence.Token) {
-	t.Helper()
-	var se *fence.StaleError
-	if !errors.As(err, &se) || se.Token != tok || se.Current != current {
-		t.Fatalf("got %v, want a *fence.StaleError for token %d with Current %d", err, tok, current)
-	}
 }

@@ -1,16 +1,16 @@
 package s3fence
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
 // Option configures a [Store]. Options are created by the With… functions
-// of this package; the interface is sealed.
+// of this package; the interface is sealed. An option only records its
+// value: [New] checks them all and fails, with an error matching
+// [ErrInvalidOption], on the first invalid one.
 type Option interface {
-	apply(*options) error
+	apply(*options)
 }
 
 type options struct {
@@ -21,7 +21,7 @@ type options struct {
 	check       bool
 	probeKey    string
 	putDefaults []PutOption
-	bucketOwner string
+	bucketOwner *string // nil: not set
 }
 
 func defaultOptions() options {
@@ -29,67 +29,41 @@ func defaultOptions() options {
 		check: true, probeKey: DefaultProbeKey}
 }
 
-type optionFunc func(*options) error
+type optionFunc func(*options)
 
-func (f optionFunc) apply(o *options) error { return f(o) }
+func (f optionFunc) apply(o *options) { f(o) }
 
 // WithMaxAttempts sets how many conditional PUTs one [Store.Put] may send
 // while other writers keep changing the object under it (412
 // PreconditionFailed, 409 ConditionalRequestConflict) before it gives up with
 // an error matching [ErrConflict]. The default is 10. n must be at least 1.
-func WithMaxAttempts(n int) Option {
-	return optionFunc(func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("s3fence: WithMaxAttempts(%d): must be at least 1", n)
-		}
-		o.maxAttempts = n
-		return nil
-	})
-}
+func WithMaxAttempts(n int) Option { return optionFunc(func(o *options) { o.maxAttempts = n }) }
 
 // WithCacheSize sets how many keys a [Store] remembers the ETag and token of
 // (the last version it wrote or read), so that a holder's repeated writes to
 // a key send one conditional PUT instead of a read and a PUT. The least
 // recently used key is forgotten first. The default is 1024; 0 disables the
 // cache; n must not be negative.
-func WithCacheSize(n int) Option {
-	return optionFunc(func(o *options) error {
-		if n < 0 {
-			return fmt.Errorf("s3fence: WithCacheSize(%d): must not be negative", n)
-		}
-		o.cacheSize = n
-		return nil
-	})
-}
+func WithCacheSize(n int) Option { return optionFunc(func(o *options) { o.cacheSize = n }) }
 
 // WithRetryDelay sets the base of the randomised, exponentially growing wait
 // between conditional PUTs that conflicted with another writer (at most 64
 // times d). The default is 5ms; 0 retries at once; d must not be negative.
-func WithRetryDelay(d time.Duration) Option {
-	return optionFunc(func(o *options) error {
-		if d < 0 {
-			return fmt.Errorf("s3fence: WithRetryDelay(%v): must not be negative", d)
-		}
-		o.retryDelay = d
-		return nil
-	})
-}
+func WithRetryDelay(d time.Duration) Option { return optionFunc(func(o *options) { o.retryDelay = d }) }
 
 // WithPutGrace sets how long a PUT that is already under way may go on after
-// the caller's context ends. An abandoned PUT can still land after Put has
-// returned, which would leave the caller with an unknown outcome and a
-// record that changes later; waiting for the server's answer avoids both.
-// The default is 10s. 0 abandons the PUT as soon as the context ends; d must
-// not be negative.
-func WithPutGrace(d time.Duration) Option {
-	return optionFunc(func(o *options) error {
-		if d < 0 {
-			return fmt.Errorf("s3fence: WithPutGrace(%v): must not be negative", d)
-		}
-		o.putGrace = d
-		return nil
-	})
-}
+// the caller's context ends. The default is 10s. 0 abandons the PUT as soon
+// as the context ends; d must not be negative.
+//
+// The rule, for every write of a Store ([Store.Put], [Store.PutWith],
+// [Store.Delete]): a PUT is not abandoned the moment the context ends,
+// because an abandoned PUT can still land after the call has returned,
+// leaving the caller with an unknown outcome and a record that changes
+// later. The call waits up to d for the server's answer instead. If none
+// comes in time, it returns an error matching [fence.ErrUnknownOutcome]: the
+// object holds the old version or the new one, whole, and the new one may
+// still appear later.
+func WithPutGrace(d time.Duration) Option { return optionFunc(func(o *options) { o.putGrace = d }) }
 
 // WithConditionalCheck sets whether a [Store] runs
 // [Store.CheckConditionalWrites] before its first write, and refuses to
@@ -99,37 +73,21 @@ func WithPutGrace(d time.Duration) Option {
 // ignores the headers) or the probe's three PUTs per Store are unwelcome. A
 // verdict from an explicit call to CheckConditionalWrites is kept either way.
 func WithConditionalCheck(enabled bool) Option {
-	return optionFunc(func(o *options) error {
-		o.check = enabled
-		return nil
-	})
+	return optionFunc(func(o *options) { o.check = enabled })
 }
 
 // WithProbeKey sets the key of the object [Store.CheckConditionalWrites]
 // writes: one the credentials may write, outside the keys holding fenced
 // records. The default is [DefaultProbeKey]. key must be a valid S3 key (not
 // empty, at most 1024 bytes of UTF-8).
-func WithProbeKey(key string) Option {
-	return optionFunc(func(o *options) error {
-		if err := checkKey(key); err != nil {
-			return fmt.Errorf("s3fence: WithProbeKey: %w", err)
-		}
-		o.probeKey = key
-		return nil
-	})
-}
+func WithProbeKey(key string) Option { return optionFunc(func(o *options) { o.probeKey = key }) }
 
 // WithPutDefaults sets PutOptions for every write of a [Store] ([Store.Put],
 // [Store.PutWith], the tombstones of [Store.Delete]); a PutWith call's own
-// options come after them. Default: none. A nil option makes New fail.
+// options come after them. Default: none. A nil or invalid PutOption makes
+// [New] fail: New applies them once, to a scratch request, to check them.
 func WithPutDefaults(opts ...PutOption) Option {
-	return optionFunc(func(o *options) error {
-		if slices.Contains(opts, nil) {
-			return errors.New("s3fence: WithPutDefaults: nil PutOption")
-		}
-		o.putDefaults = append(o.putDefaults, opts...)
-		return nil
-	})
+	return optionFunc(func(o *options) { o.putDefaults = append(o.putDefaults, opts...) })
 }
 
 // WithExpectedBucketOwner makes every request of a [Store] (reads, writes,
@@ -137,11 +95,27 @@ func WithPutDefaults(opts ...PutOption) Option {
 // ID, so that S3 refuses it (403, [ErrAccessDenied]) if the bucket belongs
 // to another account. Default: not sent. id must not be empty.
 func WithExpectedBucketOwner(id string) Option {
-	return optionFunc(func(o *options) error {
-		if id == "" {
-			return errors.New("s3fence: WithExpectedBucketOwner: empty account ID")
-		}
-		o.bucketOwner = id
-		return nil
-	})
+	return optionFunc(func(o *options) { o.bucketOwner = &id })
+}
+
+// validate checks the recorded options, once, in [New].
+func (o *options) validate() error {
+	switch {
+	case o.maxAttempts < 1:
+		return fmt.Errorf("%w: WithMaxAttempts(%d): must be at least 1", ErrInvalidOption, o.maxAttempts)
+	case o.cacheSize < 0:
+		return fmt.Errorf("%w: WithCacheSize(%d): must not be negative", ErrInvalidOption, o.cacheSize)
+	case o.retryDelay < 0:
+		return fmt.Errorf("%w: WithRetryDelay(%v): must not be negative", ErrInvalidOption, o.retryDelay)
+	case o.putGrace < 0:
+		return fmt.Errorf("%w: WithPutGrace(%v): must not be negative", ErrInvalidOption, o.putGrace)
+	case o.bucketOwner != nil && *o.bucketOwner == "":
+		return fmt.Errorf("%w: WithExpectedBucketOwner: empty account ID", ErrInvalidOption)
+	}
+	if err := checkKey(o.probeKey); err != nil {
+		return fmt.Errorf("%w: WithProbeKey: %w", ErrInvalidOption, err)
+	}
+	// A dry run finds a nil or invalid default now rather than at every write.
+	_, err := applyPutOptions(o.putDefaults)
+	return err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/fencewant"
 )
 
 // TestLostAnswer: the server applies the PUT but the answer is lost. Put
@@ -39,7 +40,7 @@ func TestLostRequest(t *testing.T) {
 	mustPut(t, s, k, 4, "first")
 	f.lostRequests = 1
 	err := s.Put(t.Context(), k, 4, []byte("second"))
-	wantUnknown(t, err, 4)
+	fencewant.Unknown(t, err, 4, s3fence.ErrConflict)
 	wantRecord(t, s, k, 4, "first")
 }
 
@@ -57,7 +58,7 @@ func TestLostAnswerThenNewerHolder(t *testing.T) {
 	}
 	s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket)
 	err := s.Put(t.Context(), k, 5, []byte("older"))
-	wantUnknown(t, err, 5)
+	fencewant.Unknown(t, err, 5, s3fence.ErrConflict)
 	wantRecord(t, newer, k, 9, "newer")
 }
 
@@ -83,7 +84,7 @@ func TestContextEndsDuringPut(t *testing.T) {
 			k := key(t)
 			err := s.Put(ctx, k, 4, []byte("v"))
 			if tt.wantUnknown {
-				wantUnknown(t, err, 4)
+				fencewant.Unknown(t, err, 4, s3fence.ErrConflict)
 			} else if err != nil {
 				t.Fatalf("Put: got %v, want nil", err)
 			}
@@ -92,17 +93,6 @@ func TestContextEndsDuringPut(t *testing.T) {
 				t.Fatalf("after Put, Get: got %v, want landed %v", err, tt.wantLanded)
 			}
 		})
-	}
-}
-
-func wantUnknown(t *testing.T, err error, tok fence.Token) {
-	t.Helper()
-	var ue *fence.UnknownOutcomeError
-	if !errors.As(err, &ue) || !errors.Is(err, fence.ErrUnknownOutcome) || errors.Is(err, fence.ErrStale) || errors.Is(err, s3fence.ErrConflict) {
-		t.Fatalf("Put: got %v, want a *fence.UnknownOutcomeError only", err)
-	}
-	if ue.Token != tok {
-		t.Errorf("UnknownOutcomeError.Token: got %d, want %d", ue.Token, tok)
 	}
 }
 
@@ -128,7 +118,7 @@ func TestServerErrorOutcome(t *testing.T) {
 			tt.fault(f)
 			err := s.Put(t.Context(), k, 4, []byte("second"))
 			if !tt.unsupp {
-				wantUnknown(t, err, 4)
+				fencewant.Unknown(t, err, 4, s3fence.ErrConflict)
 			} else if !errors.Is(err, s3fence.ErrConditionalUnsupported) || errors.Is(err, fence.ErrUnknownOutcome) {
 				t.Fatalf("Put: got %v, want s3fence.ErrConditionalUnsupported and not fence.ErrUnknownOutcome", err)
 			}

@@ -51,7 +51,7 @@ func newCheckState() *checkState { return &checkState{sem: make(chan struct{}, 1
 // [WithConditionalCheck](false) turned that off; calling it again re-checks
 // and records the new result. It writes only the probe object, whose
 // content does not matter. ctx bounds the check; it is safe for concurrent
-// use, and a nil ctx is an error.
+// use, and a nil ctx is an error ([ErrInvalidArgument]).
 func (s *Store) CheckConditionalWrites(ctx context.Context) error {
 	if err := checkCtx(ctx); err != nil {
 		return err

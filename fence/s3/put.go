@@ -39,18 +39,14 @@ type write struct {
 //     writes: it answered 501 NotImplemented to the conditional PUT, or
 //     failed [Store.CheckConditionalWrites], which a Store runs before its
 //     first write. Nothing was written.
-//   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], ctx's error, or an
-//     error for a nil ctx (never a panic), before any I/O.
+//   - [fence.ErrInvalidKey], [fence.ErrInvalidToken], ctx's error, or
+//     [ErrInvalidArgument] for a nil ctx, before any I/O.
 //   - [ErrNoSuchBucket], [ErrAccessDenied], [ErrForeignObject], or another
 //     wrapped AWS SDK error: the server refused. Nothing was written.
 //
 // ctx bounds the reads Put makes, the waits between its attempts, and
-// whether it starts a PUT. A PUT already under way when ctx ends is given
-// up to [WithPutGrace] (10s by default) to get its answer, so that Put can
-// say what happened and the write cannot land after Put has returned. If no
-// answer comes in time, Put returns an error matching
-// [fence.ErrUnknownOutcome]: the object holds the old version or the new
-// one, whole, never a mix, and the new one may still appear later.
+// whether it starts a PUT; a PUT already under way when ctx ends gets the
+// grace period of [WithPutGrace], whose documentation states the rule.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
 	return s.PutWith(ctx, key, token, value)
 }
@@ -152,7 +148,7 @@ func (s *Store) attempt(ctx context.Context, w *write, v version, exists bool) (
 }
 
 // conditionalPut sends w's PUT, valid only if the object is still v (or
-// still absent), and lets it finish for up to putGrace after ctx ends.
+// still absent), with the grace period of [WithPutGrace].
 func (s *Store) conditionalPut(ctx context.Context, w *write, v version, exists bool) error {
 	in := *w.in
 	in.Bucket, in.Key = &s.bucket, &w.key

@@ -1,7 +1,6 @@
 package s3fence
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -14,7 +13,9 @@ import (
 
 // PutOption sets fields of the PutObject requests of a write: one
 // [Store.PutWith] call, or every write of a Store ([WithPutDefaults]).
-// Create one with the With… functions below; the interface is sealed.
+// Create one with the With… functions below; the interface is sealed. An
+// invalid one fails the write before any I/O (or [New], given through
+// [WithPutDefaults]) with an error matching [ErrInvalidOption].
 type PutOption interface {
 	applyPut(*s3.PutObjectInput) error
 }
@@ -40,7 +41,7 @@ func WithMetadata(m map[string]string) PutOption {
 	return putOptionFunc(func(in *s3.PutObjectInput) error {
 		for k := range m {
 			if strings.EqualFold(k, MetadataToken) {
-				return fmt.Errorf("s3fence: WithMetadata: key %q is the Store's own", k)
+				return fmt.Errorf("%w: WithMetadata: key %q is the Store's own", ErrInvalidOption, k)
 			}
 		}
 		if in.Metadata == nil {
@@ -95,7 +96,7 @@ func WithServerSideEncryption(sse types.ServerSideEncryption, kmsKeyID string) P
 func WithPutInput(fn func(*s3.PutObjectInput)) PutOption {
 	return putOptionFunc(func(in *s3.PutObjectInput) error {
 		if fn == nil {
-			return errors.New("s3fence: WithPutInput: nil function")
+			return fmt.Errorf("%w: WithPutInput: nil function", ErrInvalidOption)
 		}
 		fn(in)
 		return nil
@@ -105,26 +106,32 @@ func WithPutInput(fn func(*s3.PutObjectInput)) PutOption {
 // putInput returns the template of a write's PutObject requests: the
 // store's defaults, then opts, then the token's metadata.
 func (s *Store) putInput(tok string, opts []PutOption) (*s3.PutObjectInput, error) {
-	in := &s3.PutObjectInput{}
-	for _, list := range [][]PutOption{s.opts.putDefaults, opts} {
-		for _, o := range list {
-			if o == nil {
-				return nil, errors.New("s3fence: nil PutOption")
-			}
-			if err := o.applyPut(in); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := checkOwnedFields(in); err != nil {
+	in, err := applyPutOptions(s.opts.putDefaults, opts...)
+	if err != nil {
 		return nil, err
 	}
 	if in.Metadata == nil {
 		in.Metadata = make(map[string]string, 1)
 	}
 	in.Metadata[MetadataToken] = tok
-	if s.opts.bucketOwner != "" {
-		in.ExpectedBucketOwner = &s.opts.bucketOwner
+	in.ExpectedBucketOwner = s.owner()
+	return in, nil
+}
+
+// applyPutOptions applies defaults, then opts, to a new PutObjectInput, and
+// refuses a nil option or one that sets a field the Store owns.
+func applyPutOptions(defaults []PutOption, opts ...PutOption) (*s3.PutObjectInput, error) {
+	in := &s3.PutObjectInput{}
+	for _, o := range slices.Concat(defaults, opts) {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil PutOption", ErrInvalidOption)
+		}
+		if err := o.applyPut(in); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkOwnedFields(in); err != nil {
+		return nil, err
 	}
 	return in, nil
 }
@@ -141,7 +148,7 @@ func checkOwnedFields(in *s3.PutObjectInput) error {
 		name := v.Type().Field(i).Name
 		owned := slices.Contains(ownedFields, name) || strings.HasPrefix(name, "Checksum") && name != "ChecksumAlgorithm"
 		if owned && !v.Field(i).IsZero() {
-			return fmt.Errorf("s3fence: PutOption sets PutObjectInput.%s, which the Store sets itself", name)
+			return fmt.Errorf("%w: PutOption sets PutObjectInput.%s, which the Store sets itself", ErrInvalidOption, name)
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package s3fence_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -69,7 +70,8 @@ func TestPutOptionsReachTheRequest(t *testing.T) {
 }
 
 // TestPutOptionInvalid: options that would break fencing, or a nil one,
-// fail the call before any request.
+// fail the call before any request, and New when given as defaults, with an
+// error matching ErrInvalidOption.
 func TestPutOptionInvalid(t *testing.T) {
 	set := func(fn func(*s3.PutObjectInput)) s3fence.PutOption { return s3fence.WithPutInput(fn) }
 	tests := []struct {
@@ -88,16 +90,16 @@ func TestPutOptionInvalid(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &countingClient{}
 			s := mustNew(t, c, "bucket")
-			if err := s.PutWith(t.Context(), "k", 1, []byte("v"), tt.opt); err == nil {
-				t.Fatal("PutWith: got nil, want an error")
+			if err := s.PutWith(t.Context(), "k", 1, []byte("v"), tt.opt); !errors.Is(err, s3fence.ErrInvalidOption) {
+				t.Fatalf("PutWith: got %v, want an error matching s3fence.ErrInvalidOption", err)
 			}
 			if c.calls != 0 {
 				t.Errorf("requests sent: got %d, want 0", c.calls)
 			}
+			if s, err := s3fence.New(c, "b", s3fence.WithPutDefaults(tt.opt)); s != nil || !errors.Is(err, s3fence.ErrInvalidOption) {
+				t.Fatalf("New with WithPutDefaults: got (%v, %v), want (nil, an error matching s3fence.ErrInvalidOption)", s, err)
+			}
 		})
-	}
-	if _, err := s3fence.New(&countingClient{}, "b", s3fence.WithPutDefaults(nil)); err == nil {
-		t.Error("New with WithPutDefaults(nil): got nil error, want one")
 	}
 }
 

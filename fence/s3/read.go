@@ -25,7 +25,7 @@ var headerRange = "bytes=0-" + strconv.Itoa(HeaderSize-1)
 // [Store.Open] streams the value instead of holding it whole.
 //
 // ctx bounds the request, the body's transfer included; a nil ctx is an
-// error, not a panic. Get changes nothing.
+// error ([ErrInvalidArgument]). Get changes nothing.
 func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	r, err := s.Open(ctx, key)
 	if err != nil {
@@ -98,9 +98,4 @@ func drainAndClose(body io.ReadCloser) {
 }
 
 // owner is the expected bucket owner to send with a request, or nil.
-func (s *Store) owner() *string {
-	if s.opts.bucketOwner == "" {
-		return nil
-	}
-	return &s.opts.bucketOwner
-}
+func (s *Store) owner() *string { return s.opts.bucketOwner }

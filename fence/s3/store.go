@@ -2,13 +2,11 @@ package s3fence
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // maxKeyLen is S3's limit on the length of an object key, in bytes.
@@ -35,23 +33,25 @@ var _ fence.Store = (*Store)(nil)
 // does no I/O: a missing bucket or bad credentials show up as errors
 // matching [ErrNoSuchBucket] or [ErrAccessDenied] on first use, and a server
 // that ignores conditional writes as [ErrConditionalUnsupported] on the first
-// write (see [Store.CheckConditionalWrites]). It fails if
-// client is nil, bucket is empty, or an option is invalid.
+// write (see [Store.CheckConditionalWrites]). It fails, before any I/O, if
+// client is nil (a typed nil too) or bucket is empty (an error matching
+// [ErrInvalidArgument]), or an option is invalid ([ErrInvalidOption]).
 func New(client Client, bucket string, opts ...Option) (*Store, error) {
-	if c, ok := client.(*s3.Client); client == nil || ok && c == nil {
-		return nil, errors.New("s3fence: New: nil client")
+	if nilcheck.IsNil(client) {
+		return nil, fmt.Errorf("%w: New: nil client (%T)", ErrInvalidArgument, client)
 	}
 	if bucket == "" {
-		return nil, errors.New("s3fence: New: empty bucket name")
+		return nil, fmt.Errorf("%w: New: empty bucket name", ErrInvalidArgument)
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
 		if opt == nil {
-			return nil, errors.New("s3fence: New: nil option")
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
 		}
-		if err := opt.apply(&o); err != nil {
-			return nil, err
-		}
+		opt.apply(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
 	}
 	return &Store{client: client, bucket: bucket, opts: o, cache: newVersionCache(o.cacheSize), check: newCheckState()}, nil
 }
@@ -84,7 +84,7 @@ func checkKey(key string) error {
 // entry point must, and returns the context's error if it has ended.
 func checkCtx(ctx context.Context) error {
 	if ctx == nil {
-		return errors.New("s3fence: nil context")
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	return ctx.Err()
 }

@@ -1,0 +1,117 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencelock/fencelock/fence/postgres"
+)
+
+// TestNilContext: every entry point refuses a nil context with an error
+// matching postgres.ErrInvalidArgument, before any I/O, never with a panic.
+func TestNilContext(t *testing.T) {
+	tbl, err := postgres.NewTable(pgx.Identifier{"t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fences, err := postgres.NewFences(pgx.Identifier{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := postgres.NewStore(noIO{t}, pgx.Identifier{postgres.DefaultStoreTable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nilCtx context.Context
+	fn := func(pgx.Tx) error { return nil }
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"Table.Update", func() error { return tbl.Update(nilCtx, noIO{t}, "k", 1) }},
+		{"Table.Upsert", func() error { return tbl.Upsert(nilCtx, noIO{t}, "k", 1) }},
+		{"Table.CreateTrigger", func() error { return tbl.CreateTrigger(nilCtx, noIO{t}) }},
+		{"Exec", func() error { _, err := postgres.Exec(nilCtx, noIO{t}, "r", 1, "DELETE FROM t"); return err }},
+		{"RunInTx", func() error { return postgres.RunInTx(nilCtx, noIO{t}, "r", 1, fn) }},
+		{"Fences.Advance", func() error { return fences.Advance(nilCtx, noIO{t}, "r", 1) }},
+		{"Fences.Current", func() error { _, err := fences.Current(nilCtx, noIO{t}, "r"); return err }},
+		{"Fences.CreateTable", func() error { return fences.CreateTable(nilCtx, noIO{t}) }},
+		{"Store.Put", func() error { return store.Put(nilCtx, "k", 1, []byte("v")) }},
+		{"Store.Delete", func() error { return store.Delete(nilCtx, "k", 1) }},
+		{"Store.Get", func() error { _, err := store.Get(nilCtx, "k"); return err }},
+		{"Store.CreateTable", func() error { return store.CreateTable(nilCtx) }},
+		{"CreateSchema", func() error { return postgres.CreateSchema(nilCtx, noIO{t}) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := noPanic(tt.call); !errors.Is(err, postgres.ErrInvalidArgument) {
+				t.Fatalf("%s(nil ctx): got %v, want an error matching postgres.ErrInvalidArgument", tt.name, err)
+			}
+		})
+	}
+}
+
+// TestNilHandle: every entry point refuses a nil handle, and a typed nil
+// one (a nil *pgxpool.Pool or *pgx.Conn, as an ignored error leaves), with an
+// error matching postgres.ErrInvalidArgument, never with a panic.
+func TestNilHandle(t *testing.T) {
+	tbl, err := postgres.NewTable(pgx.Identifier{"t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fences, err := postgres.NewFences(pgx.Identifier{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := func(pgx.Tx) error { return nil }
+	ctx := t.Context()
+	calls := []struct {
+		name string
+		call func(db *pgx.Conn) error // db is nil; each call passes it as the interface it takes
+	}{
+		{"NewStore", func(db *pgx.Conn) error { _, err := postgres.NewStore(db, pgx.Identifier{"s"}); return err }},
+		{"Table.Update", func(db *pgx.Conn) error { return tbl.Update(ctx, db, "k", 1) }},
+		{"Table.Upsert", func(db *pgx.Conn) error { return tbl.Upsert(ctx, db, "k", 1) }},
+		{"Table.CreateTrigger", func(db *pgx.Conn) error { return tbl.CreateTrigger(ctx, db) }},
+		{"Exec", func(db *pgx.Conn) error { _, err := postgres.Exec(ctx, db, "r", 1, "DELETE FROM t"); return err }},
+		{"RunInTx", func(db *pgx.Conn) error { return postgres.RunInTx(ctx, db, "r", 1, fn) }},
+		{"Fences.Advance", func(db *pgx.Conn) error { return fences.Advance(ctx, db, "r", 1) }},
+		{"Fences.Current", func(db *pgx.Conn) error { _, err := fences.Current(ctx, db, "r"); return err }},
+		{"Fences.CreateTable", func(db *pgx.Conn) error { return fences.CreateTable(ctx, db) }},
+		{"CreateSchema", func(db *pgx.Conn) error { return postgres.CreateSchema(ctx, db) }},
+	}
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			if err := noPanic(func() error { return c.call(nil) }); !errors.Is(err, postgres.ErrInvalidArgument) {
+				t.Fatalf("%s(typed nil *pgx.Conn): got %v, want an error matching postgres.ErrInvalidArgument", c.name, err)
+			}
+		})
+	}
+	// The untyped nil and a typed nil pool, on the two checks every call
+	// above goes through (a DB and a TxBeginner).
+	for _, db := range []postgres.DB{nil, (*pgxpool.Pool)(nil)} {
+		if err := noPanic(func() error { return tbl.Update(ctx, db, "k", 1) }); !errors.Is(err, postgres.ErrInvalidArgument) {
+			t.Errorf("Table.Update(%#v): got %v, want an error matching postgres.ErrInvalidArgument", db, err)
+		}
+	}
+	for _, db := range []postgres.TxBeginner{nil, (*pgxpool.Pool)(nil)} {
+		if err := noPanic(func() error { return postgres.RunInTx(ctx, db, "r", 1, fn) }); !errors.Is(err, postgres.ErrInvalidArgument) {
+			t.Errorf("RunInTx(%#v): got %v, want an error matching postgres.ErrInvalidArgument", db, err)
+		}
+	}
+}
+
+// noPanic runs call and turns a panic into an error.
+func noPanic(call func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return call()
+}
