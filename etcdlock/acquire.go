@@ -56,7 +56,7 @@ func (c *Client) TryLock(ctx context.Context, name string, opts ...LockOption) (
 
 func (c *Client) lock(ctx context.Context, name string, wait bool, opts []LockOption) (*Lock, error) {
 	if ctx == nil {
-		return nil, errors.New("etcdlock: nil context")
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	if err := validateName(name); err != nil {
 		return nil, err

@@ -38,7 +38,7 @@ func (c *Client) BreakElection(ctx context.Context, name string, token fence.Tok
 
 func (c *Client) breakHolder(ctx context.Context, op, name string, token fence.Token, queue func(string) string) (Entry, error) {
 	if ctx == nil {
-		return Entry{}, fmt.Errorf("etcdlock: %s: nil context", op)
+		return Entry{}, fmt.Errorf("%w: %s: nil context", ErrInvalidArgument, op)
 	}
 	if err := validateName(name); err != nil {
 		return Entry{}, err
@@ -91,7 +91,7 @@ func (c *Client) ListElections(ctx context.Context) ([]string, error) {
 
 func (c *Client) list(ctx context.Context, op, under string) ([]string, error) {
 	if ctx == nil {
-		return nil, fmt.Errorf("etcdlock: %s: nil context", op)
+		return nil, fmt.Errorf("%w: %s: nil context", ErrInvalidArgument, op)
 	}
 	resp, err := c.cli.Get(ctx, under, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {

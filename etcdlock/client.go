@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // Client takes locks on etcd. All locks taken through one Client share one
@@ -37,8 +39,8 @@ type Client struct {
 // an invalid option. It does no I/O: the session is created by the first
 // Lock or TryLock.
 func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
-	if cli == nil {
-		return nil, errors.New("etcdlock: New: nil etcd client")
+	if nilcheck.IsNil(cli) {
+		return nil, fmt.Errorf("%w: New: nil etcd client", ErrInvalidArgument)
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
@@ -143,7 +145,7 @@ func (c *Client) current() (*session, error) {
 // with [ErrClosed] afterwards.
 func (c *Client) Close(ctx context.Context) error {
 	if ctx == nil {
-		return errors.New("etcdlock: Close: nil context")
+		return fmt.Errorf("%w: Close: nil context", ErrInvalidArgument)
 	}
 	c.mu.Lock()
 	s := c.sess

@@ -41,6 +41,9 @@
 //	...
 //	err = guard.Put(ctx, store, "invoice/42", data) // refused by the store if a newer holder wrote
 //
+// A nil context, a nil (or typed-nil) etcd client or a nil function gives
+// an error matching [ErrInvalidArgument], never a panic, before any request.
+//
 // # Elections
 //
 // [Client.Campaign] makes the caller a candidate in an election; it returns

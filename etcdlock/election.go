@@ -26,7 +26,7 @@ import (
 // comparable with every lock's.
 func (c *Client) Campaign(ctx context.Context, name, value string) (*Term, error) {
 	if ctx == nil {
-		return nil, errors.New("etcdlock: Campaign: nil context")
+		return nil, fmt.Errorf("%w: Campaign: nil context", ErrInvalidArgument)
 	}
 	if err := validateName(name); err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func (t *Term) Value() string {
 // candidate leads as soon as the deletion lands.
 func (t *Term) Resign(ctx context.Context) error {
 	if ctx == nil {
-		return errors.New("etcdlock: Resign: nil context")
+		return fmt.Errorf("%w: Resign: nil context", ErrInvalidArgument)
 	}
 	return t.l.Unlock(ctx)
 }
@@ -136,7 +136,7 @@ const maxProclaimTries = 3
 // ctx ends or the term does, whichever is first.
 func (t *Term) Proclaim(ctx context.Context, value string) error {
 	if ctx == nil {
-		return errors.New("etcdlock: Proclaim: nil context")
+		return fmt.Errorf("%w: Proclaim: nil context", ErrInvalidArgument)
 	}
 	if err := validateData("election value", value); err != nil {
 		return err

@@ -74,6 +74,10 @@ var ErrInvalidName = errors.New("etcdlock: invalid lock name")
 // data, e.g. in base64). Nothing was sent.
 var ErrInvalidData = errors.New("etcdlock: invalid data")
 
+// ErrInvalidArgument means a nil context, a nil etcd client or a nil
+// function was passed where one is required. Nothing was sent.
+var ErrInvalidArgument = errors.New("etcdlock: invalid argument")
+
 // ErrInvalidOption means an option was given an invalid value (a non-positive
 // TTL, an empty prefix, ...).
 var ErrInvalidOption = errors.New("etcdlock: invalid option")

@@ -56,7 +56,7 @@ func (c *Client) Leader(ctx context.Context, name string) (Entry, error) {
 
 func (c *Client) inspect(ctx context.Context, op, name string, queue func(string) string) (Queue, error) {
 	if ctx == nil {
-		return Queue{}, fmt.Errorf("etcdlock: %s: nil context", op)
+		return Queue{}, fmt.Errorf("%w: %s: nil context", ErrInvalidArgument, op)
 	}
 	if err := validateName(name); err != nil {
 		return Queue{}, err

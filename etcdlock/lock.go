@@ -141,7 +141,7 @@ func (l *Lock) finish(cause error) {
 // newer holder's.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
-		return errors.New("etcdlock: Unlock: nil context")
+		return fmt.Errorf("%w: Unlock: nil context", ErrInvalidArgument)
 	}
 	ctx, done := l.c.tel.releasing(ctx, l)
 	err := l.unlock(ctx)

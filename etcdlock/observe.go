@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -26,7 +27,7 @@ import (
 // closed Client ([ErrClosed]).
 func (c *Client) Observe(ctx context.Context, name string) (<-chan Entry, error) {
 	if ctx == nil {
-		return nil, errors.New("etcdlock: Observe: nil context")
+		return nil, fmt.Errorf("%w: Observe: nil context", ErrInvalidArgument)
 	}
 	if err := validateName(name); err != nil {
 		return nil, err

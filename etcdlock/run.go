@@ -56,10 +56,10 @@ func WithErrorHandler(h func(error)) RunOption {
 // work, or for its context, rather than return nil at once).
 func (c *Client) Run(ctx context.Context, name, value string, lead func(context.Context, *Term) error, opts ...RunOption) error {
 	if ctx == nil {
-		return errors.New("etcdlock: Run: nil context")
+		return fmt.Errorf("%w: Run: nil context", ErrInvalidArgument)
 	}
 	if lead == nil {
-		return errors.New("etcdlock: Run: nil lead function")
+		return fmt.Errorf("%w: Run: nil lead function", ErrInvalidArgument)
 	}
 	var o runOptions
 	for _, opt := range opts {

@@ -5,6 +5,10 @@ import (
 	"fmt"
 )
 
+// ErrInvalidArgument means a nil context, a nil (or typed-nil) holder,
+// store or function was passed where one is required. Nothing was written.
+var ErrInvalidArgument = errors.New("fence: invalid argument")
+
 // ErrStale means the resource refused a write because it has already accepted
 // a write with a higher token: a newer holder exists. The write changed
 // nothing. Retrying with the same token cannot succeed.

@@ -2,7 +2,6 @@ package fence
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -48,7 +47,7 @@ type Guard struct {
 // in the interface, as from an ignored error) or its token is not valid.
 func NewGuard(h Holder) (*Guard, error) {
 	if nilcheck.IsNil(h) {
-		return nil, errors.New("fence: NewGuard: nil holder")
+		return nil, fmt.Errorf("%w: NewGuard: nil holder", ErrInvalidArgument)
 	}
 	t := h.Token()
 	if err := t.Validate(); err != nil {
@@ -83,10 +82,10 @@ func (g *Guard) Check() error {
 // the resource, which makes the decision that counts.
 func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token Token) error) error {
 	if write == nil {
-		return errors.New("fence: Guard.Do: nil write function")
+		return fmt.Errorf("%w: Guard.Do: nil write function", ErrInvalidArgument)
 	}
 	if ctx == nil {
-		return errors.New("fence: Guard.Do: nil context")
+		return fmt.Errorf("%w: Guard.Do: nil context", ErrInvalidArgument)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -100,7 +99,7 @@ func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token To
 // Put writes value to key in s with the guard's token, as [Guard.Do] does.
 func (g *Guard) Put(ctx context.Context, s Store, key string, value []byte) error {
 	if nilcheck.IsNil(s) {
-		return errors.New("fence: Guard.Put: nil store")
+		return fmt.Errorf("%w: Guard.Put: nil store", ErrInvalidArgument)
 	}
 	return g.Do(ctx, func(ctx context.Context, t Token) error {
 		return s.Put(ctx, key, t, value)

@@ -100,8 +100,8 @@ func TestNilArguments(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := noPanic(tt.call); err == nil {
-				t.Fatalf("%s: got nil, want an error", tt.name)
+			if err := noPanic(tt.call); !errors.Is(err, fence.ErrInvalidArgument) {
+				t.Fatalf("%s: got %v, want an error matching ErrInvalidArgument", tt.name, err)
 			}
 		})
 	}

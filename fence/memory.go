@@ -3,7 +3,6 @@ package fence
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 )
@@ -71,7 +70,7 @@ func checkPut(key string, token Token) error {
 // ctxErr is ctx.Err, with an error rather than a panic for a nil ctx.
 func ctxErr(ctx context.Context) error {
 	if ctx == nil {
-		return errors.New("fence: nil context")
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	return ctx.Err()
 }
