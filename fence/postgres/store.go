@@ -74,7 +74,12 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 	if value == nil {
 		value = []byte{}
 	}
-	return s.table.upsert(ctx, s.db, key, token, key, []Assignment{Set("value", value)})
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	return traced(ctx, "put", key, token, func(ctx context.Context) error {
+		return s.table.upsert(ctx, s.db, key, token, key, []Assignment{Set("value", value)})
+	})
 }
 
 // Delete removes the record under key, fenced like [Store.Put]: it leaves a
@@ -95,6 +100,13 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 //
 // Errors and the role of ctx are those of [Store.Put].
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	return traced(ctx, "delete", key, token, func(ctx context.Context) error { return s.delete(ctx, key, token) })
+}
+
+func (s *Store) delete(ctx context.Context, key string, token fence.Token) error {
 	err := s.table.upsert(ctx, s.db, key, token, key, []Assignment{Set("value", nil)})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23502" { // not_null_violation

@@ -84,6 +84,15 @@ func Set(column string, value any) Assignment { return Assignment{column: column
 // definite failure (the transaction cannot commit any more), not an unknown
 // outcome.
 func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	return traced(ctx, "update", t.resource(key), token, func(ctx context.Context) error {
+		return t.update(ctx, db, key, token, set)
+	})
+}
+
+func (t *Table) update(ctx context.Context, db DB, key any, token fence.Token, set []Assignment) error {
 	sql, args, err := t.prepare(ctx, db, key, token, set, t.updateSQL)
 	if err != nil {
 		return err
@@ -121,7 +130,13 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 // not assigned take their defaults in a new row. Errors are those of
 // [Table.Update], but for [ErrRowNotFound], which it never returns.
 func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
-	return t.upsert(ctx, db, key, token, t.resource(key), set)
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	resource := t.resource(key)
+	return traced(ctx, "upsert", resource, token, func(ctx context.Context) error {
+		return t.upsert(ctx, db, key, token, resource, set)
+	})
 }
 
 func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, resource string, set []Assignment) error {

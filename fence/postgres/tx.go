@@ -56,6 +56,12 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err := checkTx(ctx, db, resource, token, fn); err != nil {
 		return err
 	}
+	return traced(ctx, "tx", resource, token, func(ctx context.Context) error {
+		return f.runInTx(ctx, db, resource, token, fn, opts)
+	})
+}
+
+func (f *Fences) runInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error, opts []TxOption) error {
 	o, err := newTxOptions(opts)
 	if err == nil {
 		err = checkTxOptions(db, o)

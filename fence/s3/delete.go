@@ -35,5 +35,8 @@ func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error
 		return err
 	}
 	h := header{token: token, id: newWriteID(), deleted: true}
-	return s.put(ctx, &write{key: key, hdr: h, body: encode(h, nil), in: in})
+	ctx, end := s.tel.Write(ctx, "delete", key, token)
+	err = s.put(ctx, &write{key: key, hdr: h, body: encode(h, nil), in: in})
+	end(err)
+	return err
 }

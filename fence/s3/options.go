@@ -3,6 +3,11 @@ package s3fence
 import (
 	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // Option configures a [Store]. Options are created by the With… functions
@@ -21,7 +26,10 @@ type options struct {
 	check       bool
 	probeKey    string
 	putDefaults []PutOption
-	bucketOwner *string // nil: not set
+	bucketOwner *string              // nil: not set
+	meters      metric.MeterProvider // nil: the global one
+	tracers     trace.TracerProvider // nil: the global one
+	nilProvider bool                 // a provider option was given nil
 }
 
 func defaultOptions() options {
@@ -98,9 +106,31 @@ func WithExpectedBucketOwner(id string) Option {
 	return optionFunc(func(o *options) { o.bucketOwner = &id })
 }
 
+// WithMeterProvider sets the OpenTelemetry meter provider for the store's
+// metrics: fencelock.writes and fencelock.write.duration (attributes
+// fencelock.adapter "s3", fencelock.operation "put" or "delete",
+// fencelock.outcome accepted, stale, unknown or error),
+// fencelock.s3.rereads (reads of an object after a refused conditional
+// PUT) and fencelock.s3.conflicts (conditional PUTs refused, 412 or 409).
+// Default: the global provider (otel.GetMeterProvider), which records
+// nothing until the application installs an SDK. nil makes [New] fail.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(o *options) { o.meters, o.nilProvider = mp, o.nilProvider || nilcheck.IsNil(mp) })
+}
+
+// WithTracerProvider sets the OpenTelemetry tracer provider for the span of
+// each Put, PutWith and Delete (s3.put, s3.delete; children of the
+// caller's context, with the key and token as attributes). Default: the
+// global provider. nil makes [New] fail.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(o *options) { o.tracers, o.nilProvider = tp, o.nilProvider || nilcheck.IsNil(tp) })
+}
+
 // validate checks the recorded options, once, in [New].
 func (o *options) validate() error {
 	switch {
+	case o.nilProvider:
+		return fmt.Errorf("%w: nil meter or tracer provider", ErrInvalidOption)
 	case o.maxAttempts < 1:
 		return fmt.Errorf("%w: WithMaxAttempts(%d): must be at least 1", ErrInvalidOption, o.maxAttempts)
 	case o.cacheSize < 0:

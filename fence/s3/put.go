@@ -71,7 +71,10 @@ func (s *Store) PutWith(ctx context.Context, key string, token fence.Token, valu
 		return err
 	}
 	h := header{token: token, id: newWriteID()}
-	return s.put(ctx, &write{key: key, hdr: h, body: encode(h, value), in: in})
+	ctx, end := s.tel.Write(ctx, "put", key, token)
+	err = s.put(ctx, &write{key: key, hdr: h, body: encode(h, value), in: in})
+	end(err)
+	return err
 }
 
 // put runs the read–decide–PUT loop. A version from the cache is tried
@@ -82,6 +85,9 @@ func (s *Store) put(ctx context.Context, w *write) error {
 	var lastErr error
 	for attempt, contended := 0, 0; ; attempt++ {
 		if !known {
+			if attempt > 0 {
+				s.tel.reread(ctx)
+			}
 			var err error
 			if v, exists, err = s.current(ctx, w.key); err != nil {
 				return err
@@ -140,6 +146,7 @@ func (s *Store) attempt(ctx context.Context, w *write, v version, exists bool) (
 	switch classifyPut(err) {
 	case putRefused:
 		s.cache.drop(w.key)
+		s.tel.conflict(ctx)
 		return true, err
 	case putUnknown:
 		return false, s.reconcile(ctx, w, err)

@@ -25,6 +25,7 @@ type Store struct {
 	opts   options
 	cache  *versionCache
 	check  *checkState
+	tel    *storeTelemetry
 }
 
 var _ fence.Store = (*Store)(nil)
@@ -53,7 +54,11 @@ func New(client Client, bucket string, opts ...Option) (*Store, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &Store{client: client, bucket: bucket, opts: o, cache: newVersionCache(o.cacheSize), check: newCheckState()}, nil
+	tel, err := newStoreTelemetry(o.meters, o.tracers)
+	if err != nil {
+		return nil, fmt.Errorf("s3fence: New: creating instruments: %w", err)
+	}
+	return &Store{client: client, bucket: bucket, opts: o, cache: newVersionCache(o.cacheSize), check: newCheckState(), tel: tel}, nil
 }
 
 // Bucket returns the name of the store's bucket.

@@ -1,0 +1,133 @@
+package s3fence_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/fencelock/fencelock/fence"
+	s3fence "github.com/fencelock/fencelock/fence/s3"
+)
+
+// counted sums a counter's points (or a histogram's counts) whose
+// attributes include want.
+func counted(t *testing.T, r *sdkmetric.ManualReader, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			match := func(set attribute.Set) bool {
+				for _, kv := range want {
+					if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+						return false
+					}
+				}
+				return true
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						n += p.Value
+					}
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						n += int64(p.Count)
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// Every fenced write is counted by outcome and traced as a child of the
+// caller's span, with its token; refused conditional PUTs and the reads
+// after them are counted.
+func TestTelemetry(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
+	f := &faults{}
+	s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket, s3fence.WithRetryDelay(0),
+		s3fence.WithMeterProvider(mp), s3fence.WithTracerProvider(tp))
+
+	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
+	if err := s.Put(ctx, "k", 5, []byte("v5")); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+	if err := s.Put(t.Context(), "k", 3, []byte("v3")); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("Put(3) after 5: got %v, want ErrStale", err)
+	}
+	f.mu.Lock()
+	f.conflicts = 1
+	f.mu.Unlock()
+	if err := s.Put(t.Context(), "k", 6, []byte("v6")); err != nil {
+		t.Fatalf("Put(6) through one 409: %v", err)
+	}
+	f.mu.Lock()
+	f.lostRequests = 1
+	f.mu.Unlock()
+	if err := s.Put(t.Context(), "k", 7, []byte("v7")); !errors.Is(err, fence.ErrUnknownOutcome) {
+		t.Fatalf("Put(7) whose request was lost: got %v, want ErrUnknownOutcome", err)
+	}
+	if err := s.Delete(t.Context(), "k", 8); err != nil {
+		t.Fatal(err)
+	}
+
+	put := attribute.String("fencelock.operation", "put")
+	for _, tt := range []struct {
+		name string
+		want int64
+		attr []attribute.KeyValue
+	}{
+		{"fencelock.writes", 2, []attribute.KeyValue{put, attribute.String("fencelock.outcome", "accepted")}},
+		{"fencelock.writes", 1, []attribute.KeyValue{put, attribute.String("fencelock.outcome", "stale")}},
+		{"fencelock.writes", 1, []attribute.KeyValue{put, attribute.String("fencelock.outcome", "unknown")}},
+		{"fencelock.writes", 1, []attribute.KeyValue{attribute.String("fencelock.operation", "delete")}},
+		{"fencelock.write.duration", 5, []attribute.KeyValue{attribute.String("fencelock.adapter", "s3")}},
+		{"fencelock.s3.conflicts", 1, nil},
+		{"fencelock.s3.rereads", 1, nil},
+	} {
+		if got := counted(t, reader, tt.name, tt.attr...); got != tt.want {
+			t.Errorf("%s %v: got %d, want %d", tt.name, tt.attr, got, tt.want)
+		}
+	}
+	var first sdktrace.ReadOnlySpan
+	for _, sp := range spans.Ended() {
+		if sp.Name() == "s3.put" {
+			first = sp
+			break
+		}
+	}
+	if first == nil || first.Parent().SpanID() != parent.SpanContext().SpanID() {
+		t.Fatalf("first s3.put span: %v, want a child of the caller's span", first)
+	}
+	var tok int64
+	for _, kv := range first.Attributes() {
+		if kv.Key == "fencelock.token" {
+			tok = kv.Value.AsInt64()
+		}
+	}
+	if tok != 5 {
+		t.Fatalf("s3.put span's token: got %d, want 5", tok)
+	}
+}
