@@ -7,6 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/fencelock/fencelock/fence/postgres"
 	"github.com/fencelock/fencelock/internal/pgtest"
@@ -109,5 +112,27 @@ func BenchmarkRowUpsert(b *testing.B) {
 	interleave(b, []string{"plain", "fenced"}, []func(int) error{
 		func(i int) error { _, err := pool.Exec(ctx, plain, "a", int64(1), i); return err },
 		func(i int) error { return tbl.Upsert(ctx, pool, "a", 1, postgres.Set("balance", i)) },
+	})
+}
+
+// BenchmarkRowUpdateTelemetry: a fenced row update reporting to the global
+// providers with no SDK installed (the default) against the same with the
+// OpenTelemetry SDK (metrics to a reader, every span recorded), alternating
+// in one loop. Goal: sdk/nosdk <= 1.03.
+func BenchmarkRowUpdateTelemetry(b *testing.B) {
+	pool := benchPool(b)
+	ctx := context.Background()
+	tbl, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	b.Cleanup(func() { mp.Shutdown(ctx); tp.Shutdown(ctx) })
+	useNone, useSDK := postgres.UseTelemetryForTest(nil, nil), postgres.UseTelemetryForTest(mp, tp)
+	defer useNone()
+	interleave(b, []string{"nosdk", "sdk"}, []func(int) error{
+		func(i int) error { useNone(); return tbl.Update(ctx, pool, "a", 1, postgres.Set("balance", i)) },
+		func(i int) error { useSDK(); return tbl.Update(ctx, pool, "a", 1, postgres.Set("balance", i)) },
 	})
 }

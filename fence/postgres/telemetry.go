@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/writetel"
@@ -14,13 +15,7 @@ import (
 // telemetry is the package's instruments, on the global OpenTelemetry
 // providers (created on first use; they record nothing until the
 // application installs an SDK).
-var telemetry = sync.OnceValue(func() *pgTelemetry {
-	r, _ := writetel.New("postgres", "github.com/fencelock/fencelock/fence/postgres", nil, nil,
-		"update", "upsert", "tx", "put", "delete")
-	retryable, _ := r.Counter("fencelock.postgres.retryable_errors", "{error}",
-		"Fenced writes rolled back by the server (serialization failure or deadlock): safe to run again.")
-	return &pgTelemetry{Recorder: r, retryable: retryable}
-})
+var telemetry = sync.OnceValue(func() *pgTelemetry { return newPGTelemetry(nil, nil) })
 
 type pgTelemetry struct {
 	*writetel.Recorder
@@ -38,4 +33,14 @@ func traced(ctx context.Context, op, resource string, token fence.Token, write f
 	}
 	end(err)
 	return err
+}
+
+// newPGTelemetry builds the instruments on mp and tp (nil: the global
+// providers).
+func newPGTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) *pgTelemetry {
+	r, _ := writetel.New("postgres", "github.com/fencelock/fencelock/fence/postgres", mp, tp,
+		"update", "upsert", "tx", "put", "delete")
+	retryable, _ := r.Counter("fencelock.postgres.retryable_errors", "{error}",
+		"Fenced writes rolled back by the server (serialization failure or deadlock): safe to run again.")
+	return &pgTelemetry{Recorder: r, retryable: retryable}
 }

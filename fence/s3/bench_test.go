@@ -2,12 +2,16 @@ package s3fence_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
 )
@@ -93,4 +97,41 @@ func mustCheck(b *testing.B, s *s3fence.Store) {
 	if err := s.CheckConditionalWrites(b.Context()); err != nil {
 		b.Fatalf("CheckConditionalWrites: got %v, want nil", err)
 	}
+}
+
+// BenchmarkPutTelemetry: a fenced Put whose version is cached, by a Store on
+// the global providers with no SDK installed (the default) and by one with
+// the OpenTelemetry SDK (metrics to a reader, every span recorded),
+// alternating in one loop. Goal: sdk/nosdk <= 1.03.
+func BenchmarkPutTelemetry(b *testing.B) {
+	value := bytes.Repeat([]byte("x"), 1024)
+	srv := s3srv.Server(b)
+	c := srv.Client(b)
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	b.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
+	plain := mustNew(b, c, srv.Bucket)
+	sdk := mustNew(b, c, srv.Bucket, s3fence.WithMeterProvider(mp), s3fence.WithTracerProvider(tp))
+	mustCheck(b, plain)
+	mustCheck(b, sdk)
+	kPlain, kSDK := key(b)+"nosdk", key(b)+"sdk"
+	var tPlain, tSDK time.Duration
+	for i := 0; b.Loop(); i++ {
+		first, second, k1, k2, t1, t2 := plain, sdk, kPlain, kSDK, &tPlain, &tSDK
+		if i%2 == 1 {
+			first, second, k1, k2, t1, t2 = sdk, plain, kSDK, kPlain, &tSDK, &tPlain
+		}
+		start := time.Now()
+		err := first.Put(b.Context(), k1, 7, value)
+		mid := time.Now()
+		err = errors.Join(err, second.Put(b.Context(), k2, 7, value))
+		*t1, *t2 = *t1+mid.Sub(start), *t2+time.Since(mid)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tPlain.Microseconds())/n, "nosdk-µs/op")
+	b.ReportMetric(float64(tSDK.Microseconds())/n, "sdk-µs/op")
+	b.ReportMetric(float64(tSDK)/float64(tPlain), "sdk/nosdk")
 }
