@@ -131,4 +131,14 @@
 //
 // This package imports pgx v5 and nothing else outside the standard library
 // and package fence.
+//
+// # Telemetry
+//
+// Every fenced write (Table.Update, Table.Upsert, RunInTx, Store.Put,
+// Store.Delete) is a span (postgres.update, ...: a child of the caller's
+// context, with the token) and is counted in fencelock.writes and
+// fencelock.write.duration by operation and outcome (accepted, stale,
+// unknown, error); rollbacks that match [ErrRetryable] are counted in
+// fencelock.postgres.retryable_errors. They go to the global OpenTelemetry
+// providers, which record nothing until the application installs an SDK.
 package postgres

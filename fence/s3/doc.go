@@ -140,4 +140,13 @@
 //
 // This package depends on the AWS SDK for Go v2 and smithy-go; package fence
 // does not.
+//
+// # Telemetry
+//
+// Every Put, PutWith and Delete is a span (s3.put, s3.delete: a child of
+// the caller's context, with the token) and is counted in fencelock.writes
+// and fencelock.write.duration by operation and outcome; refused
+// conditional PUTs and the reads after them are counted in
+// fencelock.s3.conflicts and fencelock.s3.rereads. See [WithMeterProvider]
+// and [WithTracerProvider].
 package s3fence
