@@ -109,8 +109,10 @@ func TestFailedTryLockLeavesNothing(t *testing.T) {
 	}
 }
 
-// settle makes sure requests sent earlier have been applied: a write through
-// the same connection and a linearizable read after it.
+// settle gives requests sent earlier on cli's connection time to be
+// applied: three writes through the same connection, each a raft commit
+// that etcd applies in order after whatever was proposed before it. (A
+// request still held in the client, e.g. being retried, is not covered.)
 func settle(t *testing.T, cli *clientv3.Client) {
 	t.Helper()
 	for range 3 {
