@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -18,39 +19,50 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/embedetcd"
 	"github.com/fencelock/fencelock/internal/netproxy"
+	"github.com/fencelock/fencelock/internal/testenv"
 )
 
 // endpoints of the embedded etcd member every test in this package shares.
 var endpoints []string
 
+// TestMain starts the embedded etcd member every test shares, in the
+// shape every package with a shared server uses (testenv.Main), and checks
+// for leaked goroutines after it stopped.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	goleak.VerifyTestMain(testenv.Main{
+		M: m, Name: "etcdlock tests", Start: startEtcd,
+		Set: func(c io.Closer, _ error) {
+			if c != nil {
+				endpoints = c.(etcdInDir).Endpoints()
+			}
+		},
+	})
 }
 
-func run(m *testing.M) int {
+// startEtcd starts the shared member, with its data in a new directory
+// under $FENCELOCK_ETCD_DIR (e.g. /dev/shm for tmpfs) or the system's.
+func startEtcd(ctx context.Context) (io.Closer, error) {
 	dir, err := os.MkdirTemp(os.Getenv("FENCELOCK_ETCD_DIR"), "etcdlock-test-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cluster, err := embedetcd.StartServer(ctx, dir)
+	srv, err := embedetcd.StartServer(ctx, dir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	endpoints = cluster.Endpoints()
-	code := m.Run()
-	cluster.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			return 1
-		}
-	}
-	return code
+	return etcdInDir{srv, dir}, nil
+}
+
+// etcdInDir stops the member and removes its directory.
+type etcdInDir struct {
+	*embedetcd.Server
+	dir string
+}
+
+func (e etcdInDir) Close() error {
+	e.Server.Close()
+	return os.RemoveAll(e.dir)
 }
 
 // etcdClient returns a clientv3 client of the shared member, closed when the

@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
+	"github.com/fencelock/fencelock/internal/testenv"
 )
 
 // The tests run fencelock as real processes: this test binary, re-executed
@@ -38,27 +39,30 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cliEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(testMain(m))
+	goleak.VerifyTestMain(testenv.Main{
+		M: m, Name: "fencelock tests", Start: startEtcd,
+		Set: func(c io.Closer, _ error) {
+			if c != nil {
+				etcdEndpoints = c.(etcdServer).Endpoints()
+			}
+		},
+	})
 }
 
-func testMain(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+// startEtcd starts the embedded etcd every test shares.
+func startEtcd(ctx context.Context) (io.Closer, error) {
 	srv, err := etcdlocktest.Start(ctx)
-	cancel()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	etcdEndpoints = srv.Endpoints()
-	code := m.Run()
-	srv.Close()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			return 1
-		}
-	}
-	return code
+	return etcdServer{srv}, nil
+}
+
+type etcdServer struct{ *etcdlocktest.Server }
+
+func (s etcdServer) Close() error {
+	s.Server.Close()
+	return nil
 }
 
 // fencelock returns the command fencelock args, against the shared etcd

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 // TestABA plays the ETag ABA sequence. Holder A (token 33) writes; A is
@@ -21,7 +22,7 @@ func TestABA(t *testing.T) {
 	same := []byte("same bytes")
 	k := key(t)
 	fa := &faults{}
-	a := mustNew(t, faultyClient(t, fa), s3srv.Server(t).Bucket)
+	a := mustNew(t, faultyClient(t, fa), s3test.New(t).Bucket)
 	b := newStore(t)
 	raw := client(t)
 
@@ -51,7 +52,7 @@ func TestABAControl(t *testing.T) {
 	c := client(t)
 	put := func(body []byte, tok string, cond func(*s3.PutObjectInput)) (string, error) {
 		in := &s3.PutObjectInput{
-			Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k),
+			Bucket: aws.String(s3test.New(t).Bucket), Key: aws.String(k),
 			Body: bytes.NewReader(body), Metadata: map[string]string{"fence-token": tok},
 		}
 		cond(in)
@@ -72,7 +73,7 @@ func TestABAControl(t *testing.T) {
 	if _, err := put([]byte("A's late write"), "33", func(in *s3.PutObjectInput) { in.IfMatch = aws.String(etagA) }); err != nil {
 		t.Fatalf("A's late write without the envelope: got %v, want it to land (the hole)", err)
 	}
-	head, err := c.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k)})
+	head, err := c.HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String(s3test.New(t).Bucket), Key: aws.String(k)})
 	if err != nil || head.Metadata["fence-token"] != "33" {
 		t.Fatalf("object after the control: got token %q (%v), want 33: A overwrote B", head.Metadata["fence-token"], err)
 	}
@@ -80,7 +81,7 @@ func TestABAControl(t *testing.T) {
 
 func headETag(t *testing.T, c *s3.Client, k string) string {
 	t.Helper()
-	out, err := c.HeadObject(context.WithoutCancel(t.Context()), &s3.HeadObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k)})
+	out, err := c.HeadObject(context.WithoutCancel(t.Context()), &s3.HeadObjectInput{Bucket: aws.String(s3test.New(t).Bucket), Key: aws.String(k)})
 	if err != nil {
 		t.Fatalf("HeadObject(%q): got %v, want nil", k, err)
 	}

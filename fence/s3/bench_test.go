@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 // BenchmarkPut compares, on one server and in one run, a plain PutObject, a
@@ -22,7 +23,7 @@ import (
 // fenced-cached ≤ 1.15 × plain.
 func BenchmarkPut(b *testing.B) {
 	value := bytes.Repeat([]byte("x"), 1024)
-	srv := s3srv.Server(b)
+	srv := s3test.New(b)
 	c := srv.Client(b)
 	b.Run("plain", func(b *testing.B) {
 		k := key(b)
@@ -60,7 +61,7 @@ func BenchmarkPut(b *testing.B) {
 // falls on all three alike, and reports each one's time and the ratios.
 func BenchmarkPutInterleaved(b *testing.B) {
 	value := bytes.Repeat([]byte("x"), 1024)
-	srv := s3srv.Server(b)
+	srv := s3test.New(b)
 	c := srv.Client(b)
 	cached := mustNew(b, c, srv.Bucket)
 	cold := mustNew(b, c, srv.Bucket, s3fence.WithCacheSize(0))
@@ -105,7 +106,7 @@ func mustCheck(b *testing.B, s *s3fence.Store) {
 // alternating in one loop. Goal: sdk/nosdk <= 1.03.
 func BenchmarkPutTelemetry(b *testing.B) {
 	value := bytes.Repeat([]byte("x"), 1024)
-	srv := s3srv.Server(b)
+	srv := s3test.New(b)
 	c := srv.Client(b)
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))

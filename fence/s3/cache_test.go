@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 // TestRequestsPerPut counts what each Put sends: a holder's repeated writes
@@ -24,7 +25,7 @@ func TestRequestsPerPut(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &faults{}
-			s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket, tt.opts...)
+			s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket, tt.opts...)
 			prefix := key(t)
 			for _, k := range tt.writes {
 				mustPut(t, s, prefix+k, 3, "v")
@@ -41,7 +42,7 @@ func TestGetPrimesTheCache(t *testing.T) {
 	k := key(t)
 	mustPut(t, newStore(t), k, 3, "v1")
 	f := &faults{}
-	s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket)
+	s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket)
 	r := mustGet(t, s, k)
 	mustPut(t, s, k, r.Token, string(r.Value)+"+v2")
 	if gets, puts := f.counts(); gets != 1 || puts != 1 {

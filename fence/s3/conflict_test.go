@@ -11,11 +11,12 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 func TestConflictIsRetriedAfterARead(t *testing.T) {
 	f := &faults{conflicts: 3}
-	s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket, s3fence.WithRetryDelay(0))
+	s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket, s3fence.WithRetryDelay(0))
 	k := key(t)
 	if err := s.Put(t.Context(), k, 5, []byte("v")); err != nil {
 		t.Fatalf("Put after 3 conflicts: got %v, want nil", err)
@@ -28,7 +29,7 @@ func TestConflictIsRetriedAfterARead(t *testing.T) {
 
 func TestConflictRetriesExhausted(t *testing.T) {
 	f := &faults{conflicts: 100}
-	s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket, s3fence.WithMaxAttempts(3), s3fence.WithRetryDelay(0))
+	s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket, s3fence.WithMaxAttempts(3), s3fence.WithRetryDelay(0))
 	k := key(t)
 	err := s.Put(t.Context(), k, 5, []byte("v"))
 	if !errors.Is(err, s3fence.ErrConflict) || errors.Is(err, fence.ErrStale) || errors.Is(err, fence.ErrUnknownOutcome) {
@@ -72,7 +73,7 @@ func TestConflictThenNewerHolder(t *testing.T) {
 			c := faultyClient(t, f)
 			var err error
 			if tt.fenced {
-				err = mustNew(t, c, s3srv.Server(t).Bucket).Put(t.Context(), k, 5, []byte("older"))
+				err = mustNew(t, c, s3test.New(t).Bucket).Put(t.Context(), k, 5, []byte("older"))
 			} else {
 				err = putRetryingBlindly(t, c, k, 5, "older")
 			}
@@ -93,7 +94,7 @@ func putRetryingBlindly(t *testing.T, c *s3.Client, k string, tok fence.Token, v
 	var err error
 	for range 3 {
 		_, err = c.PutObject(t.Context(), &s3.PutObjectInput{
-			Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k),
+			Bucket: aws.String(s3test.New(t).Bucket), Key: aws.String(k),
 			Body: bytes.NewReader(enveloped(tok, v)),
 		})
 		if err == nil {

@@ -37,7 +37,7 @@ func contentionStores(srv *s3test.Server) fencetest.NewStore {
 }
 
 func TestContention(t *testing.T) {
-	fencetest.RunContention(t, contentionStores(s3srv.Server(t)))
+	fencetest.RunContention(t, contentionStores(s3test.New(t)))
 }
 
 // TestConditionalPutAtomic: in each round, 12 PUTs of 8 MiB with the same
@@ -46,7 +46,7 @@ func TestContention(t *testing.T) {
 // server that refuses a PUT before reading its body resets the upload). moto,
 // the control (contention_moto_test.go), lets several through.
 func TestConditionalPutAtomic(t *testing.T) {
-	if bad := conditionalPutRounds(t, s3srv.Server(t)); bad > 0 {
+	if bad := conditionalPutRounds(t, s3test.New(t)); bad > 0 {
 		t.Fatalf("%d of %d rounds had other than one PUT succeed, want none", bad, putRounds)
 	}
 }

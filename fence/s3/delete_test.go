@@ -11,6 +11,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/fencewant"
+	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 // TestDeleteKeepsFloor: B writes 34 and deletes the key; A's late Put(33)
@@ -35,7 +36,7 @@ func TestDeleteKeepsFloor(t *testing.T) {
 					t.Fatalf("Delete(token 34): got %v, want nil", err)
 				}
 			} else {
-				_, err := client(t).DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k)})
+				_, err := client(t).DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(s3test.New(t).Bucket), Key: aws.String(k)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -78,7 +79,7 @@ func TestTombstoneFormat(t *testing.T) {
 	if err := s.Delete(t.Context(), k, 7); err != nil {
 		t.Fatalf("Delete: got %v, want nil", err)
 	}
-	out, err := client(t).GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k)})
+	out, err := client(t).GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(s3test.New(t).Bucket), Key: aws.String(k)})
 	if err != nil {
 		t.Fatal(err)
 	}

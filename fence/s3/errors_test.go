@@ -153,7 +153,7 @@ func TestNoSuchBucket(t *testing.T) {
 }
 
 func TestAccessDenied(t *testing.T) {
-	srv := s3srv.Server(t)
+	srv := s3test.New(t)
 	accessKey := srv.AccessKey
 	if accessKey == "" { // an endpoint on the default credential chain: use a key that does not exist
 		accessKey = "FENCELOCKNOSUCHKEY"
@@ -185,11 +185,11 @@ func TestForeignObject(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			k := key(t)
 			c := client(t)
-			_, err := c.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k), Body: bytes.NewReader(tt.body)})
+			_, err := c.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(s3test.New(t).Bucket), Key: aws.String(k), Body: bytes.NewReader(tt.body)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := mustNew(t, c, s3srv.Server(t).Bucket)
+			s := mustNew(t, c, s3test.New(t).Bucket)
 			if err := s.Put(t.Context(), k, 9, []byte("v")); !errors.Is(err, s3fence.ErrForeignObject) {
 				t.Errorf("Put over it: got %v, want s3fence.ErrForeignObject", err)
 			}
@@ -205,7 +205,7 @@ func TestForeignObject(t *testing.T) {
 func TestObjectFormat(t *testing.T) {
 	k := key(t)
 	mustPut(t, newStore(t), k, 42, "value")
-	out, err := client(t).GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k)})
+	out, err := client(t).GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(s3test.New(t).Bucket), Key: aws.String(k)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func (c *countingClient) PutObject(context.Context, *s3.PutObjectInput, ...func(
 func TestTailReadsValue(t *testing.T) {
 	k := key(t)
 	mustPut(t, newStore(t), k, 42, "the value\n")
-	out, err := client(t).GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(s3srv.Server(t).Bucket), Key: aws.String(k)})
+	out, err := client(t).GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(s3test.New(t).Bucket), Key: aws.String(k)})
 	if err != nil {
 		t.Fatal(err)
 	}

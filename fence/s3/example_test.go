@@ -10,13 +10,14 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 // Example writes and reads back an object with a fencing token.
 func Example() {
 	ctx := context.Background()
 	// In a program: cfg, _ := config.LoadDefaultConfig(ctx); client := s3.NewFromConfig(cfg)
-	srv := s3srv.Current()
+	srv := s3test.Current()
 	client, closeIdle := srv.NewClient()
 	defer closeIdle()
 
@@ -41,7 +42,7 @@ func Example() {
 // after a newer holder has written.
 func ExampleStore_Put_stale() {
 	ctx := context.Background()
-	srv := s3srv.Current()
+	srv := s3test.Current()
 	clientA, closeA := srv.NewClient() // two processes, each with its own client
 	defer closeA()
 	clientB, closeB := srv.NewClient()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 // TestConcurrentWritersServerHistory has 8 writers, each with its own client
@@ -23,7 +24,7 @@ import (
 // go down, and it must end with the highest token.
 func TestConcurrentWritersServerHistory(t *testing.T) {
 	const writers, rounds = 8, 10
-	srv := s3srv.Server(t)
+	srv := s3test.New(t)
 	bucket := srv.VersionedBucket(t)
 	k := key(t)
 	var (
@@ -70,7 +71,7 @@ func TestConcurrentWritersServerHistory(t *testing.T) {
 // TestHistoryCheckControl: unfenced PUTs that let token 3 land after token 8
 // leave a history that checkHistory rejects, so the check above can fail.
 func TestHistoryCheckControl(t *testing.T) {
-	srv := s3srv.Server(t)
+	srv := s3test.New(t)
 	bucket := srv.VersionedBucket(t)
 	k := key(t)
 	c := client(t)

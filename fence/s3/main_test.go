@@ -13,16 +13,15 @@ import (
 	"github.com/fencelock/fencelock/internal/s3test"
 )
 
-// s3srv is the S3 server every test in this package shares.
-var s3srv s3test.Shared
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(s3srv.Wrap(m)) }
+// TestMain starts the S3 server every test in this package shares
+// (s3test.New returns it).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(s3test.Main(m)) }
 
 // newStore returns a store on the shared server's bucket with its own
 // client, so its cache is its own: like a separate process.
 func newStore(t *testing.T, opts ...s3fence.Option) *s3fence.Store {
 	t.Helper()
-	srv := s3srv.Server(t)
+	srv := s3test.New(t)
 	return mustNew(t, srv.Client(t), srv.Bucket, opts...)
 }
 
@@ -38,7 +37,7 @@ func mustNew(t testing.TB, c s3fence.Client, bucket string, opts ...s3fence.Opti
 // client returns a client for the shared server.
 func client(t *testing.T, opts ...s3test.ClientOption) *s3.Client {
 	t.Helper()
-	return s3srv.Server(t).Client(t, opts...)
+	return s3test.New(t).Client(t, opts...)
 }
 
 // key returns a key no other test or run uses.

@@ -8,6 +8,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/fencewant"
+	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 // TestLostAnswer: the server applies the PUT but the answer is lost. Put
@@ -16,7 +17,7 @@ func TestLostAnswer(t *testing.T) {
 	for _, cached := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cold", true: "cached"}[cached], func(t *testing.T) {
 			f := &faults{}
-			s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket)
+			s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket)
 			k := key(t)
 			if cached {
 				mustPut(t, s, k, 4, "first")
@@ -35,7 +36,7 @@ func TestLostAnswer(t *testing.T) {
 // stale.
 func TestLostRequest(t *testing.T) {
 	f := &faults{}
-	s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket)
+	s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket)
 	k := key(t)
 	mustPut(t, s, k, 4, "first")
 	f.lostRequests = 1
@@ -56,7 +57,7 @@ func TestLostAnswerThenNewerHolder(t *testing.T) {
 			t.Errorf("newer holder's Put: got %v, want nil", err)
 		}
 	}
-	s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket)
+	s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket)
 	err := s.Put(t.Context(), k, 5, []byte("older"))
 	fencewant.Unknown(t, err, 5, s3fence.ErrConflict)
 	wantRecord(t, newer, k, 9, "newer")
@@ -80,7 +81,7 @@ func TestContextEndsDuringPut(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			f := &faults{beforePut: cancel}
-			s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket, tt.opts...)
+			s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket, tt.opts...)
 			k := key(t)
 			err := s.Put(ctx, k, 4, []byte("v"))
 			if tt.wantUnknown {
@@ -112,7 +113,7 @@ func TestServerErrorOutcome(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &faults{}
-			s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket)
+			s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket)
 			k := key(t)
 			mustPut(t, s, k, 4, "first")
 			tt.fault(f)

@@ -34,7 +34,7 @@ func stripConditions(o *s3.Options) {
 // ignoringStore returns a store whose server ignores conditional writes.
 func ignoringStore(t *testing.T, opts ...s3fence.Option) *s3fence.Store {
 	t.Helper()
-	return mustNew(t, client(t, s3test.WithS3Options(stripConditions)), s3srv.Server(t).Bucket, opts...)
+	return mustNew(t, client(t, s3test.WithS3Options(stripConditions)), s3test.New(t).Bucket, opts...)
 }
 
 func TestCheckConditionalWrites(t *testing.T) {
@@ -46,7 +46,7 @@ func TestCheckConditionalWrites(t *testing.T) {
 		{"server honours them", func(t *testing.T) *s3fence.Store { return newStore(t) }, nil},
 		{"headers stripped", func(t *testing.T) *s3fence.Store { return ignoringStore(t) }, s3fence.ErrConditionalUnsupported},
 		{"501 NotImplemented", func(t *testing.T) *s3fence.Store {
-			return mustNew(t, client(t, s3test.WithRoundTripper(notImplemented)), s3srv.Server(t).Bucket)
+			return mustNew(t, client(t, s3test.WithRoundTripper(notImplemented)), s3test.New(t).Bucket)
 		}, s3fence.ErrConditionalUnsupported},
 	}
 	for _, tt := range tests {

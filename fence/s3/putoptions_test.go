@@ -11,13 +11,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 // TestPutWithObjectSettings: Content-Type, metadata and tags given to
 // PutWith reach the object, beside the Store's own token metadata.
 func TestPutWithObjectSettings(t *testing.T) {
 	s, c, k := newStore(t), client(t), key(t)
-	bucket := s3srv.Server(t).Bucket
+	bucket := s3test.New(t).Bucket
 	err := s.PutWith(t.Context(), k, 7, []byte(`{"a":1}`), s3fence.WithContentType("application/json"),
 		s3fence.WithMetadata(map[string]string{"app": "billing"}), s3fence.WithTagging("team=payments"))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/s3test"
 )
 
 // counted sums a counter's points (or a histogram's counts) whose
@@ -66,7 +67,7 @@ func TestTelemetry(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
 	f := &faults{}
-	s := mustNew(t, faultyClient(t, f), s3srv.Server(t).Bucket, s3fence.WithRetryDelay(0),
+	s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket, s3fence.WithRetryDelay(0),
 		s3fence.WithMeterProvider(mp), s3fence.WithTracerProvider(tp))
 
 	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")

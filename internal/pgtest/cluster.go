@@ -3,7 +3,6 @@ package pgtest
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -220,15 +219,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// skipExamples adds ^Example to -test.skip, unless the command line set it:
-// examples cannot skip themselves when there is no server.
-func skipExamples() {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	if f := flag.Lookup("test.skip"); f != nil && f.Value.String() == "" {
-		_ = flag.Set("test.skip", "^Example")
-	}
 }

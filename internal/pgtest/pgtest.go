@@ -23,7 +23,7 @@ package pgtest
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"os"
 	"sync"
 	"testing"
@@ -111,41 +111,25 @@ func Start(ctx context.Context) (*Server, error) {
 
 // M wraps a *testing.M so that the package's server lives exactly as long as
 // the tests. Create it with [Main].
-type M struct{ m *testing.M }
-
-// Main returns m wrapped for TestMain; its Run fits goleak.VerifyTestMain.
-func Main(m *testing.M) *M { return &M{m: m} }
-
-// Run starts the server, runs the tests, stops the server and returns the
-// exit code. Without a server it prints why; under CI=true it then returns 1
-// without running anything, otherwise it runs the tests (those that need
-// the server skip) and leaves out the examples, which cannot skip.
-func (w *M) Run() int {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	srv, err := Start(ctx)
-	cancel()
-	shared.mu.Lock()
-	shared.srv, shared.err, shared.set = srv, err, true
-	shared.mu.Unlock()
-	if err != nil {
-		return w.runWithout(err)
+// Main returns m wrapped for TestMain; its Run starts the package's server
+// (see [testenv.Main] for what happens without one), runs the tests, stops
+// the server, and fits goleak.VerifyTestMain.
+func Main(m *testing.M) testenv.Main {
+	return testenv.Main{
+		M: m, Name: "pgtest", Unavailable: ErrUnavailable,
+		HowToEnable: "install PostgreSQL's server binaries (bash .ci/setup.sh) or set " + EnvDSN,
+		Start: func(ctx context.Context) (io.Closer, error) {
+			s, err := Start(ctx)
+			if err != nil {
+				return nil, err // not a typed nil
+			}
+			return s, nil
+		},
+		Set: func(c io.Closer, err error) {
+			shared.mu.Lock()
+			defer shared.mu.Unlock()
+			shared.srv, _ = c.(*Server)
+			shared.err, shared.set = err, c != nil || err != nil
+		},
 	}
-	code := w.m.Run()
-	if err := srv.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
-}
-
-func (w *M) runWithout(err error) int {
-	if !errors.Is(err, ErrUnavailable) || testenv.InCI() {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "%v\npgtest: skipping the tests that need it, and the examples\n", err)
-	skipExamples()
-	return w.m.Run()
 }

@@ -17,7 +17,6 @@ package s3test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -98,11 +97,18 @@ func (s *Server) Close() error {
 	return s.proc.stop()
 }
 
-// New returns a server for one test, started in t.TempDir() and closed when
-// the test ends. It skips the test when no server is available, or fails it
-// under CI=true.
+// New returns the package's server started by [Main] or, without Main, a
+// server for one test, started in t.TempDir() and closed when the test
+// ends. It skips the test when no server is available, or fails it under
+// CI=true.
 func New(tb testing.TB) *Server {
 	tb.Helper()
+	if srv, set, err := sharedOr(); set {
+		if srv == nil {
+			unavailable(tb, err)
+		}
+		return srv
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	s, err := Start(ctx, tb.TempDir())
@@ -124,9 +130,4 @@ func unavailable(tb testing.TB, err error) {
 		tb.Fatal(err)
 	}
 	testenv.Unavailable(tb, err.Error(), howToEnable)
-}
-
-// skipMessage is what a skipped package prints.
-func skipMessage(err error) string {
-	return fmt.Sprintf("SKIP: %v: %s", err, howToEnable)
 }

@@ -2,85 +2,78 @@ package s3test
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"io"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/testenv"
 )
 
-// Shared is one server shared by all tests of a package, started before them
-// and stopped after them by TestMain:
-//
-//	var s3srv s3test.Shared
-//
-//	func TestMain(m *testing.M) { goleak.VerifyTestMain(s3srv.Wrap(m)) }
-//
-// The server is stopped before goleak looks for leaked goroutines. When no
-// server is available, the package's tests (examples included, which cannot
-// skip) are not run: Run prints why and how to get a server and reports
-// success, or failure under CI=true.
-//
-// The zero Shared is ready to use.
-type Shared struct {
+// shared is the package's server, set by [Main]'s Run.
+var shared struct {
+	mu  sync.Mutex
 	srv *Server
+	err error // why there is none, when Main found none
+	set bool
+	dir string
 }
 
-// Wrap returns a runner whose Run starts the server, runs m and stops the server.
-func (sh *Shared) Wrap(m *testing.M) interface{ Run() int } {
-	return sharedRunner{sh: sh, m: m}
+// Main returns m wrapped for TestMain, the same shape as pgtest.Main: its
+// Run starts one server that every test of the package shares ([New]
+// returns it), runs the tests, stops the server before goleak looks for
+// leaked goroutines, and fits goleak.VerifyTestMain. See [testenv.Main] for
+// what happens without a server.
+func Main(m *testing.M) testenv.Main {
+	return testenv.Main{
+		M: m, Name: "s3test", Unavailable: ErrUnavailable, HowToEnable: howToEnable,
+		Start: func(ctx context.Context) (io.Closer, error) {
+			dir, err := os.MkdirTemp("", "fencelock-s3test-")
+			if err != nil {
+				return nil, err
+			}
+			s, err := Start(ctx, dir)
+			if err != nil {
+				os.RemoveAll(dir)
+				return nil, err
+			}
+			return closeAndRemove{s, dir}, nil
+		},
+		Set: func(c io.Closer, err error) {
+			shared.mu.Lock()
+			defer shared.mu.Unlock()
+			shared.srv = nil
+			if c != nil {
+				shared.srv = c.(closeAndRemove).Server
+			}
+			shared.err, shared.set = err, c != nil || err != nil
+		},
+	}
 }
 
-// Server returns the shared server. It fails tb if called outside the tests
-// that Wrap's Run runs.
-func (sh *Shared) Server(tb testing.TB) *Server {
-	tb.Helper()
-	if sh.srv == nil {
-		tb.Fatal("s3test: Shared.Server called without TestMain running Shared.Wrap(m)")
-	}
-	return sh.srv
+// closeAndRemove stops the server and removes its data directory.
+type closeAndRemove struct {
+	*Server
+	dir string
 }
 
-// Current returns the shared server, or nil outside Wrap's Run; for examples,
-// which have no testing.TB.
-func (sh *Shared) Current() *Server { return sh.srv }
-
-type sharedRunner struct {
-	sh *Shared
-	m  *testing.M
+func (c closeAndRemove) Close() error {
+	defer os.RemoveAll(c.dir)
+	return c.Server.Close()
 }
 
-func (r sharedRunner) Run() int {
-	dir, err := os.MkdirTemp("", "fencelock-s3test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "s3test:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	srv, err := Start(ctx, dir)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, r.failMessage(err))
-		if errors.Is(err, ErrUnavailable) && !testenv.InCI() {
-			return 0
-		}
-		return 1
-	}
-	r.sh.srv = srv
-	defer func() { r.sh.srv = nil }()
-	code := r.m.Run()
-	if err := srv.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return code
+// Current returns the server [Main] started, or nil outside its Run (or
+// when there is none); for examples, which have no testing.TB.
+func Current() *Server {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	return shared.srv
 }
 
-func (r sharedRunner) failMessage(err error) string {
-	if errors.Is(err, ErrUnavailable) && !testenv.InCI() {
-		return skipMessage(err)
-	}
-	return "FAIL: " + err.Error()
+// sharedOr returns the server Main started, whether Main runs, and why
+// there is no server when Main found none.
+func sharedOr() (*Server, bool, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	return shared.srv, shared.set, shared.err
 }
