@@ -12,11 +12,11 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/oteltest"
 )
 
 // instrumented is a Client's telemetry, read back in memory.
@@ -59,46 +59,9 @@ func withTelemetry(t *testing.T) (*instrumented, []etcdlock.Option) {
 	return in, []etcdlock.Option{etcdlock.WithMeterProvider(mp), etcdlock.WithTracerProvider(tp), etcdlock.WithLogger(log)}
 }
 
-// sum returns the value of a counter or up-down counter (or the count of a
-// histogram) for the data points whose attributes include want.
 func (in *instrumented) sum(t *testing.T, name string, want ...attribute.KeyValue) int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := in.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					if has(p.Attributes, want) {
-						n += p.Value
-					}
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					if has(p.Attributes, want) {
-						n += int64(p.Count)
-					}
-				}
-			}
-		}
-	}
-	return n
-}
-
-func has(set attribute.Set, want []attribute.KeyValue) bool {
-	for _, kv := range want {
-		if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
-			return false
-		}
-	}
-	return true
+	return oteltest.Sum(t, in.reader, name, want...)
 }
 
 func (in *instrumented) span(t *testing.T, name string) sdktrace.ReadOnlySpan {

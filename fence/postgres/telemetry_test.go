@@ -9,12 +9,12 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/oteltest"
 )
 
 // The package reports to the global OpenTelemetry providers: every fenced
@@ -50,25 +50,13 @@ func TestTelemetry(t *testing.T) {
 		t.Fatalf("stale RunInTx: got %v, want ErrStale", err)
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[[2]string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if d, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "fencelock.writes" {
-				for _, p := range d.DataPoints {
-					op, _ := p.Attributes.Value(attribute.Key("fencelock.operation"))
-					o, _ := p.Attributes.Value(attribute.Key("fencelock.outcome"))
-					got[[2]string{op.AsString(), o.AsString()}] += p.Value
-				}
-			}
-		}
-	}
-	for k, want := range map[[2]string]int64{{"update", "accepted"}: 1, {"update", "stale"}: 1, {"tx", "stale"}: 1} {
-		if got[k] < want {
-			t.Errorf("fencelock.writes %v: got %d, want %d (all: %v)", k, got[k], want, got)
+	for _, c := range []struct {
+		op, outcome string
+		want        int64
+	}{{"update", "accepted", 1}, {"update", "stale", 1}, {"tx", "stale", 1}} {
+		got := oteltest.Sum(t, reader, "fencelock.writes", attribute.String("fencelock.operation", c.op), attribute.String("fencelock.outcome", c.outcome))
+		if got < c.want {
+			t.Errorf("fencelock.writes %s %s: got %d, want %d", c.op, c.outcome, got, c.want)
 		}
 	}
 	var first sdktrace.ReadOnlySpan

@@ -7,55 +7,14 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/oteltest"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
-
-// counted sums a counter's points (or a histogram's counts) whose
-// attributes include want.
-func counted(t *testing.T, r *sdkmetric.ManualReader, name string, want ...attribute.KeyValue) int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			match := func(set attribute.Set) bool {
-				for _, kv := range want {
-					if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
-						return false
-					}
-				}
-				return true
-			}
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					if match(p.Attributes) {
-						n += p.Value
-					}
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					if match(p.Attributes) {
-						n += int64(p.Count)
-					}
-				}
-			}
-		}
-	}
-	return n
-}
 
 // Every fenced write is counted by outcome and traced as a child of the
 // caller's span, with its token; refused conditional PUTs and the reads
@@ -108,7 +67,7 @@ func TestTelemetry(t *testing.T) {
 		{"fencelock.s3.conflicts", 1, nil},
 		{"fencelock.s3.rereads", 1, nil},
 	} {
-		if got := counted(t, reader, tt.name, tt.attr...); got != tt.want {
+		if got := oteltest.Sum(t, reader, tt.name, tt.attr...); got != tt.want {
 			t.Errorf("%s %v: got %d, want %d", tt.name, tt.attr, got, tt.want)
 		}
 	}
