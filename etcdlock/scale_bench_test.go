@@ -144,6 +144,7 @@ type snapshot struct {
 	heap, stack, alloc uint64
 	goroutines         int
 	watchers           float64 // the member's etcd_debugging_mvcc_watcher_total
+	serverCPU          float64 // the member's process_cpu_seconds_total
 }
 
 func takeSnapshot(t *testing.T, ep string) snapshot {
@@ -152,7 +153,8 @@ func takeSnapshot(t *testing.T, ep string) snapshot {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return snapshot{heap: ms.HeapInuse, stack: ms.StackInuse, alloc: ms.HeapAlloc,
-		goroutines: runtime.NumGoroutine(), watchers: memberMetric(t, ep, "etcd_debugging_mvcc_watcher_total")}
+		goroutines: runtime.NumGoroutine(), watchers: memberMetric(t, ep, "etcd_debugging_mvcc_watcher_total"),
+		serverCPU: memberMetric(t, ep, "process_cpu_seconds_total")}
 }
 
 // perLock is (after - before) / scaleLocks.
@@ -194,8 +196,9 @@ func memberMetric(t *testing.T, ep, name string) float64 {
 
 // settleWatchers waits until the member's watcher count has not changed for
 // a second, and at least a second after the last lock was taken (etcdlock
-// starts its watch 50 ms into a hold).
-func settleWatchers(t *testing.T, ep string) {
+// starts its watch 50 ms into a hold), and returns when it last changed
+// (within 200 ms).
+func settleWatchers(t *testing.T, ep string) time.Time {
 	t.Helper()
 	last, since := -1.0, time.Now()
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
@@ -204,10 +207,11 @@ func settleWatchers(t *testing.T, ep string) {
 			last, since = n, time.Now()
 		}
 		if time.Since(since) >= time.Second {
-			return
+			return since
 		}
 	}
 	t.Fatalf("watchers still changing after 2 minutes (%v)", last)
+	return time.Time{}
 }
 
 // holdCounts is what is counted over the hold window.
@@ -225,18 +229,20 @@ func countHold(t *testing.T, ep string, in *reqfault.Injector) holdCounts {
 type scaleResult struct {
 	impl                             string
 	acquire, release                 time.Duration
-	heap, stack, alloc               float64 // bytes per lock
-	goroutines, watchers, creates    float64 // per lock
-	keepalives, renewals, otherCalls float64 // per second, while held
+	watched                          time.Duration // from the last acquisition until the watch count last changed
+	serverCPU                        float64       // etcd's CPU seconds from the first acquisition until then
+	heap, stack, alloc               float64       // bytes per lock
+	goroutines, watchers, creates    float64       // per lock
+	keepalives, renewals, otherCalls float64       // per second, while held
 }
 
 func (r scaleResult) rate() float64 { return scaleLocks / r.acquire.Seconds() }
 
 func (r scaleResult) String() string {
-	return fmt.Sprintf("%-8s acquire %5.0f/s (%v), heap+stack %6.0f B/lock (heap %.0f, stack %.0f, live %.0f), "+
+	return fmt.Sprintf("%-8s acquire %5.0f/s (%v), watches in place %v later, etcd CPU %.2f s, heap+stack %6.0f B/lock (heap %.0f, stack %.0f, live %.0f), "+
 		"goroutines %.2f/lock, watchers %.2f/lock (watch creates sent %.2f/lock), keepalives %.2f/s (server renewals %.2f/s), "+
 		"other requests %.2f/s, release %v",
-		r.impl, r.rate(), r.acquire.Round(time.Millisecond), r.heap+r.stack, r.heap, r.stack, r.alloc,
+		r.impl, r.rate(), r.acquire.Round(time.Millisecond), r.watched.Round(100*time.Millisecond), r.serverCPU, r.heap+r.stack, r.heap, r.stack, r.alloc,
 		r.goroutines, r.watchers, r.creates, r.keepalives, r.renewals, r.otherCalls, r.release.Round(time.Millisecond))
 }
 
@@ -285,8 +291,10 @@ func scaleOnce(t *testing.T, ep, impl, p string) scaleResult {
 	if t.Failed() {
 		t.FailNow()
 	}
-	settleWatchers(t, ep)
+	acquired := time.Now()
+	r.watched = max(settleWatchers(t, ep).Sub(acquired), 0)
 	after := takeSnapshot(t, ep)
+	r.serverCPU = after.serverCPU - before.serverCPU
 	r.heap, r.stack, r.alloc = perLock(before.heap, after.heap), perLock(before.stack, after.stack), perLock(before.alloc, after.alloc)
 	r.goroutines, r.watchers = perLock(before.goroutines, after.goroutines), perLock(before.watchers, after.watchers)
 	r.creates = perLock(creates, in.Sent("Watch/Watch"))
