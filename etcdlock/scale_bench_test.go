@@ -1,9 +1,10 @@
+//go:build scale
+
 package etcdlock_test
 
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -25,7 +26,10 @@ import (
 	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
-var scaleRun = flag.Bool("etcdlock.scale", false, "run the 10,000-lock scale tests (a few minutes; put etcd on tmpfs with FENCELOCK_ETCD_DIR=/dev/shm)")
+// The scale tests take a few minutes and a quiet machine, so they are built
+// only with -tags scale (never skipped: not in CI's suite at all); put etcd
+// on tmpfs with FENCELOCK_ETCD_DIR=/dev/shm. TestScaleSessionLoss fails
+// today: see BENCHMARKS.md, "Scale: 10,000 locks".
 
 // The scale tests: one process holding scaleLocks locks at once, taken by
 // scaleWorkers goroutines, with leases of scaleTTL seconds for etcdlock and
@@ -39,13 +43,9 @@ const (
 
 // scaleMember starts, for a scale test, a one-member etcd in a process of
 // its own (under FENCELOCK_ETCD_DIR), so that the test process's memory and
-// goroutines are the client's alone. It skips the test without
-// -etcdlock.scale.
+// goroutines are the client's alone.
 func scaleMember(t *testing.T) string {
 	t.Helper()
-	if !*scaleRun {
-		t.Skip("a scale test: run with -etcdlock.scale")
-	}
 	dir, err := os.MkdirTemp(os.Getenv("FENCELOCK_ETCD_DIR"), "etcdlock-scale-")
 	if err != nil {
 		t.Fatal(err)
