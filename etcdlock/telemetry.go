@@ -155,30 +155,42 @@ func (t *telemetry) cacheSets() {
 func (t *telemetry) acquiring(ctx context.Context, op string, sp spot) (context.Context, func(*Lock, error)) {
 	kind := kindOf(sp)
 	start := time.Now()
-	ctx, span := t.tracer.Start(ctx, "etcdlock."+op, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrKind.String(kind), attrName.String(sp.name)))
+	ctx, span := t.tracer.Start(ctx, "etcdlock."+op, trace.WithSpanKind(trace.SpanKindClient))
+	recording := span.IsRecording() // no attributes are built for a span no one records
+	if recording {
+		span.SetAttributes(attrKind.String(kind), attrName.String(sp.name))
+	}
 	base := t.attrs(kind, sp.name)
 	t.waiters.Add(ctx, 1, base)
 	return ctx, func(l *Lock, err error) {
 		t.waiters.Add(ctx, -1, base)
 		outcome := acquisitionOutcome(err)
 		t.waitDur.Record(ctx, time.Since(start).Seconds(), t.attrs(kind, sp.name, attrOutcome.String(outcome)))
+		debug := t.log.Enabled(ctx, slog.LevelDebug)
 		if err != nil {
-			if outcome == outcomeError {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
+			if recording {
+				if outcome == outcomeError {
+					span.RecordError(err)
+					span.SetStatus(codes.Error, err.Error())
+				}
+				span.SetAttributes(attrOutcome.String(outcome))
 			}
-			span.SetAttributes(attrOutcome.String(outcome))
 			span.End()
-			t.log.DebugContext(ctx, "etcdlock: not acquired", "kind", kind, "name", sp.name, "outcome", outcome, "err", err)
+			if debug {
+				t.log.DebugContext(ctx, "etcdlock: not acquired", "kind", kind, "name", sp.name, "outcome", outcome, "err", err)
+			}
 			return
 		}
 		t.acquisitions.Add(ctx, 1, base)
 		t.holders.Add(ctx, 1, base)
-		span.SetAttributes(attrOutcome.String(outcome), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
+		if recording {
+			span.SetAttributes(attrOutcome.String(outcome), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
+		}
 		span.End()
-		t.log.DebugContext(ctx, "etcdlock: acquired", "kind", kind, "name", sp.name, "token", int64(l.token),
-			"lease", leaseHex(l.s.id), "waited", time.Since(start))
+		if debug {
+			t.log.DebugContext(ctx, "etcdlock: acquired", "kind", kind, "name", sp.name, "token", int64(l.token),
+				"lease", leaseHex(l.s.id), "waited", time.Since(start))
+		}
 	}
 }
 
@@ -205,7 +217,9 @@ func (t *telemetry) ended(l *Lock, cause error) {
 	t.holders.Add(ctx, -1, base)
 	t.holdDur.Record(ctx, time.Since(l.acquired).Seconds(), base)
 	if cause == l.t.ended {
-		t.log.Debug("etcdlock: released", "kind", kind, "name", l.t.name, "token", int64(l.token), "lease", leaseHex(l.s.id))
+		if t.log.Enabled(ctx, slog.LevelDebug) {
+			t.log.Debug("etcdlock: released", "kind", kind, "name", l.t.name, "token", int64(l.token), "lease", leaseHex(l.s.id))
+		}
 		return
 	}
 	lossCause := causeOf(cause)
@@ -238,8 +252,11 @@ func (t *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, fu
 	if l.t.ended == ErrResigned {
 		op = "etcdlock.Resign"
 	}
-	ctx, span := t.tracer.Start(ctx, op, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrName.String(l.t.name), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id))))
+	ctx, span := t.tracer.Start(ctx, op, trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() { // no attributes are built for a span no one records
+		return ctx, func(error) { span.End() }
+	}
+	span.SetAttributes(attrName.String(l.t.name), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
 	return ctx, func(err error) {
 		if err != nil {
 			span.RecordError(err)

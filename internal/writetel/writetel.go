@@ -89,9 +89,12 @@ func (r *Recorder) Counter(name, unit, desc string) (metric.Int64Counter, error)
 // call end with its result.
 func (r *Recorder) Write(ctx context.Context, op, resource string, token fence.Token) (context.Context, func(error)) {
 	start := time.Now()
-	ctx, span := r.tracer.Start(ctx, r.adapter+"."+op, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("fencelock.adapter", r.adapter), attribute.String("fencelock.resource", resource),
-			attribute.Int64("fencelock.token", int64(token))))
+	ctx, span := r.tracer.Start(ctx, r.adapter+"."+op, trace.WithSpanKind(trace.SpanKindClient))
+	recording := span.IsRecording() // no attributes are built for a span no one records
+	if recording {
+		span.SetAttributes(attribute.String("fencelock.adapter", r.adapter), attribute.String("fencelock.resource", resource),
+			attribute.Int64("fencelock.token", int64(token)))
+	}
 	return ctx, func(err error) {
 		o := Outcome(err)
 		set, ok := r.sets[[2]string{op, o}]
@@ -101,11 +104,13 @@ func (r *Recorder) Write(ctx context.Context, op, resource string, token fence.T
 		}
 		r.writes.Add(ctx, 1, set)
 		r.dur.Record(ctx, time.Since(start).Seconds(), set)
-		span.SetAttributes(attribute.String("fencelock.outcome", o))
-		if err != nil {
-			span.RecordError(err)
-			if o == Error || o == Unknown {
-				span.SetStatus(codes.Error, err.Error())
+		if recording {
+			span.SetAttributes(attribute.String("fencelock.outcome", o))
+			if err != nil {
+				span.RecordError(err)
+				if o == Error || o == Unknown {
+					span.SetStatus(codes.Error, err.Error())
+				}
 			}
 		}
 		span.End()
