@@ -1,15 +1,11 @@
 package etcdlock_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/oteltest"
 )
 
 // BenchmarkTelemetryOverhead alternates, in one loop on one server, an
@@ -21,12 +17,10 @@ import (
 func BenchmarkTelemetryOverhead(b *testing.B) {
 	compact(b)
 	cli := etcdClient(b)
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
-	b.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
+	otel := oteltest.New(b)
 	plain := &fenced{c: newLocker(b, cli, etcdlock.WithTTL(10*time.Second)), name: "plain"}
 	sdk := &fenced{c: newLocker(b, cli, etcdlock.WithTTL(10*time.Second),
-		etcdlock.WithMeterProvider(mp), etcdlock.WithTracerProvider(tp)), name: "sdk"}
+		etcdlock.WithMeterProvider(otel.Meters), etcdlock.WithTracerProvider(otel.Tracers)), name: "sdk"}
 	var tPlain, tSDK time.Duration
 	i := 0
 	for b.Loop() {

@@ -11,9 +11,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/oteltest"
@@ -21,9 +18,8 @@ import (
 
 // instrumented is a Client's telemetry, read back in memory.
 type instrumented struct {
-	reader *sdkmetric.ManualReader
-	spans  *tracetest.SpanRecorder
-	logs   *syncBuffer
+	*oteltest.SDK
+	logs *syncBuffer
 }
 
 type syncBuffer struct {
@@ -51,37 +47,9 @@ func (s *syncBuffer) lines() []map[string]any {
 }
 
 func withTelemetry(t *testing.T) (*instrumented, []etcdlock.Option) {
-	in := &instrumented{reader: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder(), logs: &syncBuffer{}}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(in.reader))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(in.spans))
-	t.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
+	in := &instrumented{SDK: oteltest.New(t), logs: &syncBuffer{}}
 	log := slog.New(slog.NewJSONHandler(in.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	return in, []etcdlock.Option{etcdlock.WithMeterProvider(mp), etcdlock.WithTracerProvider(tp), etcdlock.WithLogger(log)}
-}
-
-func (in *instrumented) sum(t *testing.T, name string, want ...attribute.KeyValue) int64 {
-	t.Helper()
-	return oteltest.Sum(t, in.reader, name, want...)
-}
-
-func (in *instrumented) span(t *testing.T, name string) sdktrace.ReadOnlySpan {
-	t.Helper()
-	for _, s := range in.spans.Ended() {
-		if s.Name() == name {
-			return s
-		}
-	}
-	t.Fatalf("no span %q among %d", name, len(in.spans.Ended()))
-	return nil
-}
-
-func spanAttr(s sdktrace.ReadOnlySpan, key string) (attribute.Value, bool) {
-	for _, kv := range s.Attributes() {
-		if string(kv.Key) == key {
-			return kv.Value, true
-		}
-	}
-	return attribute.Value{}, false
+	return in, []etcdlock.Option{etcdlock.WithMeterProvider(in.Meters), etcdlock.WithTracerProvider(in.Tracers), etcdlock.WithLogger(log)}
 }
 
 var (
@@ -99,7 +67,7 @@ func TestTelemetryLockPaths(t *testing.T) {
 	other := newLocker(t, cli)
 
 	l := mustLock(t, c, "job")
-	if got := in.sum(t, "fencelock.lock.holders", kindLock); got != 1 {
+	if got := in.Sum(t, "fencelock.lock.holders", kindLock); got != 1 {
 		t.Fatalf("holders while held: got %d, want 1", got)
 	}
 	if err := l.Unlock(t.Context()); err != nil {
@@ -130,18 +98,18 @@ func TestTelemetryLockPaths(t *testing.T) {
 		{"fencelock.lock.waiters", 0, []attribute.KeyValue{kindLock}},
 		{"fencelock.lock.losses", 0, nil},
 	} {
-		if got := in.sum(t, tt.name, tt.attr...); got != tt.want {
+		if got := in.Sum(t, tt.name, tt.attr...); got != tt.want {
 			t.Errorf("%s %v: got %d, want %d", tt.name, tt.attr, got, tt.want)
 		}
 	}
-	s := in.span(t, "etcdlock.Lock")
-	if v, ok := spanAttr(s, "fencelock.token"); !ok || v.AsInt64() != int64(l.Token()) {
+	s := in.Span(t, "etcdlock.Lock")
+	if v, ok := oteltest.Attr(s, "fencelock.token"); !ok || v.AsInt64() != int64(l.Token()) {
 		t.Errorf("Lock span's token: got %v, want %d", v, l.Token())
 	}
-	if v, _ := spanAttr(in.span(t, "etcdlock.Unlock"), "fencelock.token"); v.AsInt64() != int64(l.Token()) {
+	if v, _ := oteltest.Attr(in.Span(t, "etcdlock.Unlock"), "fencelock.token"); v.AsInt64() != int64(l.Token()) {
 		t.Errorf("Unlock span's token: got %v, want %d", v, l.Token())
 	}
-	if v, _ := spanAttr(in.span(t, "etcdlock.TryLock"), "fencelock.outcome"); v.AsString() != "locked" {
+	if v, _ := oteltest.Attr(in.Span(t, "etcdlock.TryLock"), "fencelock.outcome"); v.AsString() != "locked" {
 		t.Errorf("TryLock span's outcome: got %v, want locked", v)
 	}
 }
@@ -166,16 +134,16 @@ func TestTelemetryLosses(t *testing.T) {
 	waitClosed(t, partitioned.Done(), 3*time.Second, "partitioned lock's Done")
 	proxy.Heal()
 
-	if got := in.sum(t, "fencelock.lock.losses", kindLock, cause("key_deleted")); got != 1 {
+	if got := in.Sum(t, "fencelock.lock.losses", kindLock, cause("key_deleted")); got != 1 {
 		t.Errorf("losses by key_deleted: got %d, want 1", got)
 	}
-	if got := in.sum(t, "fencelock.lock.losses", kindLock, cause("validity_expired")); got != 1 {
+	if got := in.Sum(t, "fencelock.lock.losses", kindLock, cause("validity_expired")); got != 1 {
 		t.Errorf("losses by validity_expired: got %d, want 1", got)
 	}
-	if got := in.sum(t, "fencelock.session.keepalive.duration"); got < 1 {
+	if got := in.Sum(t, "fencelock.session.keepalive.duration"); got < 1 {
 		t.Errorf("keepalives recorded: got %d, want some", got)
 	}
-	if got := in.sum(t, "fencelock.session.validity.margin"); got < 1 {
+	if got := in.Sum(t, "fencelock.session.validity.margin"); got < 1 {
 		t.Errorf("validity margins recorded: got %d, want some", got)
 	}
 	var warned []string
@@ -208,15 +176,15 @@ func TestTelemetryElection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := in.sum(t, "fencelock.lock.acquisitions", kindElection); got != 2 {
+	if got := in.Sum(t, "fencelock.lock.acquisitions", kindElection); got != 2 {
 		t.Errorf("terms won: got %d, want 2", got)
 	}
-	if got := in.sum(t, "fencelock.lock.hold.duration", kindElection); got != 2 {
+	if got := in.Sum(t, "fencelock.lock.hold.duration", kindElection); got != 2 {
 		t.Errorf("term durations: got %d, want 2", got)
 	}
-	if got := in.sum(t, "fencelock.election.leader.changes"); got != 2 {
+	if got := in.Sum(t, "fencelock.election.leader.changes"); got != 2 {
 		t.Errorf("leader changes observed: got %d, want 2", got)
 	}
-	in.span(t, "etcdlock.Campaign")
-	in.span(t, "etcdlock.Resign")
+	in.Span(t, "etcdlock.Campaign")
+	in.Span(t, "etcdlock.Resign")
 }

@@ -7,11 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/oteltest"
 	"github.com/fencelock/fencelock/internal/pgtest"
 )
 
@@ -126,10 +124,8 @@ func BenchmarkRowUpdateTelemetry(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
-	b.Cleanup(func() { mp.Shutdown(ctx); tp.Shutdown(ctx) })
-	useNone, useSDK := postgres.UseTelemetryForTest(nil, nil), postgres.UseTelemetryForTest(mp, tp)
+	sdk := oteltest.New(b)
+	useNone, useSDK := postgres.UseTelemetryForTest(nil, nil), postgres.UseTelemetryForTest(sdk.Meters, sdk.Tracers)
 	defer useNone()
 	interleave(b, []string{"nosdk", "sdk"}, []func(int) error{
 		func(i int) error { useNone(); return tbl.Update(ctx, pool, "a", 1, postgres.Set("balance", i)) },

@@ -1,16 +1,12 @@
 package postgres_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
@@ -21,16 +17,12 @@ import (
 // write is counted by operation and outcome and traced as a child of the
 // caller's span, with its token.
 func TestTelemetry(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	otel.SetMeterProvider(mp)
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
+	sdk := oteltest.New(t)
+	otel.SetMeterProvider(sdk.Meters)
+	otel.SetTracerProvider(sdk.Tracers)
 
 	pool, accounts := newAccounts(t)
-	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
+	ctx, parent := sdk.Tracers.Tracer("test").Start(t.Context(), "caller")
 	mustExec(t, pool, "INSERT INTO accounts (id) VALUES ($1)", "acct-1")
 	if err := accounts.Update(ctx, pool, "acct-1", 5, postgres.Set("balance", 10)); err != nil {
 		t.Fatal(err)
@@ -54,19 +46,12 @@ func TestTelemetry(t *testing.T) {
 		op, outcome string
 		want        int64
 	}{{"update", "accepted", 1}, {"update", "stale", 1}, {"tx", "stale", 1}} {
-		got := oteltest.Sum(t, reader, "fencelock.writes", attribute.String("fencelock.operation", c.op), attribute.String("fencelock.outcome", c.outcome))
+		got := sdk.Sum(t, "fencelock.writes", attribute.String("fencelock.operation", c.op), attribute.String("fencelock.outcome", c.outcome))
 		if got < c.want {
 			t.Errorf("fencelock.writes %s %s: got %d, want %d", c.op, c.outcome, got, c.want)
 		}
 	}
-	var first sdktrace.ReadOnlySpan
-	for _, s := range spans.Ended() {
-		if s.Name() == "postgres.update" {
-			first = s
-			break
-		}
-	}
-	if first == nil || first.Parent().SpanID() != parent.SpanContext().SpanID() {
+	if first := sdk.Span(t, "postgres.update"); first.Parent().SpanID() != parent.SpanContext().SpanID() {
 		t.Fatalf("postgres.update span %v: want a child of the caller's span", first)
 	}
 }

@@ -2,18 +2,15 @@ package s3fence_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/oteltest"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
 
@@ -108,11 +105,9 @@ func BenchmarkPutTelemetry(b *testing.B) {
 	value := bytes.Repeat([]byte("x"), 1024)
 	srv := s3test.New(b)
 	c := srv.Client(b)
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
-	b.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
+	otel := oteltest.New(b)
 	plain := mustNew(b, c, srv.Bucket)
-	sdk := mustNew(b, c, srv.Bucket, s3fence.WithMeterProvider(mp), s3fence.WithTracerProvider(tp))
+	sdk := mustNew(b, c, srv.Bucket, s3fence.WithMeterProvider(otel.Meters), s3fence.WithTracerProvider(otel.Tracers))
 	mustCheck(b, plain)
 	mustCheck(b, sdk)
 	kPlain, kSDK := key(b)+"nosdk", key(b)+"sdk"

@@ -1,14 +1,10 @@
 package s3fence_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
@@ -20,16 +16,12 @@ import (
 // caller's span, with its token; refused conditional PUTs and the reads
 // after them are counted.
 func TestTelemetry(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	spans := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	t.Cleanup(func() { mp.Shutdown(context.Background()); tp.Shutdown(context.Background()) })
+	otel := oteltest.New(t)
 	f := &faults{}
 	s := mustNew(t, faultyClient(t, f), s3test.New(t).Bucket, s3fence.WithRetryDelay(0),
-		s3fence.WithMeterProvider(mp), s3fence.WithTracerProvider(tp))
+		s3fence.WithMeterProvider(otel.Meters), s3fence.WithTracerProvider(otel.Tracers))
 
-	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
+	ctx, parent := otel.Tracers.Tracer("test").Start(t.Context(), "caller")
 	if err := s.Put(ctx, "k", 5, []byte("v5")); err != nil {
 		t.Fatal(err)
 	}
@@ -67,27 +59,15 @@ func TestTelemetry(t *testing.T) {
 		{"fencelock.s3.conflicts", 1, nil},
 		{"fencelock.s3.rereads", 1, nil},
 	} {
-		if got := oteltest.Sum(t, reader, tt.name, tt.attr...); got != tt.want {
+		if got := otel.Sum(t, tt.name, tt.attr...); got != tt.want {
 			t.Errorf("%s %v: got %d, want %d", tt.name, tt.attr, got, tt.want)
 		}
 	}
-	var first sdktrace.ReadOnlySpan
-	for _, sp := range spans.Ended() {
-		if sp.Name() == "s3.put" {
-			first = sp
-			break
-		}
-	}
-	if first == nil || first.Parent().SpanID() != parent.SpanContext().SpanID() {
+	first := otel.Span(t, "s3.put")
+	if first.Parent().SpanID() != parent.SpanContext().SpanID() {
 		t.Fatalf("first s3.put span: %v, want a child of the caller's span", first)
 	}
-	var tok int64
-	for _, kv := range first.Attributes() {
-		if kv.Key == "fencelock.token" {
-			tok = kv.Value.AsInt64()
-		}
-	}
-	if tok != 5 {
-		t.Fatalf("s3.put span's token: got %d, want 5", tok)
+	if tok, _ := oteltest.Attr(first, "fencelock.token"); tok.AsInt64() != 5 {
+		t.Fatalf("s3.put span's token: got %v, want 5", tok)
 	}
 }

@@ -1,5 +1,5 @@
-// Package oteltest reads back what code under test reported through the
-// OpenTelemetry SDK's in-memory reader, for tests.
+// Package oteltest installs the OpenTelemetry SDK in memory for a test and
+// reads back what the code under test reported.
 package oteltest
 
 import (
@@ -9,16 +9,39 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
+
+// SDK is a meter provider whose metrics go to an in-memory reader and a
+// tracer provider that samples and records every span.
+type SDK struct {
+	Meters  *sdkmetric.MeterProvider
+	Tracers *sdktrace.TracerProvider
+	reader  *sdkmetric.ManualReader
+	spans   *tracetest.SpanRecorder
+}
+
+// New returns an SDK shut down when tb ends.
+func New(tb testing.TB) *SDK {
+	s := &SDK{reader: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder()}
+	s.Meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(s.reader))
+	s.Tracers = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(s.spans))
+	tb.Cleanup(func() {
+		s.Meters.Shutdown(context.Background())
+		s.Tracers.Shutdown(context.Background())
+	})
+	return s
+}
 
 // Sum returns, for the metric called name, the sum of an int64 counter's
 // (or up-down counter's) points, or of a histogram's counts, over the data
 // points whose attributes include every one of want.
-func Sum(t testing.TB, r *sdkmetric.ManualReader, name string, want ...attribute.KeyValue) int64 {
-	t.Helper()
+func (s *SDK) Sum(tb testing.TB, name string, want ...attribute.KeyValue) int64 {
+	tb.Helper()
 	var rm metricdata.ResourceMetrics
-	if err := r.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
+	if err := s.reader.Collect(context.Background(), &rm); err != nil {
+		tb.Fatal(err)
 	}
 	var n int64
 	for _, sm := range rm.ScopeMetrics {
@@ -43,6 +66,29 @@ func Sum(t testing.TB, r *sdkmetric.ManualReader, name string, want ...attribute
 		}
 	}
 	return n
+}
+
+// Span returns the first ended span called name, failing tb if there is
+// none.
+func (s *SDK) Span(tb testing.TB, name string) sdktrace.ReadOnlySpan {
+	tb.Helper()
+	for _, sp := range s.spans.Ended() {
+		if sp.Name() == name {
+			return sp
+		}
+	}
+	tb.Fatalf("no span %q among %d", name, len(s.spans.Ended()))
+	return nil
+}
+
+// Attr returns the value of sp's attribute key.
+func Attr(sp sdktrace.ReadOnlySpan, key string) (attribute.Value, bool) {
+	for _, kv := range sp.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
 }
 
 func has(set attribute.Set, want []attribute.KeyValue) bool {
