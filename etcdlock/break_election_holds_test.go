@@ -509,6 +509,20 @@ func TestHoldsObserveSlowReaderLosesNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every term is promised from Observe's first send on: wait for it, so
+	// that the watch is established before the terms below.
+	ready := mustCampaign(t, c, "slow", "ready")
+	select {
+	case e := <-ch:
+		if e.Token != ready.Token() {
+			t.Fatalf("first leader: got token %d, want %d", e.Token, ready.Token())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("first leader not observed in 10s")
+	}
+	if err := ready.Resign(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	var want []fence.Token
 	for i := range 60 {
 		term := mustCampaign(t, c, "slow", "v")

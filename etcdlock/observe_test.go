@@ -97,6 +97,15 @@ func TestObserveEveryTermInOrder(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	obs := []*observed{observe(t, ctx, watcher, "churn"), observe(t, ctx, newLocker(t, etcdClient(t)), "churn")}
+	// Observe promises every term from its first send on: a leader that
+	// both have sent shows both watches established before the churn.
+	ready := mustCampaign(t, watcher, "churn", "ready")
+	for i, o := range obs {
+		o.waitSeen(t, []fence.Token{ready.Token()}, fmt.Sprintf("observer %d: first leader", i))
+	}
+	if err := ready.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	var mu sync.Mutex
 	var tokens []fence.Token
