@@ -65,7 +65,7 @@ func (c *Client) lock(ctx context.Context, name string, wait bool, opts []LockOp
 	if err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, spot{name: name, q: c.queue(name), data: o.metadata, wait: wait, ended: ErrUnlocked})
+	return c.acquire(ctx, spot{name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch, ended: ErrUnlocked})
 }
 
 // spot is what an acquisition asks for: a place in the queue q of a lock
@@ -73,6 +73,7 @@ func (c *Client) lock(ctx context.Context, name string, wait bool, opts []LockOp
 type spot struct {
 	name, q, data string
 	wait          bool  // wait for the turn (Lock, Campaign) or give up (TryLock)
+	noWatch       bool  // hold without watching the key (WithoutKeyWatch)
 	ended         error // what Err says after a release: ErrUnlocked or ErrResigned
 }
 

@@ -27,10 +27,11 @@ type Lock struct {
 	token    fence.Token
 	acquired time.Time
 
-	done   chan struct{}
-	cancel context.CancelFunc // stops the monitor
-	life   context.Context    // ends when done is closed: bounds a Term's Proclaim
-	end    context.CancelFunc // ends life
+	done     chan struct{}
+	stopCtx  context.CancelFunc // ends the monitor's context
+	watching *time.Timer        // starts the monitor; nil WithoutKeyWatch
+	life     context.Context    // ends when done is closed: bounds a Term's Proclaim
+	end      context.CancelFunc // ends life
 
 	mu  sync.Mutex
 	err error
@@ -43,8 +44,10 @@ type Lock struct {
 	gaveUp    atomic.Bool // etcd refused the release for good (permission): it never landed
 }
 
-// newLock starts the lock's monitor; it fails with ErrClosed once Close has
-// begun, so that no monitor starts while Close waits for them.
+// newLock registers the lock with its session, which closes its Done when
+// the session ends, and starts the monitor's timer (see watchDelay); it
+// fails with ErrClosed once Close has begun, so that no monitor starts
+// while Close waits for them.
 func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -53,10 +56,25 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	life, end := context.WithCancel(context.Background())
-	l := &Lock{c: c, s: s, t: t, token: token, acquired: time.Now(), done: make(chan struct{}), cancel: cancel, life: life, end: end}
-	c.wg.Add(1)
-	go l.monitor(ctx)
+	l := &Lock{c: c, s: s, t: t, token: token, acquired: time.Now(), done: make(chan struct{}), stopCtx: cancel, life: life, end: end}
+	if !t.noWatch {
+		c.wg.Add(1)
+		l.watching = time.AfterFunc(watchDelay, func() { l.monitor(ctx) })
+	}
+	if err := s.addLock(l); err != nil {
+		// The session ended since the caller checked: the lock is lost
+		// already, as it would be a moment later.
+		l.finish(sessionCause(err))
+	}
 	return l, nil
+}
+
+// cancel stops the monitor, or keeps it from starting.
+func (l *Lock) cancel() {
+	l.stopCtx()
+	if l.watching != nil && l.watching.Stop() {
+		l.c.wg.Done() // the monitor never ran
+	}
 }
 
 // Name returns the lock's name.
@@ -94,8 +112,8 @@ func (l *Lock) ValidUntil() time.Time { return l.s.until() }
 // was closed) and when Unlock succeeds. Err tells which. Loss of the lease is
 // noticed by the validity deadline at the latest; a deletion of the key by
 // someone else within about 150 ms (the key is watched from 50 ms after the
-// acquisition, so that short critical sections pay for no watch). Work
-// protected by the lock should stop when Done is closed; writes should in any
+// acquisition, so that short critical sections pay for no watch; not at all
+// for a lock taken [WithoutKeyWatch]). Work protected by the lock should stop when Done is closed; writes should in any
 // case go through a [fence.Guard] so the resource can refuse them.
 func (l *Lock) Done() <-chan struct{} { return l.done }
 
@@ -110,17 +128,24 @@ func (l *Lock) Err() error {
 
 // finish records the first cause and closes done.
 func (l *Lock) finish(cause error) {
-	l.mu.Lock()
-	first := l.err == nil
-	if first {
-		l.err = cause
-		close(l.done)
-		l.end()
-	}
-	l.mu.Unlock()
-	if first {
+	if l.close(cause) {
+		l.s.removeLock(l)
 		l.c.tel.ended(l, cause)
 	}
+}
+
+// close records cause and closes done, unless an earlier cause was; it
+// reports whether this was the first. The caller accounts for the end.
+func (l *Lock) close(cause error) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return false
+	}
+	l.err = cause
+	close(l.done)
+	l.end()
+	return true
 }
 
 // Unlock releases the lock: it deletes the lock's key only while the key's
@@ -244,20 +269,14 @@ func (l *Lock) tryUnlock() bool {
 // lease is watched by the session from the start.
 const watchDelay = 50 * time.Millisecond
 
-// monitor closes done when the session ends or the key is deleted.
+// monitor closes done when the key is deleted. It runs from watchDelay
+// after the acquisition until ctx ends (the lock was released or lost); the
+// session closes done when it ends.
 func (l *Lock) monitor(ctx context.Context) {
 	defer l.c.wg.Done()
-	defer l.cancel()
-	t := time.NewTimer(watchDelay)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		if l.Err() == nil {
-			<-l.s.done
-			l.finish(sessionCause(l.s.Err()))
-		}
+	defer l.stopCtx()
+	if ctx.Err() != nil {
 		return
-	case <-t.C:
 	}
 	rev := int64(l.token) + 1
 	backoff := minWatchBackoff

@@ -136,6 +136,7 @@ type LockOption interface {
 
 type lockOptions struct {
 	metadata string
+	noWatch  bool
 }
 
 type lockOptionFunc func(*lockOptions)
@@ -148,6 +149,20 @@ func (f lockOptionFunc) applyLock(o *lockOptions) { f(o) }
 // [ErrInvalidData] before any request. Default none.
 func WithMetadata(data string) LockOption {
 	return lockOptionFunc(func(o *lockOptions) { o.metadata = data })
+}
+
+// WithoutKeyWatch holds the lock without watching its key. Done then
+// closes when the session is lost (the lease expired, the validity deadline
+// passed, the Client was closed) and on Unlock, but not when someone else
+// deletes the key ([Client.Break], etcdctl del): the holder learns of that
+// only from Unlock's error and from the fenced writes the resource refuses
+// once a newer holder wrote. A watched lock costs a goroutine and an etcd
+// watcher from 50 ms after its acquisition, about 13 KB of memory in this
+// process; an unwatched one about 1 KB (see BENCHMARKS.md, "Scale"). Use it
+// to hold thousands of locks at once when keys are only deleted by their
+// holders. Fencing is unaffected.
+func WithoutKeyWatch() LockOption {
+	return lockOptionFunc(func(o *lockOptions) { o.noWatch = true })
 }
 
 func lockOptionsOf(opts []LockOption) (lockOptions, error) {

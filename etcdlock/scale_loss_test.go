@@ -30,13 +30,13 @@ const lossSlack = 100 * time.Millisecond
 // Done closed against when etcd deleted the keys.
 func TestScaleSessionLoss(t *testing.T) {
 	ep := scaleMember(t)
-	t.Run("etcdlock", func(t *testing.T) { lossFenced(t, ep) })
+	t.Run("etcdlock", func(t *testing.T) { lossFenced(t, ep, "/scale/loss/") })
+	t.Run("nowatch", func(t *testing.T) { lossFenced(t, ep, "/scale/loss-nowatch/", etcdlock.WithoutKeyWatch()) })
 	t.Run("stock", func(t *testing.T) { lossStock(t, ep) })
 }
 
-func lossFenced(t *testing.T, ep string) {
+func lossFenced(t *testing.T, ep, p string, opts ...etcdlock.LockOption) {
 	cli, px := proxiedTo(t, ep)
-	p := "/scale/loss/"
 	c, err := etcdlock.New(cli, etcdlock.WithTTL(scaleTTL*time.Second), etcdlock.WithPrefix(p))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func lossFenced(t *testing.T, ep string) {
 	defer px.Heal()
 	locks := make([]*etcdlock.Lock, scaleLocks)
 	inParallel(t, func(ctx context.Context, i int) (err error) {
-		locks[i], err = c.Lock(ctx, scaleName(i))
+		locks[i], err = c.Lock(ctx, scaleName(i), opts...)
 		return err
 	})
 	if t.Failed() {

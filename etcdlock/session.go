@@ -36,6 +36,29 @@ type session struct {
 	validUntil time.Time
 	err        error
 	slots      slots
+	locks      map[*Lock]struct{} // held on this session; nil once it ended
+}
+
+// addLock registers l, whose Done the session closes when it ends; it
+// fails with the session's end if that came first.
+func (s *session) addLock(l *Lock) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if s.locks == nil {
+		s.locks = make(map[*Lock]struct{})
+	}
+	s.locks[l] = struct{}{}
+	return nil
+}
+
+// removeLock forgets l once its Done is closed.
+func (s *session) removeLock(l *Lock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.locks, l)
 }
 
 // takeSlot returns the lowest slot not in use and marks it used, with the
@@ -111,16 +134,36 @@ func (s *session) Err() error {
 	return s.err
 }
 
-// end records the first cause and closes done.
+// end records the first cause, closes done and the Done of every lock held
+// on the session, and ends every request made on the session's behalf.
+//
+// The locks' Done channels are closed here, in one loop, before the
+// session's own channel: with thousands of locks held, waking a goroutine
+// per lock to close its own would put the last Done well past the validity
+// deadline. Telemetry, and stopping the locks' monitors, follow.
 func (s *session) end(cause error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.err != nil {
+		s.mu.Unlock()
 		return
 	}
 	s.err = cause
-	close(s.done)
-	s.cancel() // ends every request made on the session's behalf
+	locks := s.locks
+	s.locks = nil
+	s.mu.Unlock()
+	lc := sessionCause(cause)
+	ended := make([]*Lock, 0, len(locks))
+	for l := range locks {
+		if l.close(lc) {
+			ended = append(ended, l)
+		}
+	}
+	close(s.done) // wakes the monitors: after the Done channels
+	s.cancel()
+	for _, l := range ended {
+		l.cancel()
+		l.c.tel.ended(l, lc)
+	}
 }
 
 // check returns why the session cannot be relied on, or nil.
