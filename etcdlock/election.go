@@ -62,8 +62,9 @@ type Term struct {
 }
 
 var (
-	_ fence.Holder  = (*Term)(nil)
-	_ fence.Expirer = (*Term)(nil)
+	_ fence.Holder          = (*Term)(nil)
+	_ fence.Expirer         = (*Term)(nil)
+	_ fence.RefusalObserver = (*Term)(nil)
 )
 
 // Name returns the election's name.

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/internal/writetel"
 )
 
 // instrumentationName names the package's meter and tracer.
@@ -65,6 +67,7 @@ type telemetry struct {
 	validityMargin metric.Float64Histogram
 	sessionsEnded  metric.Int64Counter
 	leaderChanges  metric.Int64Counter
+	refused        *writetel.Op // writes a fence.Guard refused locally
 }
 
 func newTelemetry(o *options) (*telemetry, error) {
@@ -101,6 +104,8 @@ func newTelemetry(o *options) (*telemetry, error) {
 	t.validityMargin = hist("fencelock.session.validity.margin", "s", "Validity deadline minus now, after each acknowledged keepalive.")
 	t.sessionsEnded = count("fencelock.session.replacements", "{session}", "Sessions lost and replaced by a new lease.")
 	t.leaderChanges = count("fencelock.election.leader.changes", "{change}", "New leaders seen by Observe.")
+	guard, err := writetel.New("guard", instrumentationName, o.meterProvider, o.tracerProvider, "write")
+	t.refused, errs = guard.Op("write"), append(errs, err)
 	t.cacheSets()
 	return t, errors.Join(errs...)
 }

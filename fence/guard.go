@@ -27,12 +27,26 @@ type Expirer interface {
 	ValidUntil() time.Time
 }
 
+// RefusalObserver is implemented by holders that want to know of the
+// writes a [Guard] refuses locally, the way [Expirer] is implemented by
+// those that know their deadline. *etcdlock.Lock and *etcdlock.Term
+// implement it: they count each refusal in the fencelock.writes metric
+// (outcome lock_lost) and log it.
+//
+// [Guard.Do] and [Guard.Put] call WriteRefused with the write's context and
+// the error they are about to return, which matches [ErrLockLost], and then
+// return that error; [Guard.Check] alone does not call it. WriteRefused
+// must be safe for concurrent use and return promptly.
+type RefusalObserver interface {
+	WriteRefused(ctx context.Context, err error)
+}
+
 // Guard carries a holder's fencing token into storage writes.
 //
 // Before each write it checks, locally and without I/O, that the holder has
 // not already learnt that the lock is lost ([Holder.Done] closed) and that its
 // validity deadline ([Expirer]) has not passed; if either has, it refuses with
-// [ErrLockLost]. That check is only an optimisation: a holder can be paused
+// [ErrLockLost] (and tells a holder that is a [RefusalObserver]). That check is only an optimisation: a holder can be paused
 // right after passing it. The guarantee comes from the resource, which refuses
 // any write whose token is older than one it has accepted ([ErrStale]).
 //
@@ -40,6 +54,7 @@ type Expirer interface {
 // with [NewGuard].
 type Guard struct {
 	h     Holder
+	obs   RefusalObserver // nil: h is not one
 	token Token
 }
 
@@ -53,7 +68,8 @@ func NewGuard(h Holder) (*Guard, error) {
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("fence: NewGuard: %w", err)
 	}
-	return &Guard{h: h, token: t}, nil
+	obs, _ := h.(RefusalObserver)
+	return &Guard{h: h, obs: obs, token: t}, nil
 }
 
 // Token returns the holder's fencing token.
@@ -78,7 +94,8 @@ func (g *Guard) Check() error {
 
 // Do runs write with the guard's token after checking ctx and [Guard.Check].
 // It returns ctx's error or an error matching [ErrLockLost] without calling
-// write, and otherwise whatever write returns. write must send the token to
+// write (telling a holder that is a [RefusalObserver] of the latter), and
+// otherwise whatever write returns. write must send the token to
 // the resource, which makes the decision that counts.
 func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token Token) error) error {
 	if write == nil {
@@ -91,6 +108,9 @@ func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token To
 		return err
 	}
 	if err := g.Check(); err != nil {
+		if g.obs != nil {
+			g.obs.WriteRefused(ctx, err)
+		}
 		return err
 	}
 	return write(ctx, g.token)

@@ -159,3 +159,39 @@ func TestPausedHolder(t *testing.T) {
 		})
 	}
 }
+
+// observing is a holder that is also a fence.RefusalObserver.
+type observing struct {
+	*holder
+	refused []error
+}
+
+func (o *observing) WriteRefused(_ context.Context, err error) { o.refused = append(o.refused, err) }
+
+// A holder that is a RefusalObserver hears of each write the guard refuses
+// locally, and of nothing else: not of writes let through, nor of Check.
+func TestGuardTellsRefusalObserver(t *testing.T) {
+	h := &observing{holder: newHolder(4)}
+	g, err := fence.NewGuard(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := fence.NewMemoryStore()
+	if err := g.Put(t.Context(), s, "k", []byte("v")); err != nil {
+		t.Fatalf("Put while held: got %v, want nil", err)
+	}
+	close(h.done)
+	if err := g.Check(); !errors.Is(err, fence.ErrLockLost) {
+		t.Fatalf("Check: got %v, want fence.ErrLockLost", err)
+	}
+	if len(h.refused) != 0 {
+		t.Fatalf("refusals told before any refused write: got %d, want 0", len(h.refused))
+	}
+	err = g.Put(t.Context(), s, "k", []byte("late"))
+	if !errors.Is(err, fence.ErrLockLost) {
+		t.Fatalf("Put after the loss: got %v, want fence.ErrLockLost", err)
+	}
+	if len(h.refused) != 1 || h.refused[0] != err {
+		t.Fatalf("refusals told: got %v, want exactly the error Put returned (%v)", h.refused, err)
+	}
+}

@@ -4,7 +4,8 @@
 // restarts etcd member processes;
 // a checker then reads what the storage accepted and counts stale writes
 // that landed. It runs the workload fenced, then again with fencing off
-// (the control), with the same seed, and prints a summary table.
+// (the control), with the same seed, and prints a summary table and the
+// lock and write metrics the workers reported through OpenTelemetry.
 //
 //	go run ./cmd/fencecheck                 # short, the CI mode: each run until its minimums, at most 8 minutes
 //	go run ./cmd/fencecheck -long           # a soak of 5 to 15 minutes per run
@@ -104,6 +105,7 @@ func runOne(srv harness.Servers, cfg harness.Config, fenced bool) (*harness.Repo
 	}
 	harness.PrintViolations(os.Stdout, rep, 10)
 	harness.PrintSummary(os.Stdout, rep, nil)
+	harness.PrintMetrics(os.Stdout, rep)
 	return rep, nil
 }
 

@@ -115,20 +115,24 @@ func BenchmarkRowUpsert(b *testing.B) {
 
 // BenchmarkRowUpdateTelemetry: a fenced row update reporting to the global
 // providers with no SDK installed (the default) against the same with the
-// OpenTelemetry SDK (metrics to a reader, every span recorded), alternating
-// in one loop. Goal: sdk/nosdk <= 1.03.
+// OpenTelemetry SDK (metrics to a reader, every span recorded; given with
+// WithMeterProvider and WithTracerProvider), alternating in one loop.
+// Goal: sdk/nosdk <= 1.03.
 func BenchmarkRowUpdateTelemetry(b *testing.B) {
 	pool := benchPool(b)
 	ctx := context.Background()
-	tbl, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
+	sdk := oteltest.New(b)
+	none, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	sdk := oteltest.New(b)
-	useNone, useSDK := postgres.UseTelemetryForTest(nil, nil), postgres.UseTelemetryForTest(sdk.Meters, sdk.Tracers)
-	defer useNone()
+	withSDK, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"),
+		postgres.WithMeterProvider(sdk.Meters), postgres.WithTracerProvider(sdk.Tracers))
+	if err != nil {
+		b.Fatal(err)
+	}
 	interleave(b, []string{"nosdk", "sdk"}, []func(int) error{
-		func(i int) error { useNone(); return tbl.Update(ctx, pool, "a", 1, postgres.Set("balance", i)) },
-		func(i int) error { useSDK(); return tbl.Update(ctx, pool, "a", 1, postgres.Set("balance", i)) },
+		func(i int) error { return none.Update(ctx, pool, "a", 1, postgres.Set("balance", i)) },
+		func(i int) error { return withSDK.Update(ctx, pool, "a", 1, postgres.Set("balance", i)) },
 	})
 }

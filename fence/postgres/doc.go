@@ -139,6 +139,10 @@
 // context, with the token) and is counted in fencelock.writes and
 // fencelock.write.duration by operation and outcome (accepted, stale,
 // unknown, error); rollbacks that match [ErrRetryable] are counted in
-// fencelock.postgres.retryable_errors. They go to the global OpenTelemetry
-// providers, which record nothing until the application installs an SDK.
+// fencelock.postgres.retryable_errors. They go to the providers given to
+// [NewTable], [NewFences] or [NewStore] ([WithMeterProvider],
+// [WithTracerProvider]); by default, and always for the package-level
+// [RunInTx], to the global OpenTelemetry providers, which record nothing
+// until the application installs an SDK. [Fences.Exec] is not instrumented
+// yet.
 package postgres

@@ -7,8 +7,9 @@ import "errors"
 // Nothing was sent to the server.
 var ErrInvalidArgument = errors.New("postgres: invalid argument")
 
-// ErrInvalidOption means a [TableOption] given to [NewTable] or a [TxOption]
-// given to [RunInTx] was nil, had an invalid value, or does not apply to the
+// ErrInvalidOption means a [TableOption] given to [NewTable], an [Option]
+// given to [NewFences] or [NewStore], or a [TxOption] given to [RunInTx] was
+// nil, had an invalid value (a nil provider), or does not apply to the
 // handle (transaction options on a pgx.Tx). An invalid column name also
 // matches [ErrInvalidIdentifier]. Nothing was sent to the server.
 var ErrInvalidOption = errors.New("postgres: invalid option")

@@ -33,6 +33,7 @@ type Fences struct {
 	createSQL  string
 	// execGuardSQL is Exec's guard: $1 the resource, $2 the token.
 	execGuardSQL string
+	tel          *pgTelemetry // nil: the global providers'
 }
 
 // defaultFences serves the package-level functions.
@@ -45,10 +46,17 @@ var defaultFences = func() *Fences {
 }()
 
 // NewFences returns the [Fences] kept in the table called name
-// (schema-qualified or not; create it with [CreateSchema]). It fails
-// with [ErrInvalidIdentifier] on an unusable name, before any I/O.
-func NewFences(name pgx.Identifier) (*Fences, error) {
+// (schema-qualified or not; create it with [CreateSchema]); opts say where
+// its fenced transactions report ([WithMeterProvider],
+// [WithTracerProvider]). It fails with [ErrInvalidIdentifier] on an
+// unusable name, and with [ErrInvalidOption] on an invalid option, before
+// any I/O.
+func NewFences(name pgx.Identifier, opts ...Option) (*Fences, error) {
 	q, err := quoteName("fence table", name)
+	if err != nil {
+		return nil, err
+	}
+	o, err := newTelemetryOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +71,7 @@ func NewFences(name pgx.Identifier) (*Fences, error) {
 		currentSQL:   "SELECT token FROM " + q + " WHERE resource = $1",
 		createSQL:    "CREATE TABLE IF NOT EXISTS " + q + " (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))",
 		execGuardSQL: execGuard(guard),
+		tel:          o.telemetry(),
 	}, nil
 }
 

@@ -6,8 +6,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TableOption configures a [Table]. Create one with [WithKeyColumn] or
-// [WithFenceColumn]; the interface is sealed. An option only records its
+// TableOption configures a [Table]. Create one with [WithKeyColumn],
+// [WithFenceColumn], or any [Option] ([WithMeterProvider],
+// [WithTracerProvider]); the interface is sealed. An option only records its
 // value: [NewTable] checks them all and fails, with an error matching
 // [ErrInvalidOption], on the first invalid one.
 type TableOption interface{ applyTable(*tableOptions) }
@@ -21,7 +22,10 @@ type TableOption interface{ applyTable(*tableOptions) }
 // call rather than a value: each kind is accepted only where it applies.
 type TxOption interface{ applyTx(*pgx.TxOptions) }
 
-type tableOptions struct{ key, fence string }
+type tableOptions struct {
+	key, fence string
+	tel        telemetryOptions
+}
 
 type tableOptionFunc func(*tableOptions)
 
@@ -91,7 +95,7 @@ func newTableOptions(opts []TableOption) (tableOptions, error) {
 	if o.key == o.fence {
 		return o, fmt.Errorf("%w: key and fence column are both %q", ErrInvalidOption, o.key)
 	}
-	return o, nil
+	return o, o.tel.check()
 }
 
 // newTxOptions records opts and checks the result.

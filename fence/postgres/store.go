@@ -35,14 +35,23 @@ var _ fence.Store = (*Store)(nil)
 // NewStore returns a Store that keeps its records in the table called table
 // (schema-qualified or not; [DefaultStoreTable] is the one [CreateSchema]
 // creates) and reads and writes them through db. As with [NewTable] and
-// [NewFences], the table is named by the constructor's argument. It fails
-// on a nil db ([ErrInvalidArgument]) or an unusable name
-// ([ErrInvalidIdentifier]), before any I/O.
-func NewStore(db DB, table pgx.Identifier) (*Store, error) {
+// [NewFences], the table is named by the constructor's argument; opts say
+// where its writes report ([WithMeterProvider], [WithTracerProvider]). It
+// fails on a nil db ([ErrInvalidArgument]), an unusable name
+// ([ErrInvalidIdentifier]) or an invalid option ([ErrInvalidOption]),
+// before any I/O.
+func NewStore(db DB, table pgx.Identifier, opts ...Option) (*Store, error) {
 	if err := checkDB(db); err != nil {
 		return nil, err
 	}
-	t, err := NewTable(table, WithKeyColumn("key"), WithFenceColumn("token"))
+	tableOpts := []TableOption{WithKeyColumn("key"), WithFenceColumn("token")}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		tableOpts = append(tableOpts, o)
+	}
+	t, err := NewTable(table, tableOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +86,12 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
-	return traced(ctx, "put", key, token, func(ctx context.Context) error {
-		return s.table.upsert(ctx, s.db, key, token, key, []Assignment{Set("value", value)})
-	})
+	tel := s.table.tel.orGlobal()
+	ctx, w := tel.put.Start(ctx, token)
+	if w.Recording() {
+		w.SetResource(key)
+	}
+	return tel.end(ctx, w, s.table.upsert(ctx, s.db, key, token, key, []Assignment{Set("value", value)}))
 }
 
 // Delete removes the record under key, fenced like [Store.Put]: it leaves a
@@ -103,7 +115,12 @@ func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
-	return traced(ctx, "delete", key, token, func(ctx context.Context) error { return s.delete(ctx, key, token) })
+	tel := s.table.tel.orGlobal()
+	ctx, w := tel.delete.Start(ctx, token)
+	if w.Recording() {
+		w.SetResource(key)
+	}
+	return tel.end(ctx, w, s.delete(ctx, key, token))
 }
 
 func (s *Store) delete(ctx context.Context, key string, token fence.Token) error {

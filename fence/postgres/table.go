@@ -30,6 +30,7 @@ type Table struct {
 	fence  string // quoted
 	keyRaw string
 	fenRaw string
+	tel    *pgTelemetry // nil: the global providers'
 	// keyUnique is set once the key column was found to be unique.
 	keyUnique atomic.Bool
 }
@@ -49,7 +50,7 @@ func NewTable(name pgx.Identifier, opts ...TableOption) (*Table, error) {
 		return nil, err
 	}
 	return &Table{name: qname, label: strings.Join(name, "."), keyRaw: o.key, fenRaw: o.fence,
-		key: pgx.Identifier{o.key}.Sanitize(), fence: pgx.Identifier{o.fence}.Sanitize()}, nil
+		key: pgx.Identifier{o.key}.Sanitize(), fence: pgx.Identifier{o.fence}.Sanitize(), tel: o.tel.telemetry()}, nil
 }
 
 // Assignment sets one column in a fenced write. Create it with [Set].
@@ -87,9 +88,12 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
-	return traced(ctx, "update", t.resource(key), token, func(ctx context.Context) error {
-		return t.update(ctx, db, key, token, set)
-	})
+	tel := t.tel.orGlobal()
+	ctx, w := tel.update.Start(ctx, token)
+	if w.Recording() {
+		w.SetResource(t.resource(key))
+	}
+	return tel.end(ctx, w, t.update(ctx, db, key, token, set))
 }
 
 func (t *Table) update(ctx context.Context, db DB, key any, token fence.Token, set []Assignment) error {
@@ -134,9 +138,12 @@ func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, s
 		return err
 	}
 	resource := t.resource(key)
-	return traced(ctx, "upsert", resource, token, func(ctx context.Context) error {
-		return t.upsert(ctx, db, key, token, resource, set)
-	})
+	tel := t.tel.orGlobal()
+	ctx, w := tel.upsert.Start(ctx, token)
+	if w.Recording() {
+		w.SetResource(resource)
+	}
+	return tel.end(ctx, w, t.upsert(ctx, db, key, token, resource, set))
 }
 
 func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, resource string, set []Assignment) error {

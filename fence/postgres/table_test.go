@@ -161,6 +161,8 @@ func TestNewTableInvalid(t *testing.T) {
 		{"empty fence column", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithFenceColumn("")}, postgres.ErrInvalidIdentifier},
 		{"key is fence", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithKeyColumn("fence")}, postgres.ErrInvalidOption},
 		{"nil option", pgx.Identifier{"t"}, []postgres.TableOption{nil}, postgres.ErrInvalidOption},
+		{"nil meter provider", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithMeterProvider(nil)}, postgres.ErrInvalidOption},
+		{"nil tracer provider", pgx.Identifier{"t"}, []postgres.TableOption{postgres.WithTracerProvider(nil)}, postgres.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

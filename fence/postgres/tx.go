@@ -56,9 +56,12 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err := checkTx(ctx, db, resource, token, fn); err != nil {
 		return err
 	}
-	return traced(ctx, "tx", resource, token, func(ctx context.Context) error {
-		return f.runInTx(ctx, db, resource, token, fn, opts)
-	})
+	tel := f.tel.orGlobal()
+	ctx, w := tel.tx.Start(ctx, token)
+	if w.Recording() {
+		w.SetResource(resource)
+	}
+	return tel.end(ctx, w, f.runInTx(ctx, db, resource, token, fn, opts))
 }
 
 func (f *Fences) runInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error, opts []TxOption) error {

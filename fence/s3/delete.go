@@ -35,8 +35,11 @@ func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error
 		return err
 	}
 	h := header{token: token, id: newWriteID(), deleted: true}
-	ctx, end := s.tel.Write(ctx, "delete", key, token)
+	ctx, tw := s.tel.delete.Start(ctx, token)
+	if tw.Recording() {
+		tw.SetResource(key)
+	}
 	err = s.put(ctx, &write{key: key, hdr: h, body: encode(h, nil), in: in})
-	end(err)
+	tw.End(err)
 	return err
 }

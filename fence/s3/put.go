@@ -71,9 +71,12 @@ func (s *Store) PutWith(ctx context.Context, key string, token fence.Token, valu
 		return err
 	}
 	h := header{token: token, id: newWriteID()}
-	ctx, end := s.tel.Write(ctx, "put", key, token)
+	ctx, tw := s.tel.put.Start(ctx, token)
+	if tw.Recording() {
+		tw.SetResource(key)
+	}
 	err = s.put(ctx, &write{key: key, hdr: h, body: encode(h, value), in: in})
-	end(err)
+	tw.End(err)
 	return err
 }
 

@@ -14,6 +14,9 @@ const (
 	EvHold   = "hold"   // an armed worker passed its guard check and waits for "go"
 	EvDone   = "done"   // a write returned
 	EvRead   = "read"   // a read of a resource's current value returned (Call is its start)
+	// EvMetrics carries the worker's OpenTelemetry counts so far
+	// (Metrics), after each section.
+	EvMetrics = "metrics"
 )
 
 // Outcomes of a write, in [Event.Outcome].
@@ -51,6 +54,8 @@ type Event struct {
 	WaitNs  int64  `json:"wait,omitempty"`
 	Outcome string `json:"out,omitempty"`
 	Err     string `json:"err,omitempty"`
+	// Metrics are an [EvMetrics] event's counts, keyed as [Report.Metrics].
+	Metrics map[string]int64 `json:"m,omitempty"`
 }
 
 // outcome classifies a write's error.

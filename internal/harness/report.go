@@ -45,6 +45,10 @@ type Report struct {
 	LockP50    time.Duration
 	LockP99    time.Duration
 	Violations []Violation
+	// Metrics are the counts the workers reported through OpenTelemetry,
+	// summed: "acquisitions", "losses/<cause>" and
+	// "writes/<adapter>/<outcome>" ([PrintMetrics]).
+	Metrics map[string]int64
 }
 
 func newReport(cfg *Config, events []Event, atts []Attempt) *Report {
@@ -59,6 +63,7 @@ func newReport(cfg *Config, events []Event, atts []Attempt) *Report {
 	}
 	waits := lockWaits(events)
 	r.Locks, r.LockP50, r.LockP99 = len(waits), percentile(waits, 50), percentile(waits, 99)
+	r.Metrics = lastMetrics(events)
 	return r
 }
 

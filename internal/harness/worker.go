@@ -39,6 +39,7 @@ type worker struct {
 // runWorker loops lock -> writes -> unlock until stdin is closed.
 func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 	ctx := context.Background()
+	metrics := installMetrics()
 	inj := reqfault.New(uint64(cfg.Seed)) // armed by the nemesis, one request at a time
 	defer inj.Close()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
@@ -64,6 +65,7 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 	w.res = res
 	for !w.ctl.stopped() {
 		w.section(ctx)
+		w.log.emit(Event{Ev: EvMetrics, Worker: cfg.ID, Metrics: metrics.snapshot(ctx)})
 	}
 	return nil
 }

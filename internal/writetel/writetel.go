@@ -1,12 +1,19 @@
 // Package writetel instruments fenced writes for the storage adapters
-// (fence/postgres, fence/s3) through the OpenTelemetry API: a span per
-// write, child of the caller's context, carrying the token; the writes by
+// (fence/postgres, fence/s3) and for the writes a fence.Guard refuses
+// locally (etcdlock), through the OpenTelemetry API: a span per write,
+// child of the caller's context, carrying the token; the writes by
 // adapter, operation and outcome; and their duration.
+//
+// Everything a write reports with is built once, in [New]: span names,
+// start options and the attribute sets of each (operation, outcome). A
+// write that no SDK records costs a span start on the no-op tracer and two
+// no-op measurements, with no allocation of its own.
 package writetel
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -27,31 +34,54 @@ const (
 	Error    = "error"
 )
 
-var outcomes = []string{Accepted, Stale, LockLost, Unknown, Error}
+// outcomes are indexed by [outcome].
+var outcomes = [...]string{Accepted, Stale, LockLost, Unknown, Error}
+
+// Attribute keys.
+const (
+	attrAdapter   = attribute.Key("fencelock.adapter")
+	attrOperation = attribute.Key("fencelock.operation")
+	attrOutcome   = attribute.Key("fencelock.outcome")
+	attrResource  = attribute.Key("fencelock.resource")
+	attrToken     = attribute.Key("fencelock.token")
+)
 
 // Outcome classifies a fenced write's result.
-func Outcome(err error) string {
+func Outcome(err error) string { return outcomes[outcome(err)] }
+
+func outcome(err error) int {
 	switch {
 	case err == nil:
-		return Accepted
+		return 0
 	case errors.Is(err, fence.ErrStale):
-		return Stale
+		return 1
 	case errors.Is(err, fence.ErrLockLost):
-		return LockLost
+		return 2
 	case errors.Is(err, fence.ErrUnknownOutcome):
-		return Unknown
+		return 3
 	}
-	return Error
+	return 4
 }
 
 // Recorder is one adapter's instruments. Safe for concurrent use.
 type Recorder struct {
-	adapter string
-	meter   metric.Meter
-	tracer  trace.Tracer
-	writes  metric.Int64Counter
-	dur     metric.Float64Histogram
-	sets    map[[2]string]metric.MeasurementOption // (op, outcome) -> attributes
+	meter  metric.Meter
+	tracer trace.Tracer
+	writes metric.Int64Counter
+	dur    metric.Float64Histogram
+	start  []trace.SpanStartOption
+	ops    map[string]*Op
+}
+
+// Op is one operation of an adapter ("update", "put"), with everything its
+// writes report with built in advance. Safe for concurrent use.
+type Op struct {
+	r       *Recorder
+	span    string // adapter.op
+	adapter string // the adapter attribute's value, for spans
+	add     [len(outcomes)][]metric.AddOption
+	record  [len(outcomes)][]metric.RecordOption
+	outcome [len(outcomes)]attribute.KeyValue
 }
 
 // New returns the instruments of adapter ("postgres", "s3") for the
@@ -64,20 +94,39 @@ func New(adapter, scope string, mp metric.MeterProvider, tp trace.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	r := &Recorder{adapter: adapter, meter: mp.Meter(scope), tracer: tp.Tracer(scope), sets: map[[2]string]metric.MeasurementOption{}}
+	r := &Recorder{meter: mp.Meter(scope), tracer: tp.Tracer(scope), ops: map[string]*Op{},
+		start: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}}
 	var err1, err2 error
 	r.writes, err1 = r.meter.Int64Counter("fencelock.writes", metric.WithUnit("{write}"),
 		metric.WithDescription("Fenced writes, by adapter, operation and outcome (accepted, stale, lock_lost, unknown, error)."))
 	r.dur, err2 = r.meter.Float64Histogram("fencelock.write.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of fenced writes, by adapter, operation and outcome."))
-	ad := attribute.String("fencelock.adapter", adapter)
 	for _, op := range ops {
-		for _, o := range outcomes {
-			r.sets[[2]string{op, o}] = metric.WithAttributeSet(attribute.NewSet(ad,
-				attribute.String("fencelock.operation", op), attribute.String("fencelock.outcome", o)))
-		}
+		r.ops[op] = r.newOp(adapter, op)
 	}
 	return r, errors.Join(err1, err2)
+}
+
+func (r *Recorder) newOp(adapter, op string) *Op {
+	o := &Op{r: r, span: adapter + "." + op, adapter: adapter}
+	for i, oc := range outcomes {
+		set := attribute.NewSet(attrAdapter.String(adapter), attrOperation.String(op), attrOutcome.String(oc))
+		o.add[i] = []metric.AddOption{metric.WithAttributeSet(set)}
+		o.record[i] = []metric.RecordOption{metric.WithAttributeSet(set)}
+		o.outcome[i] = attrOutcome.String(oc)
+	}
+	return o
+}
+
+// Op returns the operation called name, one of those given to [New]. It
+// panics on any other name: the adapters name their operations in
+// constants.
+func (r *Recorder) Op(name string) *Op {
+	o, ok := r.ops[name]
+	if !ok {
+		panic(fmt.Sprintf("writetel: operation %q was not declared", name))
+	}
+	return o
 }
 
 // Counter returns an adapter-specific counter.
@@ -85,34 +134,50 @@ func (r *Recorder) Counter(name, unit, desc string) (metric.Int64Counter, error)
 	return r.meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
 }
 
-// Write starts the span of one fenced write op of resource under token;
-// call end with its result.
-func (r *Recorder) Write(ctx context.Context, op, resource string, token fence.Token) (context.Context, func(error)) {
-	start := time.Now()
-	ctx, span := r.tracer.Start(ctx, r.adapter+"."+op, trace.WithSpanKind(trace.SpanKindClient))
-	recording := span.IsRecording() // no attributes are built for a span no one records
-	if recording {
-		span.SetAttributes(attribute.String("fencelock.adapter", r.adapter), attribute.String("fencelock.resource", resource),
-			attribute.Int64("fencelock.token", int64(token)))
+// Write is one write under way, from [Op.Start] to [Write.End].
+type Write struct {
+	op    *Op
+	ctx   context.Context
+	span  trace.Span
+	start time.Time // zero when no SDK records the duration
+}
+
+// Start starts the span of one write under token and returns the context
+// the write runs in (the span's).
+func (o *Op) Start(ctx context.Context, token fence.Token) (context.Context, Write) {
+	ctx, span := o.r.tracer.Start(ctx, o.span, o.r.start...)
+	w := Write{op: o, ctx: ctx, span: span}
+	if o.r.dur.Enabled(ctx) {
+		w.start = time.Now()
 	}
-	return ctx, func(err error) {
-		o := Outcome(err)
-		set, ok := r.sets[[2]string{op, o}]
-		if !ok {
-			set = metric.WithAttributes(attribute.String("fencelock.adapter", r.adapter),
-				attribute.String("fencelock.operation", op), attribute.String("fencelock.outcome", o))
-		}
-		r.writes.Add(ctx, 1, set)
-		r.dur.Record(ctx, time.Since(start).Seconds(), set)
-		if recording {
-			span.SetAttributes(attribute.String("fencelock.outcome", o))
-			if err != nil {
-				span.RecordError(err)
-				if o == Error || o == Unknown {
-					span.SetStatus(codes.Error, err.Error())
-				}
+	if span.IsRecording() { // no attributes are built for a span no one records
+		span.SetAttributes(attrAdapter.String(o.adapter), attrToken.Int64(int64(token)))
+	}
+	return ctx, w
+}
+
+// Recording reports whether the write's span records attributes: callers
+// build the costlier ones ([Write.SetResource]) only then.
+func (w Write) Recording() bool { return w.span.IsRecording() }
+
+// SetResource names the resource written on the span.
+func (w Write) SetResource(resource string) { w.span.SetAttributes(attrResource.String(resource)) }
+
+// End counts the write with the outcome of err and ends its span.
+func (w Write) End(err error) {
+	i := outcome(err)
+	w.op.r.writes.Add(w.ctx, 1, w.op.add[i]...)
+	if !w.start.IsZero() {
+		w.op.r.dur.Record(w.ctx, time.Since(w.start).Seconds(), w.op.record[i]...)
+	}
+	if w.span.IsRecording() {
+		w.span.SetAttributes(w.op.outcome[i])
+		if err != nil {
+			w.span.RecordError(err)
+			if i == 3 || i == 4 { // unknown, error: stale and lock_lost are the fence working
+				w.span.SetStatus(codes.Error, err.Error())
 			}
 		}
-		span.End()
 	}
+	w.span.End()
 }

@@ -1,0 +1,73 @@
+package writetel_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/oteltest"
+	"github.com/fencelock/fencelock/internal/writetel"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// BenchmarkWrite is the telemetry's own cost per fenced write (Start and
+// End, one accepted and one stale in turn), on the global providers with
+// no SDK installed and on the SDK with every span recorded.
+func BenchmarkWrite(b *testing.B) {
+	stale := &fence.StaleError{Resource: "r", Token: 1, Current: 2}
+	for _, sdk := range []bool{false, true} {
+		name := map[bool]string{false: "nosdk", true: "sdk"}[sdk]
+		b.Run(name, func(b *testing.B) {
+			r, err := newRecorder(b, sdk)
+			if err != nil {
+				b.Fatal(err)
+			}
+			op := r.Op("update")
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				_, w := op.Start(ctx, 1)
+				if w.Recording() {
+					w.SetResource("accounts/a")
+				}
+				var err error = stale
+				if i%2 == 0 {
+					err = nil
+				}
+				w.End(err)
+			}
+		})
+	}
+}
+
+func newRecorder(b *testing.B, sdk bool) (*writetel.Recorder, error) {
+	if !sdk {
+		return writetel.New("postgres", "bench", nil, nil, "update")
+	}
+	s := oteltest.New(b)
+	return writetel.New("postgres", "bench", s.Meters, s.Tracers, "update")
+}
+
+func TestOutcome(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, writetel.Accepted},
+		{"stale", &fence.StaleError{}, writetel.Stale},
+		{"lock lost", fence.ErrLockLost, writetel.LockLost},
+		{"unknown", &fence.UnknownOutcomeError{Err: errors.New("reset")}, writetel.Unknown},
+		{"other", errors.New("boom"), writetel.Error},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := writetel.Outcome(tt.err); got != tt.want {
+				t.Errorf("Outcome(%v): got %q, want %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}
