@@ -55,8 +55,8 @@ func readValue(r *Reader) ([]byte, error) {
 // ranged GET, so the value itself is not transferred. ok is false when there
 // is no object.
 func (s *Store) current(ctx context.Context, key string) (v version, ok bool, err error) {
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &headerRange,
-		ExpectedBucketOwner: s.owner()})
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &headerRange, ExpectedBucketOwner: s.owner()}
+	out, err := s.client.GetObject(ctx, in)
 	switch {
 	case err == nil:
 	case isNotFound(err):
