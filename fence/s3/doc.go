@@ -103,7 +103,8 @@
 // [WithStorageClass], [WithServerSideEncryption] (SSE-S3, SSE-KMS) and, for
 // any other field, [WithPutInput]; [WithPutDefaults] sets them for every
 // write of a Store, and [WithExpectedBucketOwner] guards every request.
-// SSE-C is not supported.
+// [WithSSECustomerKey] encrypts with a key of the caller's (SSE-C) and
+// sends it with every request that reads or writes object data.
 //
 // [Store.PutReader] streams a value from an io.ReadSeeker: the envelope
 // header is sent before the value, which is never copied, so a write's

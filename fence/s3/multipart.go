@@ -68,6 +68,7 @@ func (s *Store) uploadParts(ctx context.Context, w *write) error {
 	mc := s.client.(MultipartClient)
 	in, _ := createInput(w.in) // checked by planUpload
 	in.Bucket, in.Key = &s.bucket, &w.key
+	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
 	out, err := mc.CreateMultipartUpload(ctx, in)
 	if err != nil {
 		return s.failure("create multipart upload", w.key, err)
@@ -91,6 +92,7 @@ func (s *Store) uploadPart(ctx context.Context, mc MultipartClient, w *write, n 
 	in := &s3.UploadPartInput{Bucket: &s.bucket, Key: &w.key, UploadId: &w.mp.id, PartNumber: aws.Int32(n),
 		Body: body, ContentLength: aws.Int64(size), ChecksumAlgorithm: w.in.ChecksumAlgorithm,
 		ExpectedBucketOwner: s.owner(), RequestPayer: w.in.RequestPayer}
+	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
 	out, err := mc.UploadPart(ctx, in)
 	if err != nil {
 		return types.CompletedPart{}, err
@@ -109,6 +111,7 @@ func (s *Store) completeUpload(ctx context.Context, w *write, v version, exists 
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: w.mp.parts}, ExpectedBucketOwner: s.owner(),
 		RequestPayer: w.in.RequestPayer}
 	in.IfMatch, in.IfNoneMatch = condition(v, exists)
+	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
 	out, err := s.client.(MultipartClient).CompleteMultipartUpload(ctx, in, noRetries)
 	if err != nil {
 		if apiCode(err) == "NoSuchUpload" {

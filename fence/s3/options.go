@@ -26,8 +26,11 @@ type options struct {
 	check       bool
 	probeKey    string
 	putDefaults []PutOption
-	bucketOwner *string // nil: not set
-	threshold   int64   // objects larger go multipart
+	bucketOwner *string         // nil: not set
+	sseKey      []byte          // WithSSECustomerKey's key
+	sseSet      bool            // WithSSECustomerKey was given
+	sse         *sseCustomerKey // the key checked and encoded; nil: none
+	threshold   int64           // objects larger go multipart
 	partSize    int64
 	meters      metric.MeterProvider // nil: the global one
 	tracers     trace.TracerProvider // nil: the global one
@@ -159,6 +162,12 @@ func (o *options) validate() error {
 	}
 	if err := o.validateMultipart(); err != nil {
 		return err
+	}
+	if o.sseSet {
+		var err error
+		if o.sse, err = newSSECustomerKey(o.sseKey); err != nil {
+			return err
+		}
 	}
 	if err := checkKey(o.probeKey); err != nil {
 		return fmt.Errorf("%w: WithProbeKey: %w", ErrInvalidOption, err)

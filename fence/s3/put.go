@@ -222,6 +222,7 @@ func (s *Store) putObject(ctx context.Context, w *write, v version, exists bool)
 	defer body.retire()
 	in.Body, in.ContentLength = body, aws.Int64(w.size())
 	in.IfMatch, in.IfNoneMatch = condition(v, exists)
+	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
 	out, err := s.client.PutObject(ctx, &in, noRetries)
 	if err != nil {
 		return "", err

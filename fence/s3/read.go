@@ -56,6 +56,7 @@ func readValue(r *Reader) ([]byte, error) {
 // is no object.
 func (s *Store) current(ctx context.Context, key string) (v version, ok bool, err error) {
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &headerRange, ExpectedBucketOwner: s.owner()}
+	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
 	out, err := s.client.GetObject(ctx, in)
 	switch {
 	case err == nil:

@@ -33,6 +33,7 @@ func (s *Store) Open(ctx context.Context, key string) (*Reader, error) {
 		return nil, err
 	}
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, ExpectedBucketOwner: s.owner()}
+	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
 	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
 		if isNotFound(err) {
