@@ -120,8 +120,16 @@
 // CompleteMultipartUpload ([Store.CheckMultipartConditionalWrites], run
 // before a Store's first multipart write). A multipart object's ETag is
 // not an MD5 of its bytes, which does not matter: the write ID in the
-// envelope makes every write's ETag new. [Store.Open] streams a value
-// instead of holding it whole.
+// envelope makes every write's ETag new.
+//
+// [Store.Open] streams a value instead of holding it whole, and
+// [Store.OpenRange] reads part of it, the token and the bytes from one
+// version (the range is read with If-Match on the ETag of the header just
+// read). Reads take the Store's [WithExpectedBucketOwner] and
+// [WithSSECustomerKey]. The SDK already validates response checksums when
+// the object has them. There is no way to read an older version (VersionId):
+// the fenced record is the current version; read old versions with
+// GetObject and [Decode].
 //
 // # Requirements, and the check before the first write
 //

@@ -16,10 +16,10 @@ import (
 
 // TestSSECustomerKey: with WithSSECustomerKey, every request of the Store
 // that touches a fenced object (the reads before a write, the PUT, Get,
-// Open, each step of a multipart upload but the abort) carries the key and
-// its MD5. versitygw accepts and ignores SSE-C, so this checks what is
-// sent, and that the writes and reads work with it; it cannot check that
-// S3 encrypts.
+// Open, OpenRange, each step of a multipart upload but the abort) carries
+// the key and its MD5. versitygw accepts and ignores SSE-C, so this checks
+// what is sent, and that the writes and reads work with it; it cannot
+// check that S3 encrypts.
 func TestSSECustomerKey(t *testing.T) {
 	cust := bytes.Repeat([]byte{0x5c}, 32)
 	sum := md5.Sum(cust)
@@ -38,6 +38,10 @@ func TestSSECustomerKey(t *testing.T) {
 	r, err := s.Open(t.Context(), k)
 	if err != nil {
 		t.Fatalf("Open: got %v, want nil", err)
+	}
+	r.Close()
+	if r, err = s.OpenRange(t.Context(), k, 10, 10); err != nil {
+		t.Fatalf("OpenRange: got %v, want nil", err)
 	}
 	r.Close()
 	reqs := rec.requests()
