@@ -7,6 +7,10 @@ import (
 	"sync"
 )
 
+// errValueRead marks an error from reading the caller's value: the request
+// was cut short, so the server cannot have stored it.
+var errValueRead = errors.New("s3fence: reading the value")
+
 // errRetired is what a request body gives a transport that reads it after
 // the request it belonged to has returned.
 var errRetired = errors.New("s3fence: request body read after its request returned")
@@ -83,15 +87,18 @@ func (r *objectReader) readValue(p []byte, vpos int64) (int, error) {
 	if r.at != vpos {
 		if _, err := r.src.r.Seek(r.src.base+vpos, io.SeekStart); err != nil {
 			r.at = -1
-			return 0, err
+			return 0, fmt.Errorf("%w: %w", errValueRead, err)
 		}
 		r.at = vpos
 	}
 	k, err := r.src.r.Read(p)
 	r.off += int64(k)
 	r.at += int64(k)
-	if err == io.EOF && r.off < r.n {
-		err = fmt.Errorf("s3fence: value ended after %d of %d bytes: %w", r.at, r.src.size, io.ErrUnexpectedEOF)
+	switch {
+	case err == io.EOF && r.off < r.n:
+		err = fmt.Errorf("%w: it ended after %d of %d bytes: %w", errValueRead, r.at, r.src.size, io.ErrUnexpectedEOF)
+	case err != nil && err != io.EOF:
+		err = fmt.Errorf("%w: %w", errValueRead, err)
 	}
 	return k, err
 }

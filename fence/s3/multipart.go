@@ -48,12 +48,12 @@ func (s *Store) planUpload(w *write) error {
 	if w.size() <= s.opts.threshold {
 		return nil
 	}
+	if _, err := createInput(w.in); err != nil {
+		return err
+	}
 	if _, ok := s.client.(MultipartClient); !ok {
 		return fmt.Errorf("%w: an object of %d bytes needs a multipart upload, and the client (%T) does not implement MultipartClient",
 			ErrInvalidArgument, w.size(), s.client)
-	}
-	if _, err := createInput(w.in); err != nil {
-		return err
 	}
 	w.mp = &upload{partSize: max(s.opts.partSize, (w.size()+maxParts-1)/maxParts)}
 	return nil
