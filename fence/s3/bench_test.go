@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/oteltest"
@@ -177,9 +178,10 @@ func BenchmarkPutLarge(b *testing.B) {
 }
 
 // BenchmarkPutLargeInterleaved runs the three 64 MiB writes of
-// BenchmarkPutLarge in turn within each iteration, so that load from other
-// processes falls on all three alike, and reports each one's time and the
-// ratios to the plain PutObject.
+// BenchmarkPutLarge, and an unfenced multipart upload of the same parts, in
+// turn within each iteration, so that load from other processes falls on
+// all of them alike, and reports each one's time and the ratios to their
+// unfenced baselines.
 func BenchmarkPutLargeInterleaved(b *testing.B) {
 	srv := s3test.New(b)
 	c := srv.Client(b)
@@ -191,8 +193,8 @@ func BenchmarkPutLargeInterleaved(b *testing.B) {
 	if err := multi.CheckMultipartConditionalWrites(b.Context()); err != nil {
 		b.Fatal(err)
 	}
-	kPlain, kStream, kMulti := key(b)+"plain", key(b)+"stream", key(b)+"multi"
-	var tPlain, tStream, tMulti time.Duration
+	kPlain, kStream, kMulti, kPlainMulti := key(b)+"plain", key(b)+"stream", key(b)+"multi", key(b)+"plainmulti"
+	var tPlain, tStream, tMulti, tPlainMulti time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		err := plainPut(b, c, srv.Bucket, kPlain, value)
@@ -200,7 +202,9 @@ func BenchmarkPutLargeInterleaved(b *testing.B) {
 		err = errors.Join(err, stream.PutReader(b.Context(), kStream, 7, bytes.NewReader(value)))
 		t2 := time.Now()
 		err = errors.Join(err, multi.PutReader(b.Context(), kMulti, 7, bytes.NewReader(value)))
-		tPlain, tStream, tMulti = tPlain+t1.Sub(t0), tStream+t2.Sub(t1), tMulti+time.Since(t2)
+		t3 := time.Now()
+		err = errors.Join(err, plainMultipart(b, c, srv.Bucket, kPlainMulti, value, 16<<20))
+		tPlain, tStream, tMulti, tPlainMulti = tPlain+t1.Sub(t0), tStream+t2.Sub(t1), tMulti+t3.Sub(t2), tPlainMulti+time.Since(t3)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -209,8 +213,33 @@ func BenchmarkPutLargeInterleaved(b *testing.B) {
 	b.ReportMetric(float64(tPlain.Milliseconds())/n, "plain-ms/op")
 	b.ReportMetric(float64(tStream.Milliseconds())/n, "stream-ms/op")
 	b.ReportMetric(float64(tMulti.Milliseconds())/n, "multipart-ms/op")
+	b.ReportMetric(float64(tPlainMulti.Milliseconds())/n, "plain-multipart-ms/op")
 	b.ReportMetric(float64(tStream)/float64(tPlain), "stream/plain")
 	b.ReportMetric(float64(tMulti)/float64(tPlain), "multipart/plain")
+	b.ReportMetric(float64(tMulti)/float64(tPlainMulti), "multipart/plain-multipart")
+}
+
+// plainMultipart is an unconditional multipart upload of value in parts of
+// partSize, without the envelope: the baseline of a fenced multipart write.
+func plainMultipart(b *testing.B, c *s3.Client, bucket, k string, value []byte, partSize int) error {
+	ctx := b.Context()
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: &k})
+	if err != nil {
+		return err
+	}
+	var parts []types.CompletedPart
+	for n, off := int32(1), 0; off < len(value); n, off = n+1, off+partSize {
+		p := value[off:min(off+partSize, len(value))]
+		out, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &bucket, Key: &k, UploadId: up.UploadId, PartNumber: aws.Int32(n),
+			Body: bytes.NewReader(p), ContentLength: aws.Int64(int64(len(p)))})
+		if err != nil {
+			return err
+		}
+		parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.ETag, ChecksumCRC32: out.ChecksumCRC32})
+	}
+	_, err = c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &bucket, Key: &k, UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
+	return err
 }
 
 // plainPut is an unconditional PutObject of value.
