@@ -265,3 +265,33 @@ func wantNoUploads(t *testing.T, k string) {
 		t.Fatalf("open multipart uploads for %s: got %d, want 0 (aborted)", k, n)
 	}
 }
+
+// TestMultipartUploadGone: the upload is aborted by someone else (a
+// lifecycle rule, an operator) before the Complete; the Complete fails with
+// NoSuchUpload and the write starts a new upload, sending the parts again.
+func TestMultipartUploadGone(t *testing.T) {
+	k := key(t)
+	bucket := s3test.New(t).Bucket
+	other := client(t)
+	h := &completes{before: func() {
+		out, err := other.ListMultipartUploads(t.Context(), &s3.ListMultipartUploadsInput{Bucket: &bucket, Prefix: &k})
+		if err != nil || len(out.Uploads) != 1 {
+			t.Errorf("listing the upload to abort: got %v uploads, %v, want 1", len(out.Uploads), err)
+			return
+		}
+		if _, err := other.AbortMultipartUpload(t.Context(), &s3.AbortMultipartUploadInput{Bucket: &bucket, Key: &k, UploadId: out.Uploads[0].UploadId}); err != nil {
+			t.Errorf("aborting the upload: %v", err)
+		}
+	}}
+	s := mustNew(t, client(t, h.option()), bucket, multipartOpts...)
+	value := bigValue(5)
+	if err := s.PutReader(t.Context(), k, 2, bytes.NewReader(value)); err != nil {
+		t.Fatalf("PutReader: got %v, want nil", err)
+	}
+	if got := mustGet(t, s, k); got.Token != 2 || !bytes.Equal(got.Value, value) {
+		t.Fatalf("Get: got token %d, %d bytes, want token 2 and the value", got.Token, len(got.Value))
+	}
+	if parts, completes := h.counts(); parts != 6 || completes != 2 {
+		t.Errorf("requests: got %d UploadPart and %d CompleteMultipartUpload, want 6 and 2", parts, completes)
+	}
+}
