@@ -22,14 +22,18 @@ const (
 	// proxy or front end after the write reached the storage layer.
 	putUnknown
 	// putFailed: the server answered with another error (501
-	// NotImplemented included: it did not carry out the request), or the
-	// request never left (a refused dial). Nothing was written.
+	// NotImplemented included: it did not carry out the request), the
+	// request never left (a refused dial), or reading the caller's value
+	// failed, which cuts the request short of its Content-Length. Nothing
+	// was written.
 	putFailed
 )
 
 // classifyPut is the one rule for what a PutObject error says about the write.
 func classifyPut(err error) putResult {
 	switch status := httpStatus(err); {
+	case errors.Is(err, errValueRead):
+		return putFailed
 	case status == http.StatusPreconditionFailed, status == http.StatusConflict:
 		return putRefused
 	case status == http.StatusNotFound && apiCode(err) != "NoSuchBucket":

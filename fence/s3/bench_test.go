@@ -3,11 +3,15 @@ package s3fence_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/oteltest"
@@ -130,4 +134,116 @@ func BenchmarkPutTelemetry(b *testing.B) {
 	b.ReportMetric(float64(tPlain.Microseconds())/n, "nosdk-µs/op")
 	b.ReportMetric(float64(tSDK.Microseconds())/n, "sdk-µs/op")
 	b.ReportMetric(float64(tSDK)/float64(tPlain), "sdk/nosdk")
+}
+
+// BenchmarkPutLarge: the memory and time of a plain PutObject, a fenced
+// PutReader (one conditional PutObject, the envelope streamed before the
+// value) and, at 64 MiB, a fenced multipart PutReader (16 MiB parts), with
+// a 1 MiB and a 64 MiB value. The value is allocated once, outside the
+// loop: B/op is what a write costs besides it, and must not grow with the
+// value on the fenced paths.
+func BenchmarkPutLarge(b *testing.B) {
+	srv := s3test.New(b)
+	c := srv.Client(b)
+	for _, size := range []int{1 << 20, 64 << 20} {
+		value := bytes.Repeat([]byte("x"), size)
+		name := fmt.Sprintf("%dMiB", size>>20)
+		b.Run(name+"/plain", func(b *testing.B) {
+			b.ReportAllocs()
+			k := key(b)
+			for b.Loop() {
+				if err := plainPut(b, c, srv.Bucket, k, value); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		stores := map[string]*s3fence.Store{"fenced-stream": mustNew(b, c, srv.Bucket)}
+		if size > 16<<20 {
+			stores["fenced-multipart"] = mustNew(b, c, srv.Bucket, s3fence.WithMultipartThreshold(16<<20), s3fence.WithPartSize(16<<20))
+		}
+		for _, bm := range slices.Sorted(maps.Keys(stores)) {
+			s := stores[bm]
+			mustCheck(b, s)
+			b.Run(name+"/"+bm, func(b *testing.B) {
+				b.ReportAllocs()
+				k := key(b)
+				for b.Loop() {
+					if err := s.PutReader(b.Context(), k, 7, bytes.NewReader(value)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPutLargeInterleaved runs the three 64 MiB writes of
+// BenchmarkPutLarge, and an unfenced multipart upload of the same parts, in
+// turn within each iteration, so that load from other processes falls on
+// all of them alike, and reports each one's time and the ratios to their
+// unfenced baselines.
+func BenchmarkPutLargeInterleaved(b *testing.B) {
+	srv := s3test.New(b)
+	c := srv.Client(b)
+	value := bytes.Repeat([]byte("x"), 64<<20)
+	stream := mustNew(b, c, srv.Bucket)
+	multi := mustNew(b, c, srv.Bucket, s3fence.WithMultipartThreshold(16<<20), s3fence.WithPartSize(16<<20))
+	mustCheck(b, stream)
+	mustCheck(b, multi)
+	if err := multi.CheckMultipartConditionalWrites(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	kPlain, kStream, kMulti, kPlainMulti := key(b)+"plain", key(b)+"stream", key(b)+"multi", key(b)+"plainmulti"
+	var tPlain, tStream, tMulti, tPlainMulti time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		err := plainPut(b, c, srv.Bucket, kPlain, value)
+		t1 := time.Now()
+		err = errors.Join(err, stream.PutReader(b.Context(), kStream, 7, bytes.NewReader(value)))
+		t2 := time.Now()
+		err = errors.Join(err, multi.PutReader(b.Context(), kMulti, 7, bytes.NewReader(value)))
+		t3 := time.Now()
+		err = errors.Join(err, plainMultipart(b, c, srv.Bucket, kPlainMulti, value, 16<<20))
+		tPlain, tStream, tMulti, tPlainMulti = tPlain+t1.Sub(t0), tStream+t2.Sub(t1), tMulti+t3.Sub(t2), tPlainMulti+time.Since(t3)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tPlain.Milliseconds())/n, "plain-ms/op")
+	b.ReportMetric(float64(tStream.Milliseconds())/n, "stream-ms/op")
+	b.ReportMetric(float64(tMulti.Milliseconds())/n, "multipart-ms/op")
+	b.ReportMetric(float64(tPlainMulti.Milliseconds())/n, "plain-multipart-ms/op")
+	b.ReportMetric(float64(tStream)/float64(tPlain), "stream/plain")
+	b.ReportMetric(float64(tMulti)/float64(tPlain), "multipart/plain")
+	b.ReportMetric(float64(tMulti)/float64(tPlainMulti), "multipart/plain-multipart")
+}
+
+// plainMultipart is an unconditional multipart upload of value in parts of
+// partSize, without the envelope: the baseline of a fenced multipart write.
+func plainMultipart(b *testing.B, c *s3.Client, bucket, k string, value []byte, partSize int) error {
+	ctx := b.Context()
+	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: &k})
+	if err != nil {
+		return err
+	}
+	var parts []types.CompletedPart
+	for n, off := int32(1), 0; off < len(value); n, off = n+1, off+partSize {
+		p := value[off:min(off+partSize, len(value))]
+		out, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &bucket, Key: &k, UploadId: up.UploadId, PartNumber: aws.Int32(n),
+			Body: bytes.NewReader(p), ContentLength: aws.Int64(int64(len(p)))})
+		if err != nil {
+			return err
+		}
+		parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.ETag, ChecksumCRC32: out.ChecksumCRC32})
+	}
+	_, err = c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &bucket, Key: &k, UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
+	return err
+}
+
+// plainPut is an unconditional PutObject of value.
+func plainPut(b *testing.B, c *s3.Client, bucket, k string, value []byte) error {
+	_, err := c.PutObject(b.Context(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k), Body: bytes.NewReader(value)})
+	return err
 }

@@ -16,3 +16,19 @@ type Client interface {
 }
 
 var _ Client = (*s3.Client)(nil)
+
+// MultipartClient is a [Client] that can also make multipart uploads;
+// *s3.Client implements it. A [Store] whose client implements it writes
+// objects larger than [WithMultipartThreshold] as fenced multipart uploads;
+// with a plain Client such writes fail with an error matching
+// [ErrInvalidArgument]. The Store turns the SDK's retries off for
+// CompleteMultipartUpload, as for conditional PUTs.
+type MultipartClient interface {
+	Client
+	CreateMultipartUpload(ctx context.Context, params *s3.CreateMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CreateMultipartUploadOutput, error)
+	UploadPart(ctx context.Context, params *s3.UploadPartInput, optFns ...func(*s3.Options)) (*s3.UploadPartOutput, error)
+	CompleteMultipartUpload(ctx context.Context, params *s3.CompleteMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.CompleteMultipartUploadOutput, error)
+	AbortMultipartUpload(ctx context.Context, params *s3.AbortMultipartUploadInput, optFns ...func(*s3.Options)) (*s3.AbortMultipartUploadOutput, error)
+}
+
+var _ MultipartClient = (*s3.Client)(nil)

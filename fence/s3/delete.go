@@ -1,6 +1,7 @@
 package s3fence
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/fencelock/fencelock/fence"
@@ -21,25 +22,5 @@ import (
 //
 // Results, errors and the role of ctx are those of [Store.Put].
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
-	if err := checkCall(ctx, key); err != nil {
-		return err
-	}
-	if err := token.Validate(); err != nil {
-		return err
-	}
-	in, err := s.putInput(token.String(), nil)
-	if err != nil {
-		return err
-	}
-	if err := s.ensureConditional(ctx); err != nil {
-		return err
-	}
-	h := header{token: token, id: newWriteID(), deleted: true}
-	ctx, tw := s.tel.delete.Start(ctx, token)
-	if tw.Recording() {
-		tw.SetResource(key)
-	}
-	err = s.put(ctx, &write{key: key, hdr: h, body: encode(h, nil), in: in})
-	tw.End(err)
-	return err
+	return s.fencedWrite(ctx, "delete", key, header{token: token, deleted: true}, bytes.NewReader(nil), nil)
 }

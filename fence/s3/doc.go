@@ -103,10 +103,33 @@
 // [WithStorageClass], [WithServerSideEncryption] (SSE-S3, SSE-KMS) and, for
 // any other field, [WithPutInput]; [WithPutDefaults] sets them for every
 // write of a Store, and [WithExpectedBucketOwner] guards every request.
-// SSE-C is not supported. [Store.Open] streams a value instead of holding
-// it whole. A write still holds the value in memory (the envelope is
-// prepended to it) and is one PutObject, so at most 5 GiB: there are no
-// streaming or multipart writes yet.
+// [WithSSECustomerKey] encrypts with a key of the caller's (SSE-C) and
+// sends it with every request that reads or writes object data.
+//
+// [Store.PutReader] streams a value from an io.ReadSeeker: the envelope
+// header is sent before the value, which is never copied, so a write's
+// memory does not grow with the value. It must be seekable because a
+// refused conditional write is sent again. An object above
+// [WithMultipartThreshold] (by default 5 GiB, the most one PutObject takes)
+// is written as a fenced multipart upload: the parts ([WithPartSize]) first,
+// the envelope header in the first part, then a CompleteMultipartUpload
+// carrying the If-Match or If-None-Match a PutObject would. Nothing is
+// visible until the Complete, which the server applies only under its
+// condition; a failed write aborts its upload. This needs a
+// [MultipartClient] and a server that honours the conditions on
+// CompleteMultipartUpload ([Store.CheckMultipartConditionalWrites], run
+// before a Store's first multipart write). A multipart object's ETag is
+// not an MD5 of its bytes, which does not matter: the write ID in the
+// envelope makes every write's ETag new.
+//
+// [Store.Open] streams a value instead of holding it whole, and
+// [Store.OpenRange] reads part of it, the token and the bytes from one
+// version (the range is read with If-Match on the ETag of the header just
+// read). Reads take the Store's [WithExpectedBucketOwner] and
+// [WithSSECustomerKey]. The SDK already validates response checksums when
+// the object has them. There is no way to read an older version (VersionId):
+// the fenced record is the current version; read old versions with
+// GetObject and [Decode].
 //
 // # Requirements, and the check before the first write
 //
@@ -132,8 +155,10 @@
 // misconfigured service cannot overwrite a fenced object blindly. (A writer
 // that sends its own conditions can still replace an object it has read; and
 // multipart uploads need the s3:ObjectCreationOperation key to exempt their
-// other steps: see AWS's "Enforce conditional writes on Amazon S3 buckets".) Values are written with one PutObject (at
-// most 5 GiB); multipart uploads are not fenced.
+// other steps: see AWS's "Enforce conditional writes on Amazon S3 buckets".)
+// Multipart writes also need s3:AbortMultipartUpload; a lifecycle rule
+// with AbortIncompleteMultipartUpload removes the parts of uploads whose
+// abort did not get through.
 //
 // A nil context or client (a typed nil *s3.Client too) gives an error
 // matching [ErrInvalidArgument], never a panic, before any I/O.

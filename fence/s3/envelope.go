@@ -45,18 +45,24 @@ type header struct {
 	deleted bool // a tombstone
 }
 
-// encode returns the object bytes for value under h.
-func encode(h header, value []byte) []byte {
-	b := make([]byte, HeaderSize+len(value))
-	copy(b, magic)
+// marshal returns the envelope header for h.
+func (h header) marshal() [HeaderSize]byte {
+	var b [HeaderSize]byte
+	copy(b[:], magic)
 	b[len(magic)] = kindValue
 	if h.deleted {
 		b[len(magic)] = kindTombstone
 	}
 	binary.BigEndian.PutUint64(b[8:16], uint64(h.token))
 	copy(b[16:HeaderSize], h.id[:])
-	copy(b[HeaderSize:], value)
 	return b
+}
+
+// encode returns the object bytes for value under h. Writes do not use it:
+// they stream the header and the value (see objectReader).
+func encode(h header, value []byte) []byte {
+	b := h.marshal()
+	return append(b[:], value...)
 }
 
 // decodeHeader parses the first HeaderSize bytes of an object.

@@ -28,16 +28,19 @@ var ErrAccessDenied = errors.New("s3fence: access denied")
 var ErrForeignObject = errors.New("s3fence: object has no fencing envelope (not written by fence/s3)")
 
 // ErrConditionalUnsupported means the server does not honour conditional
-// writes (If-Match and If-None-Match on PutObject), so a [Store] cannot fence
+// writes (If-Match and If-None-Match on PutObject, or on
+// CompleteMultipartUpload for a multipart write), so a [Store] cannot fence
 // writes through it: a PUT was answered 501 NotImplemented, or
-// [Store.CheckConditionalWrites] saw the server apply a PUT whose condition
-// did not hold. Nothing was written, except the check's probe object. The
+// [Store.CheckConditionalWrites] (or [Store.CheckMultipartConditionalWrites])
+// saw the server apply a write whose condition did not hold. Nothing was written, except the check's probe object. The
 // error wraps the AWS SDK's error when there is one. Retrying cannot help;
 // use a server, or a proxy, that honours the conditions.
 var ErrConditionalUnsupported = errors.New("s3fence: server does not honour conditional writes")
 
 // ErrInvalidArgument means a call was given something it cannot use: a nil
-// client (a typed nil too), a nil context, an empty bucket name. Nothing was
+// client (a typed nil too), a nil context, an empty bucket name, a nil or
+// unseekable value for [Store.PutReader], or a value that needs a multipart
+// upload with a client that is not a [MultipartClient]. Nothing was
 // sent to the server. Retrying cannot help; fix the call.
 var ErrInvalidArgument = errors.New("s3fence: invalid argument")
 

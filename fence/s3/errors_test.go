@@ -46,6 +46,11 @@ func TestNewRejects(t *testing.T) {
 		{"empty bucket owner", c, "b", []s3fence.Option{s3fence.WithExpectedBucketOwner("")}, bad},
 		{"nil put default", c, "b", []s3fence.Option{s3fence.WithPutDefaults(nil)}, bad},
 		{"invalid put default", c, "b", []s3fence.Option{s3fence.WithPutDefaults(s3fence.WithPutInput(nil))}, bad},
+		{"multipart threshold under 5 MiB", c, "b", []s3fence.Option{s3fence.WithMultipartThreshold(5<<20 - 1)}, bad},
+		{"multipart threshold over 5 GiB", c, "b", []s3fence.Option{s3fence.WithMultipartThreshold(5<<30 + 1)}, bad},
+		{"part size under 5 MiB", c, "b", []s3fence.Option{s3fence.WithPartSize(1 << 20)}, bad},
+		{"part size over 5 GiB", c, "b", []s3fence.Option{s3fence.WithPartSize(6 << 30)}, bad},
+		{"SSE-C key of 16 bytes", c, "b", []s3fence.Option{s3fence.WithSSECustomerKey(make([]byte, 16))}, bad},
 		{"later option invalid", c, "b", []s3fence.Option{s3fence.WithCacheSize(1), s3fence.WithMaxAttempts(-1)}, bad},
 	}
 	for _, tt := range tests {
@@ -117,6 +122,9 @@ func TestNilContext(t *testing.T) {
 		{"Open", func(s *s3fence.Store) error { _, err := s.Open(nilCtx, "k"); return err }},
 		{"Delete", func(s *s3fence.Store) error { return s.Delete(nilCtx, "k", 1) }},
 		{"CheckConditionalWrites", func(s *s3fence.Store) error { return s.CheckConditionalWrites(nilCtx) }},
+		{"PutReader", func(s *s3fence.Store) error { return s.PutReader(nilCtx, "k", 1, bytes.NewReader(nil)) }},
+		{"OpenRange", func(s *s3fence.Store) error { _, err := s.OpenRange(nilCtx, "k", 0, 1); return err }},
+		{"CheckMultipartConditionalWrites", func(s *s3fence.Store) error { return s.CheckMultipartConditionalWrites(nilCtx) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

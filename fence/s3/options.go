@@ -26,7 +26,12 @@ type options struct {
 	check       bool
 	probeKey    string
 	putDefaults []PutOption
-	bucketOwner *string              // nil: not set
+	bucketOwner *string         // nil: not set
+	sseKey      []byte          // WithSSECustomerKey's key
+	sseSet      bool            // WithSSECustomerKey was given
+	sse         *sseCustomerKey // the key checked and encoded; nil: none
+	threshold   int64           // objects larger go multipart
+	partSize    int64
 	meters      metric.MeterProvider // nil: the global one
 	tracers     trace.TracerProvider // nil: the global one
 	nilProvider bool                 // a provider option was given nil
@@ -34,7 +39,7 @@ type options struct {
 
 func defaultOptions() options {
 	return options{maxAttempts: 10, cacheSize: 1024, retryDelay: 5 * time.Millisecond, putGrace: 10 * time.Second,
-		check: true, probeKey: DefaultProbeKey}
+		check: true, probeKey: DefaultProbeKey, threshold: maxPutSize, partSize: defaultPartSize}
 }
 
 type optionFunc func(*options)
@@ -106,6 +111,19 @@ func WithExpectedBucketOwner(id string) Option {
 	return optionFunc(func(o *options) { o.bucketOwner = &id })
 }
 
+// WithMultipartThreshold sets the size above which a write's object (the
+// value and the [HeaderSize]-byte envelope) is sent as a fenced multipart
+// upload (see [Store.PutReader]) rather than one PutObject. The default,
+// and the largest allowed, is 5 GiB, the most one PutObject may carry; the
+// smallest is 5 MiB.
+func WithMultipartThreshold(n int64) Option { return optionFunc(func(o *options) { o.threshold = n }) }
+
+// WithPartSize sets the size of the parts of a multipart upload (see
+// [Store.PutReader]); the last part may be smaller. The default is 64 MiB;
+// n must be between 5 MiB and 5 GiB, S3's limits. A write whose object
+// would need more than 10,000 parts (S3's limit) uses larger parts.
+func WithPartSize(n int64) Option { return optionFunc(func(o *options) { o.partSize = n }) }
+
 // WithMeterProvider sets the OpenTelemetry meter provider for the store's
 // metrics: fencelock.writes and fencelock.write.duration (attributes
 // fencelock.adapter "s3", fencelock.operation "put" or "delete",
@@ -141,6 +159,15 @@ func (o *options) validate() error {
 		return fmt.Errorf("%w: WithPutGrace(%v): must not be negative", ErrInvalidOption, o.putGrace)
 	case o.bucketOwner != nil && *o.bucketOwner == "":
 		return fmt.Errorf("%w: WithExpectedBucketOwner: empty account ID", ErrInvalidOption)
+	}
+	if err := o.validateMultipart(); err != nil {
+		return err
+	}
+	if o.sseSet {
+		var err error
+		if o.sse, err = newSSECustomerKey(o.sseKey); err != nil {
+			return err
+		}
 	}
 	if err := checkKey(o.probeKey); err != nil {
 		return fmt.Errorf("%w: WithProbeKey: %w", ErrInvalidOption, err)

@@ -60,42 +60,51 @@ func (s *Store) CheckConditionalWrites(ctx context.Context) error {
 		return err
 	}
 	defer s.check.release()
-	return s.runCheck(ctx)
+	return s.check.run(ctx, s.probe)
 }
 
-// ensureConditional runs the check once before the Store's first write, if
-// enabled; a kept verdict, even from a check the caller ran, is returned
-// without I/O.
-func (s *Store) ensureConditional(ctx context.Context) error {
-	if s.check.passed.Load() {
-		return nil
-	}
-	if v := s.check.verdict.Load(); v != nil || !s.opts.check {
-		return deref(v)
-	}
-	if err := s.check.acquire(ctx); err != nil {
+// ensureConditional runs the checks a write needs once before the Store's
+// first write (and, for a multipart write, before its first multipart
+// write), if enabled; a kept verdict, even from a check the caller ran, is
+// returned without I/O.
+func (s *Store) ensureConditional(ctx context.Context, multipart bool) error {
+	if err := s.ensure(ctx, s.check, s.probe); err != nil || !multipart {
 		return err
 	}
-	defer s.check.release()
-	if s.check.passed.Load() {
-		return nil
-	}
-	if v := s.check.verdict.Load(); v != nil {
-		return *v
-	}
-	return s.runCheck(ctx)
+	return s.ensure(ctx, s.mpCheck, s.probeMultipart)
 }
 
-// runCheck probes the server and records a verdict about it, if any.
-func (s *Store) runCheck(ctx context.Context) error {
-	err := s.probe(ctx)
+// ensure runs probe under c unless c has a kept verdict.
+func (s *Store) ensure(ctx context.Context, c *checkState, probe func(context.Context) error) error {
+	if c.passed.Load() {
+		return nil
+	}
+	if v := c.verdict.Load(); v != nil || !s.opts.check {
+		return deref(v)
+	}
+	if err := c.acquire(ctx); err != nil {
+		return err
+	}
+	defer c.release()
+	if c.passed.Load() {
+		return nil
+	}
+	if v := c.verdict.Load(); v != nil {
+		return *v
+	}
+	return c.run(ctx, probe)
+}
+
+// run probes the server and records a verdict about it, if any.
+func (c *checkState) run(ctx context.Context, probe func(context.Context) error) error {
+	err := probe(ctx)
 	switch {
 	case err == nil:
-		s.check.verdict.Store(nil)
-		s.check.passed.Store(true)
+		c.verdict.Store(nil)
+		c.passed.Store(true)
 	case errors.Is(err, ErrConditionalUnsupported):
-		s.check.passed.Store(false)
-		s.check.verdict.Store(&err)
+		c.passed.Store(false)
+		c.verdict.Store(&err)
 	}
 	return err
 }
@@ -105,24 +114,33 @@ func (s *Store) probe(ctx context.Context) error {
 	if err := s.probePut(ctx, nil, aws.String("*")); err != nil && classifyPut(err) != putRefused {
 		return s.probeFailure(err)
 	}
-	steps := []struct {
-		ifMatch, ifNoneMatch *string
-		what                 string
-	}{
-		{nil, aws.String("*"), "If-None-Match: * on an existing object"},
-		{aws.String(neverMatches), nil, "If-Match with an ETag the object does not have"},
-	}
-	for _, st := range steps {
+	for _, st := range probeSteps {
 		err := s.probePut(ctx, st.ifMatch, st.ifNoneMatch)
 		switch {
 		case err == nil:
-			return fmt.Errorf("%w: s3://%s/%s: the server applied a PUT with %s; it ignores the condition, so fenced writes are refused",
-				ErrConditionalUnsupported, s.bucket, s.opts.probeKey, st.what)
+			return s.ignored("a PUT", st.what)
 		case classifyPut(err) != putRefused:
 			return s.probeFailure(err)
 		}
 	}
 	return nil
+}
+
+// probeSteps are the conditional writes a check sends, each of which a
+// server that honours the conditions refuses.
+var probeSteps = []struct {
+	ifMatch, ifNoneMatch *string
+	what                 string
+}{
+	{nil, aws.String("*"), "If-None-Match: * on an existing object"},
+	{aws.String(neverMatches), nil, "If-Match with an ETag the object does not have"},
+}
+
+// ignored is the verdict on a server that applied a conditional write whose
+// condition did not hold.
+func (s *Store) ignored(request, condition string) error {
+	return fmt.Errorf("%w: s3://%s/%s: the server applied %s with %s; it ignores the condition, so fenced writes are refused",
+		ErrConditionalUnsupported, s.bucket, s.opts.probeKey, request, condition)
 }
 
 // probePut sends one PUT of the probe object under the given conditions.

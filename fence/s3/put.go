@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"time"
 
@@ -11,17 +12,28 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // write is one Put call in progress.
 type write struct {
-	key  string
-	hdr  header
-	body []byte // the envelope and the value
+	key string
+	hdr header
+	src *valueSource // the caller's value, sent behind hdr
 	// in is the template of the write's PutObject requests: the caller's
 	// options and the token's metadata.
 	in *s3.PutObjectInput
+	// mp is the write's multipart upload, or nil for one PutObject per
+	// attempt.
+	mp *upload
 }
+
+// size is the length of the object the write puts: the envelope and the
+// value.
+func (w *write) size() int64 { return HeaderSize + w.src.size }
+
+// body returns a request body for the object's bytes [start, start+n).
+func (w *write) body(start, n int64) *objectReader { return newObjectReader(w.hdr, w.src, start, n) }
 
 // Put writes value under key with token, unless the object already carries
 // a higher token; see [fence.Store] for the contract and the package
@@ -57,27 +69,58 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 // option fails the call before any I/O. Results, errors and the role of ctx
 // are those of Put.
 func (s *Store) PutWith(ctx context.Context, key string, token fence.Token, value []byte, opts ...PutOption) error {
+	return s.fencedWrite(ctx, "put", key, header{token: token}, bytes.NewReader(value), opts)
+}
+
+// fencedWrite is every write of a Store: the checks before any I/O, the
+// conditional-write check, the telemetry, and the read–decide–PUT loop,
+// for value (from its current offset to its end) under h's token.
+func (s *Store) fencedWrite(ctx context.Context, op, key string, h header, value io.ReadSeeker, opts []PutOption) error {
 	if err := checkCall(ctx, key); err != nil {
 		return err
 	}
-	if err := token.Validate(); err != nil {
+	if err := h.token.Validate(); err != nil {
 		return err
 	}
-	in, err := s.putInput(token.String(), opts)
+	w, err := s.newWrite(key, h, value, opts)
 	if err != nil {
 		return err
 	}
-	if err := s.ensureConditional(ctx); err != nil {
+	if err := s.ensureConditional(ctx, w.mp != nil); err != nil {
 		return err
 	}
-	h := header{token: token, id: newWriteID()}
-	ctx, tw := s.tel.put.Start(ctx, token)
+	top := s.tel.put
+	if op == "delete" {
+		top = s.tel.delete
+	}
+	ctx, tw := top.Start(ctx, h.token)
 	if tw.Recording() {
 		tw.SetResource(key)
 	}
-	err = s.put(ctx, &write{key: key, hdr: h, body: encode(h, value), in: in})
+	err = s.put(ctx, w)
+	if err != nil {
+		s.abortUpload(ctx, w)
+	}
 	tw.End(err)
 	return err
+}
+
+// newWrite prepares a write, refusing bad arguments before any I/O.
+func (s *Store) newWrite(key string, h header, value io.ReadSeeker, opts []PutOption) (*write, error) {
+	if nilcheck.IsNil(value) {
+		return nil, fmt.Errorf("%w: nil value reader (%T)", ErrInvalidArgument, value)
+	}
+	src, err := newValueSource(value)
+	if err != nil {
+		return nil, err
+	}
+	in, err := s.putInput(h.token.String(), opts)
+	if err != nil {
+		return nil, err
+	}
+	h.id = newWriteID()
+	w := &write{key: key, hdr: h, src: src, in: in}
+	return w, s.planUpload(w)
 }
 
 // put runs the read–decide–PUT loop. A version from the cache is tried
@@ -142,6 +185,9 @@ func (s *Store) attempt(ctx context.Context, w *write, v version, exists bool) (
 	if err := ctx.Err(); err != nil {
 		return false, err // nothing sent
 	}
+	if err := s.uploadParts(ctx, w); err != nil {
+		return false, err // nothing visible was written
+	}
 	err = s.conditionalPut(ctx, w, v, exists)
 	if err == nil {
 		return false, nil
@@ -157,25 +203,47 @@ func (s *Store) attempt(ctx context.Context, w *write, v version, exists bool) (
 	return false, s.putFailure(w.key, err)
 }
 
-// conditionalPut sends w's PUT, valid only if the object is still v (or
-// still absent), with the grace period of [WithPutGrace].
+// conditionalPut sends w's write, valid only if the object is still v (or
+// still absent), with the grace period of [WithPutGrace]: a PutObject, or
+// the CompleteMultipartUpload of w's upload.
 func (s *Store) conditionalPut(ctx context.Context, w *write, v version, exists bool) error {
-	in := *w.in
-	in.Bucket, in.Key = &s.bucket, &w.key
-	in.Body, in.ContentLength = bytes.NewReader(w.body), aws.Int64(int64(len(w.body)))
-	if exists {
-		in.IfMatch = aws.String(v.etag)
-	} else {
-		in.IfNoneMatch = aws.String("*")
-	}
 	pctx, done := withGrace(ctx, s.opts.putGrace)
 	defer done()
-	out, err := s.client.PutObject(pctx, &in, noRetries)
+	send := s.putObject
+	if w.mp != nil {
+		send = s.completeUpload
+	}
+	etag, err := send(pctx, w, v, exists)
 	if err != nil {
 		return err
 	}
-	s.remember(w.key, aws.ToString(out.ETag), w.hdr)
+	s.remember(w.key, etag, w.hdr)
 	return nil
+}
+
+// putObject sends w's object in one conditional PutObject.
+func (s *Store) putObject(ctx context.Context, w *write, v version, exists bool) (etag string, err error) {
+	in := *w.in
+	in.Bucket, in.Key = &s.bucket, &w.key
+	body := w.body(0, w.size())
+	defer body.retire()
+	in.Body, in.ContentLength = body, aws.Int64(w.size())
+	in.IfMatch, in.IfNoneMatch = condition(v, exists)
+	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
+	out, err := s.client.PutObject(ctx, &in, noRetries)
+	if err != nil {
+		return "", err
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// condition returns the If-Match and If-None-Match of a write based on v:
+// valid only if the object is still v, or still absent.
+func condition(v version, exists bool) (ifMatch, ifNoneMatch *string) {
+	if exists {
+		return aws.String(v.etag), nil
+	}
+	return nil, aws.String("*")
 }
 
 // reconcile decides a PUT that got no answer by reading the object back:

@@ -75,8 +75,8 @@ func WithStorageClass(class types.StorageClass) PutOption {
 // WithServerSideEncryption asks for server-side encryption: SSE-S3
 // (types.ServerSideEncryptionAes256) or SSE-KMS
 // (types.ServerSideEncryptionAwsKms, with kmsKeyID, or "" for the account's
-// default key). Default: the bucket's default encryption. SSE-C is not
-// supported: every read of a fenced object would need the key.
+// default key). Default: the bucket's default encryption. For SSE-C, whose
+// key every read needs too, use the Store option [WithSSECustomerKey].
 func WithServerSideEncryption(sse types.ServerSideEncryption, kmsKeyID string) PutOption {
 	return putOptionFunc(func(in *s3.PutObjectInput) error {
 		in.ServerSideEncryption = sse
@@ -92,7 +92,10 @@ func WithServerSideEncryption(sse types.ServerSideEncryption, kmsKeyID string) P
 // Fields the Store owns must be left alone, or the write fails before any
 // I/O: Bucket, Key, Body, ContentLength, IfMatch, IfNoneMatch, Content-MD5
 // and the checksum values (set ChecksumAlgorithm instead: the SDK computes
-// it over the bytes sent), and the SSE-C fields.
+// it over the bytes sent), and the SSE-C fields ([WithSSECustomerKey]). A
+// write sent as a multipart upload ([Store.PutReader]) carries these
+// settings in its CreateMultipartUpload; one that has no counterpart there
+// (WriteOffsetBytes) fails such a write before any I/O.
 func WithPutInput(fn func(*s3.PutObjectInput)) PutOption {
 	return putOptionFunc(func(in *s3.PutObjectInput) error {
 		if fn == nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -55,30 +56,38 @@ func readValue(r *Reader) ([]byte, error) {
 // ranged GET, so the value itself is not transferred. ok is false when there
 // is no object.
 func (s *Store) current(ctx context.Context, key string) (v version, ok bool, err error) {
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &headerRange,
-		ExpectedBucketOwner: s.owner()})
+	v, _, ok, err = s.readHeader(ctx, key)
+	return v, ok, err
+}
+
+// readHeader is current, and also returns the object's size from the
+// response's Content-Range (-1 if it has none).
+func (s *Store) readHeader(ctx context.Context, key string) (v version, size int64, ok bool, err error) {
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, Range: &headerRange, ExpectedBucketOwner: s.owner()}
+	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
+	out, err := s.client.GetObject(ctx, in)
 	switch {
 	case err == nil:
 	case isNotFound(err):
-		return version{}, false, nil
+		return version{}, 0, false, nil
 	case httpStatus(err) == http.StatusRequestedRangeNotSatisfiable: // an empty object
-		return version{}, false, s.failure("read", key, fmt.Errorf("%w: %w", ErrForeignObject, err))
+		return version{}, 0, false, s.failure("read", key, fmt.Errorf("%w: %w", ErrForeignObject, err))
 	default:
-		return version{}, false, s.failure("read", key, err)
+		return version{}, 0, false, s.failure("read", key, err)
 	}
 	defer drainAndClose(out.Body)
 	var b [HeaderSize]byte
 	n, err := io.ReadFull(out.Body, b[:])
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-		return version{}, false, s.failure("read", key, err)
+		return version{}, 0, false, s.failure("read", key, err)
 	}
 	if v.hdr, err = decodeHeader(b[:n]); err != nil {
-		return version{}, false, s.failure("read", key, err)
+		return version{}, 0, false, s.failure("read", key, err)
 	}
 	if v.etag = aws.ToString(out.ETag); v.etag == "" {
-		return version{}, false, s.failure("read", key, fmt.Errorf("response has no ETag, so no conditional write can follow"))
+		return version{}, 0, false, s.failure("read", key, fmt.Errorf("response has no ETag, so no conditional write can follow"))
 	}
-	return v, true, nil
+	return v, objectSize(out.ContentRange), true, nil
 }
 
 // remember caches the version just read or written, if it has an ETag.
@@ -88,6 +97,17 @@ func (s *Store) remember(key, etag string, h header) {
 		return
 	}
 	s.cache.put(key, version{etag: etag, hdr: h})
+}
+
+// objectSize returns the total of a Content-Range ("bytes 0-31/1234"), or
+// -1.
+func objectSize(contentRange *string) int64 {
+	_, total, ok := strings.Cut(aws.ToString(contentRange), "/")
+	n, err := strconv.ParseInt(total, 10, 64)
+	if !ok || err != nil {
+		return -1
+	}
+	return n
 }
 
 // drainAndClose reads a small body to its end before closing it, so the

@@ -32,7 +32,9 @@ func (s *Store) Open(ctx context.Context, key string) (*Reader, error) {
 	if err := checkCall(ctx, key); err != nil {
 		return nil, err
 	}
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, ExpectedBucketOwner: s.owner()})
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, ExpectedBucketOwner: s.owner()}
+	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
+	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, fmt.Errorf("%w: s3://%s/%s: %w", fence.ErrNotFound, s.bucket, key, err)

@@ -24,8 +24,10 @@ type Store struct {
 	bucket string
 	opts   options
 	cache  *versionCache
-	check  *checkState
-	tel    *storeTelemetry
+	check  *checkState // conditional PutObject
+	// mpCheck: conditional CompleteMultipartUpload
+	mpCheck *checkState
+	tel     *storeTelemetry
 }
 
 var _ fence.Store = (*Store)(nil)
@@ -58,7 +60,7 @@ func New(client Client, bucket string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3fence: New: creating instruments: %w", err)
 	}
-	return &Store{client: client, bucket: bucket, opts: o, cache: newVersionCache(o.cacheSize), check: newCheckState(), tel: tel}, nil
+	return &Store{client: client, bucket: bucket, opts: o, cache: newVersionCache(o.cacheSize), check: newCheckState(), mpCheck: newCheckState(), tel: tel}, nil
 }
 
 // Bucket returns the name of the store's bucket.
