@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,7 +52,7 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 	}
 	defer locks.Close(ctx)
 	w := &worker{
-		cfg: cfg, log: &eventLog{enc: json.NewEncoder(stdout)}, ctl: readControl(stdin, inj),
+		cfg: cfg, log: &eventLog{w: stdout}, ctl: readControl(stdin, inj),
 		locks: locks, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)),
 	}
 	res, err := openResources(ctx, cfg, w.hold)

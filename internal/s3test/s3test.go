@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/childproc"
 	"github.com/fencelock/fencelock/internal/testenv"
 )
 
@@ -72,7 +73,7 @@ type Config struct {
 type Server struct {
 	Config
 
-	proc      *process // nil for an existing endpoint
+	proc      *childproc.Proc // nil for an existing endpoint
 	versioned versionedBucket
 }
 
@@ -88,13 +89,13 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	return startVersitygw(ctx, dir)
 }
 
-// Close stops the server's process, if this package started one, and waits
-// for it to exit. It is a no-op for an existing endpoint.
+// Close kills the server's process, if this package started one, and waits
+// until it is reaped. It is a no-op for an existing endpoint.
 func (s *Server) Close() error {
-	if s.proc == nil {
-		return nil
+	if s.proc != nil {
+		s.proc.Kill()
 	}
-	return s.proc.stop()
+	return nil
 }
 
 // New returns the package's server started by [Main] or, without Main, a
