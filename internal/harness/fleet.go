@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/harness/check"
 	"github.com/fencelock/fencelock/internal/netproxy"
 )
 
@@ -64,7 +65,7 @@ func (f *fleet) start(s *slot) error {
 		cfg.Etcd = append(cfg.Etcd, "http://"+p.Addr())
 	}
 	s.incar++
-	p, err := startWorker(cfg, func(p *childproc.Proc, e Event) { f.onEvent(s, p, e) })
+	p, err := startWorker(cfg, func(p *childproc.Proc, e check.Event) { f.onEvent(s, p, e) })
 	if err != nil {
 		return err
 	}
@@ -74,9 +75,9 @@ func (f *fleet) start(s *slot) error {
 
 // onEvent records e and hands a hold to the nemesis waiting for it; a hold
 // nobody waits for (the nemesis gave up) is released at once.
-func (f *fleet) onEvent(s *slot, p *childproc.Proc, e Event) {
+func (f *fleet) onEvent(s *slot, p *childproc.Proc, e check.Event) {
 	f.hist.add(e)
-	if e.Ev != EvHold {
+	if e.Ev != check.EvHold {
 		return
 	}
 	if s.waiting.CompareAndSwap(true, false) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/harness/check"
 )
 
 // evReport is the word of a worker's report that carries an event as JSON
@@ -13,7 +14,7 @@ const evReport = "EVENT"
 
 // startWorker re-executes this executable as a worker with cfg, passing every
 // event it reports to onEvent (from one goroutine, in order).
-func startWorker(cfg workerConfig, onEvent func(*childproc.Proc, Event)) (*childproc.Proc, error) {
+func startWorker(cfg workerConfig, onEvent func(*childproc.Proc, check.Event)) (*childproc.Proc, error) {
 	cmd, err := childproc.Reexec(WorkerEnv, cfg)
 	if err != nil {
 		return nil, err
@@ -23,7 +24,7 @@ func startWorker(cfg workerConfig, onEvent func(*childproc.Proc, Event)) (*child
 	p, err = childproc.Start(cmd, func(line []byte) {
 		<-started
 		word, payload := childproc.ParseReport(line)
-		var e Event
+		var e check.Event
 		if word == evReport && json.Unmarshal([]byte(payload), &e) == nil {
 			onEvent(p, e)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/harness/check"
 	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
@@ -91,7 +92,7 @@ func (c *control) pause(d time.Duration) {
 // use.
 type eventLog struct{ w io.Writer }
 
-func (l *eventLog) emit(e Event) {
+func (l *eventLog) emit(e check.Event) {
 	if e.Time == 0 {
 		e.Time = time.Now().UnixNano()
 	}
