@@ -106,7 +106,7 @@ func New(tb testing.TB) *Server {
 	tb.Helper()
 	if srv, set, err := sharedOr(); set {
 		if srv == nil {
-			unavailable(tb, err)
+			testenv.NoServer(tb, err, ErrUnavailable, howToEnable)
 		}
 		return srv
 	}
@@ -114,7 +114,7 @@ func New(tb testing.TB) *Server {
 	defer cancel()
 	s, err := Start(ctx, tb.TempDir())
 	if err != nil {
-		unavailable(tb, err)
+		testenv.NoServer(tb, err, ErrUnavailable, howToEnable)
 	}
 	tb.Cleanup(func() {
 		if err := s.Close(); err != nil {
@@ -122,13 +122,4 @@ func New(tb testing.TB) *Server {
 		}
 	})
 	return s
-}
-
-// unavailable skips or fails tb for err.
-func unavailable(tb testing.TB, err error) {
-	tb.Helper()
-	if !errors.Is(err, ErrUnavailable) {
-		tb.Fatal(err)
-	}
-	testenv.Unavailable(tb, err.Error(), howToEnable)
 }
