@@ -55,7 +55,8 @@ func ExampleClient_TryLock() {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds every call, Unlock included
+	defer cancel()
 
 	a, _ := etcdlock.New(cli, etcdlock.WithPrefix("/example-trylock/"))
 	defer a.Close(ctx)
@@ -86,7 +87,8 @@ func Example_guard() {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds every call, Unlock included
+	defer cancel()
 	store := fence.NewMemoryStore() // stands for any fenced resource
 
 	a, _ := etcdlock.New(cli, etcdlock.WithPrefix("/example-guard/"))
@@ -169,7 +171,8 @@ func ExampleClient_Inspect() {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds every call, Unlock included
+	defer cancel()
 
 	a, _ := etcdlock.New(cli, etcdlock.WithPrefix("/example-inspect/"), etcdlock.WithOwner("report-job/host-7"))
 	defer a.Close(ctx)

@@ -3,7 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -19,50 +18,15 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/embedetcd"
 	"github.com/fencelock/fencelock/internal/netproxy"
-	"github.com/fencelock/fencelock/internal/testenv"
 )
 
 // endpoints of the embedded etcd member every test in this package shares.
 var endpoints []string
 
-// TestMain starts the embedded etcd member every test shares, in the
-// shape every package with a shared server uses (testenv.Main), and checks
+// TestMain starts the embedded etcd member every test shares, and checks
 // for leaked goroutines after it stopped.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(testenv.Main{
-		M: m, Name: "etcdlock tests", Start: startEtcd,
-		Set: func(c io.Closer, _ error) {
-			if c != nil {
-				endpoints = c.(etcdInDir).Endpoints()
-			}
-		},
-	})
-}
-
-// startEtcd starts the shared member, with its data in a new directory
-// under $FENCELOCK_ETCD_DIR (e.g. /dev/shm for tmpfs) or the system's.
-func startEtcd(ctx context.Context) (io.Closer, error) {
-	dir, err := os.MkdirTemp(os.Getenv("FENCELOCK_ETCD_DIR"), "etcdlock-test-")
-	if err != nil {
-		return nil, err
-	}
-	srv, err := embedetcd.StartServer(ctx, dir)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return etcdInDir{srv, dir}, nil
-}
-
-// etcdInDir stops the member and removes its directory.
-type etcdInDir struct {
-	*embedetcd.Server
-	dir string
-}
-
-func (e etcdInDir) Close() error {
-	e.Server.Close()
-	return os.RemoveAll(e.dir)
+	goleak.VerifyTestMain(embedetcd.Main(m, "etcdlock tests", func(eps []string) { endpoints = eps }))
 }
 
 // etcdClient returns a clientv3 client of the shared member, closed when the

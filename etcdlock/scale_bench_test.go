@@ -46,7 +46,7 @@ const (
 // goroutines are the client's alone.
 func scaleMember(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp(os.Getenv("FENCELOCK_ETCD_DIR"), "etcdlock-scale-")
+	dir, err := os.MkdirTemp(os.Getenv(embedetcd.EnvDir), "etcdlock-scale-")
 	if err != nil {
 		t.Fatal(err)
 	}

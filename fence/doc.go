@@ -23,7 +23,12 @@
 //	if err != nil {
 //		return err
 //	}
-//	defer lock.Unlock(context.WithoutCancel(ctx))
+//	defer func() {
+//		// Bounded (etcd may be unreachable), and not by ctx, which may have ended.
+//		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+//		defer cancel()
+//		lock.Unlock(ctx)
+//	}()
 //	g, err := fence.NewGuard(lock)
 //	if err != nil {
 //		return err

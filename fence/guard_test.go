@@ -3,11 +3,11 @@ package fence_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/nilcheck/nilchecktest"
 )
 
 // holder is a fence.Holder and fence.Expirer under the test's control.
@@ -100,21 +100,11 @@ func TestNilArguments(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := noPanic(tt.call); !errors.Is(err, fence.ErrInvalidArgument) {
+			if err := nilchecktest.NoPanic(tt.call); !errors.Is(err, fence.ErrInvalidArgument) {
 				t.Fatalf("%s: got %v, want an error matching ErrInvalidArgument", tt.name, err)
 			}
 		})
 	}
-}
-
-// noPanic runs call and turns a panic into an error.
-func noPanic(call func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return call()
 }
 
 // lastWriterWins is a store without fencing: the control for the test below.

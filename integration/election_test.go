@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,7 +39,7 @@ func electLocks(t *testing.T, endpoints []string) *etcdlock.Client {
 func TestElectionLeaderKilled(t *testing.T) {
 	etcd := etcdlocktest.New(t)
 	a := startWorker(t, electWorkerEnv, electWorkerConfig{Etcd: etcd.Endpoints(), Election: "killed"})
-	tokA, err := strconv.ParseInt(a.next(t, "LEADING"), 10, 64)
+	tokA, err := strconv.ParseInt(next(t, a, "LEADING"), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +58,7 @@ func TestElectionLeaderKilled(t *testing.T) {
 	waitQueued(t, b, "killed", 1)
 
 	killed := time.Now()
-	a.kill(t)
+	a.Kill()
 	select {
 	case tokB := <-leading:
 		took := time.Since(killed)
@@ -124,8 +123,8 @@ func TestElectionPausedLeader(t *testing.T) {
 			}
 			cfg := electWorkerConfig{Etcd: etcd.Endpoints(), Election: "paused-" + job, DSN: dsn, Job: job, Mode: tt.mode}
 			a := startWorker(t, electWorkerEnv, cfg)
-			tokA := a.ready(t)
-			a.signal(t, syscall.SIGSTOP)
+			tokA := ready(t, a)
+			pause(t, a)
 
 			b := electLocks(t, etcd.Endpoints())
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -148,9 +147,8 @@ func TestElectionPausedLeader(t *testing.T) {
 				t.Fatalf("B's write: got %v, want nil", err)
 			}
 
-			a.goAhead(t)
-			a.signal(t, syscall.SIGCONT)
-			if got := a.result(t); got != tt.wantResult {
+			resumeToWrite(t, a)
+			if got := next(t, a, "RESULT"); got != tt.wantResult {
 				t.Fatalf("A's late write: got %q, want %q", got, tt.wantResult)
 			}
 			var holder string

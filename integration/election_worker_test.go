@@ -3,13 +3,14 @@ package integration_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/childproc"
 )
 
 // electWorkerEnv, when set in the environment of this test binary, makes it
@@ -55,7 +56,9 @@ func electWorkerRun(ctx context.Context, cfg electWorkerConfig) error {
 	defer cancel()
 	var wrote error
 	err = locks.Run(ctx, cfg.Election, "worker", func(tctx context.Context, term *etcdlock.Term) error {
-		fmt.Printf("LEADING %d\n", term.Token())
+		if err := childproc.Report(os.Stdout, "LEADING", strconv.FormatInt(int64(term.Token()), 10)); err != nil {
+			return err
+		}
 		if conn == nil {
 			<-tctx.Done()
 			return nil

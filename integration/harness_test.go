@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/harness"
+	"github.com/fencelock/fencelock/internal/harness/check"
 	"github.com/fencelock/fencelock/internal/pgtest"
 	"github.com/fencelock/fencelock/internal/s3test"
 	"github.com/fencelock/fencelock/internal/testenv"
@@ -22,9 +23,10 @@ func init() { harness.MaybeRunWorker() }
 // S3 while the nemesis pauses, kills and partitions them and crashes
 // (SIGKILL) and restarts etcd member processes. Each run goes on until it
 // reaches harness.ShortMinimums: about a minute on a loaded 2-core machine,
-// so about two for the pair (each is capped; see runHarness). Fenced, the checker must find no
-// violation; with fencing off and the same seed (the control), it must find
-// some. FENCECHECK_SEED replays a seed; go test -short skips the test.
+// so about two minutes for the pair (each is capped; see runHarness).
+// Fenced, the checker must find no violation; with fencing off and the same
+// seed (the control), it must find some. FENCECHECK_SEED replays a seed; go
+// test -short skips the test outside CI.
 func TestHarnessShort(t *testing.T) {
 	if testing.Short() && !testenv.InCI() { // CI runs it, -short or not
 		testenv.Unavailable(t, "the fault harness takes about two minutes and -short is set", "run without -short")
@@ -52,10 +54,10 @@ func harnessPair(t *testing.T, election bool, runsLeft int) {
 	fenced := runHarness(t, srv, seed, election, true, runsLeft)
 	control := runHarness(t, srv, seed, election, false, runsLeft-1)
 	var table strings.Builder
-	harness.PrintSummary(&table, fenced, control)
+	check.PrintSummary(&table, fenced, control)
 	t.Logf("seed %d\n%s", seed, table.String())
 
-	for _, why := range harness.Verdict(fenced, control, harness.ShortMinimums) {
+	for _, why := range check.Verdict(fenced, control, harness.ShortMinimums) {
 		t.Error(why)
 	}
 }
@@ -84,7 +86,7 @@ func harnessSeed(t *testing.T) int64 {
 // runHarness runs one of the runsLeft runs still to come, capped so that
 // all of them end before the test's deadline: a run cut short by the test
 // timeout would panic instead of saying which minimums it missed.
-func runHarness(t *testing.T, srv harness.Servers, seed int64, election, fenced bool, runsLeft int) *harness.Report {
+func runHarness(t *testing.T, srv harness.Servers, seed int64, election, fenced bool, runsLeft int) *check.Report {
 	t.Helper()
 	cfg := harness.Short(seed)
 	cfg.Fenced, cfg.Election = fenced, election
@@ -101,7 +103,7 @@ func runHarness(t *testing.T, srv harness.Servers, seed int64, election, fenced 
 		t.Fatalf("harness run (fenced %v, seed %d): %v", fenced, seed, err)
 	}
 	var out strings.Builder
-	harness.PrintViolations(&out, rep, 10)
+	check.PrintViolations(&out, rep, 10)
 	t.Logf("fenced %v: %v, faults %v, capped: %v\n%s", fenced, time.Since(start).Round(time.Second), rep.Faults, rep.Capped > 0, out.String())
 	return rep
 }

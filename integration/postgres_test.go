@@ -3,7 +3,6 @@ package integration_test
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,8 +43,8 @@ func TestPostgresPausedHolder(t *testing.T) {
 			}
 			cfg := pgWorkerConfig{Etcd: etcd.Endpoints(), DSN: dsn, Lock: "pg-paused-holder-" + job, Job: job, Mode: tt.mode}
 			a := startWorker(t, pgWorkerEnv, cfg)
-			tokA := a.ready(t)
-			a.signal(t, syscall.SIGSTOP)
+			tokA := ready(t, a)
+			pause(t, a)
 
 			ctx, g := takeOver(t, etcd.Endpoints(), cfg.Lock, tokA)
 			err := g.Do(ctx, func(ctx context.Context, tok fence.Token) error {
@@ -55,9 +54,8 @@ func TestPostgresPausedHolder(t *testing.T) {
 				t.Fatalf("B's write: got %v, want nil", err)
 			}
 
-			a.goAhead(t)
-			a.signal(t, syscall.SIGCONT)
-			if got := a.result(t); got != tt.wantResult {
+			resumeToWrite(t, a)
+			if got := next(t, a, "RESULT"); got != tt.wantResult {
 				t.Fatalf("A's late write: got %q, want %q", got, tt.wantResult)
 			}
 			var holder string

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,8 +47,8 @@ func TestS3PausedHolder(t *testing.T) {
 				Lock: fmt.Sprintf("s3-paused-holder-%d", i), Key: fmt.Sprintf("integration/%s/%d", t.Name(), time.Now().UnixNano()),
 			}
 			a := startWorker(t, s3WorkerEnv, cfg)
-			tokA := a.ready(t)
-			a.signal(t, syscall.SIGSTOP)
+			tokA := ready(t, a)
+			pause(t, a)
 
 			ctx, g := takeOver(t, etcd.Endpoints(), cfg.Lock, tokA)
 			store, err := s3Resource(srv.Client(t), srv.Bucket, tt.fenced)
@@ -60,12 +59,11 @@ func TestS3PausedHolder(t *testing.T) {
 				t.Fatalf("B's write: got %v, want nil", err)
 			}
 
-			a.goAhead(t)
-			a.signal(t, syscall.SIGCONT)
-			if got := a.result(t); got != tt.wantResult {
+			resumeToWrite(t, a)
+			if got := next(t, a, "RESULT"); got != tt.wantResult {
 				t.Fatalf("A's late write: got %q, want %q", got, tt.wantResult)
 			}
-			if got := a.next(t, "PUTS"); got != tt.wantPuts {
+			if got := next(t, a, "PUTS"); got != tt.wantPuts {
 				t.Errorf("A's PUTs: got statuses %s, want %s", got, tt.wantPuts)
 			}
 			rec, err := store.Get(ctx, cfg.Key)

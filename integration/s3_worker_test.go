@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
 
@@ -38,7 +39,7 @@ func init() {
 
 // s3Worker takes the lock, passes the guard's check, writes a first draft
 // (so its store knows the object's ETag), reports "READY <token>" and waits
-// for a line on stdin; the parent stops it meanwhile, past its lease. Then it
+// for the go-ahead on stdin; the parent stops it meanwhile, past its lease. Then it
 // writes again and reports "RESULT ok", "RESULT stale" or "RESULT error: …",
 // followed by the HTTP status of each of its PUTs.
 func s3Worker(cfgJSON string) int {
@@ -46,7 +47,9 @@ func s3Worker(cfgJSON string) int {
 	code := workerMain(cfgJSON, func(ctx context.Context, cfg s3WorkerConfig) error {
 		return s3WorkerRun(ctx, cfg, puts)
 	})
-	fmt.Println("PUTS", puts.String())
+	if err := childproc.Report(os.Stdout, "PUTS", puts.String()); err != nil {
+		return 1
+	}
 	return code
 }
 

@@ -1,16 +1,12 @@
 package integration_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,123 +18,74 @@ import (
 	"github.com/fencelock/fencelock/internal/childproc"
 )
 
-// workerProc is a worker process and its pipes: a paused holder of
-// TestPostgresPausedHolder or TestS3PausedHolder.
-type workerProc struct {
-	*childproc.Proc
-	stdin  io.WriteCloser
-	lines  chan string // stdout, line by line; closed at EOF
-	killed bool        // by the test: its exit status is no failure
-}
-
-// startWorker re-executes this test binary as a worker process: env names
-// the environment variable whose init hook makes it one, cfg is passed in it
-// as JSON. The worker is waited for (or killed) when the test ends.
-func startWorker(t *testing.T, env string, cfg any) *workerProc {
+// startWorker re-executes this test binary as a worker process (the
+// package's worker protocol: childproc's): env names the environment
+// variable whose init hook makes it one, cfg is passed in it as JSON. The
+// worker is stopped when the test ends; an exit other than status 0 or a
+// kill by the test fails the test.
+func startWorker(t *testing.T, env string, cfg any) *childproc.Proc {
 	t.Helper()
 	cmd, err := childproc.Reexec(env, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &workerProc{lines: make(chan string, 16)}
-	if w.stdin, err = cmd.StdinPipe(); err != nil {
+	p, err := childproc.Start(cmd, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Proc, err = childproc.Start(cmd, func(line []byte) { w.lines <- string(line) }); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		<-w.Exited()
-		close(w.lines)
-	}()
-	t.Cleanup(func() { w.finish(t) })
-	return w
+	t.Cleanup(func() {
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Errorf("worker: %v; output: %s", err, p.Output())
+		}
+	})
+	return p
 }
 
-// next returns the worker's next output line starting with prefix, failing
-// the test if none comes within 30 s.
-func (w *workerProc) next(t *testing.T, prefix string) string {
+// next returns the payload of the worker's next report with the given
+// word, failing the test if none comes within 30 s.
+func next(t *testing.T, p *childproc.Proc, word string) string {
 	t.Helper()
-	timeout := time.NewTimer(30 * time.Second)
-	defer timeout.Stop()
-	for {
-		select {
-		case line, ok := <-w.lines:
-			if !ok {
-				t.Fatalf("worker exited without printing %s; stderr: %s", prefix, w.Output())
-			}
-			if rest, found := strings.CutPrefix(line, prefix); found {
-				return strings.TrimSpace(rest)
-			}
-		case <-timeout.C:
-			t.Fatalf("worker printed no %s within 30s", prefix)
-		}
+	payload, err := p.Next(30*time.Second, word)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return payload
 }
 
 // ready waits until the worker holds the lock and has passed its guard's
 // check, and returns its token.
-func (w *workerProc) ready(t *testing.T) fence.Token {
+func ready(t *testing.T, p *childproc.Proc) fence.Token {
 	t.Helper()
-	tok, err := strconv.ParseInt(w.next(t, "READY"), 10, 64)
+	tok, err := strconv.ParseInt(next(t, p, "READY"), 10, 64)
 	if err != nil {
-		t.Fatalf("worker's READY line: %v", err)
+		t.Fatalf("worker's READY report: %v", err)
 	}
 	return fence.Token(tok)
 }
 
-func (w *workerProc) result(t *testing.T) string {
+// pause freezes the worker (SIGSTOP) and returns once it is stopped.
+func pause(t *testing.T, p *childproc.Proc) {
 	t.Helper()
-	return w.next(t, "RESULT")
-}
-
-func (w *workerProc) signal(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	if err := w.Signal(sig); err != nil {
-		t.Fatalf("signalling the worker with %v: %v", sig, err)
+	if err := p.Pause(); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// kill kills the worker with SIGKILL, as a crash would.
-func (w *workerProc) kill(t *testing.T) {
+// resumeToWrite lets the paused worker write once it runs again, and
+// resumes it (SIGCONT).
+func resumeToWrite(t *testing.T, p *childproc.Proc) {
 	t.Helper()
-	w.killed = true
-	w.signal(t, syscall.SIGKILL)
-}
-
-// goAhead lets the worker write once it runs again.
-func (w *workerProc) goAhead(t *testing.T) {
-	t.Helper()
-	if _, err := io.WriteString(w.stdin, "go\n"); err != nil {
-		t.Fatalf("writing to the worker: %v", err)
+	if err := p.Send(childproc.Go); err != nil {
+		t.Fatal(err)
 	}
-}
-
-// finish waits for the worker to exit, killing it if it does not within
-// 10 s of the test's end.
-func (w *workerProc) finish(t *testing.T) {
-	w.stdin.Close()
-	go func() { // lines nobody reads must not hold up the reaper
-		for range w.lines {
-		}
-	}()
-	timeout := time.NewTimer(10 * time.Second)
-	defer timeout.Stop()
-	select {
-	case <-w.Exited():
-		if err := w.Err(); err != nil && !w.killed {
-			t.Errorf("worker: %v; stderr: %s", err, w.Output())
-		}
-	case <-timeout.C:
-		_ = w.Signal(syscall.SIGCONT)
-		w.Kill()
-		t.Errorf("worker did not exit within 10s; killed. stderr: %s", w.Output())
+	if err := p.Resume(); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // workerMain is the body of a worker process: it decodes cfgJSON into a C,
 // runs run bounded by a minute, and reports "RESULT ok", "RESULT stale" or
-// "RESULT error: …" on stdout.
+// "RESULT error: …".
 func workerMain[C any](cfgJSON string, run func(context.Context, C) error) int {
 	var cfg C
 	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
@@ -147,13 +94,15 @@ func workerMain[C any](cfgJSON string, run func(context.Context, C) error) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	result := "ok"
 	switch err := run(ctx, cfg); {
-	case err == nil:
-		fmt.Println("RESULT ok")
 	case errors.Is(err, fence.ErrStale):
-		fmt.Println("RESULT stale")
-	default:
-		fmt.Println("RESULT error:", strings.ReplaceAll(err.Error(), "\n", " "))
+		result = "stale"
+	case err != nil:
+		result = "error: " + err.Error()
+	}
+	if err := childproc.Report(os.Stdout, "RESULT", result); err != nil {
+		return 1
 	}
 	return 0
 }
@@ -173,14 +122,14 @@ func workerLocks(ctx context.Context, etcd []string) (locks *etcdlock.Client, st
 	return locks, func() { locks.Close(context.WithoutCancel(ctx)); cli.Close() }, nil
 }
 
-// readyThenWait reports "READY <token>" and waits for the parent's line on
-// stdin; the parent freezes the worker meanwhile, past its lease.
+// readyThenWait reports "READY <token>" and waits for the parent's
+// go-ahead on stdin; the parent freezes the worker meanwhile, past its
+// lease.
 func readyThenWait(tok fence.Token) error {
-	fmt.Printf("READY %d\n", tok)
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-		return fmt.Errorf("waiting for the go-ahead: %w", err)
+	if err := childproc.Report(os.Stdout, "READY", strconv.FormatInt(int64(tok), 10)); err != nil {
+		return err
 	}
-	return nil
+	return childproc.AwaitGo(os.Stdin)
 }
 
 // takeOver is holder B: it takes lockName, which returns once paused A's

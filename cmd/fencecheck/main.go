@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/harness"
+	"github.com/fencelock/fencelock/internal/harness/check"
 )
 
 func main() {
@@ -83,7 +84,7 @@ func run(cfg harness.Config, control bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	var ctl *harness.Report
+	var ctl *check.Report
 	cfg.Events = nil
 	if control {
 		if ctl, err = runOne(srv, cfg, false); err != nil {
@@ -91,11 +92,11 @@ func run(cfg harness.Config, control bool) (bool, error) {
 		}
 	}
 	fmt.Println()
-	harness.PrintSummary(os.Stdout, fenced, ctl)
+	check.PrintSummary(os.Stdout, fenced, ctl)
 	return verdict(fenced, ctl), nil
 }
 
-func runOne(srv harness.Servers, cfg harness.Config, fenced bool) (*harness.Report, error) {
+func runOne(srv harness.Servers, cfg harness.Config, fenced bool) (*check.Report, error) {
 	cfg.Fenced = fenced
 	name := map[bool]string{true: "fenced", false: "control (fencing off)"}[fenced]
 	fmt.Printf("\n== %s run\n", name)
@@ -103,17 +104,17 @@ func runOne(srv harness.Servers, cfg harness.Config, fenced bool) (*harness.Repo
 	if err != nil {
 		return nil, err
 	}
-	harness.PrintViolations(os.Stdout, rep, 10)
-	harness.PrintSummary(os.Stdout, rep, nil)
-	harness.PrintMetrics(os.Stdout, rep)
+	check.PrintViolations(os.Stdout, rep, 10)
+	check.PrintSummary(os.Stdout, rep, nil)
+	check.PrintMetrics(os.Stdout, rep)
 	return rep, nil
 }
 
 // verdict prints and returns whether the fenced run is clean and
 // exercised enough to mean something, and the control, if run, caught a
 // stale write landing.
-func verdict(fenced, control *harness.Report) bool {
-	why := harness.Verdict(fenced, control, harness.ShortMinimums)
+func verdict(fenced, control *check.Report) bool {
+	why := check.Verdict(fenced, control, harness.ShortMinimums)
 	for _, w := range why {
 		fmt.Println("FAIL:", w)
 	}

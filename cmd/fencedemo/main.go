@@ -7,18 +7,12 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -26,15 +20,16 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"github.com/fencelock/fencelock/internal/embedetcd"
 )
 
-// The demo re-runs its own executable as worker A; these variables tell it so.
-const (
-	envWorker   = "FENCEDEMO_WORKER"
-	envEtcd     = "FENCEDEMO_ETCD"
-	envResource = "FENCEDEMO_RESOURCE"
-)
+// envWorker, set to a workerConfig as JSON, makes the demo's executable,
+// re-run by the demo, worker A.
+const envWorker = "FENCEDEMO_WORKER"
+
+// reportTimeout bounds the wait for each of worker A's reports.
+const reportTimeout = 30 * time.Second
 
 func main() {
 	flag.Usage = func() {
@@ -49,8 +44,8 @@ func main() {
 
 // run is the demo, or worker A when started as one.
 func run() error {
-	if name := os.Getenv(envWorker); name != "" {
-		return worker(os.Getenv(envEtcd), os.Getenv(envResource), name)
+	if js := os.Getenv(envWorker); js != "" {
+		return worker(js, os.Stdin, os.Stdout)
 	}
 	return demo(os.Stdout)
 }
@@ -107,39 +102,40 @@ func play(ctx context.Context, out io.Writer, ep string, fenced bool, round int)
 	if err != nil {
 		return false, err
 	}
-	defer a.stop()
-	line, err := a.expect("locked")
+	defer a.Stop(5 * time.Second)
+	locked, err := a.Next(reportTimeout, "LOCKED")
 	if err != nil {
 		return false, err
 	}
-	f := strings.Fields(line)
-	t.say("A takes lock %q: token %s, lease TTL %s", name, f[1], f[2])
-	if _, err := a.expect("checked"); err != nil {
+	f := strings.Fields(locked)
+	if len(f) != 2 {
+		return false, fmt.Errorf("worker A reported LOCKED %q, want a token and a TTL", locked)
+	}
+	t.say("A takes lock %q: token %s, lease TTL %s", name, f[0], f[1])
+	if _, err := a.Next(reportTimeout, "READY"); err != nil {
 		return false, err
 	}
 	t.say("A checks that it still holds the lock: yes. It is about to write...")
-	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return false, err
-	}
-	if err := waitStopped(a.cmd.Process.Pid); err != nil {
+	if err := a.Pause(); err != nil { // returns once A is stopped: nothing it does comes after
 		return false, err
 	}
 	t.say("A is frozen (SIGSTOP: think GC pause, VM migration). Its keepalives stop.")
-	fmt.Fprintln(a.stdin, "go") // A reads this once it runs again
+	if err := a.Send(childproc.Go); err != nil { // A reads this once it runs again
+		return false, err
+	}
 
 	tokB, err := clientB(ctx, ep, name, r.baseURL, t)
 	if err != nil {
 		return false, err
 	}
-	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := a.Resume(); err != nil {
 		return false, err
 	}
-	t.say("A wakes up (SIGCONT), still inside its critical section, and writes with token %s", f[1])
-	res, err := a.expect("result")
+	t.say("A wakes up (SIGCONT), still inside its critical section, and writes with token %s", f[0])
+	result, err := a.Next(reportTimeout, "RESULT")
 	if err != nil {
 		return false, err
 	}
-	result := strings.TrimPrefix(res, "result ")
 	rec, err := httpStore{r.baseURL}.Get(ctx, "balance")
 	if err != nil {
 		return false, err
@@ -191,93 +187,14 @@ func clientB(ctx context.Context, ep, name, url string, t *timeline) (fence.Toke
 	return lock.Token(), nil
 }
 
-// proc is worker A as a child process.
-type proc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Scanner
-}
-
-func startWorker(ep, url, name string) (*proc, error) {
-	exe, err := os.Executable()
+// startWorker starts worker A: this executable again, as a child process
+// (childproc's worker protocol).
+func startWorker(ep, url, name string) (*childproc.Proc, error) {
+	cmd, err := childproc.Reexec(envWorker, workerConfig{Etcd: ep, Resource: url, Name: name})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envWorker+"="+name, envEtcd+"="+ep, envResource+"="+url)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &proc{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}, nil
-}
-
-// expect reads lines until one starts with word.
-func (p *proc) expect(word string) (string, error) {
-	for p.out.Scan() {
-		if l := p.out.Text(); strings.HasPrefix(l, word) {
-			return l, nil
-		}
-	}
-	return "", errors.Join(fmt.Errorf("worker A exited before saying %q", word), p.out.Err())
-}
-
-func (p *proc) stop() {
-	p.cmd.Process.Signal(syscall.SIGCONT)
-	p.stdin.Close()
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-	}
-}
-
-// waitStopped polls until every thread of pid is stopped, so that nothing A
-// does can come after the freeze and before B's turn. Without /proc (macOS)
-// it can only give the signal a moment.
-func waitStopped(pid int) error {
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", pid)); err != nil {
-		time.Sleep(100 * time.Millisecond)
-		return nil
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if stopped(pid) {
-			return nil
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return fmt.Errorf("worker A (pid %d) not stopped 5s after SIGSTOP", pid)
-}
-
-func stopped(pid int) bool {
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	if err != nil || len(tasks) == 0 {
-		return false
-	}
-	for _, task := range tasks {
-		b, err := os.ReadFile(task)
-		if err != nil {
-			return false
-		}
-		// The state follows the parenthesised command name: "pid (comm) T ...".
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
-			return false
-		}
-	}
-	return true
+	return childproc.Start(cmd, nil)
 }
 
 type timeline struct {

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
-	"os"
+	"io"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,13 +12,26 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/childproc"
 )
 
+// workerConfig is what worker A is told, as JSON in [envWorker].
+type workerConfig struct {
+	Etcd     string // endpoint
+	Resource string // base URL
+	Name     string // of the lock
+}
+
 // worker is client A, run as its own process so that it can really be
-// frozen with SIGSTOP. It reports on stdout, one line per step, and waits for
-// "go" on stdin between passing its guard check and writing.
-func worker(etcd, resourceURL, name string) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+// frozen with SIGSTOP. In childproc's worker protocol it reports LOCKED
+// (token, TTL), READY once past its guard check, then waits for the
+// go-ahead on stdin before writing, and reports the RESULT.
+func worker(js string, stdin io.Reader, stdout io.Writer) error {
+	var cfg workerConfig
+	if err := json.Unmarshal([]byte(js), &cfg); err != nil {
+		return err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.Etcd}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return err
 	}
@@ -31,23 +44,27 @@ func worker(etcd, resourceURL, name string) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	lock, err := locks.Lock(ctx, name)
+	lock, err := locks.Lock(ctx, cfg.Name)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("locked %d %s\n", lock.Token(), lock.TTL())
+	if err := childproc.Report(stdout, "LOCKED", fmt.Sprintf("%d %s", lock.Token(), lock.TTL())); err != nil {
+		return err
+	}
 	guard, err := fence.NewGuard(lock)
 	if err != nil {
 		return err
 	}
-	stdin := bufio.NewScanner(os.Stdin)
 	err = guard.Do(ctx, func(ctx context.Context, token fence.Token) error {
-		fmt.Println("checked")
-		stdin.Scan() // the pause lands here, between the check and the write
-		return httpStore{resourceURL}.Put(ctx, "balance", token, []byte("A: balance=90"))
+		if err := childproc.Report(stdout, "READY", ""); err != nil {
+			return err
+		}
+		if err := childproc.AwaitGo(stdin); err != nil { // the pause lands here, between the check and the write
+			return err
+		}
+		return httpStore{cfg.Resource}.Put(ctx, "balance", token, []byte("A: balance=90"))
 	})
-	fmt.Printf("result %v\n", errOrOK(err))
-	return nil
+	return childproc.Report(stdout, "RESULT", errOrOK(err))
 }
 
 func errOrOK(err error) string {

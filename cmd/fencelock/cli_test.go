@@ -19,6 +19,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/childproc"
 	"github.com/fencelock/fencelock/internal/netproxy"
 	"github.com/fencelock/fencelock/internal/pgtest"
 )
@@ -322,11 +323,15 @@ func TestPausedRunChildWriteRefused(t *testing.T) {
 			if tt.unfenced {
 				cmd.Env = append(cmd.Env, "UNFENCED=1")
 			}
-			if err := cmd.Start(); err != nil {
+			p, err := childproc.Start(cmd, nil)
+			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(p.Kill)
 			tokA, _ := strconv.ParseInt(waitFile(t, ready, 10*time.Second), 10, 64)
-			cmd.Process.Signal(syscall.SIGSTOP) // fencelock, not its child: nothing stops the child now
+			if err := p.Pause(); err != nil { // fencelock, not its child: nothing stops the child now
+				t.Fatal(err)
+			}
 
 			locks, _ := locker(t)
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -353,8 +358,12 @@ func TestPausedRunChildWriteRefused(t *testing.T) {
 			if err := pool.QueryRow(ctx, "SELECT holder FROM jobs WHERE id = $1", job).Scan(&holder); err != nil || holder != tt.holder {
 				t.Fatalf("job row: holder %q (%v), want %q", holder, err, tt.holder)
 			}
-			cmd.Process.Signal(syscall.SIGCONT)
-			waitExit(t, cmd, 10*time.Second)
+			if err := p.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Wait(10 * time.Second); errors.Is(err, childproc.ErrRunning) {
+				t.Fatalf("fencelock: %v", err)
+			}
 		})
 	}
 }

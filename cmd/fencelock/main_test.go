@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
-	"github.com/fencelock/fencelock/internal/testenv"
+	"github.com/fencelock/fencelock/internal/embedetcd"
 )
 
 // The tests run fencelock as real processes: this test binary, re-executed
@@ -39,30 +37,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cliEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	goleak.VerifyTestMain(testenv.Main{
-		M: m, Name: "fencelock tests", Start: startEtcd,
-		Set: func(c io.Closer, _ error) {
-			if c != nil {
-				etcdEndpoints = c.(etcdServer).Endpoints()
-			}
-		},
-	})
-}
-
-// startEtcd starts the embedded etcd every test shares.
-func startEtcd(ctx context.Context) (io.Closer, error) {
-	srv, err := etcdlocktest.Start(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return etcdServer{srv}, nil
-}
-
-type etcdServer struct{ *etcdlocktest.Server }
-
-func (s etcdServer) Close() error {
-	s.Server.Close()
-	return nil
+	goleak.VerifyTestMain(embedetcd.Main(m, "fencelock tests", func(eps []string) { etcdEndpoints = eps }))
 }
 
 // fencelock returns the command fencelock args, against the shared etcd

@@ -3,13 +3,13 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/nilcheck/nilchecktest"
 )
 
 // TestNilContext: every entry point refuses a nil context with an error
@@ -49,7 +49,7 @@ func TestNilContext(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := noPanic(tt.call); !errors.Is(err, postgres.ErrInvalidArgument) {
+			if err := nilchecktest.NoPanic(tt.call); !errors.Is(err, postgres.ErrInvalidArgument) {
 				t.Fatalf("%s(nil ctx): got %v, want an error matching postgres.ErrInvalidArgument", tt.name, err)
 			}
 		})
@@ -87,7 +87,7 @@ func TestNilHandle(t *testing.T) {
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {
-			if err := noPanic(func() error { return c.call(nil) }); !errors.Is(err, postgres.ErrInvalidArgument) {
+			if err := nilchecktest.NoPanic(func() error { return c.call(nil) }); !errors.Is(err, postgres.ErrInvalidArgument) {
 				t.Fatalf("%s(typed nil *pgx.Conn): got %v, want an error matching postgres.ErrInvalidArgument", c.name, err)
 			}
 		})
@@ -95,23 +95,13 @@ func TestNilHandle(t *testing.T) {
 	// The untyped nil and a typed nil pool, on the two checks every call
 	// above goes through (a DB and a TxBeginner).
 	for _, db := range []postgres.DB{nil, (*pgxpool.Pool)(nil)} {
-		if err := noPanic(func() error { return tbl.Update(ctx, db, "k", 1) }); !errors.Is(err, postgres.ErrInvalidArgument) {
+		if err := nilchecktest.NoPanic(func() error { return tbl.Update(ctx, db, "k", 1) }); !errors.Is(err, postgres.ErrInvalidArgument) {
 			t.Errorf("Table.Update(%#v): got %v, want an error matching postgres.ErrInvalidArgument", db, err)
 		}
 	}
 	for _, db := range []postgres.TxBeginner{nil, (*pgxpool.Pool)(nil)} {
-		if err := noPanic(func() error { return postgres.RunInTx(ctx, db, "r", 1, fn) }); !errors.Is(err, postgres.ErrInvalidArgument) {
+		if err := nilchecktest.NoPanic(func() error { return postgres.RunInTx(ctx, db, "r", 1, fn) }); !errors.Is(err, postgres.ErrInvalidArgument) {
 			t.Errorf("RunInTx(%#v): got %v, want an error matching postgres.ErrInvalidArgument", db, err)
 		}
 	}
-}
-
-// noPanic runs call and turns a panic into an error.
-func noPanic(call func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return call()
 }

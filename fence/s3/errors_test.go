@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/nilcheck/nilchecktest"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
 
@@ -56,7 +56,7 @@ func TestNewRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var s *s3fence.Store
-			err := noPanic(func() (err error) { s, err = s3fence.New(tt.client, tt.bucket, tt.opts...); return err })
+			err := nilchecktest.NoPanic(func() (err error) { s, err = s3fence.New(tt.client, tt.bucket, tt.opts...); return err })
 			if s != nil || !errors.Is(err, tt.want) {
 				t.Fatalf("New: got (%v, %v), want (nil, an error matching %v)", s, err, tt.want)
 			}
@@ -130,7 +130,7 @@ func TestNilContext(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &countingClient{}
 			s := mustNew(t, c, "bucket")
-			if err := noPanic(func() error { return tt.call(s) }); !errors.Is(err, s3fence.ErrInvalidArgument) {
+			if err := nilchecktest.NoPanic(func() error { return tt.call(s) }); !errors.Is(err, s3fence.ErrInvalidArgument) {
 				t.Fatalf("%s(nil ctx): got %v, want an error matching s3fence.ErrInvalidArgument", tt.name, err)
 			}
 			if c.calls != 0 {
@@ -138,16 +138,6 @@ func TestNilContext(t *testing.T) {
 			}
 		})
 	}
-}
-
-// noPanic runs call and turns a panic into an error.
-func noPanic(call func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return call()
 }
 
 func TestNoSuchBucket(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/fencelock/fencelock/internal/childproc"
 )
 
 // MemberEnv names the environment variable that turns a process importing
@@ -21,7 +23,7 @@ func init() {
 }
 
 // runMember is the body of a member process: start the member, print
-// [readyLine] once it serves, and run until it fails or stdin reaches EOF
+// [readyReport] once it serves, and run until it fails or stdin reaches EOF
 // (the cluster closed it, or died: on Linux the parent-death signal kills
 // the member first).
 func runMember(js string) int {
@@ -35,7 +37,10 @@ func runMember(js string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println(readyLine)
+	if err := childproc.Report(os.Stdout, readyReport, mc.Name); err != nil {
+		e.Close()
+		return 1
+	}
 	eof := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)

@@ -3,11 +3,12 @@ package embedetcd
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/internal/childproc"
 )
 
 // Heartbeat and election settings of every member. With these, etcd's
@@ -78,14 +79,9 @@ func startEmbedded(ctx context.Context, mc memberConfig, o config) (*embed.Etcd,
 // newMemberConfig returns the configuration of a new member named name with
 // data under dir, on two loopback ports that were free a moment ago.
 func newMemberConfig(name, dir string) (memberConfig, error) {
-	var ports [2]int
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return memberConfig{}, fmt.Errorf("embedetcd: free port: %w", err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+	ports, err := childproc.FreePorts(2)
+	if err != nil {
+		return memberConfig{}, fmt.Errorf("embedetcd: %w", err)
 	}
 	return memberConfig{
 		Name:      name,

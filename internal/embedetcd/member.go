@@ -3,14 +3,14 @@ package embedetcd
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync"
 
 	"github.com/fencelock/fencelock/internal/childproc"
 )
 
-// readyLine is what a member process prints on stdout once it serves.
-const readyLine = "embedetcd: member ready"
+// readyReport is what a member process reports ([childproc.Report]) once
+// it serves.
+const readyReport = "READY"
 
 // Member is one etcd member of a [Cluster], running as its own process.
 // Its name and URLs stay the same across restarts.
@@ -20,9 +20,8 @@ type Member struct {
 	PeerURL   string // http://127.0.0.1:port
 	cfg       memberConfig
 
-	mu    sync.Mutex
-	proc  *childproc.Proc // nil when stopped
-	stdin io.Closer       // its EOF ends the member too
+	mu   sync.Mutex
+	proc *childproc.Proc // nil when stopped
 }
 
 // start starts the member's process with the given cluster state unless it
@@ -40,14 +39,10 @@ func (m *Member) start(ctx context.Context, state string) error {
 	if err != nil {
 		return err
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
 	ready := make(chan struct{})
 	var once sync.Once
 	p, err := childproc.Start(cmd, func(line []byte) {
-		if string(line) == readyLine {
+		if word, _ := childproc.ParseReport(line); word == readyReport {
 			once.Do(func() { close(ready) })
 		}
 	})
@@ -56,10 +51,9 @@ func (m *Member) start(ctx context.Context, state string) error {
 	}
 	if err := awaitReady(ctx, p, ready); err != nil {
 		p.Kill()
-		_ = stdin.Close()
 		return fmt.Errorf("embedetcd: %s: %w", m.Name, err)
 	}
-	m.proc, m.stdin = p, stdin
+	m.proc = p
 	return nil
 }
 
@@ -82,8 +76,7 @@ func (m *Member) kill() {
 		return
 	}
 	m.proc.Kill()
-	_ = m.stdin.Close()
-	m.proc, m.stdin = nil, nil
+	m.proc = nil
 }
 
 func (m *Member) running() bool {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/harness/check"
 )
 
 // Config describes one run. [Short] and [Long] return the two presets.
@@ -29,7 +31,7 @@ type Config struct {
 	// injecting a kind once it has its count and MinDuration has passed
 	// (and, fenced, a stale write has been refused); the workers go on
 	// until the writes are there too.
-	Until Minimums
+	Until check.Minimums
 	// MinDuration is the shortest run, even when Until is reached sooner.
 	MinDuration time.Duration
 	// MaxDuration caps the run: one that has not reached Until by then
@@ -43,6 +45,13 @@ type Config struct {
 	Log func(format string, args ...any)
 	// Events, when set, receives every worker event as a JSON line.
 	Events io.Writer
+}
+
+// ShortMinimums are the short mode's: what CI requires, and what the verdict
+// of every run (short or long) requires.
+var ShortMinimums = check.Minimums{
+	Writes: 1000, PerResource: 100, RefusedOverall: 1,
+	Faults: faultMinimums(func(f faultKind) int { return f.short }),
 }
 
 // Short returns the preset that runs inside CI: each run goes on until it
@@ -79,9 +88,9 @@ func (c *Config) validate() error {
 	case c.MaxDuration < c.MinDuration:
 		return errors.New("harness: MaxDuration is shorter than MinDuration")
 	}
-	for _, k := range FaultKinds {
-		if n, ok := c.Until.Faults[k]; !ok || n < 0 {
-			return fmt.Errorf("harness: Until.Faults[%s] is %d (set: %v); want a count >= 0 for every kind", k, n, ok)
+	for _, f := range faultKinds {
+		if n, ok := c.Until.Faults[f.kind]; !ok || n < 0 {
+			return fmt.Errorf("harness: Until.Faults[%s] is %d (set: %v); want a count >= 0 for every kind", f.kind, n, ok)
 		}
 	}
 	return nil

@@ -11,15 +11,17 @@
 //     ([embedetcd.Cluster]), and each worker slot gets its own TCP proxy to
 //     every member ([netproxy]);
 //   - workers (this executable again, see [MaybeRunWorker]) loop: lock a key,
-//     write each of its resources through a fence.Guard, unlock; they log
-//     every attempt as a JSON line ([Event]);
+//     write each of its resources through a fence.Guard, unlock; they
+//     report every attempt to the harness as an event ([check.Event]) in
+//     childproc's worker protocol;
 //   - the nemesis, driven by a seeded random source, injects faults of every
-//     kind ([FaultKinds]: pauses, kills, etcd member crashes, partitions)
+//     kind (pauses, kills, etcd member crashes, partitions, request faults)
 //     until the run has reached its minimums of faults and writes
 //     ([Config.Until]), or its cap ([Config.MaxDuration]);
-//   - the checker compares the workers' attempts with the storage's
-//     history: PostgreSQL's append-only log written in the same transaction
-//     as each write, and the object versions of a versioned S3 bucket.
+//   - the checker (package check, a pure function of the history) compares
+//     the workers' attempts with the storage's history: PostgreSQL's
+//     append-only log written in the same transaction as each write, and
+//     the object versions of a versioned S3 bucket.
 //
 // With Config.Fenced false the workers write without fencing (a plain
 // UPDATE, an unfenced transaction, a plain PutObject): the control run, in

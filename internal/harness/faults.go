@@ -3,9 +3,9 @@ package harness
 import (
 	"context"
 	"math/rand/v2"
-	"syscall"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/childproc"
 	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
@@ -18,10 +18,14 @@ func (n *nemesis) pause(ctx context.Context, rng *rand.Rand) bool {
 		return false
 	}
 	defer s.release()
-	p.signal(syscall.SIGSTOP)
-	p.send(cmdGo) // read once it runs again
+	defer func() { _ = p.Resume() }()
+	if err := p.Pause(); err != nil {
+		n.cfg.logf("nemesis: %v", err)
+		_ = p.Send(childproc.Go)
+		return false
+	}
+	_ = p.Send(childproc.Go) // read once it runs again
 	sleep(context.WithoutCancel(ctx), n.cfg.TTL+between(rng, 500*time.Millisecond, 1200*time.Millisecond))
-	p.signal(syscall.SIGCONT)
 	return true
 }
 
@@ -34,9 +38,9 @@ func (n *nemesis) kill(ctx context.Context, rng *rand.Rand) bool {
 		return false
 	}
 	defer s.release()
-	p.send(cmdGo)
+	_ = p.Send(childproc.Go)
 	sleep(context.WithoutCancel(ctx), between(rng, 0, 4*time.Millisecond))
-	p.kill()
+	p.Kill()
 	return n.fleet.start(s) == nil
 }
 
@@ -101,7 +105,7 @@ func (n *nemesis) request(ctx context.Context, rng *rand.Rand) bool {
 	}
 	defer s.release()
 	k := reqfault.Kinds[rng.IntN(len(reqfault.Kinds))]
-	s.current().send(cmdReqFault + " " + k.String())
+	_ = s.current().Send(cmdReqFault + " " + k.String())
 	sleep(ctx, between(rng, 100*time.Millisecond, 400*time.Millisecond)) // one fault at a time per worker
 	return true
 }
@@ -109,7 +113,7 @@ func (n *nemesis) request(ctx context.Context, rng *rand.Rand) bool {
 // heldWorker claims a worker, arms it, and waits until it holds before a
 // write. It returns the claimed slot and its process, or nil (and releases
 // the claim) when no worker got there in time.
-func (n *nemesis) heldWorker(ctx context.Context, rng *rand.Rand) (*slot, *proc) {
+func (n *nemesis) heldWorker(ctx context.Context, rng *rand.Rand) (*slot, *childproc.Proc) {
 	s := n.fleet.claim(rng)
 	if s == nil {
 		return nil, nil
@@ -124,23 +128,23 @@ func (n *nemesis) heldWorker(ctx context.Context, rng *rand.Rand) (*slot, *proc)
 
 // awaitHold arms p and reports whether it held within holdTimeout. When it
 // did not, p is disarmed, or released if its hold came in the meantime.
-func awaitHold(ctx context.Context, s *slot, p *proc) bool {
+func awaitHold(ctx context.Context, s *slot, p *childproc.Proc) bool {
 	s.waiting.Store(true)
-	p.send(cmdArm)
+	_ = p.Send(cmdArm)
 	t := time.NewTimer(holdTimeout)
 	defer t.Stop()
 	select {
 	case <-s.holds:
 		return true
-	case <-p.exited:
+	case <-p.Exited():
 	case <-t.C:
 	case <-ctx.Done():
 	}
 	if s.waiting.CompareAndSwap(true, false) {
-		p.send(cmdDisarm)
+		_ = p.Send(cmdDisarm)
 		return false
 	}
 	<-s.holds // delivered meanwhile
-	p.send(cmdGo)
+	_ = p.Send(childproc.Go)
 	return false
 }

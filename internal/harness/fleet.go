@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/harness/check"
 	"github.com/fencelock/fencelock/internal/netproxy"
 )
 
@@ -21,7 +23,7 @@ type slot struct {
 	claimed atomic.Bool       // a nemesis is working on this slot
 
 	mu    sync.Mutex
-	proc  *proc
+	proc  *childproc.Proc
 	incar int
 
 	waiting atomic.Bool   // a nemesis waits for this slot's next hold
@@ -63,7 +65,7 @@ func (f *fleet) start(s *slot) error {
 		cfg.Etcd = append(cfg.Etcd, "http://"+p.Addr())
 	}
 	s.incar++
-	p, err := startProc(cfg, func(p *proc, e Event) { f.onEvent(s, p, e) })
+	p, err := startWorker(cfg, func(p *childproc.Proc, e check.Event) { f.onEvent(s, p, e) })
 	if err != nil {
 		return err
 	}
@@ -73,19 +75,19 @@ func (f *fleet) start(s *slot) error {
 
 // onEvent records e and hands a hold to the nemesis waiting for it; a hold
 // nobody waits for (the nemesis gave up) is released at once.
-func (f *fleet) onEvent(s *slot, p *proc, e Event) {
+func (f *fleet) onEvent(s *slot, p *childproc.Proc, e check.Event) {
 	f.hist.add(e)
-	if e.Ev != EvHold {
+	if e.Ev != check.EvHold {
 		return
 	}
 	if s.waiting.CompareAndSwap(true, false) {
 		s.holds <- struct{}{}
 		return
 	}
-	p.send(cmdGo)
+	_ = p.Send(childproc.Go) // an error: it has exited
 }
 
-func (s *slot) current() *proc {
+func (s *slot) current() *childproc.Proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.proc
@@ -103,12 +105,13 @@ func (f *fleet) claim(rng *rand.Rand) *slot {
 
 func (s *slot) release() { s.claimed.Store(false) }
 
-// stop stops every worker, letting each finish its current lock.
+// stop stops every worker, letting each finish its current lock; one
+// that does not within stopTimeout is killed.
 func (f *fleet) stop() {
 	var wg sync.WaitGroup
 	for _, s := range f.slots {
 		if p := s.current(); p != nil {
-			wg.Go(func() { p.stop(stopTimeout) })
+			wg.Go(func() { _ = p.Stop(stopTimeout) })
 		}
 	}
 	wg.Wait()

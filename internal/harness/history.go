@@ -1,140 +1,51 @@
 package harness
 
 import (
-	"encoding/json"
-	"io"
-	"math"
-	"sort"
 	"sync"
-	"time"
+
+	"github.com/fencelock/fencelock/internal/harness/check"
 )
-
-// Attempt is one write as the workers tell it: invoked at Call, answered
-// at Return with Outcome. A write whose worker died before answering has
-// outcome unknown and Return math.MaxInt64.
-type Attempt struct {
-	Worker  string
-	Res     string // resource kind
-	Key     string
-	Token   int64
-	Seq     int64
-	Value   string
-	Call    int64
-	Return  int64
-	Outcome string
-	Read    bool // a read that saw Value, not a write
-}
-
-// Resource names the storage resource the attempt wrote to.
-func (a Attempt) Resource() string { return a.Res + ":" + a.Key }
 
 // history collects the events of every worker of a run, and tallies the
 // write outcomes as they come in, so the run can tell when it has enough.
 type history struct {
 	mu       sync.Mutex
-	events   []Event
-	accepted map[string]int // by resource kind
+	events   []check.Event
+	accepted map[check.ResKind]int
 	refused  int
 }
 
-func (h *history) add(e Event) {
+func (h *history) add(e check.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events = append(h.events, e)
-	if e.Ev != EvDone {
+	if e.Ev != check.EvDone {
 		return
 	}
 	switch e.Outcome {
-	case OutOK:
+	case check.OutOK:
 		if h.accepted == nil {
-			h.accepted = map[string]int{}
+			h.accepted = map[check.ResKind]int{}
 		}
 		h.accepted[e.Res]++
-	case OutStale:
+	case check.OutStale:
 		h.refused++
 	}
 }
 
 // progress returns the writes so far (faults are the nemesis's to add).
-func (h *history) progress() progress {
+func (h *history) progress() check.Progress {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p := progress{accepted: map[string]int{}, refused: h.refused}
+	p := check.Progress{Accepted: map[check.ResKind]int{}, Refused: h.refused}
 	for k, n := range h.accepted {
-		p.accepted[k] = n
+		p.Accepted[k] = n
 	}
 	return p
 }
 
-func (h *history) snapshot() []Event {
+func (h *history) snapshot() []check.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]Event(nil), h.events...)
-}
-
-// writeEvents writes events to w as JSON lines, if w is not nil.
-func writeEvents(w io.Writer, events []Event) error {
-	if w == nil {
-		return nil
-	}
-	enc := json.NewEncoder(w)
-	for _, e := range events {
-		if err := enc.Encode(e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// attempts pairs invoke and done events into write attempts, in invocation
-// order, after the reads.
-func attempts(events []Event) []Attempt {
-	type id struct {
-		w   string
-		seq int64
-	}
-	byID := map[id]*Attempt{}
-	var order []id
-	var out []Attempt
-	for _, e := range events {
-		k := id{e.Worker, e.Seq}
-		switch e.Ev {
-		case EvInvoke:
-			byID[k] = &Attempt{Worker: e.Worker, Res: e.Res, Key: e.Key, Token: e.Token, Seq: e.Seq,
-				Value: e.Value, Call: e.Time, Return: math.MaxInt64, Outcome: OutUnknown}
-			order = append(order, k)
-		case EvRead:
-			out = append(out, Attempt{Worker: e.Worker, Res: e.Res, Key: e.Key, Value: e.Value,
-				Call: e.Call, Return: e.Time, Outcome: OutOK, Read: true})
-		case EvDone:
-			if a := byID[k]; a != nil {
-				a.Return, a.Outcome = e.Time, e.Outcome
-			}
-		}
-	}
-	for _, k := range order {
-		out = append(out, *byID[k])
-	}
-	return out
-}
-
-// lockWaits returns how long each successful Lock call waited, sorted.
-func lockWaits(events []Event) []time.Duration {
-	var ws []time.Duration
-	for _, e := range events {
-		if e.Ev == EvLock && e.OK {
-			ws = append(ws, time.Duration(e.WaitNs))
-		}
-	}
-	sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
-	return ws
-}
-
-// percentile returns the p-th percentile (0..100) of sorted ds, or 0.
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p/100*float64(len(ds)))) - 1
-	return ds[max(i, 0)]
+	return append([]check.Event(nil), h.events...)
 }

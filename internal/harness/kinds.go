@@ -3,26 +3,25 @@ package harness
 import (
 	"context"
 	"math/rand/v2"
-)
 
-// FaultKind names a kind of fault the nemesis injects.
-type FaultKind string
+	"github.com/fencelock/fencelock/internal/harness/check"
+)
 
 // The fault kinds; [faultKinds] says how each is injected.
 const (
-	FaultPause     FaultKind = "pause"
-	FaultKill      FaultKind = "kill"
-	FaultMember    FaultKind = "member"
-	FaultPartition FaultKind = "partition"
-	FaultRequest   FaultKind = "request"
+	faultPause     check.FaultKind = "pause"
+	faultKill      check.FaultKind = "kill"
+	faultMember    check.FaultKind = "member"
+	faultPartition check.FaultKind = "partition"
+	faultRequest   check.FaultKind = "request"
 )
 
 // faultKind is how the nemesis injects one kind of fault. Adding a kind is
-// a FaultKind constant, an inject function and one row of [faultKinds]:
+// a fault kind constant, an inject function and one row of [faultKinds]:
 // the nemesis, the presets' minimums, the verdict and the summary table all
 // follow the table.
 type faultKind struct {
-	kind FaultKind
+	kind check.FaultKind
 	// how says what one fault of the kind is, for the summary table.
 	how string
 	// loops is how many loops inject the kind at once.
@@ -38,30 +37,30 @@ type faultKind struct {
 // fault (the lease must run out each time), so two loops pause two
 // different workers at once.
 var faultKinds = []faultKind{
-	{FaultPause, "SIGSTOP a holder after its guard check, past its lease; SIGCONT", 2, 20, 120, (*nemesis).pause},
-	{FaultKill, "SIGKILL a holder as it writes; start a fresh worker", 1, 20, 120, (*nemesis).kill},
-	{FaultMember, "SIGKILL an etcd member process (the leader half the time); restart it", 1, 20, 120, (*nemesis).restartMember},
-	{FaultPartition, "black-hole a worker's etcd traffic past its lease, then delay it, then heal", 1, 20, 120, (*nemesis).partition},
-	{FaultRequest, "deliver a worker's next etcd request after its caller gave up, drop its reply, or send it twice", 1, 20, 120, (*nemesis).request},
+	{faultPause, "SIGSTOP a holder after its guard check, past its lease; SIGCONT", 2, 20, 120, (*nemesis).pause},
+	{faultKill, "SIGKILL a holder as it writes; start a fresh worker", 1, 20, 120, (*nemesis).kill},
+	{faultMember, "SIGKILL an etcd member process (the leader half the time); restart it", 1, 20, 120, (*nemesis).restartMember},
+	{faultPartition, "black-hole a worker's etcd traffic past its lease, then delay it, then heal", 1, 20, 120, (*nemesis).partition},
+	{faultRequest, "deliver a worker's next etcd request after its caller gave up, drop its reply, or send it twice", 1, 20, 120, (*nemesis).request},
 }
 
-// FaultKinds lists every kind, in report order.
-var FaultKinds = func() []FaultKind {
-	var ks []FaultKind
+// faultDescs lists every kind, in report order, with what one fault is.
+func faultDescs() []check.FaultDesc {
+	var ds []check.FaultDesc
 	for _, f := range faultKinds {
-		ks = append(ks, f.kind)
+		ds = append(ds, check.FaultDesc{Kind: f.kind, How: f.how})
 	}
-	return ks
-}()
+	return ds
+}
 
 // FaultsEach returns a minimum of n faults for every kind, for
-// [Minimums.Faults].
-func FaultsEach(n int) map[FaultKind]int {
+// [check.Minimums] Faults.
+func FaultsEach(n int) map[check.FaultKind]int {
 	return faultMinimums(func(faultKind) int { return n })
 }
 
-func faultMinimums(n func(faultKind) int) map[FaultKind]int {
-	m := map[FaultKind]int{}
+func faultMinimums(n func(faultKind) int) map[check.FaultKind]int {
+	m := map[check.FaultKind]int{}
 	for _, f := range faultKinds {
 		m[f.kind] = n(f)
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/harness/check"
 )
 
 // Every row of the fault table is complete, and both presets want a count
@@ -26,24 +28,24 @@ func TestFaultKindsComplete(t *testing.T) {
 }
 
 func TestVerdictMinimums(t *testing.T) {
-	met := func() *Report {
-		r := &Report{Seed: 7, Fenced: true, Writes: map[string]*Counts{}, Faults: FaultsEach(20)}
-		for _, k := range resourceKinds {
-			r.Writes[k] = &Counts{Accepted: 400, Refused: 1}
+	met := func() *check.Report {
+		r := &check.Report{Seed: 7, Fenced: true, Writes: map[check.ResKind]*check.Counts{}, Faults: FaultsEach(20)}
+		for _, k := range check.ResKinds {
+			r.Writes[k] = &check.Counts{Accepted: 400, Refused: 1}
 		}
 		return r
 	}
 	tests := []struct {
 		name   string
-		change func(*Report)
+		change func(*check.Report)
 		want   []string // substrings of the reasons, in order; none when nil
 	}{
-		{"met", func(*Report) {}, nil},
-		{"one kind short", func(r *Report) { r.Faults[FaultMember] = 19 }, []string{"19 member faults, want >= 20"}},
-		{"capped", func(r *Report) { r.Faults[FaultPause] = 3; r.Capped = 8 * time.Minute },
+		{"met", func(*check.Report) {}, nil},
+		{"one kind short", func(r *check.Report) { r.Faults[faultMember] = 19 }, []string{"19 member faults, want >= 20"}},
+		{"capped", func(r *check.Report) { r.Faults[faultPause] = 3; r.Capped = 8 * time.Minute },
 			[]string{"3 pause faults", "stopped by its 8m0s cap"}},
-		{"capped but met", func(r *Report) { r.Capped = 8 * time.Minute }, nil},
-		{"nothing refused", func(r *Report) {
+		{"capped but met", func(r *check.Report) { r.Capped = 8 * time.Minute }, nil},
+		{"nothing refused", func(r *check.Report) {
 			for _, c := range r.Writes {
 				c.Refused = 0
 			}
@@ -53,7 +55,7 @@ func TestVerdictMinimums(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := met()
 			tt.change(r)
-			why := Verdict(r, nil, ShortMinimums)
+			why := check.Verdict(r, nil, ShortMinimums)
 			if len(why) != len(tt.want) {
 				t.Fatalf("Verdict: got %q, want %d reasons like %q", why, len(tt.want), tt.want)
 			}

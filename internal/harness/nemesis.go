@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/embedetcd"
+	"github.com/fencelock/fencelock/internal/harness/check"
 )
 
 // holdTimeout bounds the wait for an armed worker to reach a write.
@@ -20,14 +21,14 @@ type nemesis struct {
 	etcd   *embedetcd.Cluster
 	hist   *history // the workers' writes so far
 	start  time.Time
-	counts map[FaultKind]*atomic.Int64
+	counts map[check.FaultKind]*atomic.Int64
 	failed atomic.Int64 // faults given up on (no worker reached a write in time)
 }
 
 func newNemesis(cfg *Config, f *fleet, etcd *embedetcd.Cluster, hist *history) *nemesis {
-	n := &nemesis{cfg: cfg, fleet: f, etcd: etcd, hist: hist, start: time.Now(), counts: map[FaultKind]*atomic.Int64{}}
-	for _, k := range FaultKinds {
-		n.counts[k] = &atomic.Int64{}
+	n := &nemesis{cfg: cfg, fleet: f, etcd: etcd, hist: hist, start: time.Now(), counts: map[check.FaultKind]*atomic.Int64{}}
+	for _, f := range faultKinds {
+		n.counts[f.kind] = &atomic.Int64{}
 	}
 	return n
 }
@@ -44,7 +45,7 @@ func (n *nemesis) run(ctx context.Context) {
 		}
 	}
 	wg.Wait()
-	for ctx.Err() == nil && len(n.cfg.Until.writeShortfalls(n.hist.progress(), n.cfg.Fenced)) > 0 {
+	for ctx.Err() == nil && len(n.cfg.Until.WriteShortfalls(n.hist.progress(), n.cfg.Fenced)) > 0 {
 		sleep(ctx, 200*time.Millisecond)
 	}
 }
@@ -67,15 +68,15 @@ func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
 // every kind also goes on while a fenced run has too few of those. The
 // other write minimums do not keep faults coming: more faults would only
 // slow the writes down (crashed members most of all).
-func (n *nemesis) done(kind FaultKind) bool {
+func (n *nemesis) done(kind check.FaultKind) bool {
 	return n.counts[kind].Load() >= int64(n.cfg.Until.Faults[kind]) &&
 		time.Since(n.start) >= n.cfg.MinDuration &&
-		(!n.cfg.Fenced || n.hist.progress().refused >= n.cfg.Until.RefusedOverall)
+		(!n.cfg.Fenced || n.hist.progress().Refused >= n.cfg.Until.RefusedOverall)
 }
 
 // counted returns how many faults of each kind were injected.
-func (n *nemesis) counted() map[FaultKind]int {
-	m := map[FaultKind]int{}
+func (n *nemesis) counted() map[check.FaultKind]int {
+	m := map[check.FaultKind]int{}
 	for k, c := range n.counts {
 		m[k] = int(c.Load())
 	}

@@ -3,72 +3,35 @@ package harness
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"sync"
-	"syscall"
-	"time"
 
 	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/harness/check"
 )
 
-// proc is a running worker process seen from the harness.
-type proc struct {
-	id     string
-	child  *childproc.Proc
-	exited <-chan struct{} // closed once its output is read and it has been waited for
+// evReport is the word of a worker's report that carries an event as JSON
+// (childproc's worker protocol).
+const evReport = "EVENT"
 
-	mu    sync.Mutex // serialises writes to stdin
-	stdin io.WriteCloser
-}
-
-// startProc re-executes this executable as a worker with cfg, passing every
-// event it logs to onEvent (from one goroutine, in order).
-func startProc(cfg workerConfig, onEvent func(*proc, Event)) (*proc, error) {
+// startWorker re-executes this executable as a worker with cfg, passing every
+// event it reports to onEvent (from one goroutine, in order).
+func startWorker(cfg workerConfig, onEvent func(*childproc.Proc, check.Event)) (*childproc.Proc, error) {
 	cmd, err := childproc.Reexec(WorkerEnv, cfg)
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{id: cfg.ID}
-	if p.stdin, err = cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	p.child, err = childproc.Start(cmd, func(line []byte) {
-		var e Event
-		if json.Unmarshal(line, &e) == nil {
+	var p *childproc.Proc
+	started := make(chan struct{}) // p is set: an event can come before Start returns
+	p, err = childproc.Start(cmd, func(line []byte) {
+		<-started
+		word, payload := childproc.ParseReport(line)
+		var e check.Event
+		if word == evReport && json.Unmarshal([]byte(payload), &e) == nil {
 			onEvent(p, e)
 		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("harness: starting worker %s: %w", cfg.ID, err)
 	}
-	p.exited = p.child.Exited()
+	close(started)
 	return p, nil
-}
-
-// send writes one command line to the worker; errors mean it is gone.
-func (p *proc) send(cmd string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, _ = io.WriteString(p.stdin, cmd+"\n")
-}
-
-func (p *proc) signal(sig syscall.Signal) { _ = p.child.Signal(sig) }
-
-// kill sends SIGKILL and waits until the process is reaped.
-func (p *proc) kill() { p.child.Kill() }
-
-// stop asks the worker to finish (EOF on stdin) and kills it if it has not
-// exited within timeout.
-func (p *proc) stop(timeout time.Duration) {
-	p.mu.Lock()
-	_ = p.stdin.Close()
-	p.mu.Unlock()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-	case <-t.C:
-		p.signal(syscall.SIGCONT)
-		p.kill()
-	}
 }

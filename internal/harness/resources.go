@@ -14,6 +14,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/harness/check"
 )
 
 // resources is what a worker writes to: for every key a PostgreSQL row, a
@@ -79,13 +80,13 @@ func (r *resources) close() {
 }
 
 // write writes val with token tok to key's resource of the given kind.
-func (r *resources) write(ctx context.Context, kind, key string, tok fence.Token, val string) error {
+func (r *resources) write(ctx context.Context, kind check.ResKind, key string, tok fence.Token, val string) error {
 	switch kind {
-	case ResRow:
+	case check.ResRow:
 		return r.writeRow(ctx, key, tok, val)
-	case ResTx:
+	case check.ResTx:
 		return r.writeTx(ctx, key, tok, val)
-	case ResS3:
+	case check.ResS3:
 		return r.writeS3(ctx, key, tok, val)
 	}
 	return fmt.Errorf("harness: unknown resource kind %q", kind)
@@ -105,7 +106,7 @@ func (r *resources) writeTx(ctx context.Context, key string, tok fence.Token, va
 	r.hold()
 	body := func(tx pgx.Tx) error { return txBody(ctx, tx, key, tok, val) }
 	if r.fenced {
-		return postgres.RunInTx(ctx, r.pool, ResTx+":"+key, tok, body)
+		return postgres.RunInTx(ctx, r.pool, check.ResourceName(check.ResTx, key), tok, body)
 	}
 	return pgx.BeginFunc(ctx, r.pool, body)
 }
@@ -119,7 +120,7 @@ func txBody(ctx context.Context, tx pgx.Tx, key string, tok fence.Token, val str
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, "INSERT INTO harness_log (resource, tok, val) VALUES ($1, $2, $3)", ResTx+":"+key, int64(tok), val)
+	_, err = tx.Exec(ctx, "INSERT INTO harness_log (resource, tok, val) VALUES ($1, $2, $3)", check.ResourceName(check.ResTx, key), int64(tok), val)
 	return err
 }
 
@@ -137,13 +138,13 @@ func (r *resources) writeS3(ctx context.Context, key string, tok fence.Token, va
 
 // read returns the current value of key's resource of the given kind, ""
 // when it has never been written.
-func (r *resources) read(ctx context.Context, kind, key string) (string, error) {
+func (r *resources) read(ctx context.Context, kind check.ResKind, key string) (string, error) {
 	switch kind {
-	case ResRow:
+	case check.ResRow:
 		return readValue(ctx, r.pool, "SELECT val FROM harness_rows WHERE key = $1", key)
-	case ResTx:
+	case check.ResTx:
 		return readValue(ctx, r.pool, "SELECT val FROM harness_txreg WHERE key = $1", key)
-	case ResS3:
+	case check.ResS3:
 		return readObject(ctx, r.s3, r.bucket, key)
 	}
 	return "", fmt.Errorf("harness: unknown resource kind %q", kind)

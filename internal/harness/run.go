@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/internal/embedetcd"
+	"github.com/fencelock/fencelock/internal/harness/check"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
 
@@ -32,7 +33,7 @@ type Servers struct {
 // cfg.Until, or for cfg.MaxDuration at most (Report.Capped says which);
 // ctx bounds the setup, the run and the final reads. An error means the
 // run could not be made or checked; violations are in the report.
-func Run(ctx context.Context, srv Servers, cfg Config) (*Report, error) {
+func Run(ctx context.Context, srv Servers, cfg Config) (*check.Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -99,7 +100,7 @@ func (r *runner) workerConfig() workerConfig {
 	}
 }
 
-func (r *runner) run(ctx context.Context) (*Report, error) {
+func (r *runner) run(ctx context.Context) (*check.Report, error) {
 	start := time.Now()
 	for _, s := range r.fleet.slots {
 		if err := r.fleet.start(s); err != nil {
@@ -113,31 +114,32 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	cancel()
 	r.fleet.stop()
 	events := r.hist.snapshot()
-	if err := writeEvents(r.cfg.Events, events); err != nil {
+	if err := check.WriteEvents(r.cfg.Events, events); err != nil {
 		return nil, err
 	}
-	atts := attempts(events)
-	rep := newReport(&r.cfg, events, atts)
-	rep.Duration, rep.Faults, rep.FaultsLost = time.Since(start), nem.counted(), int(nem.failed.Load())
-	if capped && len(r.cfg.Until.shortfalls(rep.progress(), r.cfg.Fenced)) > 0 {
+	atts := check.Attempts(events)
+	rep := check.NewReport(events, atts)
+	rep.Seed, rep.Fenced, rep.Election = r.cfg.Seed, r.cfg.Fenced, r.cfg.Election
+	rep.Duration, rep.Faults, rep.FaultKinds, rep.FaultsLost = time.Since(start), nem.counted(), faultDescs(), int(nem.failed.Load())
+	if capped && len(r.cfg.Until.Shortfalls(rep.Progress(), r.cfg.Fenced)) > 0 {
 		rep.Capped = r.cfg.MaxDuration
 	}
 	st, err := r.readStorage(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rep.Violations = check(atts, st)
+	rep.Violations = check.Check(atts, st)
 	return rep, nil
 }
 
-func (r *runner) readStorage(ctx context.Context) (*storageHistory, error) {
-	st := newStorageHistory()
-	if err := st.readPostgres(ctx, r.pool, r.keys); err != nil {
+func (r *runner) readStorage(ctx context.Context) (*check.Storage, error) {
+	st := check.NewStorage()
+	if err := readPostgres(ctx, st, r.pool, r.keys); err != nil {
 		return nil, err
 	}
 	c, closeIdle := r.srv.S3.NewClient()
 	defer closeIdle()
-	if err := st.readS3(ctx, c, r.srv.S3.Bucket, r.id+"-"); err != nil {
+	if err := readS3(ctx, st, c, r.srv.S3.Bucket, r.id+"-"); err != nil {
 		return nil, err
 	}
 	return st, nil

@@ -13,13 +13,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
+	"github.com/fencelock/fencelock/internal/harness/check"
 )
 
 // readS3 reads every version of the run's objects from the versioned
 // bucket, oldest first. The order is the listing's: S3 lists the versions of
 // a key newest first (version IDs are opaque; only some servers make them
 // sortable).
-func (h *storageHistory) readS3(ctx context.Context, c *s3.Client, bucket, prefix string) error {
+func readS3(ctx context.Context, h *check.Storage, c *s3.Client, bucket, prefix string) error {
 	versions, err := listVersions(ctx, c, bucket, prefix)
 	if err != nil {
 		return err
@@ -29,10 +30,10 @@ func (h *storageHistory) readS3(ctx context.Context, c *s3.Client, bucket, prefi
 		if err != nil {
 			return err
 		}
-		res := ResS3 + ":" + *v.Key
-		h.writes[res] = append(h.writes[res], r)
+		res := check.ResourceName(check.ResS3, *v.Key)
+		h.Writes[res] = append(h.Writes[res], r)
 		if aws.ToBool(v.IsLatest) {
-			h.final[res] = r.Value
+			h.Final[res] = r.Value
 		}
 	}
 	return nil
@@ -89,28 +90,28 @@ func readObject(ctx context.Context, c *s3.Client, bucket, key string) (string, 
 
 // readVersion reads one version: a fence/s3 envelope, or in the control a
 // plain value with its token in metadata.
-func readVersion(ctx context.Context, c *s3.Client, bucket, key, version string) (record, error) {
+func readVersion(ctx context.Context, c *s3.Client, bucket, key, version string) (check.Record, error) {
 	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key, VersionId: &version})
 	if err != nil {
-		return record{}, fmt.Errorf("harness: reading %s version %s: %w", key, version, err)
+		return check.Record{}, fmt.Errorf("harness: reading %s version %s: %w", key, version, err)
 	}
 	return decodeObject(out)
 }
 
-func decodeObject(out *s3.GetObjectOutput) (record, error) {
+func decodeObject(out *s3.GetObjectOutput) (check.Record, error) {
 	defer out.Body.Close()
 	body, err := io.ReadAll(out.Body)
 	if err != nil {
-		return record{}, err
+		return check.Record{}, err
 	}
 	if rec, err := s3fence.Decode(body); err == nil {
-		return record{Token: int64(rec.Token), Value: string(rec.Value)}, nil
+		return check.Record{Token: int64(rec.Token), Value: string(rec.Value)}, nil
 	}
 	// The control's plain PUTs carry the token in metadata only; without it
 	// the order check would silently compare zeros.
 	tok, err := strconv.ParseInt(out.Metadata[s3fence.MetadataToken], 10, 64)
 	if err != nil {
-		return record{}, fmt.Errorf("object without envelope has no readable %s metadata: %w", s3fence.MetadataToken, err)
+		return check.Record{}, fmt.Errorf("object without envelope has no readable %s metadata: %w", s3fence.MetadataToken, err)
 	}
-	return record{Token: tok, Value: string(body)}, nil
+	return check.Record{Token: tok, Value: string(body)}, nil
 }

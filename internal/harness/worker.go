@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/harness/check"
 	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
@@ -54,7 +54,7 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 	}
 	defer locks.Close(ctx)
 	w := &worker{
-		cfg: cfg, log: &eventLog{enc: json.NewEncoder(stdout)}, ctl: readControl(stdin, inj),
+		cfg: cfg, log: &eventLog{w: stdout}, ctl: readControl(stdin, inj),
 		locks: locks, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)),
 	}
 	res, err := openResources(ctx, cfg, w.hold)
@@ -65,7 +65,7 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 	w.res = res
 	for !w.ctl.stopped() {
 		w.section(ctx)
-		w.log.emit(Event{Ev: EvMetrics, Worker: cfg.ID, Metrics: metrics.snapshot(ctx)})
+		w.log.emit(check.Event{Ev: check.EvMetrics, Worker: cfg.ID, Metrics: metrics.snapshot(ctx)})
 	}
 	return nil
 }
@@ -105,13 +105,13 @@ func (w *worker) elect(ctx context.Context, key string) {
 		if rctx.Err() != nil || won.Swap(true) {
 			return nil
 		}
-		w.log.emit(Event{Ev: EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), OK: true, Token: int64(term.Token())})
+		w.log.emit(check.Event{Ev: check.EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), OK: true, Token: int64(term.Token())})
 		w.work(ctx, tctx, term, key)
 		cancel() // one term per section
 		return nil
 	})
 	if !won.Load() {
-		w.log.emit(Event{Ev: EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), Err: fmt.Sprint(err)})
+		w.log.emit(check.Event{Ev: check.EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), Err: fmt.Sprint(err)})
 		w.ctl.pause(retryPause)
 	}
 }
@@ -132,7 +132,7 @@ func (w *worker) work(ctx, tctx context.Context, holder fence.Holder, key string
 	}
 	for range w.cfg.WritesPerLock {
 		for _, kind := range kinds {
-			if tctx.Err() != nil || w.write(ctx, g, kind, key) == OutLost {
+			if tctx.Err() != nil || w.write(ctx, g, kind, key) == check.OutLost {
 				return
 			}
 		}
@@ -141,21 +141,21 @@ func (w *worker) work(ctx, tctx context.Context, holder fence.Holder, key string
 
 // shuffled returns the resource kinds in random order, so that the
 // nemesis's holds land on every kind.
-func (w *worker) shuffled() []string {
-	kinds := append([]string(nil), resourceKinds...)
+func (w *worker) shuffled() []check.ResKind {
+	kinds := append([]check.ResKind(nil), check.ResKinds...)
 	w.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	return kinds
 }
 
 // read logs the current value of key's resource of the given kind; the
 // checker's linearizability check uses it. Failed reads are not logged.
-func (w *worker) read(ctx context.Context, kind, key string) {
+func (w *worker) read(ctx context.Context, kind check.ResKind, key string) {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	call := time.Now().UnixNano()
 	val, err := w.res.read(ctx, kind, key)
 	if err == nil {
-		w.log.emit(Event{Ev: EvRead, Worker: w.cfg.ID, Key: key, Res: kind, Value: val, Call: call})
+		w.log.emit(check.Event{Ev: check.EvRead, Worker: w.cfg.ID, Key: key, Res: kind, Value: val, Call: call})
 	}
 }
 
@@ -164,7 +164,7 @@ func (w *worker) lock(ctx context.Context, key string) *etcdlock.Lock {
 	defer cancel()
 	start := time.Now()
 	lock, err := w.locks.Lock(ctx, key)
-	e := Event{Ev: EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), OK: err == nil}
+	e := check.Event{Ev: check.EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), OK: err == nil}
 	if err != nil {
 		e.Err = err.Error()
 	} else {
@@ -183,24 +183,24 @@ func (w *worker) unlock(ctx context.Context, lock *etcdlock.Lock) {
 // hold, when the nemesis has armed this worker, reports the hold and waits
 // to be let go; the nemesis freezes or kills the worker meanwhile.
 func (w *worker) hold() {
-	w.ctl.hold(func() { w.log.emit(Event{Ev: EvHold, Worker: w.cfg.ID, Seq: w.seq}) })
+	w.ctl.hold(func() { w.log.emit(check.Event{Ev: check.EvHold, Worker: w.cfg.ID, Seq: w.seq}) })
 }
 
 // write makes one fenced (or, in the control, unfenced) write with a value
 // no other write carries, logging its invocation and its outcome.
-func (w *worker) write(ctx context.Context, g *fence.Guard, kind, key string) string {
+func (w *worker) write(ctx context.Context, g *fence.Guard, kind check.ResKind, key string) check.Outcome {
 	w.seq++
 	tok := g.Token()
-	e := Event{Worker: w.cfg.ID, Key: key, Res: kind, Token: int64(tok), Seq: w.seq}
+	e := check.Event{Worker: w.cfg.ID, Key: key, Res: kind, Token: int64(tok), Seq: w.seq}
 	e.Value = fmt.Sprintf("%s/t%d/s%d", w.cfg.ID, tok, w.seq)
-	e.Ev = EvInvoke
+	e.Ev = check.EvInvoke
 	w.log.emit(e)
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	err := g.Do(ctx, func(ctx context.Context, tok fence.Token) error {
 		return w.res.write(ctx, kind, key, tok, e.Value) // holds, when armed, just before sending
 	})
-	e.Ev, e.Time, e.Outcome = EvDone, 0, outcome(err)
+	e.Ev, e.Time, e.Outcome = check.EvDone, 0, check.OutcomeOf(err)
 	if err != nil && !errors.Is(err, fence.ErrStale) {
 		e.Err = err.Error()
 	}

@@ -1,22 +1,21 @@
 package harness
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/harness/check"
 	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
-// Commands the harness sends to a worker's stdin, one per line.
+// Commands the harness sends to a worker's stdin (childproc's worker
+// protocol), besides childproc.Go: a held write may go on.
 const (
 	cmdArm      = "arm"      // hold before the next write, after the guard check
 	cmdDisarm   = "disarm"   // never mind
-	cmdGo       = "go"       // a held write may go on
 	cmdReqFault = "reqfault" // + " " + a reqfault.Kind: give the next etcd request that fault
 )
 
@@ -33,26 +32,22 @@ func readControl(r io.Reader, inj *reqfault.Injector) *control {
 	c := &control{inj: inj, release: make(chan struct{}, 1), stop: make(chan struct{})}
 	go func() {
 		defer close(c.stop)
-		for sc := bufio.NewScanner(r); sc.Scan(); {
-			c.handle(sc.Text())
-		}
+		childproc.ReadCommands(r, c.handle)
 	}()
 	return c
 }
 
-func (c *control) handle(line string) {
-	if kind, ok := strings.CutPrefix(line, cmdReqFault+" "); ok {
-		if k, err := reqfault.ParseKind(kind); err == nil {
+func (c *control) handle(word, arg string) {
+	switch word {
+	case cmdReqFault:
+		if k, err := reqfault.ParseKind(arg); err == nil {
 			c.inj.Next(reqfault.Any, k)
 		}
-		return
-	}
-	switch line {
 	case cmdArm:
 		c.armed.Store(true)
 	case cmdDisarm:
 		c.armed.Store(false)
-	case cmdGo:
+	case childproc.Go:
 		select {
 		case c.release <- struct{}{}:
 		default:
@@ -93,17 +88,14 @@ func (c *control) pause(d time.Duration) {
 	}
 }
 
-// eventLog writes events as JSON lines; safe for concurrent use.
-type eventLog struct {
-	mu  sync.Mutex
-	enc *json.Encoder
-}
+// eventLog reports events to the harness, as JSON; safe for concurrent
+// use.
+type eventLog struct{ w io.Writer }
 
-func (l *eventLog) emit(e Event) {
+func (l *eventLog) emit(e check.Event) {
 	if e.Time == 0 {
 		e.Time = time.Now().UnixNano()
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_ = l.enc.Encode(e)
+	js, _ := json.Marshal(e) // an Event always marshals
+	_ = childproc.Report(l.w, evReport, string(js))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/childproc"
 )
 
 // binaries are the PostgreSQL programs a throwaway cluster needs.
@@ -135,10 +136,11 @@ var errExitedEarly = errors.New("pgtest: postgres exited before accepting connec
 // startPostmaster starts postgres on a free loopback port and waits until
 // it accepts connections.
 func (s *Server) startPostmaster(ctx context.Context) error {
-	port, err := freePort()
+	ports, err := childproc.FreePorts(1)
 	if err != nil {
-		return err
+		return fmt.Errorf("pgtest: %w", err)
 	}
+	port := ports[0]
 	logf, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("pgtest: %w", err)
@@ -209,14 +211,4 @@ func (s *Server) stopPostmaster() {
 		case <-timer.C:
 		}
 	}
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgtest: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -81,17 +81,8 @@ func New(t testing.TB) *Server {
 			return srv
 		}
 	}
-	unavailable(t, err)
+	testenv.NoServer(t, err, ErrUnavailable, "install PostgreSQL's server binaries (bash .ci/setup.sh) or set "+EnvDSN)
 	return nil
-}
-
-// unavailable skips or fails t for want of a server.
-func unavailable(t testing.TB, err error) {
-	t.Helper()
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatal(err)
-	}
-	testenv.Unavailable(t, err.Error(), "install PostgreSQL's server binaries (bash .ci/setup.sh) or set "+EnvDSN)
 }
 
 // Start returns a server: the one named by FENCELOCK_PG_DSN when set, else a

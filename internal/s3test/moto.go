@@ -2,12 +2,13 @@ package s3test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"testing"
+
+	"github.com/fencelock/fencelock/internal/childproc"
 )
 
 // EnvMoto names a moto_server binary (the standalone server of Python's
@@ -55,10 +56,11 @@ func startMoto(ctx context.Context, bin string) (*Server, error) {
 }
 
 func launchMoto(ctx context.Context, bin string) (*Server, error) {
-	port, err := freePort()
+	ports, err := childproc.FreePorts(1)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("s3test: %w", err)
 	}
+	port := ports[0]
 	s := &Server{Config: Config{
 		Endpoint:  "http://127.0.0.1:" + strconv.Itoa(port),
 		Region:    "us-east-1",
@@ -67,11 +69,12 @@ func launchMoto(ctx context.Context, bin string) (*Server, error) {
 		Bucket:    bucketName,
 	}}
 	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
-	if s.proc, err = startProcess(cmd); err != nil {
+	if s.proc, err = childproc.Start(cmd, nil); err != nil {
 		return nil, fmt.Errorf("s3test: %s=%s: %w", EnvMoto, bin, err)
 	}
 	if err := s.waitReady(ctx); err != nil {
-		return nil, errors.Join(err, s.proc.stop())
+		s.proc.Kill()
+		return nil, err
 	}
 	return s, nil
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/childproc"
 	"github.com/fencelock/fencelock/internal/testenv"
 )
 
@@ -72,7 +73,7 @@ type Config struct {
 type Server struct {
 	Config
 
-	proc      *process // nil for an existing endpoint
+	proc      *childproc.Proc // nil for an existing endpoint
 	versioned versionedBucket
 }
 
@@ -88,13 +89,13 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	return startVersitygw(ctx, dir)
 }
 
-// Close stops the server's process, if this package started one, and waits
-// for it to exit. It is a no-op for an existing endpoint.
+// Close kills the server's process, if this package started one, and waits
+// until it is reaped. It is a no-op for an existing endpoint.
 func (s *Server) Close() error {
-	if s.proc == nil {
-		return nil
+	if s.proc != nil {
+		s.proc.Kill()
 	}
-	return s.proc.stop()
+	return nil
 }
 
 // New returns the package's server started by [Main] or, without Main, a
@@ -105,7 +106,7 @@ func New(tb testing.TB) *Server {
 	tb.Helper()
 	if srv, set, err := sharedOr(); set {
 		if srv == nil {
-			unavailable(tb, err)
+			testenv.NoServer(tb, err, ErrUnavailable, howToEnable)
 		}
 		return srv
 	}
@@ -113,7 +114,7 @@ func New(tb testing.TB) *Server {
 	defer cancel()
 	s, err := Start(ctx, tb.TempDir())
 	if err != nil {
-		unavailable(tb, err)
+		testenv.NoServer(tb, err, ErrUnavailable, howToEnable)
 	}
 	tb.Cleanup(func() {
 		if err := s.Close(); err != nil {
@@ -121,13 +122,4 @@ func New(tb testing.TB) *Server {
 		}
 	})
 	return s
-}
-
-// unavailable skips or fails tb for err.
-func unavailable(tb testing.TB, err error) {
-	tb.Helper()
-	if !errors.Is(err, ErrUnavailable) {
-		tb.Fatal(err)
-	}
-	testenv.Unavailable(tb, err.Error(), howToEnable)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"go/build"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fencelock/fencelock/internal/childproc"
 )
 
 // bucketName is the bucket every started server gets.
@@ -79,6 +80,9 @@ func retryLaunch(ctx context.Context, launch func(attempt int) (*Server, error))
 	return nil, errors.Join(errs...)
 }
 
+// errExited means the server process exited before it became ready.
+var errExited = errors.New("s3test: server process exited before it was ready")
+
 // launch runs one versitygw process and waits until it serves the test bucket.
 func launch(ctx context.Context, bin, dir string) (*Server, error) {
 	root, versions := filepath.Join(dir, "root"), filepath.Join(dir, "versions")
@@ -87,10 +91,11 @@ func launch(ctx context.Context, bin, dir string) (*Server, error) {
 			return nil, fmt.Errorf("s3test: %w", err)
 		}
 	}
-	port, err := freePort()
+	ports, err := childproc.FreePorts(1)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("s3test: %w", err)
 	}
+	port := ports[0]
 	s := &Server{Config: Config{
 		Endpoint:  "http://127.0.0.1:" + strconv.Itoa(port),
 		Region:    "us-east-1",
@@ -103,11 +108,12 @@ func launch(ctx context.Context, bin, dir string) (*Server, error) {
 	cmd := exec.Command(bin, "--port", "127.0.0.1:"+strconv.Itoa(port), "--quiet", "--keep-alive",
 		"posix", "--versioning-dir", versions, root)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
-	if s.proc, err = startProcess(cmd); err != nil {
-		return nil, err
+	if s.proc, err = childproc.Start(cmd, nil); err != nil {
+		return nil, fmt.Errorf("s3test: %w", err)
 	}
 	if err := s.waitReady(ctx); err != nil {
-		return nil, errors.Join(err, s.proc.stop())
+		s.proc.Kill()
+		return nil, err
 	}
 	return s, nil
 }
@@ -128,7 +134,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		case <-s.proc.Exited():
 			return fmt.Errorf("%w: %s", errExited, s.proc.Output())
 		case <-ctx.Done():
-			return fmt.Errorf("s3test: %s at %s not ready: %w (last error: %v; output: %s)", s.proc.name(), s.Endpoint, ctx.Err(), err, s.proc.Output())
+			return fmt.Errorf("s3test: %s at %s not ready: %w (last error: %v; output: %s)", s.proc.Name(), s.Endpoint, ctx.Err(), err, s.proc.Output())
 		case <-tick.C:
 		}
 	}
@@ -142,16 +148,6 @@ func (s *Server) createBucket(ctx context.Context, client *s3.Client, bucket str
 	_, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)},
 		func(o *s3.Options) { o.RetryMaxAttempts = 1 })
 	return err
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("s3test: finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func randomHex(n int) string {

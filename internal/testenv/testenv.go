@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -22,4 +23,15 @@ func Unavailable(tb testing.TB, why, howToEnable string) {
 		tb.Fatal(msg)
 	}
 	tb.Skip(msg)
+}
+
+// NoServer handles err from getting a test server: it fails tb unless err
+// matches unavailable (no server on this machine), in which case it is
+// [Unavailable] with err's message and howToEnable.
+func NoServer(tb testing.TB, err, unavailable error, howToEnable string) {
+	tb.Helper()
+	if !errors.Is(err, unavailable) {
+		tb.Fatal(err)
+	}
+	Unavailable(tb, err.Error(), howToEnable)
 }

@@ -1,4 +1,4 @@
-package harness
+package check
 
 import (
 	"errors"
@@ -6,33 +6,37 @@ import (
 	"sort"
 )
 
+// ViolationKind is a kind of safety failure.
+type ViolationKind string
+
 // Kinds of [Violation].
 const (
-	VioTokenOrder   = "token-order"    // a lower token committed after a higher one
-	VioLost         = "lost-write"     // a write acknowledged as accepted is not in storage
-	VioRefusedLand  = "refused-landed" // a write refused (stale or lock lost) is in storage
-	VioPhantom      = "phantom"        // storage holds a value no attempt wrote
-	VioLinearizable = "not-linearizable"
-	VioUndecided    = "undecided" // porcupine ran out of time: proves nothing either way
+	vioTokenOrder   ViolationKind = "token-order"    // a lower token committed after a higher one
+	vioLost         ViolationKind = "lost-write"     // a write acknowledged as accepted is not in storage
+	vioRefusedLand  ViolationKind = "refused-landed" // a write refused (stale or lock lost) is in storage
+	vioPhantom      ViolationKind = "phantom"        // storage holds a value no attempt wrote
+	vioLinearizable ViolationKind = "not-linearizable"
+	vioUndecided    ViolationKind = "undecided" // porcupine ran out of time: proves nothing either way
 )
 
 // Violation is one safety failure the checker found.
 type Violation struct {
 	Resource string
-	Kind     string
+	Kind     ViolationKind
 	Detail   string
 }
 
 func (v Violation) String() string { return fmt.Sprintf("%s %s: %s", v.Resource, v.Kind, v.Detail) }
 
-// check compares the workers' attempts with the storage's record and
-// returns every violation, per resource in name order.
-func check(atts []Attempt, st *storageHistory) []Violation {
+// Check compares the workers' attempts with the storage's record and
+// returns every violation, per resource in name order. It is a pure
+// function of its arguments.
+func Check(atts []Attempt, st *Storage) []Violation {
 	byRes := map[string][]Attempt{}
 	for _, a := range atts {
 		byRes[a.Resource()] = append(byRes[a.Resource()], a)
 	}
-	for res := range st.writes {
+	for res := range st.Writes {
 		if _, ok := byRes[res]; !ok {
 			byRes[res] = nil
 		}
@@ -44,29 +48,29 @@ func check(atts []Attempt, st *storageHistory) []Violation {
 	sort.Strings(names)
 	var vs []Violation
 	for _, res := range names {
-		vs = append(vs, checkResource(res, byRes[res], st.writes[res], st.final[res])...)
+		vs = append(vs, checkResource(res, byRes[res], st.Writes[res], st.Final[res])...)
 	}
 	return vs
 }
 
-func checkResource(res string, atts []Attempt, writes []record, final string) []Violation {
+func checkResource(res string, atts []Attempt, writes []Record, final string) []Violation {
 	vs := checkOrder(res, writes)
 	vs = append(vs, checkAttribution(res, atts, writes)...)
 	switch err := checkLinearizable(atts, writes, final); {
 	case errors.Is(err, errUndecided):
-		vs = append(vs, Violation{res, VioUndecided, err.Error()})
+		vs = append(vs, Violation{res, vioUndecided, err.Error()})
 	case err != nil:
-		vs = append(vs, Violation{res, VioLinearizable, err.Error()})
+		vs = append(vs, Violation{res, vioLinearizable, err.Error()})
 	}
 	return vs
 }
 
 // checkOrder: accepted tokens never decrease in commit order.
-func checkOrder(res string, writes []record) []Violation {
+func checkOrder(res string, writes []Record) []Violation {
 	var vs []Violation
 	for i := 1; i < len(writes); i++ {
 		if prev, cur := writes[i-1], writes[i]; cur.Token < prev.Token {
-			vs = append(vs, Violation{res, VioTokenOrder,
+			vs = append(vs, Violation{res, vioTokenOrder,
 				fmt.Sprintf("token %d (%s) committed after token %d (%s)", cur.Token, cur.Value, prev.Token, prev.Value)})
 		}
 	}
@@ -75,7 +79,7 @@ func checkOrder(res string, writes []record) []Violation {
 
 // checkAttribution: what was acknowledged is stored, what was refused is
 // not, and nothing is stored that nobody wrote.
-func checkAttribution(res string, atts []Attempt, writes []record) []Violation {
+func checkAttribution(res string, atts []Attempt, writes []Record) []Violation {
 	stored := map[string]bool{}
 	for _, w := range writes {
 		stored[w.Value] = true
@@ -89,14 +93,14 @@ func checkAttribution(res string, atts []Attempt, writes []record) []Violation {
 		written[a.Value] = true
 		switch {
 		case a.Outcome == OutOK && !stored[a.Value]:
-			vs = append(vs, Violation{res, VioLost, fmt.Sprintf("%s acknowledged, not in storage", a.Value)})
+			vs = append(vs, Violation{res, vioLost, fmt.Sprintf("%s acknowledged, not in storage", a.Value)})
 		case (a.Outcome == OutStale || a.Outcome == OutLost) && stored[a.Value]:
-			vs = append(vs, Violation{res, VioRefusedLand, fmt.Sprintf("%s refused (%s), yet in storage", a.Value, a.Outcome)})
+			vs = append(vs, Violation{res, vioRefusedLand, fmt.Sprintf("%s refused (%s), yet in storage", a.Value, a.Outcome)})
 		}
 	}
 	for _, w := range writes {
 		if !written[w.Value] {
-			vs = append(vs, Violation{res, VioPhantom, w.Value})
+			vs = append(vs, Violation{res, vioPhantom, w.Value})
 		}
 	}
 	return vs

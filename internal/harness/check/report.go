@@ -1,4 +1,4 @@
-package harness
+package check
 
 import (
 	"fmt"
@@ -31,12 +31,15 @@ func (c *Counts) add(a Attempt) {
 
 // Report is the result of one run.
 type Report struct {
-	Seed       int64
-	Fenced     bool
-	Election   bool // the workers were election candidates (Config.Election)
-	Duration   time.Duration
-	Writes     map[string]*Counts // by resource kind
-	Faults     map[FaultKind]int
+	Seed     int64
+	Fenced   bool
+	Election bool // the workers were election candidates (Config.Election)
+	Duration time.Duration
+	Writes   map[ResKind]*Counts
+	Faults   map[FaultKind]int
+	// FaultKinds lists the kinds the run could inject, in report order,
+	// with what one fault of each is.
+	FaultKinds []FaultDesc
 	FaultsLost int // faults given up on: no worker reached a write in time
 	// Capped is the run's MaxDuration when that cap ended it before it
 	// reached Config.Until; 0 when it reached them.
@@ -51,9 +54,17 @@ type Report struct {
 	Metrics map[string]int64
 }
 
-func newReport(cfg *Config, events []Event, atts []Attempt) *Report {
-	r := &Report{Seed: cfg.Seed, Fenced: cfg.Fenced, Election: cfg.Election, Writes: map[string]*Counts{}}
-	for _, k := range resourceKinds {
+// FaultDesc says what one fault of a kind is, for the summary table.
+type FaultDesc struct {
+	Kind FaultKind
+	How  string
+}
+
+// NewReport returns the report of a run's events and attempts: the write
+// counts and lock waits, the rest left for the caller to fill in.
+func NewReport(events []Event, atts []Attempt) *Report {
+	r := &Report{Writes: map[ResKind]*Counts{}}
+	for _, k := range ResKinds {
 		r.Writes[k] = &Counts{}
 	}
 	for _, a := range atts {
@@ -67,33 +78,19 @@ func newReport(cfg *Config, events []Event, atts []Attempt) *Report {
 	return r
 }
 
-// Total returns the counts over every resource kind.
-func (r *Report) Total() Counts {
-	var t Counts
-	for _, c := range r.Writes {
-		t.Attempted += c.Attempted
-		t.Accepted += c.Accepted
-		t.Refused += c.Refused
-		t.LockLost += c.LockLost
-		t.Unknown += c.Unknown
-		t.Errors += c.Errors
-	}
-	return t
-}
-
-// progress returns how far the run got, for [Minimums.shortfalls].
-func (r *Report) progress() progress {
-	p := progress{accepted: map[string]int{}, faults: r.Faults}
+// Progress returns how far the run got, for [Minimums.Shortfalls].
+func (r *Report) Progress() Progress {
+	p := Progress{Accepted: map[ResKind]int{}, Faults: r.Faults}
 	for k, c := range r.Writes {
-		p.accepted[k] = c.Accepted
-		p.refused += c.Refused
+		p.Accepted[k] = c.Accepted
+		p.Refused += c.Refused
 	}
 	return p
 }
 
-// ViolationsByKind counts the violations of each kind.
-func (r *Report) ViolationsByKind() map[string]int {
-	m := map[string]int{}
+// violationsByKind counts the violations of each kind.
+func (r *Report) violationsByKind() map[ViolationKind]int {
+	m := map[ViolationKind]int{}
 	for _, v := range r.Violations {
 		m[v.Kind]++
 	}
@@ -102,7 +99,7 @@ func (r *Report) ViolationsByKind() map[string]int {
 
 // PrintSummary writes the summary table of a fenced run and, if not nil,
 // its control run, and what one fault of each kind is (a member crash is
-// SIGKILL of its process, for instance).
+// SIGKILL of its process, for instance), as fenced.FaultKinds says.
 func PrintSummary(w io.Writer, fenced, control *Report) {
 	runs := []*Report{fenced}
 	if control != nil {
@@ -111,26 +108,26 @@ func PrintSummary(w io.Writer, fenced, control *Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "run\tresource\tattempted\taccepted\trefused (stale)\tlock lost\tunknown\terror\t\n")
 	for _, r := range runs {
-		for _, k := range resourceKinds {
+		for _, k := range ResKinds {
 			c := r.Writes[k]
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.name(), k, c.Attempted, c.Accepted, c.Refused, c.LockLost, c.Unknown, c.Errors)
 		}
 	}
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
-	fmt.Fprintf(tw, "run\tduration\tfaults (%s)\tlocks\tlock wait p50\tp99\tviolations\t\t\n", faultHeader())
+	fmt.Fprintf(tw, "run\tduration\tfaults (%s)\tlocks\tlock wait p50\tp99\tviolations\t\t\n", fenced.faultHeader())
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t\t\n", r.name(), r.duration(), r.faultCounts(),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t\t\n", r.name(), r.duration(), r.faultCounts(fenced.FaultKinds),
 			r.Locks, r.LockP50.Round(time.Microsecond*100), r.LockP99.Round(time.Millisecond), len(r.Violations))
 	}
 	_ = tw.Flush()
-	printFaultKinds(w)
+	fenced.printFaultKinds(w)
 }
 
 // printFaultKinds writes what one fault of each kind is.
-func printFaultKinds(w io.Writer) {
+func (r *Report) printFaultKinds(w io.Writer) {
 	fmt.Fprintln(w, "faults:")
-	for _, f := range faultKinds {
-		fmt.Fprintf(w, "  %-10s %s\n", f.kind, f.how)
+	for _, f := range r.FaultKinds {
+		fmt.Fprintf(w, "  %-10s %s\n", f.Kind, f.How)
 	}
 }
 
@@ -153,25 +150,27 @@ func (r *Report) name() string {
 	return name
 }
 
-func faultHeader() string {
+func (r *Report) faultHeader() string {
 	var s []string
-	for _, k := range FaultKinds {
-		s = append(s, string(k))
+	for _, f := range r.FaultKinds {
+		s = append(s, string(f.Kind))
 	}
 	return strings.Join(s, "/")
 }
 
-func (r *Report) faultCounts() string {
+// faultCounts lists r's faults of each of kinds (the fenced run's, so that
+// the rows of a pair line up).
+func (r *Report) faultCounts(kinds []FaultDesc) string {
 	var s []string
-	for _, k := range FaultKinds {
-		s = append(s, fmt.Sprint(r.Faults[k]))
+	for _, f := range kinds {
+		s = append(s, fmt.Sprint(r.Faults[f.Kind]))
 	}
 	return strings.Join(s, "/")
 }
 
 // PrintViolations writes the first max violations of r, and a count by kind.
 func PrintViolations(w io.Writer, r *Report, max int) {
-	fmt.Fprintf(w, "%s run: %d violations %v\n", r.name(), len(r.Violations), r.ViolationsByKind())
+	fmt.Fprintf(w, "%s run: %d violations %v\n", r.name(), len(r.Violations), r.violationsByKind())
 	for i, v := range r.Violations {
 		if i == max {
 			fmt.Fprintf(w, "  ... %d more\n", len(r.Violations)-max)

@@ -1,4 +1,4 @@
-package harness
+package check
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package harness
+package check
 
 import (
 	"errors"
@@ -57,7 +57,7 @@ var registerModel = porcupine.Model{
 // value. Writes without
 // a definite answer count as accepted, open-ended, if storage holds them,
 // and are left out otherwise; writes the guard refused never reached it.
-func checkLinearizable(atts []Attempt, writes []record, final string) error {
+func checkLinearizable(atts []Attempt, writes []Record, final string) error {
 	stored := map[string]bool{}
 	for _, w := range writes {
 		stored[w.Value] = true

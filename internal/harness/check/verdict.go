@@ -1,9 +1,15 @@
-package harness
+package check
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
+
+// FaultKind names a kind of fault a run injects.
+type FaultKind string
 
 // Minimums are what a run must reach for its verdict to mean anything, and
-// what a run goes on until it reaches ([Config.Until]).
+// what a run goes on until it reaches (the harness's Config.Until).
 type Minimums struct {
 	Writes         int               // fenced writes accepted, over all resources
 	PerResource    int               // fenced writes accepted on each resource kind
@@ -11,48 +17,47 @@ type Minimums struct {
 	Faults         map[FaultKind]int // faults injected of each kind
 }
 
-// ShortMinimums are the short mode's: what CI requires, and what the verdict
-// of every run (short or long) requires.
-var ShortMinimums = Minimums{
-	Writes: 1000, PerResource: 100, RefusedOverall: 1,
-	Faults: faultMinimums(func(f faultKind) int { return f.short }),
-}
-
-// progress is how far a run has got: its writes (live, from the workers'
+// Progress is how far a run has got: its writes (live, from the workers'
 // events, or final, from the report) and its faults.
-type progress struct {
-	accepted map[string]int // by resource kind
-	refused  int
-	faults   map[FaultKind]int
+type Progress struct {
+	Accepted map[ResKind]int
+	Refused  int
+	Faults   map[FaultKind]int
 }
 
-// writeShortfalls lists the write minimums p has not reached. Refused
+// WriteShortfalls lists the write minimums p has not reached. Refused
 // stale writes count only in a fenced run: with fencing off nothing refuses.
-func (m Minimums) writeShortfalls(p progress, fenced bool) []string {
+func (m Minimums) WriteShortfalls(p Progress, fenced bool) []string {
 	var why []string
 	total := 0
-	for _, k := range resourceKinds {
-		total += p.accepted[k]
+	for _, k := range ResKinds {
+		total += p.Accepted[k]
 	}
 	if total < m.Writes {
 		why = append(why, fmt.Sprintf("%d writes accepted, want >= %d", total, m.Writes))
 	}
-	if fenced && p.refused < m.RefusedOverall {
-		why = append(why, fmt.Sprintf("%d stale writes refused, want >= %d: fencing was never exercised", p.refused, m.RefusedOverall))
+	if fenced && p.Refused < m.RefusedOverall {
+		why = append(why, fmt.Sprintf("%d stale writes refused, want >= %d: fencing was never exercised", p.Refused, m.RefusedOverall))
 	}
-	for _, k := range resourceKinds {
-		if c := p.accepted[k]; c < m.PerResource {
+	for _, k := range ResKinds {
+		if c := p.Accepted[k]; c < m.PerResource {
 			why = append(why, fmt.Sprintf("%d %s writes accepted, want >= %d", c, k, m.PerResource))
 		}
 	}
 	return why
 }
 
-// shortfalls lists every minimum p has not reached.
-func (m Minimums) shortfalls(p progress, fenced bool) []string {
-	why := m.writeShortfalls(p, fenced)
-	for _, k := range FaultKinds {
-		if n := p.faults[k]; n < m.Faults[k] {
+// Shortfalls lists every minimum p has not reached, the fault kinds in
+// name order.
+func (m Minimums) Shortfalls(p Progress, fenced bool) []string {
+	why := m.WriteShortfalls(p, fenced)
+	kinds := make([]FaultKind, 0, len(m.Faults))
+	for k := range m.Faults {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		if n := p.Faults[k]; n < m.Faults[k] {
 			why = append(why, fmt.Sprintf("%d %s faults, want >= %d", n, k, m.Faults[k]))
 		}
 	}
@@ -68,7 +73,7 @@ func Verdict(fenced, control *Report, min Minimums) []string {
 	if n := len(fenced.Violations); n > 0 {
 		why = append(why, fmt.Sprintf("fenced run: %d violations, first: %s (replay with seed %d)", n, fenced.Violations[0], fenced.Seed))
 	}
-	short := min.shortfalls(fenced.progress(), true)
+	short := min.Shortfalls(fenced.Progress(), true)
 	for _, s := range short {
 		why = append(why, "fenced run: "+s)
 	}
@@ -84,7 +89,7 @@ func Verdict(fenced, control *Report, min Minimums) []string {
 // caughtStaleWrite reports whether the checker found a stale write landing.
 func (r *Report) caughtStaleWrite() bool {
 	for _, v := range r.Violations {
-		if v.Kind == VioTokenOrder || v.Kind == VioLinearizable {
+		if v.Kind == vioTokenOrder || v.Kind == vioLinearizable {
 			return true
 		}
 	}
