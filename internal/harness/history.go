@@ -13,7 +13,17 @@ type history struct {
 	events   []check.Event
 	accepted map[check.ResKind]int
 	refused  int
+	landed   int                 // writes accepted after a newer token's had returned (control runs)
+	newest   map[resKey]newestOK // per resource, the accepted write with the highest token
 }
+
+type resKey struct {
+	key string
+	res check.ResKind
+}
+
+// newestOK is an accepted write: its token and when it returned.
+type newestOK struct{ token, time int64 }
 
 func (h *history) add(e check.Event) {
 	h.mu.Lock()
@@ -28,8 +38,28 @@ func (h *history) add(e check.Event) {
 			h.accepted = map[check.ResKind]int{}
 		}
 		h.accepted[e.Res]++
+		h.noteAccepted(e)
 	case check.OutStale:
 		h.refused++
+	}
+}
+
+// noteAccepted counts e as a stale write that landed if a write with a
+// higher token to the same resource had returned before e did. With fencing
+// on nothing lands so; in a control run this is the live estimate of what
+// the checker will find in the storage (the stopping rule only: the
+// checker's verdict is what counts).
+func (h *history) noteAccepted(e check.Event) {
+	if h.newest == nil {
+		h.newest = map[resKey]newestOK{}
+	}
+	k := resKey{e.Key, e.Res}
+	n, ok := h.newest[k]
+	switch {
+	case !ok || e.Token > n.token:
+		h.newest[k] = newestOK{e.Token, e.Time}
+	case e.Token < n.token && e.Time > n.time:
+		h.landed++
 	}
 }
 
@@ -37,7 +67,7 @@ func (h *history) add(e check.Event) {
 func (h *history) progress() check.Progress {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p := check.Progress{Accepted: map[check.ResKind]int{}, Refused: h.refused}
+	p := check.Progress{Accepted: map[check.ResKind]int{}, Refused: h.refused, Landed: h.landed}
 	for k, n := range h.accepted {
 		p.Accepted[k] = n
 	}

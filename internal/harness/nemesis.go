@@ -64,14 +64,20 @@ func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
 }
 
 // done reports whether the loops of kind may stop: the kind has its
-// minimum and MinDuration has passed. Refused stale writes need faults, so
-// every kind also goes on while a fenced run has too few of those. The
-// other write minimums do not keep faults coming: more faults would only
-// slow the writes down (crashed members most of all).
+// minimum and MinDuration has passed. Stale writes need faults, so every
+// kind also goes on while a fenced run has too few refused, or a control
+// run too few landed (without them the control proves nothing). The other
+// write minimums do not keep faults coming: more faults would only slow the
+// writes down (crashed members most of all).
 func (n *nemesis) done(kind check.FaultKind) bool {
-	return n.counts[kind].Load() >= int64(n.cfg.Until.Faults[kind]) &&
-		time.Since(n.start) >= n.cfg.MinDuration &&
-		(!n.cfg.Fenced || n.hist.progress().Refused >= n.cfg.Until.RefusedOverall)
+	if n.counts[kind].Load() < int64(n.cfg.Until.Faults[kind]) || time.Since(n.start) < n.cfg.MinDuration {
+		return false
+	}
+	p := n.hist.progress()
+	if n.cfg.Fenced {
+		return p.Refused >= n.cfg.Until.RefusedOverall
+	}
+	return p.Landed >= n.cfg.Until.RefusedOverall
 }
 
 // counted returns how many faults of each kind were injected.

@@ -13,7 +13,7 @@ type FaultKind string
 type Minimums struct {
 	Writes         int               // fenced writes accepted, over all resources
 	PerResource    int               // fenced writes accepted on each resource kind
-	RefusedOverall int               // stale writes the resources refused, over all (fenced runs only)
+	RefusedOverall int               // stale writes the resources refused, over all (fenced runs); a control run goes on until as many landed
 	Faults         map[FaultKind]int // faults injected of each kind
 }
 
@@ -22,6 +22,7 @@ type Minimums struct {
 type Progress struct {
 	Accepted map[ResKind]int
 	Refused  int
+	Landed   int // live runs only: writes accepted after a newer token's had returned (fencing off)
 	Faults   map[FaultKind]int
 }
 
