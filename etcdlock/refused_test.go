@@ -65,7 +65,7 @@ func TestTelemetryGuardRefusal(t *testing.T) {
 		t.Errorf("guard.write span %v: want a child of the caller's span", sp)
 	}
 	if got, _ := oteltest.Attr(sp, "fencelock.token"); got.AsInt64() != int64(l.Token()) {
-		t.Errorf("guard.write span's token: got %v, want %d", got.Emit(), l.Token())
+		t.Errorf("guard.write span's token: got %v, want %d", got.String(), l.Token())
 	}
 	var warned int
 	for _, line := range in.logs.lines() {

@@ -90,7 +90,7 @@ func TestTelemetry(t *testing.T) {
 		"fencelock.outcome":  attribute.StringValue("accepted"),
 	} {
 		if got, _ := oteltest.Attr(first, key); got != want {
-			t.Errorf("postgres.update span's %s: got %v, want %v", key, got.Emit(), want.Emit())
+			t.Errorf("postgres.update span's %s: got %v, want %v", key, got.String(), want.String())
 		}
 	}
 }
