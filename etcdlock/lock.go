@@ -231,9 +231,10 @@ func (l *Lock) retryUnlock() {
 		return
 	}
 	l.retrying = l.c.background(func() {
-		if !l.s.retry(func() bool { l.c.tel.retried(); return l.tryUnlock() }) {
-			l.finish(sessionCause(l.s.Err()))
-		}
+		// Should the session end first, it closes Done with its cause. Its
+		// context ends before that cause is recorded (session.close), so
+		// the cause is not read here: it may still be nil.
+		l.s.retry(func() bool { l.c.tel.retried(); return l.tryUnlock() })
 	})
 }
 
