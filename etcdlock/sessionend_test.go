@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,5 +33,60 @@ func TestRetriedUnlockEndsWithClose(t *testing.T) {
 				t.Fatalf("Err: got %#v, want ErrClosed or ErrUnlocked", err)
 			}
 		})
+	}
+}
+
+// Close racing the end of its session by another goroutine (an Unlock that
+// finds the lease gone) returns only once the session closed every lock's
+// Done, also of locks held WithoutKeyWatch, which have no monitor Close
+// would wait for.
+func TestCloseWaitsForSessionEnd(t *testing.T) {
+	direct := etcdClient(t)
+	for round := range 5 {
+		c := newLocker(t, direct, etcdlock.WithTTL(9*time.Second))
+		var (
+			mu    sync.Mutex
+			locks []*etcdlock.Lock
+			wg    sync.WaitGroup
+		)
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 40 {
+					l, err := c.Lock(t.Context(), fmt.Sprintf("r%d-%d-%d", round, w, i), etcdlock.WithoutKeyWatch())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					locks = append(locks, l)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if _, err := direct.Revoke(t.Context(), locks[0].Lease()); err != nil {
+			t.Fatal(err)
+		}
+		go locks[0].Unlock(t.Context()) // finds the lease gone: ends the session
+		waitClosed(t, locks[len(locks)/2].Done(), 5*time.Second, "a lock's Done")
+		if err := c.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		open := 0
+		for _, l := range locks {
+			select {
+			case <-l.Done():
+			default:
+				open++
+			}
+		}
+		if open > 0 {
+			t.Fatalf("round %d: %d of %d locks' Done open after Close returned", round, open, len(locks))
+		}
 	}
 }
