@@ -133,6 +133,8 @@ func TestTelemetryLosses(t *testing.T) {
 	proxy.Cut()
 	waitClosed(t, partitioned.Done(), 3*time.Second, "partitioned lock's Done")
 	proxy.Heal()
+	// A loss is counted, then logged, after the Done channel closed.
+	eventually(t, func() bool { return len(lossLines(in)) == 2 })
 
 	if got := in.Sum(t, "fencelock.lock.losses", kindLock, cause("key_deleted")); got != 1 {
 		t.Errorf("losses by key_deleted: got %d, want 1", got)
@@ -147,16 +149,34 @@ func TestTelemetryLosses(t *testing.T) {
 		t.Errorf("validity margins recorded: got %d, want some", got)
 	}
 	var warned []string
-	for _, l := range in.logs.lines() {
-		if l["level"] == "WARN" && l["msg"] == "etcdlock: lost" {
-			if l["name"] == nil || l["token"] == nil || l["lease"] == nil || l["cause"] == nil {
-				t.Errorf("loss log line lacks name, token, lease or cause: %v", l)
-			}
-			warned = append(warned, l["cause"].(string))
+	for _, l := range lossLines(in) {
+		if l["name"] == nil || l["token"] == nil || l["lease"] == nil || l["cause"] == nil {
+			t.Errorf("loss log line lacks name, token, lease or cause: %v", l)
 		}
+		cause, _ := l["cause"].(string)
+		warned = append(warned, cause)
 	}
 	if strings.Join(warned, ",") != "key_deleted,validity_expired" {
 		t.Errorf("warn lines for losses: got causes %v, want key_deleted then validity_expired", warned)
+	}
+}
+
+// lossLines returns the warnings logged for lost locks.
+func lossLines(in *instrumented) []map[string]any {
+	var out []map[string]any
+	for _, l := range in.logs.lines() {
+		if l["level"] == "WARN" && l["msg"] == "etcdlock: lost" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// eventually polls cond until it holds or 2 s pass.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); !cond() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
