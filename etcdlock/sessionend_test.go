@@ -334,3 +334,28 @@ func TestCloseWaitsForSessionEnd(t *testing.T) {
 		}
 	}
 }
+
+// Close ends the Lock calls waiting for their turn with ErrClosed, not with
+// the cancellation of the session's requests it causes.
+func TestCloseEndsWaitersWithErrClosed(t *testing.T) {
+	cli := etcdClient(t)
+	holder := newLocker(t, cli)
+	mustLock(t, holder, "busy")
+	c := newLocker(t, cli)
+	errs := make(chan error)
+	for range 10 {
+		go func() {
+			_, err := c.Lock(t.Context(), "busy")
+			errs <- err
+		}()
+	}
+	waitKeys(t, cli, prefix(t)+"lock/busy/", 11)
+	if err := c.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if err := <-errs; !errors.Is(err, etcdlock.ErrClosed) {
+			t.Errorf("Lock waiting when Close was called: got %v, want ErrClosed", err)
+		}
+	}
+}
