@@ -359,3 +359,75 @@ func TestCloseEndsWaitersWithErrClosed(t *testing.T) {
 		}
 	}
 }
+
+// Locks taken and released while their sessions' leases are revoked again
+// and again: the session's end is reached by its renewal, monitors,
+// releases and acquisitions at once. Nothing deadlocks, every lock ends
+// once, and Close returns.
+func TestSessionChurn(t *testing.T) {
+	in, opts := withTelemetry(t)
+	direct := etcdClient(t)
+	c := newLocker(t, direct, append(opts, etcdlock.WithTTL(3*time.Second))...)
+	ctx, stop := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+	defer stop()
+	var (
+		mu    sync.Mutex
+		locks []*etcdlock.Lock
+		wg    sync.WaitGroup
+	)
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				var o []etcdlock.LockOption
+				if i%2 == 0 {
+					o = append(o, etcdlock.WithoutKeyWatch())
+				}
+				l, err := c.Lock(ctx, fmt.Sprintf("w%d-%d", w, i%4), o...)
+				if err != nil {
+					continue // lost while acquiring, or ctx ended
+				}
+				mu.Lock()
+				locks = append(locks, l)
+				mu.Unlock()
+				if i%3 != 0 {
+					l.Unlock(t.Context())
+				}
+			}
+		}()
+	}
+	for ctx.Err() == nil {
+		mu.Lock()
+		var lease clientv3.LeaseID
+		if len(locks) > 0 {
+			lease = locks[len(locks)-1].Lease()
+		}
+		mu.Unlock()
+		if lease != 0 {
+			direct.Revoke(t.Context(), lease)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	finished := make(chan struct{})
+	go func() { defer close(finished); wg.Wait() }()
+	waitClosed(t, finished, 5*time.Second, "workers")
+	closed := make(chan struct{})
+	go func() { defer close(closed); c.Close(t.Context()) }()
+	waitClosed(t, closed, 5*time.Second, "Close")
+	for i, l := range locks {
+		select {
+		case <-l.Done():
+		default:
+			t.Errorf("lock %d (%s): Done open after Close returned", i, l.Name())
+		}
+		switch err := l.Err(); {
+		case errors.Is(err, etcdlock.ErrUnlocked), errors.Is(err, etcdlock.ErrClosed):
+		case errors.Is(err, etcdlock.ErrLeaseExpired), errors.Is(err, etcdlock.ErrKeyDeleted):
+		default:
+			t.Errorf("lock %d (%s): Err got %v, want ErrUnlocked, ErrClosed, ErrLeaseExpired or ErrKeyDeleted", i, l.Name(), err)
+		}
+	}
+	settled(t, in, int64(len(locks)))
+	t.Logf("%d locks", len(locks))
+}
