@@ -7,8 +7,8 @@ import "context"
 // key is in their slot, not only the one with their create revision.
 var UnconditionalReleaseForTest = &unconditionalRelease
 
-// LockOnEndedSessionForTest makes a lock as enqueue does when the session
-// ends (its lease revoked) between enqueue's check and newLock.
+// LockOnEndedSessionForTest calls newLock as enqueue does when the session
+// ends (its lease revoked) between enqueue's check of it and newLock.
 func LockOnEndedSessionForTest(ctx context.Context, c *Client, name string, noWatch bool) (*Lock, error) {
 	s, err := c.session(ctx)
 	if err != nil {
