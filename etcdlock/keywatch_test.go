@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
 // A lock held WithoutKeyWatch does not learn that someone else deleted its
@@ -58,5 +59,28 @@ func TestWithoutKeyWatchSessionLoss(t *testing.T) {
 	}
 	if err := l.Err(); !errors.Is(err, etcdlock.ErrLost) {
 		t.Fatalf("Err: got %v, want ErrLost", err)
+	}
+}
+
+// An unwatched lock whose release lost its reply learns the outcome from
+// the background retry (there is no watch to see the deletion): Done
+// closes with ErrUnlocked and the next Unlock returns nil.
+func TestWithoutKeyWatchLostReleaseReply(t *testing.T) {
+	fcli, in := faulty(t, 11)
+	c := newLocker(t, fcli)
+	l, err := c.Lock(t.Context(), "lost-reply", etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Next(deletes(l.Key()), reqfault.LostReply)
+	if err := l.Unlock(t.Context()); err == nil {
+		t.Fatal("Unlock whose reply was lost: got nil, want an error")
+	}
+	waitClosed(t, l.Done(), 2*time.Second, "Done after the background release")
+	if err := l.Err(); !errors.Is(err, etcdlock.ErrUnlocked) {
+		t.Fatalf("Err: got %v, want ErrUnlocked", err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatalf("second Unlock: got %v, want nil", err)
 	}
 }

@@ -47,7 +47,8 @@ type Lock struct {
 // newLock registers the lock with its session, which closes its Done when
 // the session ends, and starts the monitor's timer (see watchDelay); it
 // fails with ErrClosed once Close has begun, so that no monitor starts
-// while Close waits for them.
+// while Close waits for them, and with the session's cause once the
+// session ended.
 func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -62,9 +63,11 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 		l.watching = time.AfterFunc(watchDelay, func() { l.monitor(ctx) })
 	}
 	if err := s.addLock(l); err != nil {
-		// The session ended since the caller checked: the lock is lost
-		// already, as it would be a moment later.
-		l.finish(sessionCause(err))
+		// The session ended since the caller checked: the lock would be
+		// returned lost, and Lock never returns a lost lock.
+		l.cancel()
+		l.end()
+		return nil, fmt.Errorf("etcdlock: %q: %w", t.name, sessionCause(err))
 	}
 	return l, nil
 }
@@ -231,9 +234,10 @@ func (l *Lock) retryUnlock() {
 		return
 	}
 	l.retrying = l.c.background(func() {
-		if !l.s.retry(func() bool { l.c.tel.retried(); return l.tryUnlock() }) {
-			l.finish(sessionCause(l.s.Err()))
-		}
+		// Should the session end first, it closes Done with its cause. Its
+		// context ends before that cause is recorded (session.close), so
+		// the cause is not read here: it may still be nil.
+		l.s.retry(func() bool { l.c.tel.retried(); return l.tryUnlock() })
 	})
 }
 

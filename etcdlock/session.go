@@ -141,10 +141,15 @@ func (s *session) Err() error {
 // session's own channel: with thousands of locks held, waking a goroutine
 // per lock to close its own would put the last Done well past the validity
 // deadline. Telemetry, and stopping the locks' monitors, follow.
+//
+// A call that finds the session ending already returns once that end has
+// closed the locks' Done, so that Close, whose own end may be such a call,
+// returns only after every lock's Done is closed.
 func (s *session) end(cause error) {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
+		<-s.done
 		return
 	}
 	s.err = cause

@@ -173,6 +173,15 @@ func lossesLogged(t *testing.T, in *instrumented) []string {
 	return warned
 }
 
+// eventually polls cond every 5 ms for up to 2 s (telemetry is recorded
+// just after the event a test waits for).
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); !cond() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestTelemetryElection(t *testing.T) {
 	in, opts := withTelemetry(t)
 	c := newLocker(t, etcdClient(t), opts...)
