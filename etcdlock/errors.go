@@ -119,4 +119,13 @@ type lostError struct{ cause error }
 
 func (e *lostError) Error() string   { return ErrLost.Error() + ": " + e.cause.Error() }
 func (e *lostError) Unwrap() []error { return []error{ErrLost, e.cause} }
-func lost(cause error) error         { return &lostError{cause: cause} }
+
+// lost returns an error matching ErrLost and cause; a nil cause (a bug:
+// every loss has one) is reported as ErrLost alone rather than as an
+// error whose Error method panics.
+func lost(cause error) error {
+	if cause == nil {
+		return ErrLost
+	}
+	return &lostError{cause: cause}
+}
