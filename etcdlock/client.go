@@ -103,35 +103,45 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 }
 
 // current returns the live session, or nil if a new one is needed, having
-// stopped the old one.
+// stopped the old one. The old one is stopped outside c.mu: ending a
+// session closes, counts and logs each of its locks, which with thousands
+// held would stall every other call on the Client. Close waits for it
+// (c.wg).
 func (c *Client) current() (*session, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil, ErrClosed
 	}
 	if c.sess == nil {
+		c.mu.Unlock()
 		return nil, nil
 	}
-	if err := c.sess.check(); err != nil {
-		old := c.sess
-		old.close(context.Background(), err, false) // no I/O under c.mu
-		c.sess = nil
-		c.tel.sessionEnded(old, old.Err())
-		if !errors.Is(old.Err(), ErrLeaseExpired) {
-			// Keepalives may have landed with their replies lost: the lease
-			// and its keys may still be in etcd. Free them for others.
-			c.wg.Add(1)
-			go func() {
-				defer c.wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
-				defer cancel()
-				c.cli.Revoke(ctx, old.id)
-			}()
-		}
-		return nil, nil
+	err := c.sess.check()
+	if err == nil {
+		s := c.sess
+		c.mu.Unlock()
+		return s, nil
 	}
-	return c.sess, nil
+	old := c.sess
+	c.sess = nil
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+	old.close(context.Background(), err, false) // no I/O: the revoke follows in the background
+	c.tel.sessionEnded(old, old.Err())
+	if !errors.Is(old.Err(), ErrLeaseExpired) {
+		// Keepalives may have landed with their replies lost: the lease
+		// and its keys may still be in etcd. Free them for others.
+		c.wg.Add(1) // the count is held above: Close has not returned
+		go func() {
+			defer c.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
+			defer cancel()
+			c.cli.Revoke(ctx, old.id)
+		}()
+	}
+	return nil, nil
 }
 
 // Close ends the client's session: it stops the keepalives and revokes the

@@ -116,8 +116,13 @@ func (l *Lock) ValidUntil() time.Time { return l.s.until() }
 // noticed by the validity deadline at the latest; a deletion of the key by
 // someone else within about 150 ms (the key is watched from 50 ms after the
 // acquisition, so that short critical sections pay for no watch; not at all
-// for a lock taken [WithoutKeyWatch]). Work protected by the lock should stop when Done is closed; writes should in any
-// case go through a [fence.Guard] so the resource can refuse them.
+// for a lock taken [WithoutKeyWatch]). Work protected by the lock should
+// stop when Done is closed; writes should in any case go through a
+// [fence.Guard] so the resource can refuse them.
+//
+// The end is counted and logged (see [WithMeterProvider], [WithLogger])
+// just after Done is closed: when a session ends, after the Done of every
+// lock it held, so that none waits for the others' telemetry.
 func (l *Lock) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while the lock is held. After Done is closed it returns
