@@ -137,44 +137,22 @@ func BenchmarkElectionHandoff(b *testing.B) {
 }
 
 func benchHandoff(b *testing.B, cs []candidate) {
-	ctx := context.Background()
-	var (
-		left     atomic.Int64
-		resigned atomic.Int64 // unix nanos of the last resign start; 0 = none
-		mu       sync.Mutex
-		handoffs []time.Duration
-	)
-	left.Store(int64(b.N))
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for _, c := range cs {
-		wg.Go(func() {
-			for left.Add(-1) >= 0 {
-				if _, err := c.campaign(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				if r := resigned.Swap(0); r != 0 {
-					d := time.Since(time.Unix(0, r))
-					mu.Lock()
-					handoffs = append(handoffs, d)
-					mu.Unlock()
-				}
-				resigned.Store(time.Now().UnixNano())
-				if err := c.resign(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+	ms := make([]mutex, len(cs))
+	for i, c := range cs {
+		ms[i] = candidateMutex{c}
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "terms/s")
-	reportQuantiles(b, "handoff", handoffs)
+	benchTurns(b, ms, "terms/s")
 }
+
+// candidateMutex is a candidate as a mutex: Campaign locks, Resign unlocks.
+type candidateMutex struct{ c candidate }
+
+func (m candidateMutex) lock(ctx context.Context) error {
+	_, err := m.c.campaign(ctx)
+	return err
+}
+
+func (m candidateMutex) unlock(ctx context.Context) error { return m.c.resign(ctx) }
 
 // BenchmarkObserveLatency has 4 candidates take turns leading one election
 // while an observer, on a client of its own, watches it. It reports the
