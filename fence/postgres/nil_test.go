@@ -15,14 +15,7 @@ import (
 // TestNilContext: every entry point refuses a nil context with an error
 // matching postgres.ErrInvalidArgument, before any I/O, never with a panic.
 func TestNilContext(t *testing.T) {
-	tbl, err := postgres.NewTable(pgx.Identifier{"t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fences, err := postgres.NewFences(pgx.Identifier{"f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl, fences := tableAndFences(t)
 	store, err := postgres.NewStore(noIO{t}, pgx.Identifier{postgres.DefaultStoreTable})
 	if err != nil {
 		t.Fatal(err)
@@ -60,14 +53,7 @@ func TestNilContext(t *testing.T) {
 // one (a nil *pgxpool.Pool or *pgx.Conn, as an ignored error leaves), with an
 // error matching postgres.ErrInvalidArgument, never with a panic.
 func TestNilHandle(t *testing.T) {
-	tbl, err := postgres.NewTable(pgx.Identifier{"t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fences, err := postgres.NewFences(pgx.Identifier{"f"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl, fences := tableAndFences(t)
 	fn := func(pgx.Tx) error { return nil }
 	ctx := t.Context()
 	calls := []struct {
@@ -104,4 +90,18 @@ func TestNilHandle(t *testing.T) {
 			t.Errorf("RunInTx(%#v): got %v, want an error matching postgres.ErrInvalidArgument", db, err)
 		}
 	}
+}
+
+// tableAndFences returns a Table "t" and a Fences "f", made without I/O.
+func tableAndFences(t *testing.T) (*postgres.Table, *postgres.Fences) {
+	t.Helper()
+	tbl, err := postgres.NewTable(pgx.Identifier{"t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fences, err := postgres.NewFences(pgx.Identifier{"f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl, fences
 }
