@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 )
@@ -76,29 +78,47 @@ func TestRunHandsOverWhenLeaderStops(t *testing.T) {
 	}
 }
 
-// A term lost while lead runs cancels lead's context, with the loss as its
-// cause, and Run campaigns again.
+// A term lost while lead runs, by a deletion of its key or a revoke of its
+// lease (the session's end), cancels lead's context with the loss as its
+// cause, and Run campaigns again (on a new session after a revoke).
 func TestRunCancelsTermContextOnLoss(t *testing.T) {
-	cli := etcdClient(t)
-	c := newLocker(t, cli)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	starts, done := runInBackground(t, ctx, c, "loss")
-	first := nextTerm(t, starts, "first term")
-	leader := mustLeader(t, c, "loss")
-	if _, err := cli.Delete(t.Context(), leader.Key); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name  string
+		lose  func(cli *clientv3.Client, leader etcdlock.Entry) error
+		cause error
+	}{
+		{"key deleted", func(cli *clientv3.Client, leader etcdlock.Entry) error {
+			_, err := cli.Delete(t.Context(), leader.Key)
+			return err
+		}, etcdlock.ErrKeyDeleted},
+		{"lease revoked", func(cli *clientv3.Client, leader etcdlock.Entry) error {
+			_, err := cli.Revoke(t.Context(), leader.Lease)
+			return err
+		}, etcdlock.ErrLeaseExpired},
 	}
-	waitClosed(t, first.ctx.Done(), 2*time.Second, "term context after its key was deleted")
-	if cause := context.Cause(first.ctx); !errors.Is(cause, etcdlock.ErrKeyDeleted) {
-		t.Fatalf("term context's cause: got %v, want ErrKeyDeleted", cause)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cli := etcdClient(t)
+			c := newLocker(t, cli, etcdlock.WithTTL(5*time.Second))
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
+			starts, done := runInBackground(t, ctx, c, "loss")
+			first := nextTerm(t, starts, "first term")
+			if err := tt.lose(cli, mustLeader(t, c, "loss")); err != nil {
+				t.Fatal(err)
+			}
+			waitClosed(t, first.ctx.Done(), 3*time.Second, "term context after the loss")
+			if cause := context.Cause(first.ctx); !errors.Is(cause, tt.cause) {
+				t.Fatalf("term context's cause: got %v, want %v", cause, tt.cause)
+			}
+			second := nextTerm(t, starts, "term after the loss")
+			if second.token <= first.token {
+				t.Fatalf("next token %d, want > %d", second.token, first.token)
+			}
+			stop()
+			<-done
+		})
 	}
-	second := nextTerm(t, starts, "term after the loss")
-	if second.token <= first.token {
-		t.Fatalf("next token %d, want > %d", second.token, first.token)
-	}
-	stop()
-	<-done
 }
 
 func TestRunPanicLeavesNoLeaderKey(t *testing.T) {

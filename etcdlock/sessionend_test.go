@@ -431,27 +431,3 @@ func TestSessionChurn(t *testing.T) {
 	settled(t, in, int64(len(locks)))
 	t.Logf("%d locks", len(locks))
 }
-
-// A revoked lease ends the term Run leads, whose context ends with the
-// session's cause, and Run leads again on a new session.
-func TestRunTermEndsWithSession(t *testing.T) {
-	cli := etcdClient(t)
-	c := newLocker(t, cli, etcdlock.WithTTL(5*time.Second))
-	ctx, stop := context.WithCancel(t.Context())
-	defer stop()
-	starts, done := runInBackground(t, ctx, c, "revoked")
-	first := nextTerm(t, starts, "first term")
-	if _, err := cli.Revoke(t.Context(), mustLeader(t, c, "revoked").Lease); err != nil {
-		t.Fatal(err)
-	}
-	waitClosed(t, first.ctx.Done(), 3*time.Second, "term context after its lease was revoked")
-	if cause := context.Cause(first.ctx); !errors.Is(cause, etcdlock.ErrLeaseExpired) {
-		t.Fatalf("term context's cause: got %v, want ErrLeaseExpired", cause)
-	}
-	second := nextTerm(t, starts, "term after the loss")
-	if second.token <= first.token {
-		t.Fatalf("next token %d, want > %d", second.token, first.token)
-	}
-	stop()
-	<-done
-}
