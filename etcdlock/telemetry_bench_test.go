@@ -21,19 +21,5 @@ func BenchmarkTelemetryOverhead(b *testing.B) {
 	plain := &fenced{c: newLocker(b, cli, etcdlock.WithTTL(10*time.Second)), name: "plain"}
 	sdk := &fenced{c: newLocker(b, cli, etcdlock.WithTTL(10*time.Second),
 		etcdlock.WithMeterProvider(otel.Meters), etcdlock.WithTracerProvider(otel.Tracers)), name: "sdk"}
-	var tPlain, tSDK time.Duration
-	i := 0
-	for b.Loop() {
-		first, second, t1, t2 := mutex(plain), mutex(sdk), &tPlain, &tSDK
-		if i%2 == 1 {
-			first, second, t1, t2 = sdk, plain, &tSDK, &tPlain
-		}
-		*t1 += timed(b, first)
-		*t2 += timed(b, second)
-		i++
-	}
-	n := float64(b.N)
-	b.ReportMetric(float64(tPlain.Microseconds())/n, "nosdk-µs/op")
-	b.ReportMetric(float64(tSDK.Microseconds())/n, "sdk-µs/op")
-	b.ReportMetric(float64(tSDK)/float64(tPlain), "ratio")
+	sideBySide(b, "nosdk", plain, "sdk", sdk)
 }
