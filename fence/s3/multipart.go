@@ -104,8 +104,8 @@ func (s *Store) uploadPart(ctx context.Context, mc MultipartClient, w *write, n 
 
 // completeUpload completes w's upload, valid only if the object is still v
 // (or still absent). Its errors are classified as a PutObject's
-// ([classifyPut]); a server that dropped the upload (404 NoSuchUpload: a
-// refusal) makes the next attempt send the parts again.
+// ([classifyPut]), except 404 NoSuchUpload, which [Store.uploadGone]
+// decides.
 func (s *Store) completeUpload(ctx context.Context, w *write, v version, exists bool) (etag string, err error) {
 	in := &s3.CompleteMultipartUploadInput{Bucket: &s.bucket, Key: &w.key, UploadId: &w.mp.id,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: w.mp.parts}, ExpectedBucketOwner: s.owner(),
@@ -114,9 +114,6 @@ func (s *Store) completeUpload(ctx context.Context, w *write, v version, exists 
 	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
 	out, err := s.client.(MultipartClient).CompleteMultipartUpload(ctx, in, noRetries)
 	if err != nil {
-		if apiCode(err) == "NoSuchUpload" {
-			w.mp.id, w.mp.parts = "", nil
-		}
 		return "", err
 	}
 	w.mp.id = "" // completed: nothing to abort

@@ -198,6 +198,12 @@ type completes struct {
 	next                    http.RoundTripper
 	before                  func()
 	loseRequest, loseAnswer bool
+	// twice delivers the first Complete, loses its answer, runs between,
+	// and answers as a server does to a second delivery of a Complete that
+	// landed: 404 NoSuchUpload (AWS's documented answer for a completed
+	// upload; versitygw answers 200 instead).
+	twice   bool
+	between func()
 
 	mu               sync.Mutex
 	parts, completes int
@@ -244,6 +250,18 @@ func (h *completes) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp.Body.Close()
 		}
 		return nil, errors.New("injected fault: connection reset after the request was sent")
+	case h.twice:
+		if resp, err := h.next.RoundTrip(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		if h.between != nil {
+			h.between()
+		}
+		body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchUpload</Code><Message>The specified upload does not exist.</Message></Error>`
+		return &http.Response{StatusCode: http.StatusNotFound, Status: "404 Not Found", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)),
+			ContentLength: int64(len(body)), Request: req}, nil
 	}
 	return h.next.RoundTrip(req)
 }
@@ -293,5 +311,48 @@ func TestMultipartUploadGone(t *testing.T) {
 	}
 	if parts, completes := h.counts(); parts != 6 || completes != 2 {
 		t.Errorf("requests: got %d UploadPart and %d CompleteMultipartUpload, want 6 and 2", parts, completes)
+	}
+}
+
+// TestMultipartCompleteDeliveredTwice: A's Complete lands but its answer is
+// lost, and the SDK's or a proxy's second delivery of it is answered 404
+// NoSuchUpload (the upload is completed). The upload being gone says
+// nothing about whether A's write landed: A reads the object back. If it
+// carries A's write, A succeeded; if a newer holder wrote meanwhile, A
+// cannot tell whether its write landed before it, and says so (never
+// ErrStale, which would claim nothing changed).
+func TestMultipartCompleteDeliveredTwice(t *testing.T) {
+	tests := []struct {
+		name  string
+		newer bool
+	}{{"alone", false}, {"newer holder between", true}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := key(t)
+			b := newStore(t)
+			mustPut(t, b, k, 3, "first")
+			h := &completes{twice: true}
+			if tt.newer {
+				h.between = func() { mustPut(t, b, k, 34, "b") }
+			}
+			s := mustNew(t, client(t, h.option()), s3test.New(t).Bucket, multipartOpts...)
+			err := s.PutReader(t.Context(), k, 33, bytes.NewReader(bigValue(3)))
+			if !tt.newer {
+				if err != nil {
+					t.Fatalf("PutReader: got %v, want nil (the write landed)", err)
+				}
+				if got := mustGet(t, s, k); got.Token != 33 {
+					t.Fatalf("object's token: got %d, want 33", got.Token)
+				}
+				return
+			}
+			if errors.Is(err, fence.ErrStale) || !errors.Is(err, fence.ErrUnknownOutcome) {
+				t.Fatalf("PutReader: got %v, want an unknown outcome, not stale: the write landed before the newer one", err)
+			}
+			if got := mustGet(t, s, k); got.Token != 34 {
+				t.Fatalf("object's token: got %d, want 34", got.Token)
+			}
+			wantNoUploads(t, k)
+		})
 	}
 }

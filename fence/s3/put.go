@@ -188,9 +188,15 @@ func (s *Store) attempt(ctx context.Context, w *write, v version, exists bool) (
 	if err := s.uploadParts(ctx, w); err != nil {
 		return false, err // nothing visible was written
 	}
+	if err := ctx.Err(); err != nil {
+		return false, err // ended while the parts went: the Complete is not started
+	}
 	err = s.conditionalPut(ctx, w, v, exists)
 	if err == nil {
 		return false, nil
+	}
+	if w.mp != nil && apiCode(err) == "NoSuchUpload" {
+		return s.uploadGone(ctx, w, err)
 	}
 	switch classifyPut(err) {
 	case putRefused:
@@ -259,6 +265,31 @@ func (s *Store) reconcile(ctx context.Context, w *write, putErr error) error {
 		}
 	}
 	return &fence.UnknownOutcomeError{Resource: w.key, Token: w.hdr.token, Err: putErr}
+}
+
+// uploadGone decides a Complete answered 404 NoSuchUpload. The upload was
+// aborted (by someone else, or a lifecycle rule) or completed, by an
+// earlier delivery of this same Complete whose answer was lost: the read
+// back tells. If the object carries this write, it landed. If it carries a
+// newer token, this write may have landed before it, or never: the outcome
+// is unknown (not stale, which would say nothing changed). Otherwise the
+// write did not land, and the parts are sent again in a new upload
+// (refused: the loop reads and decides again).
+func (s *Store) uploadGone(ctx context.Context, w *write, completeErr error) (refused bool, err error) {
+	s.cache.drop(w.key)
+	v, exists, err := s.current(ctx, w.key)
+	switch {
+	case err != nil:
+		return false, &fence.UnknownOutcomeError{Resource: w.key, Token: w.hdr.token, Err: completeErr}
+	case exists && v.hdr.id == w.hdr.id:
+		s.remember(w.key, v.etag, v.hdr)
+		return false, nil
+	case exists && v.hdr.token > w.hdr.token:
+		return false, &fence.UnknownOutcomeError{Resource: w.key, Token: w.hdr.token,
+			Err: fmt.Errorf("upload gone (completed or aborted) and token %d written since: %w", v.hdr.token, completeErr)}
+	}
+	w.mp.id, w.mp.parts = "", nil
+	return true, completeErr
 }
 
 // backoff waits a random time up to retryDelay·2^(n-1), capped at
