@@ -26,6 +26,7 @@ const (
 // token and the write ID, not the condition, so a refused Complete is
 // retried without sending them again, unless the server dropped the upload.
 type upload struct {
+	create   *s3.CreateMultipartUploadInput // the write's settings, without bucket and key
 	partSize int64
 	id       string // "" until created
 	parts    []types.CompletedPart
@@ -48,14 +49,15 @@ func (s *Store) planUpload(w *write) error {
 	if w.size() <= s.opts.threshold {
 		return nil
 	}
-	if _, err := createInput(w.in); err != nil {
+	create, err := createInput(w.in)
+	if err != nil {
 		return err
 	}
 	if _, ok := s.client.(MultipartClient); !ok {
 		return fmt.Errorf("%w: an object of %d bytes needs a multipart upload, and the client (%T) does not implement MultipartClient",
 			ErrInvalidArgument, w.size(), s.client)
 	}
-	w.mp = &upload{partSize: max(s.opts.partSize, (w.size()+maxParts-1)/maxParts)}
+	w.mp = &upload{create: create, partSize: max(s.opts.partSize, (w.size()+maxParts-1)/maxParts)}
 	return nil
 }
 
@@ -66,10 +68,10 @@ func (s *Store) uploadParts(ctx context.Context, w *write) error {
 		return nil
 	}
 	mc := s.client.(MultipartClient)
-	in, _ := createInput(w.in) // checked by planUpload
+	in := *w.mp.create
 	in.Bucket, in.Key = &s.bucket, &w.key
 	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
-	out, err := mc.CreateMultipartUpload(ctx, in)
+	out, err := mc.CreateMultipartUpload(ctx, &in)
 	if err != nil {
 		return s.failure("create multipart upload", w.key, err)
 	}
@@ -116,7 +118,6 @@ func (s *Store) completeUpload(ctx context.Context, w *write, v version, exists 
 	if err != nil {
 		return "", err
 	}
-	w.mp.id = "" // completed: nothing to abort
 	return aws.ToString(out.ETag), nil
 }
 
@@ -134,7 +135,6 @@ func (s *Store) abortUpload(ctx context.Context, w *write) {
 	defer cancel()
 	_, _ = s.client.(MultipartClient).AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
 		Bucket: &s.bucket, Key: &w.key, UploadId: &w.mp.id, ExpectedBucketOwner: s.owner(), RequestPayer: w.in.RequestPayer})
-	w.mp.id = ""
 }
 
 // createInput carries a write's PutObject settings over to
@@ -142,10 +142,8 @@ func (s *Store) abortUpload(ctx context.Context, w *write) {
 // counterpart there (it would be silently dropped).
 func createInput(put *s3.PutObjectInput) (*s3.CreateMultipartUploadInput, error) {
 	in := &s3.CreateMultipartUploadInput{}
-	for _, name := range copyFields(in, put) {
-		if name != "Body" && name != "ContentLength" {
-			return nil, fmt.Errorf("%w: PutOption sets PutObjectInput.%s, which a multipart upload cannot carry", ErrInvalidOption, name)
-		}
+	if left := copyFields(in, put); len(left) > 0 { // Body and ContentLength are unset: checkOwnedFields
+		return nil, fmt.Errorf("%w: PutOption sets PutObjectInput.%s, which a multipart upload cannot carry", ErrInvalidOption, left[0])
 	}
 	return in, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/nilcheck"
+	"github.com/fencelock/fencelock/internal/writetel"
 )
 
 // write is one Put call in progress.
@@ -69,13 +70,13 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 // option fails the call before any I/O. Results, errors and the role of ctx
 // are those of Put.
 func (s *Store) PutWith(ctx context.Context, key string, token fence.Token, value []byte, opts ...PutOption) error {
-	return s.fencedWrite(ctx, "put", key, header{token: token}, bytes.NewReader(value), opts)
+	return s.fencedWrite(ctx, s.tel.put, key, header{token: token}, bytes.NewReader(value), opts)
 }
 
 // fencedWrite is every write of a Store: the checks before any I/O, the
 // conditional-write check, the telemetry, and the read–decide–PUT loop,
 // for value (from its current offset to its end) under h's token.
-func (s *Store) fencedWrite(ctx context.Context, op, key string, h header, value io.ReadSeeker, opts []PutOption) error {
+func (s *Store) fencedWrite(ctx context.Context, op *writetel.Op, key string, h header, value io.ReadSeeker, opts []PutOption) error {
 	if err := checkCall(ctx, key); err != nil {
 		return err
 	}
@@ -89,11 +90,7 @@ func (s *Store) fencedWrite(ctx context.Context, op, key string, h header, value
 	if err := s.ensureConditional(ctx, w.mp != nil); err != nil {
 		return err
 	}
-	top := s.tel.put
-	if op == "delete" {
-		top = s.tel.delete
-	}
-	ctx, tw := top.Start(ctx, h.token)
+	ctx, tw := op.Start(ctx, h.token)
 	if tw.Recording() {
 		tw.SetResource(key)
 	}
