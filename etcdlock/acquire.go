@@ -127,10 +127,7 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return nil, err // acquire retries once on a new session
 	}
-	if err != nil && ctx.Err() == nil && (s.Err() != nil || s.ctx.Err() != nil) {
-		// The session's context ends before its cause is recorded
-		// (session.close): wait for the cause.
-		<-s.done
+	if err != nil && ctx.Err() == nil && s.Err() != nil {
 		return nil, fmt.Errorf("etcdlock: %q: %w", sp.name, sessionCause(s.Err()))
 	}
 	return l, err

@@ -239,9 +239,7 @@ func (l *Lock) retryUnlock() {
 		return
 	}
 	l.retrying = l.c.background(func() {
-		// Should the session end first, it closes Done with its cause. Its
-		// context ends before that cause is recorded (session.close), so
-		// the cause is not read here: it may still be nil.
+		// Should the session end first, it closes Done with its cause.
 		l.s.retry(func() bool { l.c.tel.retried(); return l.tryUnlock() })
 	})
 }

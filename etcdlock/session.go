@@ -244,13 +244,12 @@ func (s *session) renew() error {
 // close stops renewing and ends the session with cause; when revoke is set it
 // also revokes the lease (bounded by ctx) so its keys go at once.
 func (s *session) close(ctx context.Context, cause error, revoke bool) error {
-	s.cancel()
-	s.wg.Wait()
 	// A session past its validity deadline may still have its lease in
 	// etcd (keepalives landed, their replies did not): revoke unless etcd
 	// said the lease is gone.
 	gone := errors.Is(s.Err(), ErrLeaseExpired)
-	s.end(cause)
+	s.end(cause) // the cause is recorded before the context ends, which stops run
+	s.wg.Wait()
 	if !revoke || gone {
 		return nil
 	}
