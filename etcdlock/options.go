@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // Option configures a [Client]. Options are created by the With… functions.
@@ -115,7 +117,7 @@ func (o *options) validate() error {
 		return fmt.Errorf("%w: empty prefix", ErrInvalidOption)
 	case o.cleanupTimeout <= 0:
 		return fmt.Errorf("%w: cleanup timeout %v is not positive", ErrInvalidOption, o.cleanupTimeout)
-	case o.meterProvider == nil || o.tracerProvider == nil:
+	case nilcheck.IsNil(o.meterProvider) || nilcheck.IsNil(o.tracerProvider):
 		return fmt.Errorf("%w: nil meter or tracer provider", ErrInvalidOption)
 	}
 	if !strings.HasSuffix(o.prefix, "/") {

@@ -233,8 +233,10 @@ func (t *telemetry) ended(l *Lock, cause error) {
 	if lossCause == causeClientClosed {
 		level = slog.LevelDebug
 	}
-	t.log.Log(ctx, level, "etcdlock: lost", "kind", kind, "name", l.t.name, "token", int64(l.token),
-		"lease", leaseHex(l.s.id), "cause", lossCause, "owner", l.c.o.owner, "err", cause)
+	if t.log.Enabled(ctx, level) {
+		t.log.Log(ctx, level, "etcdlock: lost", "kind", kind, "name", l.t.name, "token", int64(l.token),
+			"lease", leaseHex(l.s.id), "cause", lossCause, "owner", l.c.o.owner, "err", cause)
+	}
 }
 
 func causeOf(err error) string {

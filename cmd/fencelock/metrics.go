@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"time"
@@ -37,9 +36,7 @@ func serveMetrics(addr string) (etcdlock.Option, func(), error) {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return
-		}
+		_ = srv.Serve(ln) // ErrServerClosed at Shutdown; any other error leaves /metrics unserved, which a scrape shows
 	}()
 	return etcdlock.WithMeterProvider(mp), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
