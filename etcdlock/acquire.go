@@ -143,7 +143,7 @@ type ticket struct {
 	mark        int64
 	at          time.Time   // when the key was first written, for its record
 	unmarked    bool        // released without moving the marker (etcd out of space); owned by the releasing goroutine
-	noMark      atomic.Bool // set before such a release is sent; read by the lock's monitor
+	noMark      atomic.Bool // set before such a release is sent; read by the lock's key watch
 }
 
 func (c *Client) ticket(s *session, sp spot) *ticket {

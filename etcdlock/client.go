@@ -24,7 +24,8 @@ type Client struct {
 	o   options
 	tel *telemetry
 	seq atomic.Uint64
-	wg  sync.WaitGroup // lock monitors
+	wg  sync.WaitGroup // key watches and background work
+	kw  *keyWatcher
 
 	granting chan struct{}   // one session grant at a time
 	life     context.Context // ended by Close: ends observers and run loops
@@ -57,7 +58,9 @@ func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("etcdlock: New: creating instruments: %w", err)
 	}
 	life, stop := context.WithCancel(context.Background())
-	return &Client{cli: cli, o: o, tel: tel, granting: make(chan struct{}, 1), life: life, stop: stop}, nil
+	c := &Client{cli: cli, o: o, tel: tel, granting: make(chan struct{}, 1), life: life, stop: stop}
+	c.kw = newKeyWatcher(c)
+	return c, nil
 }
 
 // session returns the live session, creating one if there is none.

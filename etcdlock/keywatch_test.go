@@ -2,6 +2,8 @@ package etcdlock_test
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -82,5 +84,125 @@ func TestWithoutKeyWatchLostReleaseReply(t *testing.T) {
 	}
 	if err := l.Unlock(t.Context()); err != nil {
 		t.Fatalf("second Unlock: got %v, want nil", err)
+	}
+}
+
+// One Client watches the keys of all its held locks on one stream, with no
+// goroutine per lock, and every one of them learns of its key's deletion.
+func TestKeyWatchOneStreamForAll(t *testing.T) {
+	const n = 200
+	fcli, in := faulty(t, 21)
+	c := newLocker(t, fcli)
+	admin := newLocker(t, etcdClient(t))
+	first := mustLock(t, c, "one-stream-0")
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the first lock's watch")
+	base := runtime.NumGoroutine()
+	locks := []*etcdlock.Lock{first}
+	for i := 1; i < n; i++ {
+		locks = append(locks, mustLock(t, c, fmt.Sprintf("one-stream-%d", i)))
+	}
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok }, "every lock's watch")
+	if g := runtime.NumGoroutine() - base; g > 10 {
+		t.Errorf("%d more goroutines with %d locks watched than with one, want a few at most", g, n)
+	}
+	if s := in.Calls("Watch/Watch"); s != 1 {
+		t.Errorf("%d watch streams opened for %d locks, want 1", s, n)
+	}
+	for _, l := range locks {
+		if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
+			t.Fatalf("Break(%s): %v", l.Name(), err)
+		}
+	}
+	for _, l := range locks {
+		waitClosed(t, l.Done(), 5*time.Second, "Done after Break of "+l.Name())
+		if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+			t.Fatalf("%s: Err: got %v, want ErrKeyDeleted", l.Name(), err)
+		}
+	}
+	waitFor(t, func() bool { k, _ := etcdlock.KeyWatchesForTest(c); return k == 0 }, "no watch left")
+}
+
+// Unlock removes the lock's watch: after many short and long holds no
+// watch is left behind on the client.
+func TestKeyWatchUnlockRemoves(t *testing.T) {
+	c := newLocker(t, etcdClient(t))
+	for i := range 20 {
+		l := mustLock(t, c, fmt.Sprintf("removes-%d", i%3))
+		if i%2 == 0 {
+			waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+		}
+		if err := l.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if k, _ := etcdlock.KeyWatchesForTest(c); k != 0 {
+			t.Fatalf("after Unlock %d: %d watches, want 0", i, k)
+		}
+		if err := l.Err(); !errors.Is(err, etcdlock.ErrUnlocked) {
+			t.Fatalf("Err after Unlock: %v", err)
+		}
+	}
+}
+
+// A deletion made while the watch stream delivers nothing (hung, then
+// ended, as when its member goes away) is reported once a new stream
+// replays the key's history from its creation.
+func TestKeyWatchDeletionWhileStreamDown(t *testing.T) {
+	fcli, in := faulty(t, 22)
+	c := newLocker(t, fcli)
+	admin := newLocker(t, etcdClient(t))
+	l := mustLock(t, c, "stream-down")
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+	in.HangStreams(reqfault.Method("Watch/Watch"))
+	if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return in.Hung() > 0 }, "the hung stream to drop the deletion")
+	select {
+	case <-l.Done():
+		t.Fatalf("Done closed while the stream hung: %v", l.Err())
+	default:
+	}
+	in.HangStreams(nil)
+	etcdlock.EndKeyWatchStreamForTest(c)
+	waitClosed(t, l.Done(), 5*time.Second, "Done after the new stream")
+	if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+		t.Fatalf("Err: got %v, want ErrKeyDeleted", err)
+	}
+}
+
+// When a new stream finds the watch's start revision compacted, the lock
+// reads its key again, watches on from there, and still learns of a later
+// deletion; it is not taken for lost.
+func TestKeyWatchCompactedOnNewStream(t *testing.T) {
+	fcli, in := faulty(t, 23)
+	raw := etcdClient(t)
+	c := newLocker(t, fcli)
+	admin := newLocker(t, raw)
+	l := mustLock(t, c, "compacted")
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+	var rev int64
+	for i := range 5 {
+		resp, err := raw.Put(t.Context(), fmt.Sprintf("unrelated/compacted-%d", i), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = resp.Header.Revision
+	}
+	if _, err := raw.Compact(t.Context(), rev); err != nil {
+		t.Fatal(err)
+	}
+	reads := in.Calls("KV/Range")
+	etcdlock.EndKeyWatchStreamForTest(c)
+	waitFor(t, func() bool { return in.Calls("KV/Range") > reads }, "the lock's read of its key")
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch again")
+	if err := l.Err(); err != nil {
+		t.Fatalf("Err after the compaction: %v", err)
+	}
+	if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, l.Done(), 5*time.Second, "Done after Break")
+	if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+		t.Fatalf("Err: got %v, want ErrKeyDeleted", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/fence"
@@ -28,8 +27,9 @@ type Lock struct {
 	acquired time.Time
 
 	done     chan struct{}
-	stopCtx  context.CancelFunc // ends the monitor's context
-	watching *time.Timer        // starts the monitor; nil WithoutKeyWatch
+	wctx     context.Context    // ends when the lock does: bounds the key watch's requests
+	stopCtx  context.CancelFunc // ends wctx
+	watching *time.Timer        // starts the key watch; nil WithoutKeyWatch
 	life     context.Context    // ends when done is closed: bounds a Term's Proclaim
 	end      context.CancelFunc // ends life
 
@@ -42,13 +42,22 @@ type Lock struct {
 	retrying  bool        // a background release is running
 	unlocking atomic.Bool // a deletion seen from now on may be our own
 	gaveUp    atomic.Bool // etcd refused the release for good (permission): it never landed
+
+	// The key watch (see keyWatcher): watchID, wrev and wsince are guarded
+	// by the Client's keyWatcher's mutex; wbackoff belongs to recheck, of
+	// which at most one runs at a time, and only while the lock is not
+	// watched.
+	watchID  int64         // 0 while not watched
+	wrev     int64         // the revision the watch starts from
+	wsince   time.Time     // when the watch was added
+	wbackoff time.Duration // the pause before the next watch, after one ended early
 }
 
 // newLock registers the lock with its session, which closes its Done when
-// the session ends, and starts the monitor's timer (see watchDelay); it
-// fails with ErrClosed once Close has begun, so that no monitor starts
-// while Close waits for them, and with the session's cause once the
-// session ended.
+// the session ends, and starts the key watch's timer (see watchDelay); it
+// fails with ErrClosed once Close has begun, so that no watch starts while
+// Close waits for them, and with the session's cause once the session
+// ended.
 func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,10 +66,10 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	life, end := context.WithCancel(context.Background())
-	l := &Lock{c: c, s: s, t: t, token: token, acquired: time.Now(), done: make(chan struct{}), stopCtx: cancel, life: life, end: end}
+	l := &Lock{c: c, s: s, t: t, token: token, acquired: time.Now(), done: make(chan struct{}), wctx: ctx, stopCtx: cancel, life: life, end: end, wbackoff: minWatchBackoff}
 	if !t.noWatch {
 		c.wg.Add(1)
-		l.watching = time.AfterFunc(watchDelay, func() { l.monitor(ctx) })
+		l.watching = time.AfterFunc(watchDelay, l.watch)
 	}
 	if err := s.addLock(l); err != nil {
 		// The session ended since the caller checked: the lock would be
@@ -72,12 +81,16 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	return l, nil
 }
 
-// cancel stops the monitor, or keeps it from starting.
+// cancel stops the key watch, or keeps it from starting.
 func (l *Lock) cancel() {
 	l.stopCtx()
-	if l.watching != nil && l.watching.Stop() {
-		l.c.wg.Done() // the monitor never ran
+	if l.watching == nil {
+		return
 	}
+	if l.watching.Stop() {
+		l.c.wg.Done() // the watch never started
+	}
+	l.c.kw.remove(l)
 }
 
 // Name returns the lock's name.
@@ -268,80 +281,6 @@ func (l *Lock) tryUnlock() bool {
 	return true
 }
 
-// watchDelay is how long a lock is held before the monitor starts watching
-// its key. Most critical sections are shorter, and a watch per acquisition
-// would cost them ~15% of Lock+Unlock. The watch starts from the revision
-// after the key's creation, so a deletion in the first watchDelay is still
-// reported, at most watchDelay plus etcd's 100 ms catch-up later. Loss of the
-// lease is watched by the session from the start.
-const watchDelay = 50 * time.Millisecond
-
-// monitor closes done when the key is deleted. It runs from watchDelay
-// after the acquisition until ctx ends (the lock was released or lost); the
-// session closes done when it ends.
-func (l *Lock) monitor(ctx context.Context) {
-	defer l.c.wg.Done()
-	defer l.stopCtx()
-	if ctx.Err() != nil {
-		return
-	}
-	rev := int64(l.token) + 1
-	backoff := minWatchBackoff
-	var ws watchStream // a watch refused for its stream's token moves to a new one
-	for rev != 0 {
-		start := time.Now()
-		wctx, cancel := context.WithCancel(ws.context(ctx))
-		wch := l.c.cli.Watch(clientv3.WithRequireLeader(wctx), l.t.key, clientv3.WithRev(rev), clientv3.WithFilterPut())
-		next, err := l.watchDeletion(ctx, &ws, wch)
-		cancel()
-		if err != nil {
-			l.finish(err)
-		}
-		rev = next
-		if rev == 0 {
-			break
-		}
-		// The watch ended early: pause before the next one, as waitTurn
-		// does, so that refused watches don't make a busy loop.
-		if time.Since(start) > maxWatchBackoff {
-			backoff = minWatchBackoff
-		}
-		if pause(ctx, l.s, &backoff) != nil {
-			if _, err := l.watchDeletion(ctx, &ws, nil); err != nil {
-				l.finish(err)
-			}
-			return
-		}
-	}
-}
-
-// watchDeletion reads wch until the lock ends (the cause, or nil after
-// Unlock) or the watch ends early (the revision to resume from).
-func (l *Lock) watchDeletion(ctx context.Context, ws *watchStream, wch clientv3.WatchChan) (int64, error) {
-	for {
-		select {
-		case <-ctx.Done():
-			if l.Err() != nil {
-				return 0, nil // Unlock finished it.
-			}
-			<-l.s.done // the session is being closed; its cause follows.
-			return 0, sessionCause(l.s.Err())
-		case <-l.s.done:
-			return 0, sessionCause(l.s.Err())
-		case wr, ok := <-wch:
-			if !ok || wr.Err() != nil {
-				ws.refused(l.c, wr.Err()) // a missing permission: the recheck tells
-				return l.recheck(ctx)
-			}
-			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE {
-					return 0, l.deletedCause(ctx)
-				}
-			}
-		}
-	}
-}
-
 // deletedCause tells why the key went (nil: Unlock will tell). etcd deletes
 // it when it expires or revokes the lease, which the watch may report before
 // the session's next keepalive would, so the lease is asked about first.
@@ -391,24 +330,6 @@ func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 		}
 	}
 	return lost(ErrKeyDeleted)
-}
-
-// recheck decides, after a watch ended early (compaction, no leader, client
-// closing), whether the key is still there; if so the watch resumes.
-func (l *Lock) recheck(ctx context.Context) (int64, error) {
-	if ctx.Err() != nil {
-		return l.watchDeletion(ctx, nil, nil)
-	}
-	resp, err := l.c.cli.Get(ctx, l.t.key)
-	switch {
-	case ctx.Err() != nil:
-		return l.watchDeletion(ctx, nil, nil)
-	case err != nil:
-		return 0, lost(fmt.Errorf("watch ended and the key could not be read: %w", err))
-	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token):
-		return 0, l.deletedCause(ctx)
-	}
-	return resp.Header.Revision + 1, nil
 }
 
 // sessionCause turns a session's end into a lock's.

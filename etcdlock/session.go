@@ -140,7 +140,7 @@ func (s *session) Err() error {
 // The locks' Done channels are closed here, in one loop, before the
 // session's own channel: with thousands of locks held, waking a goroutine
 // per lock to close its own would put the last Done well past the validity
-// deadline. Telemetry, and stopping the locks' monitors, follow.
+// deadline. Telemetry, and stopping the locks' key watches, follow.
 //
 // A call that finds the session ending already returns once that end has
 // closed the locks' Done, so that Close, whose own end may be such a call,
@@ -163,7 +163,7 @@ func (s *session) end(cause error) {
 			ended = append(ended, l)
 		}
 	}
-	close(s.done) // wakes the monitors: after the Done channels
+	close(s.done) // after the Done channels
 	s.cancel()
 	for _, l := range ended {
 		l.cancel()

@@ -88,7 +88,7 @@ func unavailable(err error) bool {
 // opened with each time a watch is created on it. Once that token has
 // expired (a simple token unused for its TTL, a JWT past its expiry), etcd
 // refuses every new watch on the stream, while the watches already on it
-// (the monitors of held locks) keep it open. A watch refused for its token
+// (of other waiters) keep it open. A watch refused for its token
 // is therefore retried on a stream of its own, marked by a metadata value
 // of its own, which clientv3 opens after logging in afresh.
 type watchStream struct{ key string }

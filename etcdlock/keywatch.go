@@ -1,0 +1,331 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+)
+
+// watchDelay is how long a lock is held before its key is watched. Most
+// critical sections are shorter, and a watch per acquisition would cost
+// them ~15% of Lock+Unlock. The watch starts from the revision after the
+// key's creation, so a deletion in the first watchDelay is still reported,
+// at most watchDelay plus etcd's 100 ms catch-up later. Loss of the lease is
+// watched by the session from the start.
+const watchDelay = 50 * time.Millisecond
+
+// keyWatcher watches the keys of a Client's held locks for deletion by
+// someone else, all on one Watch stream that it opens, writes and reads
+// itself.
+//
+// clientv3 runs a goroutine with its own channels and buffers for each
+// watch (about 9 KB per held lock, see BENCHMARKS.md "Scale") and creates
+// the watches of a stream one at a time. Here a watched lock costs a map
+// entry, and creations are pipelined: each carries a watch ID chosen here,
+// and etcd answers a stream's creations in the order they were sent (a
+// refused one with no ID), holding back a watch's events until its
+// creation is answered. One goroutine reads the stream and one writes it,
+// so that nobody who adds or removes a watch waits for the network.
+//
+// Whatever ends one watch on etcd's side (compaction, a refusal) makes the
+// lock read its key again (recheck) and watch on from there; whatever ends
+// the stream (no leader, a member gone, an auth token etcd no longer
+// accepts) makes the reader open a new one and create every watch again
+// from the revision it was created at, so that a deletion in between is
+// still reported.
+type keyWatcher struct {
+	c    *Client
+	wake chan struct{} // the queue has grown: wakes the writer (buffer 1)
+
+	mu        sync.Mutex
+	watches   map[int64]*Lock // by watch ID
+	nextID    int64
+	running   bool                 // the reader's goroutine runs
+	stream    pb.Watch_WatchClient // the current stream, nil while there is none
+	endStream context.CancelFunc   // ends stream
+	queue     []*pb.WatchRequest   // for the writer to send on stream
+	sent      []int64              // creations sent on stream, unanswered, in order
+	sentMax   int64                // highest watch ID whose creation was sent on stream
+}
+
+func newKeyWatcher(c *Client) *keyWatcher {
+	return &keyWatcher{c: c, wake: make(chan struct{}, 1), watches: make(map[int64]*Lock)}
+}
+
+// add watches l's key for deletion from revision rev on, unless l ended.
+// The caller holds a count of c.wg.
+func (w *keyWatcher) add(l *Lock, rev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if l.wctx.Err() != nil {
+		return
+	}
+	w.nextID++
+	id := w.nextID
+	l.watchID, l.wrev, l.wsince = id, rev, time.Now()
+	w.watches[id] = l
+	if w.stream != nil {
+		w.push(createRequest(id, l))
+	}
+	if !w.running {
+		w.running = true
+		w.c.wg.Add(1)
+		go w.run()
+	}
+}
+
+// remove stops watching l's key; l's watch context has ended.
+func (w *keyWatcher) remove(l *Lock) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.drop(l)
+}
+
+// drop removes l's watch; w.mu is held.
+func (w *keyWatcher) drop(l *Lock) {
+	id := l.watchID
+	if id == 0 {
+		return
+	}
+	l.watchID = 0
+	delete(w.watches, id)
+	if w.stream != nil && id <= w.sentMax {
+		w.push(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{
+			CancelRequest: &pb.WatchCancelRequest{WatchId: id}}})
+	}
+}
+
+// push queues req for the writer; w.mu is held.
+func (w *keyWatcher) push(req *pb.WatchRequest) {
+	w.queue = append(w.queue, req)
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func createRequest(id int64, l *Lock) *pb.WatchRequest {
+	return &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
+		Key:           []byte(l.t.key),
+		StartRevision: l.wrev,
+		WatchId:       id,
+		Filters:       []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT},
+	}}}
+}
+
+// run keeps a stream open and reads it until the Client is closed,
+// pausing before each new stream as waiters do, so that refused streams
+// make no busy loop.
+func (w *keyWatcher) run() {
+	defer w.c.wg.Done()
+	backoff := minWatchBackoff
+	life := w.c.life
+	for life.Err() == nil {
+		start := time.Now()
+		w.serve(life)
+		if time.Since(start) > maxWatchBackoff {
+			backoff = minWatchBackoff
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-life.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		backoff = min(2*backoff, maxWatchBackoff)
+	}
+	w.mu.Lock()
+	w.running = false
+	w.mu.Unlock()
+}
+
+// serve opens a stream, creates every watch on it and reads it until it
+// fails. etcd closes a stream opened WithRequireLeader when its member
+// loses the leader, so that the next one goes to a member that has one.
+func (w *keyWatcher) serve(life context.Context) {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(life))
+	defer cancel()
+	stream, err := pb.NewWatchClient(w.c.cli.ActiveConnection()).Watch(ctx, grpc.WaitForReady(true))
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	ids := make([]int64, 0, len(w.watches))
+	for id := range w.watches {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // creations go in ID order, so sentMax tells what was sent
+	w.stream, w.endStream, w.queue, w.sent, w.sentMax = stream, cancel, nil, nil, 0
+	for _, id := range ids {
+		w.push(createRequest(id, w.watches[id]))
+	}
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.stream, w.endStream, w.queue, w.sent, w.sentMax = nil, nil, nil, nil, 0
+		w.mu.Unlock()
+	}()
+
+	w.c.wg.Add(1)
+	go func() {
+		defer w.c.wg.Done()
+		defer cancel() // a failed send ends the stream
+		w.write(ctx, stream)
+	}()
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		if err := w.handle(resp); err != nil {
+			return
+		}
+	}
+}
+
+// write sends the queued requests on stream until ctx ends or a send fails.
+func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
+		for {
+			w.mu.Lock()
+			if w.stream != stream || len(w.queue) == 0 {
+				w.mu.Unlock()
+				break
+			}
+			req := w.queue[0]
+			w.queue[0] = nil
+			w.queue = w.queue[1:]
+			if cr := req.GetCreateRequest(); cr != nil {
+				if _, ok := w.watches[cr.WatchId]; !ok {
+					w.mu.Unlock()
+					continue // removed before it was sent
+				}
+				w.sent = append(w.sent, cr.WatchId)
+				w.sentMax = cr.WatchId
+			}
+			w.mu.Unlock()
+			if err := stream.Send(req); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// errStreamRefused ends a stream whose auth token etcd no longer accepts, or
+// whose answers make no sense, so that a new one (logged in afresh) replaces it.
+var errStreamRefused = errors.New("etcdlock: watch stream refused")
+
+// handle acts on one response read from the stream.
+func (w *keyWatcher) handle(resp *pb.WatchResponse) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case resp.Created:
+		if len(w.sent) == 0 {
+			return errStreamRefused
+		}
+		id := w.sent[0]
+		w.sent = w.sent[1:]
+		l := w.watches[id]
+		if !resp.Canceled {
+			if resp.WatchId != id {
+				return errStreamRefused
+			}
+			return nil
+		}
+		reason := refusal(errors.New(resp.CancelReason))
+		if tokenRefused(reason) || errors.Is(reason, rpctypes.ErrUserEmpty) {
+			return errStreamRefused // the watch is created again on the next stream
+		}
+		if l != nil {
+			// etcd made no watch, so there is nothing to cancel.
+			l.watchID = 0
+			delete(w.watches, id)
+			w.spawn(l.recheck)
+		}
+	case resp.Canceled:
+		// etcd ended the watch (compaction), or confirmed our cancel.
+		if l := w.watches[resp.WatchId]; l != nil {
+			w.drop(l)
+			w.spawn(l.recheck)
+		}
+	default:
+		l := w.watches[resp.WatchId]
+		if l == nil {
+			return nil
+		}
+		for _, ev := range resp.Events {
+			if ev.Type == mvccpb.DELETE {
+				w.drop(l)
+				w.spawn(l.deleted)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// spawn runs f in a goroutine of its own, counted in c.wg; w.mu is held by
+// the reader, which holds a count of c.wg itself.
+func (w *keyWatcher) spawn(f func()) {
+	w.c.wg.Add(1)
+	go func() {
+		defer w.c.wg.Done()
+		f()
+	}()
+}
+
+// watch starts watching l's key for deletion; it runs watchDelay after the
+// acquisition, on a timer that holds a count of c.wg.
+func (l *Lock) watch() {
+	defer l.c.wg.Done()
+	l.c.kw.add(l, int64(l.token)+1)
+}
+
+// deleted ends the lock after etcd reported its key deleted, with the
+// cause (none: Unlock tells).
+func (l *Lock) deleted() {
+	if err := l.deletedCause(l.wctx); err != nil {
+		l.finish(err)
+	}
+}
+
+// recheck decides, after etcd ended the key's watch (compaction, a missing
+// permission), whether the key is still there; if so the watch resumes
+// from the revision it was read at, after a pause that doubles while
+// watches end early, so that refused watches make no busy loop.
+func (l *Lock) recheck() {
+	ctx := l.wctx
+	if time.Since(l.wsince) > maxWatchBackoff {
+		l.wbackoff = minWatchBackoff
+	}
+	resp, err := l.c.cli.Get(ctx, l.t.key)
+	switch {
+	case ctx.Err() != nil:
+		return // the lock ended, and whoever ended it said why
+	case err != nil:
+		l.finish(lost(fmt.Errorf("watch ended and the key could not be read: %w", err)))
+		return
+	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token):
+		l.deleted()
+		return
+	}
+	if pause(ctx, l.s, &l.wbackoff) != nil {
+		return
+	}
+	l.c.kw.add(l, resp.Header.Revision+1)
+}
