@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/reqfault"
 )
@@ -204,5 +206,37 @@ func TestKeyWatchCompactedOnNewStream(t *testing.T) {
 	waitClosed(t, l.Done(), 5*time.Second, "Done after Break")
 	if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
 		t.Fatalf("Err: got %v, want ErrKeyDeleted", err)
+	}
+}
+
+// A watch created on a stream whose auth token etcd no longer accepts (a
+// simple token unused for its TTL) is refused; the watcher opens a new
+// stream, logged in afresh, creates every watch again on it, and deletions
+// of both the new and the older lock's keys are reported.
+func TestKeyWatchExpiredTokenStream(t *testing.T) {
+	p := prefix(t)
+	sec := secureEtcd(t, time.Second, false, p)
+	root := sec.client(t, clientv3.Config{Username: "root", Password: rootPassword}, false)
+	cli, in := sec.faultyLocker(t, 24)
+	c := newLockerAt(t, cli, p, etcdlock.WithTTL(9*time.Second))
+	old := mustLock(t, c, "old")
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the first watch")
+	streams := in.Calls("Watch/Watch")
+	time.Sleep(2 * time.Second) // not synchronisation: the token's unused TTL passes
+	fresh := mustLock(t, c, "fresh")
+	waitFor(t, func() bool { return in.Calls("Watch/Watch") > streams }, "a new stream")
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 2 && ok }, "both watches")
+	logins := in.Calls("Auth/Authenticate")
+	for _, l := range []*etcdlock.Lock{fresh, old} {
+		if _, err := root.Delete(t.Context(), l.Key()); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, l.Done(), 3*time.Second, "Done of "+l.Name()+" after root deleted its key")
+		if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+			t.Fatalf("%s: Err: got %v, want ErrKeyDeleted", l.Name(), err)
+		}
+	}
+	if n := in.Calls("Auth/Authenticate") - logins; n > 2 {
+		t.Errorf("%d logins while the keys were deleted, want at most 2", n)
 	}
 }
