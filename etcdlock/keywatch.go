@@ -39,9 +39,17 @@ const watchDelay = 50 * time.Millisecond
 // Whatever ends one watch on etcd's side (compaction, a refusal) makes the
 // lock read its key again (recheck) and watch on from there; whatever ends
 // the stream (no leader, a member gone, an auth token etcd no longer
-// accepts) makes the reader open a new one and create every watch again
-// from the revision it was created at, so that a deletion in between is
-// still reported.
+// accepts) makes the reader read every watched key (refresh) and open a new
+// stream that creates every watch again from the revision it was read at,
+// or, if the read failed, the revision it was created at: either way a
+// deletion in between is reported.
+//
+// A stream can also hang: the connection works (keepalives, on a stream of
+// their own, are acknowledged) but the watch stream delivers nothing. While
+// it carries watches, the writer probes it every third of the lease TTL
+// with a watch creation, which etcd answers on the same path as it sends
+// events, whether or not the watches are in sync; a probe unanswered at the
+// next one ends the stream, as a failure would.
 type keyWatcher struct {
 	c    *Client
 	wake chan struct{} // the queue has grown: wakes the writer (buffer 1)
@@ -55,6 +63,7 @@ type keyWatcher struct {
 	queue     []*pb.WatchRequest   // for the writer to send on stream
 	sent      []int64              // creations sent on stream, unanswered, in order
 	sentMax   int64                // highest watch ID whose creation was sent on stream
+	probeID   int64                // the last probe's watch ID, 0 once answered
 }
 
 func newKeyWatcher(c *Client) *keyWatcher {
@@ -99,9 +108,13 @@ func (w *keyWatcher) drop(l *Lock) {
 	l.watchID = 0
 	delete(w.watches, id)
 	if w.stream != nil && id <= w.sentMax {
-		w.push(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{
-			CancelRequest: &pb.WatchCancelRequest{WatchId: id}}})
+		w.push(cancelRequest(id))
 	}
+}
+
+func cancelRequest(id int64) *pb.WatchRequest {
+	return &pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{
+		CancelRequest: &pb.WatchCancelRequest{WatchId: id}}}
 }
 
 // push queues req for the writer; w.mu is held.
@@ -152,6 +165,7 @@ func (w *keyWatcher) run() {
 // fails. etcd closes a stream opened WithRequireLeader when its member
 // loses the leader, so that the next one goes to a member that has one.
 func (w *keyWatcher) serve(life context.Context) {
+	w.refresh(life)
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(life))
 	defer cancel()
 	stream, err := pb.NewWatchClient(w.c.cli.ActiveConnection()).Watch(ctx, grpc.WaitForReady(true))
@@ -164,7 +178,7 @@ func (w *keyWatcher) serve(life context.Context) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // creations go in ID order, so sentMax tells what was sent
-	w.stream, w.endStream, w.queue, w.sent, w.sentMax = stream, cancel, nil, nil, 0
+	w.stream, w.endStream, w.queue, w.sent, w.sentMax, w.probeID = stream, cancel, nil, nil, 0, 0
 	for _, id := range ids {
 		w.push(createRequest(id, w.watches[id]))
 	}
@@ -192,13 +206,21 @@ func (w *keyWatcher) serve(life context.Context) {
 	}
 }
 
-// write sends the queued requests on stream until ctx ends or a send fails.
+// write sends the queued requests on stream until ctx ends or a send
+// fails, and probes the stream (see keyWatcher) while it carries watches.
 func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient) {
+	every := max(w.c.o.ttl/3, minProbeInterval)
+	probe := time.NewTicker(every)
+	defer probe.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
+		case <-probe.C:
+			if !w.probe(stream) {
+				return // unanswered since the last tick: the stream hangs
+			}
 		}
 		for {
 			w.mu.Lock()
@@ -210,7 +232,7 @@ func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient) {
 			w.queue[0] = nil
 			w.queue = w.queue[1:]
 			if cr := req.GetCreateRequest(); cr != nil {
-				if _, ok := w.watches[cr.WatchId]; !ok {
+				if _, ok := w.watches[cr.WatchId]; !ok && cr.WatchId != w.probeID {
 					w.mu.Unlock()
 					continue // removed before it was sent
 				}
@@ -222,6 +244,81 @@ func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient) {
 				return
 			}
 		}
+	}
+}
+
+// minProbeInterval bounds how often a stream is probed with a short TTL.
+const minProbeInterval = 500 * time.Millisecond
+
+// probe queues a probe of stream if it carries watches; it reports false
+// if the last probe is still unanswered. A probe is a watch of the prefix
+// key itself, which the role that may lock may read, from the current
+// revision, for no events, cancelled once created.
+func (w *keyWatcher) probe(stream pb.Watch_WatchClient) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stream != stream {
+		return true
+	}
+	if w.probeID != 0 {
+		return false
+	}
+	if len(w.watches) == 0 {
+		return true
+	}
+	w.nextID++
+	w.probeID = w.nextID
+	w.push(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
+		Key:     []byte(w.c.o.prefix),
+		WatchId: w.probeID,
+		Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT, pb.WatchCreateRequest_NODELETE},
+	}}})
+	return true
+}
+
+// refreshBatch is how many keys refresh reads in one transaction (etcd's
+// default limit is 128 operations).
+const refreshBatch = 64
+
+// refresh reads every watched key before a new stream is opened: a lock
+// whose key is gone learns why; the others are watched from the revision
+// read, so that the new stream neither replays their history (which costs
+// etcd a scan from the oldest creation) nor finds it compacted. A read that
+// fails leaves the rest to be watched from where they were.
+func (w *keyWatcher) refresh(life context.Context) {
+	w.mu.Lock()
+	ls := make([]*Lock, 0, len(w.watches))
+	for _, l := range w.watches {
+		ls = append(ls, l)
+	}
+	w.mu.Unlock()
+	for len(ls) > 0 && life.Err() == nil {
+		batch := ls[:min(len(ls), refreshBatch)]
+		ls = ls[len(batch):]
+		ops := make([]clientv3.Op, len(batch))
+		for i, l := range batch {
+			ops[i] = clientv3.OpGet(l.t.key, clientv3.WithKeysOnly())
+		}
+		ctx, cancel := context.WithTimeout(life, w.c.o.cleanupTimeout)
+		resp, err := w.c.cli.Txn(ctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return
+		}
+		w.mu.Lock()
+		for i, l := range batch {
+			if w.watches[l.watchID] != l {
+				continue // removed meanwhile
+			}
+			kvs := resp.Responses[i].GetResponseRange().GetKvs()
+			if len(kvs) == 0 || kvs[0].CreateRevision != int64(l.token) {
+				w.drop(l)
+				w.spawn(l.deleted)
+				continue
+			}
+			l.wrev = max(l.wrev, resp.Header.Revision+1)
+		}
+		w.mu.Unlock()
 	}
 }
 
@@ -241,10 +338,16 @@ func (w *keyWatcher) handle(resp *pb.WatchResponse) error {
 		id := w.sent[0]
 		w.sent = w.sent[1:]
 		l := w.watches[id]
-		if !resp.Canceled {
-			if resp.WatchId != id {
-				return errStreamRefused
+		if !resp.Canceled && resp.WatchId != id {
+			return errStreamRefused
+		}
+		if id == w.probeID {
+			w.probeID = 0
+			if !resp.Canceled {
+				w.push(cancelRequest(id))
 			}
+		}
+		if !resp.Canceled {
 			return nil
 		}
 		reason := refusal(errors.New(resp.CancelReason))

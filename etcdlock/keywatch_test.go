@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
@@ -147,7 +148,8 @@ func TestKeyWatchUnlockRemoves(t *testing.T) {
 
 // A deletion made while the watch stream delivers nothing (hung, then
 // ended, as when its member goes away) is reported once a new stream
-// replays the key's history from its creation.
+// replays the key's history from its creation (the read before the new
+// stream fails here).
 func TestKeyWatchDeletionWhileStreamDown(t *testing.T) {
 	fcli, in := faulty(t, 22)
 	c := newLocker(t, fcli)
@@ -165,6 +167,7 @@ func TestKeyWatchDeletionWhileStreamDown(t *testing.T) {
 	default:
 	}
 	in.HangStreams(nil)
+	in.Next(reads(l.Key()), reqfault.LostReply) // so that the replay, not the refresh, tells
 	etcdlock.EndKeyWatchStreamForTest(c)
 	waitClosed(t, l.Done(), 5*time.Second, "Done after the new stream")
 	if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
@@ -172,9 +175,53 @@ func TestKeyWatchDeletionWhileStreamDown(t *testing.T) {
 	}
 }
 
-// When a new stream finds the watch's start revision compacted, the lock
-// reads its key again, watches on from there, and still learns of a later
-// deletion; it is not taken for lost.
+// Before a new stream, the watcher reads the watched keys (one
+// transaction per 64) and watches them from the revision read: a lock whose
+// key was deleted meanwhile learns it from the read.
+func TestKeyWatchRefreshBeforeNewStream(t *testing.T) {
+	fcli, in := faulty(t, 25)
+	c := newLocker(t, fcli)
+	admin := newLocker(t, etcdClient(t))
+	var locks []*etcdlock.Lock
+	for i := range 100 {
+		locks = append(locks, mustLock(t, c, fmt.Sprintf("refresh-%d", i)))
+	}
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 100 && ok }, "the watches")
+	in.HangStreams(reqfault.Method("Watch/Watch"))
+	gone := locks[:10]
+	for _, l := range gone {
+		if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return in.Hung() > 0 }, "the hung stream to drop the deletions")
+	in.HangStreams(nil)
+	reads, creates := in.Calls("KV/Txn"), in.Sent("Watch/Watch")
+	etcdlock.EndKeyWatchStreamForTest(c)
+	for _, l := range gone {
+		waitClosed(t, l.Done(), 5*time.Second, "Done of "+l.Name())
+		if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+			t.Fatalf("%s: Err: got %v, want ErrKeyDeleted", l.Name(), err)
+		}
+	}
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 90 && ok }, "the other watches again")
+	if n := in.Calls("KV/Txn") - reads; n < 2 || n > 4 {
+		t.Errorf("%d transactions to read 100 keys, want 2 (and a Break's worth of slack)", n)
+	}
+	if n := in.Sent("Watch/Watch") - creates; n < 90 {
+		t.Errorf("%d watch requests on the new stream, want at least 90", n)
+	}
+	for _, l := range locks[10:] {
+		if err := l.Err(); err != nil {
+			t.Fatalf("%s: Err: %v", l.Name(), err)
+		}
+	}
+}
+
+// When the read before a new stream fails and the new stream finds the
+// watch's start revision compacted, the lock reads its key again, watches
+// on from there, and still learns of a later deletion; it is not taken for
+// lost.
 func TestKeyWatchCompactedOnNewStream(t *testing.T) {
 	fcli, in := faulty(t, 23)
 	raw := etcdClient(t)
@@ -193,9 +240,10 @@ func TestKeyWatchCompactedOnNewStream(t *testing.T) {
 	if _, err := raw.Compact(t.Context(), rev); err != nil {
 		t.Fatal(err)
 	}
-	reads := in.Calls("KV/Range")
+	in.Next(reads(l.Key()), reqfault.LostReply)
+	gets := in.Calls("KV/Range")
 	etcdlock.EndKeyWatchStreamForTest(c)
-	waitFor(t, func() bool { return in.Calls("KV/Range") > reads }, "the lock's read of its key")
+	waitFor(t, func() bool { return in.Calls("KV/Range") > gets }, "the lock's read of its key")
 	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch again")
 	if err := l.Err(); err != nil {
 		t.Fatalf("Err after the compaction: %v", err)
@@ -206,6 +254,25 @@ func TestKeyWatchCompactedOnNewStream(t *testing.T) {
 	waitClosed(t, l.Done(), 5*time.Second, "Done after Break")
 	if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
 		t.Fatalf("Err: got %v, want ErrKeyDeleted", err)
+	}
+}
+
+// reads matches transactions that only read, among them key.
+func reads(key string) reqfault.Match {
+	return func(method string, req any) bool {
+		txn, ok := req.(*pb.TxnRequest)
+		if !ok || len(txn.Success) == 0 {
+			return false
+		}
+		found := false
+		for _, op := range txn.Success {
+			r := op.GetRequestRange()
+			if r == nil {
+				return false
+			}
+			found = found || string(r.Key) == key
+		}
+		return found
 	}
 }
 
@@ -239,4 +306,27 @@ func TestKeyWatchExpiredTokenStream(t *testing.T) {
 	if n := in.Calls("Auth/Authenticate") - logins; n > 2 {
 		t.Errorf("%d logins while the keys were deleted, want at most 2", n)
 	}
+}
+
+// A watch stream that hangs while keepalives go on (they have a stream of
+// their own) is found out by its unanswered probe within two thirds of the
+// TTL, and the read before the next stream reports the deletion it hid,
+// also when every new stream hangs as well.
+func TestKeyWatchHungStream(t *testing.T) {
+	fcli, in := faulty(t, 26)
+	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
+	admin := newLocker(t, etcdClient(t))
+	l := mustLock(t, c, "hung")
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+	in.HangStreams(reqfault.Method("Watch/Watch"))
+	defer in.HangStreams(nil)
+	start := time.Now()
+	if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
+		t.Fatal(err)
+	}
+	took := waitClosed(t, l.Done(), 4*time.Second, "Done after Break on a hung stream").Sub(start)
+	if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+		t.Fatalf("Err: got %v, want ErrKeyDeleted", err)
+	}
+	t.Logf("deletion hidden by a hung stream reported after %v (TTL 3s: probes every 1s)", took.Round(time.Millisecond))
 }

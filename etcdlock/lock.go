@@ -128,8 +128,9 @@ func (l *Lock) ValidUntil() time.Time { return l.s.until() }
 // was closed) and when Unlock succeeds. Err tells which. Loss of the lease is
 // noticed by the validity deadline at the latest; a deletion of the key by
 // someone else within about 150 ms (the key is watched from 50 ms after the
-// acquisition, so that short critical sections pay for no watch; not at all
-// for a lock taken [WithoutKeyWatch]). Work protected by the lock should
+// acquisition, so that short critical sections pay for no watch, on one
+// stream for all the Client's locks; not at all for a lock taken
+// [WithoutKeyWatch]). Work protected by the lock should
 // stop when Done is closed; writes should in any case go through a
 // [fence.Guard] so the resource can refuse them.
 //

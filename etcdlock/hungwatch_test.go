@@ -1,5 +1,3 @@
-//go:build knownissue
-
 package etcdlock_test
 
 import (
@@ -13,22 +11,15 @@ import (
 	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
-// Known, not fixed: go test -tags knownissue -run TestBreakRunHungWatchNeverNoticesDeletion ./etcdlock
-// fails. A watch stream that hangs while the keepalive stream works (seen
-// only with reqfault's HangStreams so far; a connection that fails as a
-// whole ends the session by its validity deadline) hides a deletion of the
-// key by someone else from the lock's monitor and from Observe. Fixing it
-// needs watch progress requests with a deadline per stream, shared by all
-// the locks on the stream (a read per lock per renewal would cost 10,000
-// reads per TTL/3 with 10,000 locks).
-
 // Finding E7 (shared with locks; severity depends on the network): a term's
-// key deleted by someone else while the monitor's watch stream delivers
-// nothing (a stream that hangs while keepalives, on their own stream, go
-// on) is never noticed: Run's lead keeps running, its context never
-// cancelled, while another Run leads. Done's doc promises about 150 ms.
-// Observe has the same blind spot: a hung watch makes it silently stale.
-func TestBreakRunHungWatchNeverNoticesDeletion(t *testing.T) {
+// key deleted by someone else while the watch stream delivers nothing (a
+// stream that hangs while keepalives, on their own stream, go on) was never
+// noticed: Run's lead kept running, its context never cancelled, while
+// another Run led. Known and not fixed while each lock had a clientv3 watch
+// of its own; fixed by the key watcher's probes (keywatch.go). Observe,
+// which still watches through clientv3, keeps the blind spot: a hung watch
+// stream makes it silently stale.
+func TestBreakRunHungWatchNoticesDeletion(t *testing.T) {
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 207)
 	a := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
