@@ -16,9 +16,8 @@ import (
 // stream that hangs while keepalives, on their own stream, go on) was never
 // noticed: Run's lead kept running, its context never cancelled, while
 // another Run led. Known and not fixed while each lock had a clientv3 watch
-// of its own; fixed by the key watcher's probes (keywatch.go). Observe,
-// which still watches through clientv3, keeps the blind spot: a hung watch
-// stream makes it silently stale.
+// of its own; fixed by the key watcher's probes (keywatch.go), and for
+// Observe by its progress requests (TestObserveHungStream).
 func TestBreakRunHungWatchNoticesDeletion(t *testing.T) {
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 207)
@@ -66,3 +65,41 @@ func TestBreakRunHungWatchNoticesDeletion(t *testing.T) {
 }
 
 func clientv3WithPrefix() []clientv3.OpOption { return []clientv3.OpOption{clientv3.WithPrefix()} }
+
+// An observer whose watch stream hangs (and every new one with it) asks for
+// progress every TTL/3, ends a watch that answered nothing by the next ask,
+// and reads the queue: it reports the next leader within two thirds of the
+// TTL or so, not never. (Before: Observe stayed silent on a hung stream.)
+func TestObserveHungStream(t *testing.T) {
+	fcli, in := faulty(t, 208)
+	watcher := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
+	c := newLocker(t, etcdClient(t))
+	first := mustCampaign(t, c, "hung-observe", "first")
+	leaders, err := watcher.Observe(t.Context(), "hung-observe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := nextLeader(t, leaders); e.Data != "first" {
+		t.Fatalf("Observe: got %q, want first", e.Data)
+	}
+	in.HangStreams(reqfault.Method("Watch/Watch"))
+	defer in.HangStreams(nil)
+	if err := first.Resign(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	second := mustCampaign(t, c, "hung-observe", "second")
+	defer second.Resign(t.Context())
+	start := time.Now()
+	select {
+	case e, ok := <-leaders:
+		if !ok {
+			t.Fatal("Observe: channel closed")
+		}
+		if e.Data != "second" || e.Token != second.Token() {
+			t.Fatalf("Observe: got %q (token %d), want second (token %d)", e.Data, e.Token, second.Token())
+		}
+		t.Logf("next leader reported %v after its Campaign, on a hung stream (TTL 3s)", time.Since(start).Round(time.Millisecond))
+	case <-time.After(4 * time.Second):
+		t.Fatalf("Observe reported no new leader 4s after it was elected; hung streams: %d", in.Hung())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -67,10 +68,16 @@ func (o *observer) run(ctx context.Context) {
 	backoff := minWatchBackoff
 	for ctx.Err() == nil {
 		start := time.Now()
-		if err := o.watch(ctx); permanent(err) {
+		err := o.watch(ctx)
+		switch {
+		case permanent(err):
 			// A missing permission: keep trying (the role may be fixed),
 			// slowly.
 			backoff = maxWatchBackoff
+		case errors.Is(err, errWatchHung):
+			// Should the next stream hang too, the leader is still read
+			// once per hung watch.
+			o.read(ctx)
 		}
 		if time.Since(start) > maxWatchBackoff {
 			backoff = minWatchBackoff
@@ -93,9 +100,56 @@ func (o *observer) watch(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(o.ws.context(clientv3.WithRequireLeader(ctx)))
 	defer cancel()
 	wch := o.c.cli.Watch(wctx, o.q, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	if err := o.next(ctx, wch, nil); err != nil {
+	// A watch stream can hang while the connection works: every third of
+	// the TTL the observer asks etcd for a progress notification, and a
+	// watch that has sent nothing (not even its creation) by the next ask
+	// is ended; the next one goes on a new stream, and run reads the queue
+	// meanwhile (read).
+	every := max(o.c.o.ttl/3, minProbeInterval)
+	created := time.NewTimer(2 * every)
+	select {
+	case <-ctx.Done():
+		created.Stop()
+		return ctx.Err()
+	case <-created.C:
+		o.ws.key = strconv.FormatUint(o.c.seq.Add(1), 10)
+		return errWatchHung
+	case wr, ok := <-wch:
+		created.Stop()
+		if err := o.handle(ctx, wr, ok, nil); err != nil {
+			return err
+		}
+	}
+	if err := o.read(ctx); err != nil {
 		return err
 	}
+	probe := time.NewTicker(every)
+	defer probe.Stop()
+	asked := false
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-probe.C:
+			if asked {
+				o.ws.key = strconv.FormatUint(o.c.seq.Add(1), 10)
+				return errWatchHung
+			}
+			if err := o.c.cli.RequestProgress(wctx); err != nil {
+				return err
+			}
+			asked = true
+		case wr, ok := <-wch:
+			asked = false
+			if err := o.handle(ctx, wr, ok, o.apply); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// read reads the queue and sends its leader, if newer than the last sent.
+func (o *observer) read(ctx context.Context) error {
 	resp, err := o.c.cli.Get(ctx, o.q, clientv3.WithPrefix())
 	if err != nil {
 		return err
@@ -108,39 +162,35 @@ func (o *observer) watch(ctx context.Context) error {
 	if !o.send(ctx) {
 		return ctx.Err()
 	}
-	for {
-		if err := o.next(ctx, wch, o.apply); err != nil {
-			return err
-		}
-	}
+	return nil
 }
 
-// next reads one watch response and passes each of its events to f.
-func (o *observer) next(ctx context.Context, wch clientv3.WatchChan, f func(context.Context, *clientv3.Event) bool) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case wr, ok := <-wch:
-		if !ok || wr.Canceled || wr.Err() != nil {
-			err := refusal(wr.Err())
-			if rerr := o.ws.refused(o.c, wr.Err()); rerr != nil {
-				return rerr
-			}
-			if err == nil {
-				err = errors.New("watch ended")
-			}
-			return err
+// errWatchHung ends a watch that sent nothing, not even the progress
+// notification asked for, for a probe interval.
+var errWatchHung = errors.New("etcdlock: watch sent nothing for a probe interval")
+
+// handle passes each event of one watch response to f; an error if the
+// watch ended.
+func (o *observer) handle(ctx context.Context, wr clientv3.WatchResponse, ok bool, f func(context.Context, *clientv3.Event) bool) error {
+	if !ok || wr.Canceled || wr.Err() != nil {
+		err := refusal(wr.Err())
+		if rerr := o.ws.refused(o.c, wr.Err()); rerr != nil {
+			return rerr
 		}
-		if f == nil {
-			return nil
+		if err == nil {
+			err = errors.New("watch ended")
 		}
-		for _, ev := range wr.Events {
-			if !f(ctx, ev) {
-				return ctx.Err()
-			}
-		}
+		return err
+	}
+	if f == nil {
 		return nil
 	}
+	for _, ev := range wr.Events {
+		if !f(ctx, ev) {
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // apply updates the queue with ev, unless the read already reflects it, and
