@@ -46,10 +46,11 @@ const watchDelay = 50 * time.Millisecond
 //
 // A stream can also hang: the connection works (keepalives, on a stream of
 // their own, are acknowledged) but the watch stream delivers nothing. While
-// it carries watches, the writer probes it every third of the lease TTL
-// with a watch creation, which etcd answers on the same path as it sends
-// events, whether or not the watches are in sync; a probe unanswered at the
-// next one ends the stream, as a failure would.
+// it carries watches, a third goroutine (not the writer, which blocks in
+// Send once etcd stops reading a hung stream) probes it every third of the
+// lease TTL with a watch creation, which etcd answers on the same path as
+// it sends events, whether or not the watches are in sync; a probe
+// unanswered at the next one ends the stream, as a failure would.
 type keyWatcher struct {
 	c    *Client
 	wake chan struct{} // the queue has grown: wakes the writer (buffer 1)
@@ -189,11 +190,16 @@ func (w *keyWatcher) serve(life context.Context) {
 		w.mu.Unlock()
 	}()
 
-	w.c.wg.Add(1)
+	w.c.wg.Add(2)
 	go func() {
 		defer w.c.wg.Done()
 		defer cancel() // a failed send ends the stream
 		w.write(ctx, stream)
+	}()
+	go func() {
+		defer w.c.wg.Done()
+		defer cancel() // so does an unanswered probe
+		w.watchdog(ctx, stream)
 	}()
 	for {
 		resp, err := stream.Recv()
@@ -207,20 +213,13 @@ func (w *keyWatcher) serve(life context.Context) {
 }
 
 // write sends the queued requests on stream until ctx ends or a send
-// fails, and probes the stream (see keyWatcher) while it carries watches.
+// fails.
 func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient) {
-	every := max(w.c.o.ttl/3, minProbeInterval)
-	probe := time.NewTicker(every)
-	defer probe.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
-		case <-probe.C:
-			if !w.probe(stream) {
-				return // unanswered since the last tick: the stream hangs
-			}
 		}
 		for {
 			w.mu.Lock()
@@ -242,6 +241,25 @@ func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient) {
 			w.mu.Unlock()
 			if err := stream.Send(req); err != nil {
 				return
+			}
+		}
+	}
+}
+
+// watchdog probes stream (see keyWatcher) while it carries watches, until
+// ctx ends or a probe is unanswered at the next tick. It is not the writer:
+// a hung stream stops being read on etcd's side once its answers back up,
+// and the writer then blocks in Send.
+func (w *keyWatcher) watchdog(ctx context.Context, stream pb.Watch_WatchClient) {
+	probe := time.NewTicker(max(w.c.o.ttl/3, minProbeInterval))
+	defer probe.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-probe.C:
+			if !w.probe(stream) {
+				return // unanswered since the last tick: the stream hangs
 			}
 		}
 	}
