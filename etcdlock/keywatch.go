@@ -50,7 +50,8 @@ const watchDelay = 50 * time.Millisecond
 // Send once etcd stops reading a hung stream) probes it every third of the
 // lease TTL with a watch creation, which etcd answers on the same path as
 // it sends events, whether or not the watches are in sync; a probe
-// unanswered at the next one ends the stream, as a failure would.
+// unanswered at the next tick, with nothing else heard from the stream
+// meanwhile, ends it, as a failure would.
 type keyWatcher struct {
 	c    *Client
 	wake chan struct{} // the queue has grown: wakes the writer (buffer 1)
@@ -65,6 +66,7 @@ type keyWatcher struct {
 	sent      []int64              // creations sent on stream, unanswered, in order
 	sentMax   int64                // highest watch ID whose creation was sent on stream
 	probeID   int64                // the last probe's watch ID, 0 once answered
+	heard     bool                 // stream delivered something since the watchdog's last tick
 }
 
 func newKeyWatcher(c *Client) *keyWatcher {
@@ -179,7 +181,7 @@ func (w *keyWatcher) serve(life context.Context) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // creations go in ID order, so sentMax tells what was sent
-	w.stream, w.endStream, w.queue, w.sent, w.sentMax, w.probeID = stream, cancel, nil, nil, 0, 0
+	w.stream, w.endStream, w.queue, w.sent, w.sentMax, w.probeID, w.heard = stream, cancel, nil, nil, 0, 0, false
 	for _, id := range ids {
 		w.push(createRequest(id, w.watches[id]))
 	}
@@ -247,7 +249,7 @@ func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient) {
 }
 
 // watchdog probes stream (see keyWatcher) while it carries watches, until
-// ctx ends or a probe is unanswered at the next tick. It is not the writer:
+// ctx ends or stream is found hung (see probe). It is not the writer:
 // a hung stream stops being read on etcd's side once its answers back up,
 // and the writer then blocks in Send.
 func (w *keyWatcher) watchdog(ctx context.Context, stream pb.Watch_WatchClient) {
@@ -269,17 +271,22 @@ func (w *keyWatcher) watchdog(ctx context.Context, stream pb.Watch_WatchClient) 
 const minProbeInterval = 500 * time.Millisecond
 
 // probe queues a probe of stream if it carries watches; it reports false
-// if the last probe is still unanswered. A probe is a watch of the prefix
-// key itself, which the role that may lock may read, from the current
-// revision, for no events, cancelled once created.
+// if the last probe is still unanswered and stream delivered nothing since
+// the last tick. A probe queued behind thousands of creations (a new
+// stream, a slow link) is answered after them: while their answers come, the
+// stream works. A probe is a watch of the prefix key itself, which the role
+// that may lock may read, from the current revision, for no events,
+// cancelled once created.
 func (w *keyWatcher) probe(stream pb.Watch_WatchClient) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stream != stream {
 		return true
 	}
+	heard := w.heard
+	w.heard = false
 	if w.probeID != 0 {
-		return false
+		return heard
 	}
 	if len(w.watches) == 0 {
 		return true
@@ -348,6 +355,7 @@ var errStreamRefused = errors.New("etcdlock: watch stream refused")
 func (w *keyWatcher) handle(resp *pb.WatchResponse) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.heard = true
 	switch {
 	case resp.Created:
 		if len(w.sent) == 0 {
