@@ -368,10 +368,14 @@ func (w *keyWatcher) handle(resp *pb.WatchResponse) error {
 			return errStreamRefused
 		}
 		if id == w.probeID {
+			// Answered, refused or not, on the path events take: the
+			// stream works. Its watches outlive its auth token, so a
+			// refusal for the token is left to a lock's creation to find.
 			w.probeID = 0
 			if !resp.Canceled {
 				w.push(cancelRequest(id))
 			}
+			return nil
 		}
 		if !resp.Canceled {
 			return nil
