@@ -261,7 +261,7 @@ func (w *keyWatcher) watchdog(ctx context.Context, stream pb.Watch_WatchClient) 
 			return
 		case <-probe.C:
 			if !w.probe(stream) {
-				return // unanswered since the last tick: the stream hangs
+				return // the probe unanswered, nothing heard since the last tick: the stream hangs
 			}
 		}
 	}
