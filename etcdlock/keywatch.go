@@ -46,10 +46,12 @@ const watchDelay = 50 * time.Millisecond
 //
 // A stream can also hang: the connection works (keepalives, on a stream of
 // their own, are acknowledged) but the watch stream delivers nothing. While
-// it carries watches, the writer probes it every third of the lease TTL
-// with a watch creation, which etcd answers on the same path as it sends
-// events, whether or not the watches are in sync; a probe unanswered at the
-// next one ends the stream, as a failure would.
+// it carries watches, a third goroutine (not the writer, which blocks in
+// Send once etcd stops reading a hung stream) probes it every third of the
+// lease TTL with a watch creation, which etcd answers on the same path as
+// it sends events, whether or not the watches are in sync; a probe
+// unanswered at the next tick, with nothing else heard from the stream
+// meanwhile, ends it, as a failure would.
 type keyWatcher struct {
 	c    *Client
 	wake chan struct{} // the queue has grown: wakes the writer (buffer 1)
@@ -64,6 +66,7 @@ type keyWatcher struct {
 	sent      []int64              // creations sent on stream, unanswered, in order
 	sentMax   int64                // highest watch ID whose creation was sent on stream
 	probeID   int64                // the last probe's watch ID, 0 once answered
+	heard     bool                 // stream delivered something since the watchdog's last tick
 }
 
 func newKeyWatcher(c *Client) *keyWatcher {
@@ -178,7 +181,7 @@ func (w *keyWatcher) serve(life context.Context) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // creations go in ID order, so sentMax tells what was sent
-	w.stream, w.endStream, w.queue, w.sent, w.sentMax, w.probeID = stream, cancel, nil, nil, 0, 0
+	w.stream, w.endStream, w.queue, w.sent, w.sentMax, w.probeID, w.heard = stream, cancel, nil, nil, 0, 0, false
 	for _, id := range ids {
 		w.push(createRequest(id, w.watches[id]))
 	}
@@ -189,11 +192,16 @@ func (w *keyWatcher) serve(life context.Context) {
 		w.mu.Unlock()
 	}()
 
-	w.c.wg.Add(1)
+	w.c.wg.Add(2)
 	go func() {
 		defer w.c.wg.Done()
 		defer cancel() // a failed send ends the stream
 		w.write(ctx, stream)
+	}()
+	go func() {
+		defer w.c.wg.Done()
+		defer cancel() // so does an unanswered probe
+		w.watchdog(ctx, stream)
 	}()
 	for {
 		resp, err := stream.Recv()
@@ -207,20 +215,13 @@ func (w *keyWatcher) serve(life context.Context) {
 }
 
 // write sends the queued requests on stream until ctx ends or a send
-// fails, and probes the stream (see keyWatcher) while it carries watches.
+// fails.
 func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient) {
-	every := max(w.c.o.ttl/3, minProbeInterval)
-	probe := time.NewTicker(every)
-	defer probe.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
-		case <-probe.C:
-			if !w.probe(stream) {
-				return // unanswered since the last tick: the stream hangs
-			}
 		}
 		for {
 			w.mu.Lock()
@@ -247,21 +248,45 @@ func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient) {
 	}
 }
 
+// watchdog probes stream (see keyWatcher) while it carries watches, until
+// ctx ends or stream is found hung (see probe). It is not the writer:
+// a hung stream stops being read on etcd's side once its answers back up,
+// and the writer then blocks in Send.
+func (w *keyWatcher) watchdog(ctx context.Context, stream pb.Watch_WatchClient) {
+	probe := time.NewTicker(max(w.c.o.ttl/3, minProbeInterval))
+	defer probe.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-probe.C:
+			if !w.probe(stream) {
+				return // the probe unanswered, nothing heard since the last tick: the stream hangs
+			}
+		}
+	}
+}
+
 // minProbeInterval bounds how often a stream is probed with a short TTL.
 const minProbeInterval = 500 * time.Millisecond
 
 // probe queues a probe of stream if it carries watches; it reports false
-// if the last probe is still unanswered. A probe is a watch of the prefix
-// key itself, which the role that may lock may read, from the current
-// revision, for no events, cancelled once created.
+// if the last probe is still unanswered and stream delivered nothing since
+// the last tick. A probe queued behind thousands of creations (a new
+// stream, a slow link) is answered after them: while their answers come, the
+// stream works. A probe is a watch of the prefix key itself, which the role
+// that may lock may read, from the current revision, for no events,
+// cancelled once created.
 func (w *keyWatcher) probe(stream pb.Watch_WatchClient) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stream != stream {
 		return true
 	}
+	heard := w.heard
+	w.heard = false
 	if w.probeID != 0 {
-		return false
+		return heard
 	}
 	if len(w.watches) == 0 {
 		return true
@@ -330,6 +355,7 @@ var errStreamRefused = errors.New("etcdlock: watch stream refused")
 func (w *keyWatcher) handle(resp *pb.WatchResponse) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.heard = true
 	switch {
 	case resp.Created:
 		if len(w.sent) == 0 {
@@ -342,10 +368,14 @@ func (w *keyWatcher) handle(resp *pb.WatchResponse) error {
 			return errStreamRefused
 		}
 		if id == w.probeID {
+			// Answered, refused or not, on the path events take: the
+			// stream works. Its watches outlive its auth token, so a
+			// refusal for the token is left to a lock's creation to find.
 			w.probeID = 0
 			if !resp.Canceled {
 				w.push(cancelRequest(id))
 			}
+			return nil
 		}
 		if !resp.Canceled {
 			return nil

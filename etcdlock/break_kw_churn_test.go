@@ -1,0 +1,59 @@
+package etcdlock_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/netproxy"
+	"github.com/fencelock/fencelock/internal/reqfault"
+)
+
+// faultyProxied returns an etcdlock client (TTL 1s) on an etcd client whose
+// requests go through a fault injector and whose traffic goes through a
+// proxy the test can slow.
+func faultyProxied(t *testing.T, seed uint64) (*reqfault.Injector, *netproxy.Proxy, *etcdlock.Client) {
+	t.Helper()
+	p, err := netproxy.Start(strings.TrimPrefix(endpoints[0], "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	cli, in := faulty(t, seed, "http://"+p.Addr())
+	return in, p, newLocker(t, cli, etcdlock.WithTTL(time.Second))
+}
+
+// Finding KW2: a new stream that re-creates thousands of watches over a
+// slow link (here ~600 KB/s, RTT 100 ms: a few seconds of creations) was
+// taken for hung: its first probe, queued behind the creations, was
+// unanswered at the next tick (TTL 1s: 500 ms), so the stream was ended,
+// the keys read again and every watch created again on the next one,
+// which met the same fate: the watches never settled, and a deletion was
+// only reported by the next read, seconds later. A probe now counts as
+// unanswered only when the stream delivered nothing since the last tick.
+func TestBreakKWSlowStreamChurn(t *testing.T) {
+	const n = 3000
+	in, proxy, c := faultyProxied(t, 303)
+	lockMany(t, c, "slow", n)
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok }, "the watches")
+	streams := in.Calls("Watch/Watch")
+	etcdlock.EndKeyWatchStreamForTest(c)
+	waitFor(t, func() bool { return in.Calls("Watch/Watch") > streams }, "a new stream")
+	proxy.Delay(50 * time.Millisecond) // after the read before it, which is not at issue
+	defer proxy.Heal()
+	start := time.Now()
+	for {
+		if k, ok := etcdlock.KeyWatchesForTest(c); k == n && ok {
+			break
+		}
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("watches not settled 15s after the new stream: %d streams opened since", in.Calls("Watch/Watch")-streams)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := in.Calls("Watch/Watch") - streams; s != 1 {
+		t.Errorf("%d streams opened to create the watches again over a slow link, want 1", s)
+	}
+	t.Logf("%d watches settled %v after the new stream", n, time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,46 @@
+package etcdlock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/etcdlock"
+)
+
+// Finding KW3: a Client that holds locks and does nothing else, on a
+// member whose auth tokens outlive their last use by less than a third of
+// the lease TTL, replaced its key-watch stream at every probe: the probe,
+// refused for the stream's expired token, ended the stream, so every probe
+// interval cost a login (bcrypt on etcd's side), a read of every watched
+// key and the creation of every watch again, forever. The watches already
+// on the stream keep working past its token, and a refused probe was
+// answered as any: the stream works. A probe's refusal no longer ends the
+// stream; a lock's refused creation still does (the second lock here).
+func TestBreakKWProbeExpiredTokenChurn(t *testing.T) {
+	p := prefix(t)
+	sec := secureEtcd(t, time.Second, false, p)
+	root := sec.client(t, clientv3.Config{Username: "root", Password: rootPassword}, false)
+	cli, in := sec.faultyLocker(t, 304)
+	c := newLockerAt(t, cli, p, etcdlock.WithTTL(9*time.Second)) // probes every 3s
+	held := mustLock(t, c, "held")
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+	streams, txns := in.Calls("Watch/Watch"), in.Calls("KV/Txn")
+	time.Sleep(7 * time.Second) // not synchronisation: two probes after the token expired
+	if s, r := in.Calls("Watch/Watch")-streams, in.Calls("KV/Txn")-txns; s > 0 || r > 0 {
+		t.Errorf("idle for 7s with one lock held: %d watch streams opened (each with a login), %d transactions; want none", s, r)
+	}
+	late := mustLock(t, c, "late") // its creation, refused for the token, moves the watches to a new stream
+	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 2 && ok }, "both watches")
+	for _, l := range []*etcdlock.Lock{held, late} {
+		if _, err := root.Delete(t.Context(), l.Key()); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, l.Done(), 3*time.Second, "Done of "+l.Name()+" after root deleted its key")
+		if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+			t.Fatalf("%s: Err: got %v, want ErrKeyDeleted", l.Name(), err)
+		}
+	}
+}
