@@ -53,8 +53,7 @@ const watchDelay = 50 * time.Millisecond
 // unanswered at the next tick, with nothing else heard from the stream
 // meanwhile, ends it, as a failure would.
 type keyWatcher struct {
-	c    *Client
-	wake chan struct{} // the queue has grown: wakes the writer (buffer 1)
+	c *Client
 
 	mu        sync.Mutex
 	watches   map[int64]*Lock // by watch ID
@@ -63,6 +62,7 @@ type keyWatcher struct {
 	stream    pb.Watch_WatchClient // the current stream, nil while there is none
 	endStream context.CancelFunc   // ends stream
 	queue     []*pb.WatchRequest   // for the writer to send on stream
+	wake      chan struct{}        // the queue has grown: wakes stream's writer (buffer 1)
 	sent      []int64              // creations sent on stream, unanswered, in order
 	sentMax   int64                // highest watch ID whose creation was sent on stream
 	probeID   int64                // the last probe's watch ID, 0 once answered
@@ -70,7 +70,7 @@ type keyWatcher struct {
 }
 
 func newKeyWatcher(c *Client) *keyWatcher {
-	return &keyWatcher{c: c, wake: make(chan struct{}, 1), watches: make(map[int64]*Lock)}
+	return &keyWatcher{c: c, watches: make(map[int64]*Lock)}
 }
 
 // add watches l's key for deletion from revision rev on, unless l ended.
@@ -120,7 +120,7 @@ func cancelRequest(id int64) *pb.WatchRequest {
 		CancelRequest: &pb.WatchCancelRequest{WatchId: id}}}
 }
 
-// push queues req for the writer; w.mu is held.
+// push queues req for the writer; w.mu is held, and there is a stream.
 func (w *keyWatcher) push(req *pb.WatchRequest) {
 	w.queue = append(w.queue, req)
 	select {
@@ -181,14 +181,17 @@ func (w *keyWatcher) serve(life context.Context) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // creations go in ID order, so sentMax tells what was sent
-	w.stream, w.endStream, w.queue, w.sent, w.sentMax, w.probeID, w.heard = stream, cancel, nil, nil, 0, 0, false
+	// A wake channel per stream, so that a writer of an earlier stream
+	// still on its way out cannot take this one's wake-up.
+	wake := make(chan struct{}, 1)
+	w.stream, w.endStream, w.queue, w.wake, w.sent, w.sentMax, w.probeID, w.heard = stream, cancel, nil, wake, nil, 0, 0, false
 	for _, id := range ids {
 		w.push(createRequest(id, w.watches[id]))
 	}
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
-		w.stream, w.endStream, w.queue, w.sent, w.sentMax = nil, nil, nil, nil, 0
+		w.stream, w.endStream, w.queue, w.wake, w.sent, w.sentMax = nil, nil, nil, nil, nil, 0
 		w.mu.Unlock()
 	}()
 
@@ -196,7 +199,7 @@ func (w *keyWatcher) serve(life context.Context) {
 	go func() {
 		defer w.c.wg.Done()
 		defer cancel() // a failed send ends the stream
-		w.write(ctx, stream)
+		w.write(ctx, stream, wake)
 	}()
 	go func() {
 		defer w.c.wg.Done()
@@ -216,12 +219,12 @@ func (w *keyWatcher) serve(life context.Context) {
 
 // write sends the queued requests on stream until ctx ends or a send
 // fails.
-func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient) {
+func (w *keyWatcher) write(ctx context.Context, stream pb.Watch_WatchClient, wake <-chan struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.wake:
+		case <-wake:
 		}
 		for {
 			w.mu.Lock()
@@ -434,6 +437,7 @@ func (l *Lock) watch() {
 func (l *Lock) deleted() {
 	if err := l.deletedCause(l.wctx); err != nil {
 		l.finish(err)
+		l.stopCtx() // nothing more to watch: let the session's context forget it
 	}
 }
 
@@ -452,6 +456,7 @@ func (l *Lock) recheck() {
 		return // the lock ended, and whoever ended it said why
 	case err != nil:
 		l.finish(lost(fmt.Errorf("watch ended and the key could not be read: %w", err)))
+		l.stopCtx()
 		return
 	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token):
 		l.deleted()
