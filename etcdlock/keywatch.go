@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -320,34 +321,56 @@ func (w *keyWatcher) refresh(life context.Context) {
 		ls = append(ls, l)
 	}
 	w.mu.Unlock()
-	for len(ls) > 0 && life.Err() == nil {
+	// A few transactions at a time: 10,000 keys one after the other would
+	// leave the locks unwatched for 157 round trips.
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, refreshParallel)
+	for len(ls) > 0 && life.Err() == nil && !failed.Load() {
 		batch := ls[:min(len(ls), refreshBatch)]
 		ls = ls[len(batch):]
-		ops := make([]clientv3.Op, len(batch))
-		for i, l := range batch {
-			ops[i] = clientv3.OpGet(l.t.key, clientv3.WithKeysOnly())
-		}
-		ctx, cancel := context.WithTimeout(life, w.c.o.cleanupTimeout)
-		resp, err := w.c.cli.Txn(ctx).Then(ops...).Commit()
-		cancel()
-		if err != nil {
-			return
-		}
-		w.mu.Lock()
-		for i, l := range batch {
-			if w.watches[l.watchID] != l {
-				continue // removed meanwhile
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if !w.refreshBatch(life, batch) {
+				failed.Store(true)
 			}
-			kvs := resp.Responses[i].GetResponseRange().GetKvs()
-			if len(kvs) == 0 || kvs[0].CreateRevision != int64(l.token) {
-				w.drop(l)
-				w.spawn(l.deleted)
-				continue
-			}
-			l.wrev = max(l.wrev, resp.Header.Revision+1)
-		}
-		w.mu.Unlock()
+		})
 	}
+	wg.Wait()
+}
+
+// refreshParallel is how many of refresh's transactions are in flight.
+const refreshParallel = 8
+
+// refreshBatch reads the keys of batch in one transaction (see refresh);
+// false if the read failed.
+func (w *keyWatcher) refreshBatch(life context.Context, batch []*Lock) bool {
+	ops := make([]clientv3.Op, len(batch))
+	for i, l := range batch {
+		ops[i] = clientv3.OpGet(l.t.key, clientv3.WithKeysOnly())
+	}
+	ctx, cancel := context.WithTimeout(life, w.c.o.cleanupTimeout)
+	resp, err := w.c.cli.Txn(ctx).Then(ops...).Commit()
+	cancel()
+	if err != nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, l := range batch {
+		if w.watches[l.watchID] != l {
+			continue // removed meanwhile
+		}
+		kvs := resp.Responses[i].GetResponseRange().GetKvs()
+		if len(kvs) == 0 || kvs[0].CreateRevision != int64(l.token) {
+			w.drop(l)
+			w.spawn(l.deleted)
+			continue
+		}
+		l.wrev = max(l.wrev, resp.Header.Revision+1)
+	}
+	return true
 }
 
 // errStreamRefused ends a stream whose auth token etcd no longer accepts, or
