@@ -12,8 +12,7 @@ import (
 // uncontended Lock+Unlock by a client on the global providers with no SDK
 // installed (the default: instruments are no-ops) and by one with the
 // OpenTelemetry SDK installed (metrics to a reader, every span sampled and
-// recorded) and a debug logger on a discarding handler, and reports the
-// ratio.
+// recorded), and reports the ratio. Neither has a logger.
 func BenchmarkTelemetryOverhead(b *testing.B) {
 	compact(b)
 	cli := etcdClient(b)
