@@ -81,6 +81,17 @@ func (s *SDK) Span(tb testing.TB, name string) sdktrace.ReadOnlySpan {
 	return nil
 }
 
+// Spans returns the ended spans called name, in the order they ended.
+func (s *SDK) Spans(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, sp := range s.spans.Ended() {
+		if sp.Name() == name {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
 // Attr returns the value of sp's attribute key.
 func Attr(sp sdktrace.ReadOnlySpan, key string) (attribute.Value, bool) {
 	for _, kv := range sp.Attributes() {
