@@ -3,7 +3,6 @@ package etcdlock
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/fencelock/fencelock/internal/oteltest"
 )
@@ -12,13 +11,20 @@ import (
 // Lock+Unlock, without etcd: the calls acquire, Unlock and the lock's end
 // make (acquiring and its end, releasing and its end, ended), on the
 // global providers with no SDK installed (the default: what every user
-// pays) and on the SDK with metrics to a reader and every span recorded.
+// pays), on the SDK with metrics to a reader and every span recorded and
+// kept in memory (as the tests read them), and on the SDK with every span
+// recorded and exported through a batch processor (as an application
+// installs it; the exporter drops them).
 func BenchmarkTelemetryCalls(b *testing.B) {
-	for _, sdk := range []bool{false, true} {
-		b.Run(map[bool]string{false: "nosdk", true: "sdk"}[sdk], func(b *testing.B) {
+	for _, sdk := range []string{"nosdk", "sdk", "sdk-exported"} {
+		b.Run(sdk, func(b *testing.B) {
 			o := defaultOptions()
-			if sdk {
+			switch sdk {
+			case "sdk":
 				s := oteltest.New(b)
+				o.meterProvider, o.tracerProvider = s.Meters, s.Tracers
+			case "sdk-exported":
+				s := oteltest.NewExported(b)
 				o.meterProvider, o.tracerProvider = s.Meters, s.Tracers
 			}
 			tel, err := newTelemetry(&o)
@@ -27,7 +33,7 @@ func BenchmarkTelemetryCalls(b *testing.B) {
 			}
 			c := &Client{o: o, tel: tel}
 			sp := spot{name: "job", wait: true, ended: ErrUnlocked}
-			l := &Lock{c: c, s: &session{id: 0x694d9a5c3b1e2f07}, t: &ticket{spot: sp}, token: 42, acquired: time.Now()}
+			l := &Lock{c: c, s: &session{id: 0x694d9a5c3b1e2f07}, t: &ticket{spot: sp}, token: 42}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

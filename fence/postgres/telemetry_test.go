@@ -106,7 +106,7 @@ func TestTelemetry(t *testing.T) {
 			t.Errorf("postgres.update span's %s: got %v, want %v", key, got.String(), want.String())
 		}
 	}
-	execs := sdk.Spans("postgres.exec")
+	execs := sdk.Spans(t, "postgres.exec")
 	if len(execs) != 2 {
 		t.Fatalf("postgres.exec spans: got %d, want 2 (the package-level Exec reports elsewhere)", len(execs))
 	}
@@ -179,7 +179,7 @@ func TestTelemetryInvalidInput(t *testing.T) {
 		t.Errorf("fencelock.write.duration after refused arguments: got %d, want 0", got)
 	}
 	for _, name := range []string{"postgres.update", "postgres.upsert", "postgres.tx", "postgres.exec", "postgres.put", "postgres.delete"} {
-		if got := len(sdk.Spans(name)); got != 0 {
+		if got := len(sdk.Spans(t, name)); got != 0 {
 			t.Errorf("%s spans after refused arguments: got %d, want 0", name, got)
 		}
 	}
