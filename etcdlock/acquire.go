@@ -80,16 +80,16 @@ type spot struct {
 // acquire is one Lock, TryLock or Campaign, traced and measured. Name and
 // data are valid.
 func (c *Client) acquire(ctx context.Context, sp spot) (*Lock, error) {
-	op := "Lock"
+	op := opLock
 	switch {
 	case sp.ended == ErrResigned:
-		op = "Campaign"
+		op = opCampaign
 	case !sp.wait:
-		op = "TryLock"
+		op = opTryLock
 	}
-	ctx, done := c.tel.acquiring(ctx, op, sp)
+	ctx, a := c.tel.acquiring(ctx, op, sp)
 	l, err := c.acquireOnce(ctx, sp)
-	done(l, err)
+	a.done(l, err)
 	return l, err
 }
 

@@ -24,7 +24,7 @@ type Lock struct {
 	s        *session
 	t        *ticket
 	token    fence.Token
-	acquired time.Time
+	acquired time.Time // for the hold duration; zero when no SDK records it (telemetry.holdStart)
 
 	done     chan struct{}
 	wctx     context.Context    // ends when the lock does: bounds the key watch's requests
@@ -66,7 +66,7 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	life, end := context.WithCancel(context.Background())
-	l := &Lock{c: c, s: s, t: t, token: token, acquired: time.Now(), done: make(chan struct{}), wctx: ctx, stopCtx: cancel, life: life, end: end, wbackoff: minWatchBackoff}
+	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.tel.holdStart(), done: make(chan struct{}), wctx: ctx, stopCtx: cancel, life: life, end: end, wbackoff: minWatchBackoff}
 	if !t.noWatch {
 		c.wg.Add(1)
 		l.watching = time.AfterFunc(watchDelay, l.watch)
@@ -190,9 +190,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Unlock: nil context", ErrInvalidArgument)
 	}
-	ctx, done := l.c.tel.releasing(ctx, l)
+	ctx, r := l.c.tel.releasing(ctx, l)
 	err := l.unlock(ctx)
-	done(err)
+	r.done(err)
 	return err
 }
 

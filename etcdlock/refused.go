@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -28,6 +29,8 @@ func (t *telemetry) writeRefused(ctx context.Context, l *Lock, err error) {
 		w.SetResource(l.t.name)
 	}
 	w.End(err)
-	t.log.WarnContext(ctx, "etcdlock: write refused by the guard: lock lost", "kind", kindOf(l.t.spot), "name", l.t.name,
-		"token", int64(l.token), "lease", leaseHex(l.s.id), "err", err)
+	if t.log.Enabled(ctx, slog.LevelWarn) {
+		t.log.WarnContext(ctx, "etcdlock: write refused by the guard: lock lost", "kind", kinds[kindOf(l.t.spot)], "name", l.t.name,
+			"token", int64(l.token), "lease", leaseHex(l.s.id), "err", err)
+	}
 }

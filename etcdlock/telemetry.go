@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -31,29 +30,75 @@ const (
 	attrLease   = attribute.Key("fencelock.lease") // spans only
 )
 
-// Outcomes of an acquisition, and causes of a loss.
-const (
-	outcomeAcquired  = "acquired"
-	outcomeLocked    = "locked"
-	outcomeTimeout   = "timeout"
-	outcomeCancelled = "cancelled"
-	outcomeError     = "error"
+// kind is what was acquired: a lock or an election's term.
+type kind uint8
 
-	causeLeaseExpired    = "lease_expired"
-	causeValidityExpired = "validity_expired"
-	causeKeyDeleted      = "key_deleted"
-	causeClientClosed    = "client_closed"
-	causeOther           = "other"
+const (
+	kindLock kind = iota
+	kindElection
 )
 
+var kinds = [...]string{kindLock: "lock", kindElection: "election"}
+
+// outcome is how an acquisition ended.
+type outcome uint8
+
+const (
+	outcomeAcquired outcome = iota
+	outcomeLocked
+	outcomeTimeout
+	outcomeCancelled
+	outcomeError
+)
+
+var outcomes = [...]string{outcomeAcquired: "acquired", outcomeLocked: "locked", outcomeTimeout: "timeout",
+	outcomeCancelled: "cancelled", outcomeError: "error"}
+
+// cause is why a held lock or term was lost.
+type cause uint8
+
+const (
+	causeLeaseExpired cause = iota
+	causeValidityExpired
+	causeKeyDeleted
+	causeClientClosed
+	causeOther
+)
+
+var causes = [...]string{causeLeaseExpired: "lease_expired", causeValidityExpired: "validity_expired",
+	causeKeyDeleted: "key_deleted", causeClientClosed: "client_closed", causeOther: "other"}
+
+// attrs is one attribute set as the options of the measurements that
+// carry it, built once: passing them as a prebuilt slice allocates nothing
+// per measurement.
+type attrs struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+func newAttrs(kv ...attribute.KeyValue) attrs {
+	o := metric.WithAttributeSet(attribute.NewSet(kv...))
+	return attrs{add: []metric.AddOption{o}, record: []metric.RecordOption{o}}
+}
+
 // telemetry is a Client's metrics, tracer and logger. With no SDK installed
-// (the default global providers) every call is a no-op, and the logger
-// discards everything unless WithLogger gave one.
+// (the default global providers) every call is a no-op that allocates
+// nothing of its own, and the logger discards everything unless WithLogger
+// gave one. Everything a measurement or a span starts with is built once,
+// here; without names (WithNameAttribute) so is every attribute set.
 type telemetry struct {
-	tracer trace.Tracer
-	log    *slog.Logger
-	names  bool
-	sets   map[[2]string]metric.MeasurementOption // (kind, outcome or cause) -> attributes, without names
+	tracer    trace.Tracer
+	log       *slog.Logger
+	names     bool
+	spanStart []trace.SpanStartOption
+
+	// Attribute sets without names, by kind and by kind and outcome or
+	// cause; the span attributes of each kind and outcome.
+	base        [len(kinds)]attrs
+	byOutcome   [len(kinds)][len(outcomes)]attrs
+	byCause     [len(kinds)][len(causes)]attrs
+	spanKind    [len(kinds)]attribute.KeyValue
+	spanOutcome [len(outcomes)]attribute.KeyValue
 
 	waitDur        metric.Float64Histogram
 	holdDur        metric.Float64Histogram
@@ -71,11 +116,20 @@ type telemetry struct {
 }
 
 func newTelemetry(o *options) (*telemetry, error) {
-	m := o.meterProvider.Meter(instrumentationName)
-	t := &telemetry{tracer: o.tracerProvider.Tracer(instrumentationName), log: o.logger, names: o.nameAttribute}
+	t := &telemetry{tracer: o.tracerProvider.Tracer(instrumentationName), log: o.logger, names: o.nameAttribute,
+		spanStart: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
+	err := t.instruments(o.meterProvider.Meter(instrumentationName))
+	guard, gerr := writetel.New("guard", instrumentationName, o.meterProvider, o.tracerProvider, "write")
+	t.refused = guard.Op("write")
+	t.cacheSets()
+	return t, errors.Join(err, gerr)
+}
+
+// instruments creates the metrics on m.
+func (t *telemetry) instruments(m metric.Meter) error {
 	var errs []error
 	hist := func(name, unit, desc string) metric.Float64Histogram {
 		h, err := m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -104,102 +158,61 @@ func newTelemetry(o *options) (*telemetry, error) {
 	t.validityMargin = hist("fencelock.session.validity.margin", "s", "Validity deadline minus now, after each acknowledged keepalive.")
 	t.sessionsEnded = count("fencelock.session.replacements", "{session}", "Sessions lost and replaced by a new lease.")
 	t.leaderChanges = count("fencelock.election.leader.changes", "{change}", "New leaders seen by Observe.")
-	guard, err := writetel.New("guard", instrumentationName, o.meterProvider, o.tracerProvider, "write")
-	t.refused, errs = guard.Op("write"), append(errs, err)
-	t.cacheSets()
-	return t, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
-// kindOf is the kind attribute of an acquisition.
-func kindOf(sp spot) string {
-	if sp.ended == ErrResigned {
-		return "election"
-	}
-	return "lock"
-}
-
-// attrs returns the metric attributes for kind and, if opted in, name,
-// plus extra (an outcome or a cause). Without names they are built once.
-func (t *telemetry) attrs(kind, name string, extra ...attribute.KeyValue) metric.MeasurementOption {
-	if !t.names {
-		key := [2]string{kind, ""}
-		if len(extra) > 0 {
-			key[1] = string(extra[0].Key) + "=" + extra[0].Value.AsString()
-		}
-		if o, ok := t.sets[key]; ok {
-			return o
-		}
-	}
-	kv := append([]attribute.KeyValue{attrKind.String(kind)}, extra...)
-	if t.names {
-		kv = append(kv, attrName.String(name))
-	}
-	return metric.WithAttributeSet(attribute.NewSet(kv...))
-}
-
-// cacheSets builds the attribute sets used without names.
+// cacheSets builds the attribute sets used without names, and the span
+// attributes of each kind and outcome.
 func (t *telemetry) cacheSets() {
-	t.sets = map[[2]string]metric.MeasurementOption{}
-	extras := []attribute.KeyValue{}
-	for _, o := range []string{outcomeAcquired, outcomeLocked, outcomeTimeout, outcomeCancelled, outcomeError} {
-		extras = append(extras, attrOutcome.String(o))
+	for o, s := range outcomes {
+		t.spanOutcome[o] = attrOutcome.String(s)
 	}
-	for _, c := range []string{causeLeaseExpired, causeValidityExpired, causeKeyDeleted, causeClientClosed, causeOther} {
-		extras = append(extras, attrCause.String(c))
-	}
-	for _, kind := range []string{"lock", "election"} {
-		t.sets[[2]string{kind, ""}] = metric.WithAttributeSet(attribute.NewSet(attrKind.String(kind)))
-		for _, e := range extras {
-			t.sets[[2]string{kind, string(e.Key) + "=" + e.Value.AsString()}] = metric.WithAttributeSet(attribute.NewSet(attrKind.String(kind), e))
+	for k, ks := range kinds {
+		t.spanKind[k] = attrKind.String(ks)
+		t.base[k] = newAttrs(t.spanKind[k])
+		for o := range outcomes {
+			t.byOutcome[k][o] = newAttrs(t.spanKind[k], t.spanOutcome[o])
+		}
+		for c, cs := range causes {
+			t.byCause[k][c] = newAttrs(t.spanKind[k], attrCause.String(cs))
 		}
 	}
 }
 
-// acquiring starts an acquisition's span and counts a waiter; done ends
-// both with the outcome.
-func (t *telemetry) acquiring(ctx context.Context, op string, sp spot) (context.Context, func(*Lock, error)) {
-	kind := kindOf(sp)
-	start := time.Now()
-	ctx, span := t.tracer.Start(ctx, "etcdlock."+op, trace.WithSpanKind(trace.SpanKindClient))
-	recording := span.IsRecording() // no attributes are built for a span no one records
-	if recording {
-		span.SetAttributes(attrKind.String(kind), attrName.String(sp.name))
+// attrsOf returns the attribute set of kind k: the one built in advance,
+// or, with names, one built now with the name.
+func (t *telemetry) attrsOf(k kind, name string) attrs {
+	if !t.names {
+		return t.base[k]
 	}
-	base := t.attrs(kind, sp.name)
-	t.waiters.Add(ctx, 1, base)
-	return ctx, func(l *Lock, err error) {
-		t.waiters.Add(ctx, -1, base)
-		outcome := acquisitionOutcome(err)
-		t.waitDur.Record(ctx, time.Since(start).Seconds(), t.attrs(kind, sp.name, attrOutcome.String(outcome)))
-		debug := t.log.Enabled(ctx, slog.LevelDebug)
-		if err != nil {
-			if recording {
-				if outcome == outcomeError {
-					span.RecordError(err)
-					span.SetStatus(codes.Error, err.Error())
-				}
-				span.SetAttributes(attrOutcome.String(outcome))
-			}
-			span.End()
-			if debug {
-				t.log.DebugContext(ctx, "etcdlock: not acquired", "kind", kind, "name", sp.name, "outcome", outcome, "err", err)
-			}
-			return
-		}
-		t.acquisitions.Add(ctx, 1, base)
-		t.holders.Add(ctx, 1, base)
-		if recording {
-			span.SetAttributes(attrOutcome.String(outcome), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
-		}
-		span.End()
-		if debug {
-			t.log.DebugContext(ctx, "etcdlock: acquired", "kind", kind, "name", sp.name, "token", int64(l.token),
-				"lease", leaseHex(l.s.id), "waited", time.Since(start))
-		}
-	}
+	return newAttrs(t.spanKind[k], attrName.String(name))
 }
 
-func acquisitionOutcome(err error) string {
+// attrsOutcome is attrsOf with an acquisition's outcome.
+func (t *telemetry) attrsOutcome(k kind, name string, o outcome) attrs {
+	if !t.names {
+		return t.byOutcome[k][o]
+	}
+	return newAttrs(t.spanKind[k], t.spanOutcome[o], attrName.String(name))
+}
+
+// attrsCause is attrsOf with a loss's cause.
+func (t *telemetry) attrsCause(k kind, name string, c cause) attrs {
+	if !t.names {
+		return t.byCause[k][c]
+	}
+	return newAttrs(t.spanKind[k], attrCause.String(causes[c]), attrName.String(name))
+}
+
+// kindOf is the kind of an acquisition.
+func kindOf(sp spot) kind {
+	if sp.ended == ErrResigned {
+		return kindElection
+	}
+	return kindLock
+}
+
+func acquisitionOutcome(err error) outcome {
 	switch {
 	case err == nil:
 		return outcomeAcquired
@@ -213,33 +226,7 @@ func acquisitionOutcome(err error) string {
 	return outcomeError
 }
 
-// ended records the end of a held lock or term: released (cause is
-// ErrUnlocked or ErrResigned) or lost.
-func (t *telemetry) ended(l *Lock, cause error) {
-	ctx := context.Background()
-	kind := kindOf(l.t.spot)
-	base := t.attrs(kind, l.t.name)
-	t.holders.Add(ctx, -1, base)
-	t.holdDur.Record(ctx, time.Since(l.acquired).Seconds(), base)
-	if cause == l.t.ended {
-		if t.log.Enabled(ctx, slog.LevelDebug) {
-			t.log.Debug("etcdlock: released", "kind", kind, "name", l.t.name, "token", int64(l.token), "lease", leaseHex(l.s.id))
-		}
-		return
-	}
-	lossCause := causeOf(cause)
-	t.losses.Add(ctx, 1, t.attrs(kind, l.t.name, attrCause.String(lossCause)))
-	level := slog.LevelWarn
-	if lossCause == causeClientClosed {
-		level = slog.LevelDebug
-	}
-	if t.log.Enabled(ctx, level) {
-		t.log.Log(ctx, level, "etcdlock: lost", "kind", kind, "name", l.t.name, "token", int64(l.token),
-			"lease", leaseHex(l.s.id), "cause", lossCause, "owner", l.c.o.owner, "err", cause)
-	}
-}
-
-func causeOf(err error) string {
+func causeOf(err error) cause {
 	switch {
 	case errors.Is(err, ErrClosed):
 		return causeClientClosed
@@ -253,49 +240,14 @@ func causeOf(err error) string {
 	return causeOther
 }
 
-// releasing starts Unlock's or Resign's span; done ends it.
-func (t *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, func(error)) {
-	op := "etcdlock.Unlock"
-	if l.t.ended == ErrResigned {
-		op = "etcdlock.Resign"
+// holdStart is when a lock just acquired starts being held, for its hold
+// duration: the zero time when no SDK records the duration, which spares
+// reading the clock.
+func (t *telemetry) holdStart() time.Time {
+	if t.holdDur.Enabled(context.Background()) {
+		return time.Now()
 	}
-	ctx, span := t.tracer.Start(ctx, op, trace.WithSpanKind(trace.SpanKindClient))
-	if !span.IsRecording() { // no attributes are built for a span no one records
-		return ctx, func(error) { span.End() }
-	}
-	span.SetAttributes(attrName.String(l.t.name), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
-	return ctx, func(err error) {
-		if err != nil {
-			span.RecordError(err)
-			if !errors.Is(err, ErrLost) && !errors.Is(err, ErrClosed) {
-				span.SetStatus(codes.Error, err.Error())
-			}
-		}
-		span.End()
-	}
-}
-
-// releaseFailed counts an Unlock or Resign whose request failed.
-func (t *telemetry) releaseFailed(l *Lock, err error) {
-	t.releaseFails.Add(context.Background(), 1, t.attrs(kindOf(l.t.spot), l.t.name))
-	t.log.Warn("etcdlock: release failed, retrying in the background", "name", l.t.name, "token", int64(l.token),
-		"lease", leaseHex(l.s.id), "err", err)
-}
-
-// retried counts one background retry of a release or cleanup.
-func (t *telemetry) retried() { t.cleanupRetries.Add(context.Background(), 1) }
-
-// renewed records an acknowledged keepalive.
-func (t *telemetry) renewed(rtt, margin time.Duration) {
-	ctx := context.Background()
-	t.keepaliveDur.Record(ctx, rtt.Seconds())
-	t.validityMargin.Record(ctx, margin.Seconds())
-}
-
-// sessionEnded records a session lost and dropped for a new one.
-func (t *telemetry) sessionEnded(s *session, cause error) {
-	t.sessionsEnded.Add(context.Background(), 1)
-	t.log.Warn("etcdlock: session lost; the next acquisition starts a new one", "lease", leaseHex(s.id), "cause", causeOf(cause), "err", cause)
+	return time.Time{}
 }
 
 // leaseHex formats a lease ID as etcdctl does.

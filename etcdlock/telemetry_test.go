@@ -210,3 +210,33 @@ func TestTelemetryElection(t *testing.T) {
 	in.Span(t, "etcdlock.Campaign")
 	in.Span(t, "etcdlock.Resign")
 }
+
+// With WithNameAttribute the metrics carry the lock's name; without it
+// (the control, on the same SDK) they do not.
+func TestTelemetryNameAttribute(t *testing.T) {
+	in, opts := withTelemetry(t)
+	cli := etcdClient(t)
+	named := newLocker(t, cli, append(opts, etcdlock.WithNameAttribute(true))...)
+	unnamed := newLocker(t, cli, opts...)
+	for _, c := range []*etcdlock.Client{named, unnamed} {
+		if err := mustLock(t, c, "job").Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := attribute.String("fencelock.name", "job")
+	for _, tt := range []struct {
+		metric string
+		attr   []attribute.KeyValue
+		want   int64
+	}{
+		{"fencelock.lock.acquisitions", []attribute.KeyValue{kindLock, name}, 1},
+		{"fencelock.lock.acquisitions", []attribute.KeyValue{kindLock}, 2},
+		{"fencelock.lock.wait.duration", []attribute.KeyValue{kindLock, outcome("acquired"), name}, 1},
+		{"fencelock.lock.hold.duration", []attribute.KeyValue{kindLock, name}, 1},
+		{"fencelock.lock.holders", []attribute.KeyValue{kindLock, name}, 0},
+	} {
+		if got := in.Sum(t, tt.metric, tt.attr...); got != tt.want {
+			t.Errorf("%s %v: got %d, want %d", tt.metric, tt.attr, got, tt.want)
+		}
+	}
+}

@@ -129,20 +129,22 @@
 // behind a concurrent one fails with [ErrRetryable] instead of reading past
 // it; run it again.
 //
-// This package imports pgx v5 and nothing else outside the standard library
-// and package fence.
+// This package imports pgx v5 and the OpenTelemetry API and nothing else
+// outside the standard library and package fence.
 //
 // # Telemetry
 //
-// Every fenced write (Table.Update, Table.Upsert, RunInTx, Store.Put,
+// Every fenced write (Table.Update, Table.Upsert, RunInTx, Exec, Store.Put,
 // Store.Delete) is a span (postgres.update, ...: a child of the caller's
 // context, with the token) and is counted in fencelock.writes and
 // fencelock.write.duration by operation and outcome (accepted, stale,
 // unknown, error); rollbacks that match [ErrRetryable] are counted in
-// fencelock.postgres.retryable_errors. They go to the providers given to
-// [NewTable], [NewFences] or [NewStore] ([WithMeterProvider],
-// [WithTracerProvider]); by default, and always for the package-level
-// [RunInTx], to the global OpenTelemetry providers, which record nothing
-// until the application installs an SDK. [Fences.Exec] is not instrumented
-// yet.
+// fencelock.postgres.retryable_errors. A call refused for its arguments
+// before any I/O (an error matching [ErrInvalidArgument], [ErrInvalidOption],
+// [ErrInvalidIdentifier], fence.ErrInvalidKey or fence.ErrInvalidToken, or
+// a context that had ended) is neither traced nor counted. They go to the
+// providers given to [NewTable], [NewFences] or [NewStore]
+// ([WithMeterProvider], [WithTracerProvider]); by default, and always for
+// the package-level [RunInTx] and [Exec], to the global OpenTelemetry
+// providers, which record nothing until the application installs an SDK.
 package postgres

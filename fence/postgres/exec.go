@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -21,7 +22,7 @@ const staleMarker = "fencelock: stale token, write refused/"
 // Exec runs one statement fenced on resource in the [DefaultFenceTable]; see
 // [Fences.Exec].
 func Exec(ctx context.Context, db DB, resource string, token fence.Token, sql string, args ...any) (int64, error) {
-	return defaultFences.Exec(ctx, db, resource, token, sql, args...)
+	return defaultFences().Exec(ctx, db, resource, token, sql, args...)
 }
 
 // Exec runs sql, one INSERT, UPDATE or DELETE, fenced on resource as if by
@@ -54,24 +55,25 @@ func (f *Fences) Exec(ctx context.Context, db DB, resource string, token fence.T
 	if err != nil {
 		return 0, err
 	}
+	if _, ok := db.(batcher); !ok {
+		return 0, fmt.Errorf("%w: Exec needs a handle with SendBatch (*pgxpool.Pool, *pgx.Conn, pgx.Tx), got %T", ErrInvalidArgument, db)
+	}
 	b := &pgx.Batch{}
 	b.Queue(f.execGuardSQL, resource, int64(token))
 	b.Queue(stmt, args...)
 	var n int64
-	err = withConn(ctx, db, func(c DB) error {
-		bc, ok := c.(batcher)
-		if !ok {
-			return fmt.Errorf("%w: Exec needs a handle with SendBatch (*pgxpool.Pool, *pgx.Conn, pgx.Tx), got %T", ErrInvalidArgument, c)
-		}
-		var err error
-		n, err = runBatch(ctx, bc, b)
-		switch {
-		case isStaleMarker(err):
-			return f.stale(ctx, c, resource, token)
-		case err != nil:
-			return writeError(c, "fenced write on", resource, token, err)
-		}
-		return nil
+	err = f.tel.write(ctx, f.tel.exec, token, func() string { return resource }, func(ctx context.Context) error {
+		return withConn(ctx, db, func(c DB) error {
+			var err error
+			n, err = runBatch(ctx, c.(batcher), b) // db has SendBatch, and so has a pool's connection
+			switch {
+			case isStaleMarker(err):
+				return f.stale(ctx, c, resource, token)
+			case err != nil:
+				return writeError(c, "fenced write on", resource, token, err)
+			}
+			return nil
+		})
 	})
 	return n, err
 }
@@ -80,6 +82,13 @@ func (f *Fences) Exec(ctx context.Context, db DB, resource string, token fence.T
 type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
+
+var (
+	_ batcher = (*pgxpool.Pool)(nil)
+	_ batcher = (*pgxpool.Conn)(nil)
+	_ batcher = (*pgx.Conn)(nil)
+	_ batcher = pgx.Tx(nil)
+)
 
 // runBatch sends Exec's guard and statement and returns the statement's row
 // count, or the first error: the guard's, the statement's, or the one that

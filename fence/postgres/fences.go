@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -33,17 +35,23 @@ type Fences struct {
 	createSQL  string
 	// execGuardSQL is Exec's guard: $1 the resource, $2 the token.
 	execGuardSQL string
-	tel          *pgTelemetry // nil: the global providers'
+	tel          *pgTelemetry
 }
 
-// defaultFences serves the package-level functions.
-var defaultFences = func() *Fences {
-	f, err := NewFences(pgx.Identifier{DefaultFenceTable})
+// defaultFences serves the package-level functions, reporting to the
+// global providers. It is made on their first call, so that a program that
+// never calls them creates no instruments for them. Should the providers
+// refuse an instrument (an SDK installed by then may), no constructor is
+// there to return the error: it goes to the OpenTelemetry error handler
+// (otel.Handle), and the writes report to the instruments the providers
+// gave.
+var defaultFences = sync.OnceValue(func() *Fences {
+	tel, err := globalTelemetry()
 	if err != nil {
-		panic(err) // a constant name: cannot happen
+		otel.Handle(fmt.Errorf("postgres: creating the OpenTelemetry instruments of the package-level functions: %w", err))
 	}
-	return f
-}()
+	return newFences(pgx.Identifier{DefaultFenceTable}.Sanitize(), DefaultFenceTable, tel)
+})
 
 // NewFences returns the [Fences] kept in the table called name
 // (schema-qualified or not; create it with [CreateSchema]); opts say where
@@ -60,19 +68,28 @@ func NewFences(name pgx.Identifier, opts ...Option) (*Fences, error) {
 	if err != nil {
 		return nil, err
 	}
+	tel, err := o.telemetry()
+	if err != nil {
+		return nil, err
+	}
+	return newFences(q, strings.Join(name, "."), tel), nil
+}
+
+// newFences returns the Fences of the table quoted q, reporting to tel.
+func newFences(q, label string, tel *pgTelemetry) *Fences {
 	// A guard that passes also records the token for the rest of the
 	// transaction, for the row trigger of [Table.CreateTrigger].
 	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, $2)" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
 		" RETURNING set_config('" + tokenSetting + "', token::text, true)"
 	return &Fences{
-		label:        strings.Join(name, "."),
+		label:        label,
 		advanceSQL:   guard,
 		currentSQL:   "SELECT token FROM " + q + " WHERE resource = $1",
 		createSQL:    "CREATE TABLE IF NOT EXISTS " + q + " (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))",
 		execGuardSQL: execGuard(guard),
-		tel:          o.telemetry(),
-	}, nil
+		tel:          tel,
+	}
 }
 
 // CreateTable creates the fence table if it does not exist. ctx bounds the

@@ -18,7 +18,7 @@ func CreateSchema(ctx context.Context, db DB) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
-	if err := defaultFences.CreateTable(ctx, db); err != nil {
+	if err := defaultFences().CreateTable(ctx, db); err != nil {
 		return err
 	}
 	return s.CreateTable(ctx)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/writetel"
 )
 
 // DefaultStoreTable is the table [CreateSchema] creates for a [Store]:
@@ -83,15 +84,7 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 	if value == nil {
 		value = []byte{}
 	}
-	if err := checkCtx(ctx); err != nil {
-		return err
-	}
-	tel := s.table.tel.orGlobal()
-	ctx, w := tel.put.Start(ctx, token)
-	if w.Recording() {
-		w.SetResource(key)
-	}
-	return tel.end(ctx, w, s.table.upsert(ctx, s.db, key, token, key, []Assignment{Set("value", value)}))
+	return s.write(ctx, s.table.tel.put, key, token, value)
 }
 
 // Delete removes the record under key, fenced like [Store.Put]: it leaves a
@@ -112,25 +105,28 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 //
 // Errors and the role of ctx are those of [Store.Put].
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
+	return s.write(ctx, s.table.tel.delete, key, token, nil)
+}
+
+// write is a Put of value as op, or, value nil, a Delete's tombstone.
+func (s *Store) write(ctx context.Context, op *writetel.Op, key string, token fence.Token, value any) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
-	tel := s.table.tel.orGlobal()
-	ctx, w := tel.delete.Start(ctx, token)
-	if w.Recording() {
-		w.SetResource(key)
+	t := s.table
+	sql, args, err := t.prepare(ctx, s.db, key, token, []Assignment{Set("value", value)}, t.upsertSQL)
+	if err != nil {
+		return err
 	}
-	return tel.end(ctx, w, s.delete(ctx, key, token))
-}
-
-func (s *Store) delete(ctx context.Context, key string, token fence.Token) error {
-	err := s.table.upsert(ctx, s.db, key, token, key, []Assignment{Set("value", nil)})
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23502" { // not_null_violation
-		return fmt.Errorf("%w: %s.value is NOT NULL and cannot hold a tombstone; ALTER TABLE %s ALTER COLUMN value DROP NOT NULL: %w",
-			ErrSchema, s.table.label, s.table.name, err)
-	}
-	return err
+	return t.tel.write(ctx, op, token, func() string { return key }, func(ctx context.Context) error {
+		err := t.upsert(ctx, s.db, key, token, key, sql, args)
+		var pgErr *pgconn.PgError
+		if value == nil && errors.As(err, &pgErr) && pgErr.Code == "23502" { // not_null_violation
+			return fmt.Errorf("%w: %s.value is NOT NULL and cannot hold a tombstone; ALTER TABLE %s ALTER COLUMN value DROP NOT NULL: %w",
+				ErrSchema, t.label, t.name, err)
+		}
+		return err
+	})
 }
 
 // Get returns the record under key, or an error matching [fence.ErrNotFound].

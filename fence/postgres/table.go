@@ -30,7 +30,7 @@ type Table struct {
 	fence  string // quoted
 	keyRaw string
 	fenRaw string
-	tel    *pgTelemetry // nil: the global providers'
+	tel    *pgTelemetry
 	// keyUnique is set once the key column was found to be unique.
 	keyUnique atomic.Bool
 }
@@ -49,8 +49,12 @@ func NewTable(name pgx.Identifier, opts ...TableOption) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
+	tel, err := o.tel.telemetry()
+	if err != nil {
+		return nil, err
+	}
 	return &Table{name: qname, label: strings.Join(name, "."), keyRaw: o.key, fenRaw: o.fence,
-		key: pgx.Identifier{o.key}.Sanitize(), fence: pgx.Identifier{o.fence}.Sanitize(), tel: o.tel.telemetry()}, nil
+		key: pgx.Identifier{o.key}.Sanitize(), fence: pgx.Identifier{o.fence}.Sanitize(), tel: tel}, nil
 }
 
 // Assignment sets one column in a fenced write. Create it with [Set].
@@ -88,32 +92,30 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
-	tel := t.tel.orGlobal()
-	ctx, w := tel.update.Start(ctx, token)
-	if w.Recording() {
-		w.SetResource(t.resource(key))
-	}
-	return tel.end(ctx, w, t.update(ctx, db, key, token, set))
-}
-
-func (t *Table) update(ctx context.Context, db DB, key any, token fence.Token, set []Assignment) error {
 	sql, args, err := t.prepare(ctx, db, key, token, set, t.updateSQL)
 	if err != nil {
 		return err
 	}
-	resource := t.resource(key)
+	return t.tel.write(ctx, t.tel.update, token, func() string { return t.resource(key) }, func(ctx context.Context) error {
+		return t.update(ctx, db, key, token, sql, args)
+	})
+}
+
+// update runs a prepared update; the row's resource name is formatted only
+// for an error.
+func (t *Table) update(ctx context.Context, db DB, key any, token fence.Token, sql string, args []any) error {
 	return withConn(ctx, db, func(c DB) error {
 		if err := t.checkUniqueKey(ctx, c); err != nil {
 			return err
 		}
 		tag, err := c.Exec(ctx, sql, args...)
 		if err != nil {
-			return writeError(c, "update", resource, token, err)
+			return writeError(c, "update", t.resource(key), token, err)
 		}
 		if tag.RowsAffected() > 0 {
 			return nil
 		}
-		return t.refused(ctx, c, key, resource, token, true)
+		return t.refused(ctx, c, key, t.resource(key), token, true)
 	})
 }
 
@@ -137,20 +139,18 @@ func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, s
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
-	resource := t.resource(key)
-	tel := t.tel.orGlobal()
-	ctx, w := tel.upsert.Start(ctx, token)
-	if w.Recording() {
-		w.SetResource(resource)
-	}
-	return tel.end(ctx, w, t.upsert(ctx, db, key, token, resource, set))
-}
-
-func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, resource string, set []Assignment) error {
 	sql, args, err := t.prepare(ctx, db, key, token, set, t.upsertSQL)
 	if err != nil {
 		return err
 	}
+	resource := t.resource(key)
+	return t.tel.write(ctx, t.tel.upsert, token, func() string { return resource }, func(ctx context.Context) error {
+		return t.upsert(ctx, db, key, token, resource, sql, args)
+	})
+}
+
+// upsert runs a prepared upsert of the row called resource.
+func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, resource, sql string, args []any) error {
 	return withConn(ctx, db, func(c DB) error {
 		tag, err := c.Exec(ctx, sql, args...)
 		if err != nil {

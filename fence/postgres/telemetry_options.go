@@ -35,11 +35,13 @@ func (f telemetryOptionFunc) applyTable(o *tableOptions) { f(&o.tel) }
 // WithMeterProvider sets the OpenTelemetry meter provider for the metrics
 // of the writes of a [Table], [Fences] or [Store]: fencelock.writes and
 // fencelock.write.duration (attributes fencelock.adapter "postgres",
-// fencelock.operation update, upsert, tx, put or delete, fencelock.outcome
-// accepted, stale, unknown or error) and
-// fencelock.postgres.retryable_errors. Default: the global provider
+// fencelock.operation update, upsert, tx, exec, put or delete,
+// fencelock.outcome accepted, stale, unknown or error) and
+// fencelock.postgres.retryable_errors. A write refused for its arguments,
+// before any I/O, is not counted. Default: the global provider
 // (otel.GetMeterProvider), which records nothing until the application
-// installs an SDK. nil (a typed nil too) makes the constructor fail.
+// installs an SDK. nil (a typed nil too) makes the constructor fail, and so
+// does a provider that fails to create an instrument.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return telemetryOptionFunc(func(o *telemetryOptions) {
 		o.meters, o.nilProvider = mp, o.nilProvider || nilcheck.IsNil(mp)
@@ -48,8 +50,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithTracerProvider sets the OpenTelemetry tracer provider for the span of
 // each fenced write of a [Table], [Fences] or [Store] (postgres.update,
-// postgres.upsert, postgres.tx, postgres.put, postgres.delete: children of
-// the caller's context, with the token and the resource as attributes).
+// postgres.upsert, postgres.tx, postgres.exec, postgres.put,
+// postgres.delete: children of the caller's context, with the token and
+// the resource as attributes).
 // Default: the global provider. nil (a typed nil too) makes the
 // constructor fail.
 func WithTracerProvider(tp trace.TracerProvider) Option {
@@ -77,11 +80,16 @@ func (o telemetryOptions) check() error {
 	return nil
 }
 
-// telemetry returns the instruments on the chosen providers, or nil for
-// the global ones (built on first use: see [pgTelemetry.orGlobal]).
-func (o telemetryOptions) telemetry() *pgTelemetry {
-	if o.meters == nil && o.tracers == nil {
-		return nil
+// telemetry returns the instruments on the chosen providers, or those on
+// the global ones, shared, when none was chosen. An error is the
+// providers' refusal to create one, wrapped.
+func (o telemetryOptions) telemetry() (*pgTelemetry, error) {
+	t, err := globalTelemetry()
+	if o.meters != nil || o.tracers != nil {
+		t, err = newPGTelemetry(o.meters, o.tracers)
 	}
-	return newPGTelemetry(o.meters, o.tracers)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: creating the OpenTelemetry instruments: %w", err)
+	}
+	return t, nil
 }

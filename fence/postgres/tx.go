@@ -17,7 +17,7 @@ const rollbackTimeout = 5 * time.Second
 // RunInTx runs fn in a transaction fenced on resource in the
 // [DefaultFenceTable]; see [Fences.RunInTx].
 func RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error, opts ...TxOption) error {
-	return defaultFences.RunInTx(ctx, db, resource, token, fn, opts...)
+	return defaultFences().RunInTx(ctx, db, resource, token, fn, opts...)
 }
 
 // RunInTx begins a transaction on db, raises resource's fence to token as its
@@ -56,15 +56,6 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err := checkTx(ctx, db, resource, token, fn); err != nil {
 		return err
 	}
-	tel := f.tel.orGlobal()
-	ctx, w := tel.tx.Start(ctx, token)
-	if w.Recording() {
-		w.SetResource(resource)
-	}
-	return tel.end(ctx, w, f.runInTx(ctx, db, resource, token, fn, opts))
-}
-
-func (f *Fences) runInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error, opts []TxOption) error {
 	o, err := newTxOptions(opts)
 	if err == nil {
 		err = checkTxOptions(db, o)
@@ -72,6 +63,12 @@ func (f *Fences) runInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err != nil {
 		return err
 	}
+	return f.tel.write(ctx, f.tel.tx, token, func() string { return resource }, func(ctx context.Context) error {
+		return f.runInTx(ctx, db, resource, token, fn, o)
+	})
+}
+
+func (f *Fences) runInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error, o pgx.TxOptions) error {
 	tx, err := begin(ctx, db, o)
 	if err != nil {
 		return fmt.Errorf("postgres: begin fenced transaction on %s: %w", resource, classify(err))

@@ -14,7 +14,8 @@ import (
 )
 
 // SDK is a meter provider whose metrics go to an in-memory reader and a
-// tracer provider that samples and records every span.
+// tracer provider that samples and records every span, and keeps it ([New])
+// or exports it ([NewExported]).
 type SDK struct {
 	Meters  *sdkmetric.MeterProvider
 	Tracers *sdktrace.TracerProvider
@@ -27,6 +28,23 @@ func New(tb testing.TB) *SDK {
 	s := &SDK{reader: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder()}
 	s.Meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(s.reader))
 	s.Tracers = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(s.spans))
+	tb.Cleanup(func() {
+		s.Meters.Shutdown(context.Background())
+		s.Tracers.Shutdown(context.Background())
+	})
+	return s
+}
+
+// NewExported returns an SDK shut down when tb ends whose spans, every one
+// sampled and recorded, go as an application's do: through a batch span
+// processor to an exporter, which here drops them. Unlike [New] it keeps
+// no span (Span and Spans fail tb), so a benchmark's heap does not grow
+// with every span it ends.
+func NewExported(tb testing.TB) *SDK {
+	s := &SDK{reader: sdkmetric.NewManualReader()}
+	s.Meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(s.reader))
+	s.Tracers = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
+		sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 	tb.Cleanup(func() {
 		s.Meters.Shutdown(context.Background())
 		s.Tracers.Shutdown(context.Background())
@@ -72,6 +90,7 @@ func (s *SDK) Sum(tb testing.TB, name string, want ...attribute.KeyValue) int64 
 // none.
 func (s *SDK) Span(tb testing.TB, name string) sdktrace.ReadOnlySpan {
 	tb.Helper()
+	s.mustKeep(tb)
 	for _, sp := range s.spans.Ended() {
 		if sp.Name() == name {
 			return sp
@@ -79,6 +98,26 @@ func (s *SDK) Span(tb testing.TB, name string) sdktrace.ReadOnlySpan {
 	}
 	tb.Fatalf("no span %q among %d", name, len(s.spans.Ended()))
 	return nil
+}
+
+// Spans returns the ended spans called name, in the order they ended.
+func (s *SDK) Spans(tb testing.TB, name string) []sdktrace.ReadOnlySpan {
+	tb.Helper()
+	s.mustKeep(tb)
+	var out []sdktrace.ReadOnlySpan
+	for _, sp := range s.spans.Ended() {
+		if sp.Name() == name {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+func (s *SDK) mustKeep(tb testing.TB) {
+	tb.Helper()
+	if s.spans == nil {
+		tb.Fatal("oteltest: this SDK keeps no spans (NewExported); use New")
+	}
 }
 
 // Attr returns the value of sp's attribute key.

@@ -16,13 +16,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // BenchmarkWrite is the telemetry's own cost per fenced write (Start and
 // End, one accepted and one stale in turn), on the global providers with
-// no SDK installed and on the SDK with every span recorded.
+// no SDK installed, on the SDK with every span recorded and kept in memory
+// ("sdk"), and on the SDK with every span recorded and exported through a
+// batch processor whose exporter drops them ("sdk-exported").
 func BenchmarkWrite(b *testing.B) {
 	stale := &fence.StaleError{Resource: "r", Token: 1, Current: 2}
-	for _, sdk := range []bool{false, true} {
-		name := map[bool]string{false: "nosdk", true: "sdk"}[sdk]
+	for _, name := range []string{"nosdk", "sdk", "sdk-exported"} {
 		b.Run(name, func(b *testing.B) {
-			r, err := newRecorder(b, sdk)
+			r, err := newRecorder(b, name)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -44,11 +45,16 @@ func BenchmarkWrite(b *testing.B) {
 	}
 }
 
-func newRecorder(b *testing.B, sdk bool) (*writetel.Recorder, error) {
-	if !sdk {
+func newRecorder(b *testing.B, sdk string) (*writetel.Recorder, error) {
+	var s *oteltest.SDK
+	switch sdk {
+	case "nosdk":
 		return writetel.New("postgres", "bench", nil, nil, "update")
+	case "sdk":
+		s = oteltest.New(b)
+	default:
+		s = oteltest.NewExported(b)
 	}
-	s := oteltest.New(b)
 	return writetel.New("postgres", "bench", s.Meters, s.Tracers, "update")
 }
 

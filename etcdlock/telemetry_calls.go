@@ -1,0 +1,180 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// What the calls of a Lock's life report. Each builds span attributes only
+// for a span an SDK records, log arguments only for a level the logger
+// takes, and reads the clock only for a duration an SDK records.
+
+// acquireOp is the call that makes an acquisition.
+type acquireOp uint8
+
+const (
+	opLock acquireOp = iota
+	opTryLock
+	opCampaign
+)
+
+var acquireSpans = [...]string{opLock: "etcdlock.Lock", opTryLock: "etcdlock.TryLock", opCampaign: "etcdlock.Campaign"}
+
+// acquisition is one Lock, TryLock or Campaign under way, from
+// [telemetry.acquiring] to [acquisition.done].
+type acquisition struct {
+	t     *telemetry
+	ctx   context.Context
+	span  trace.Span
+	start time.Time // zero when neither timed nor logged
+	timed bool      // an SDK records the wait's duration
+	kind  kind
+	name  string
+	base  attrs
+}
+
+// acquiring starts an acquisition's span and counts a waiter; the
+// acquisition's done ends both with the outcome.
+func (t *telemetry) acquiring(ctx context.Context, op acquireOp, sp spot) (context.Context, acquisition) {
+	k := kindOf(sp)
+	ctx, span := t.tracer.Start(ctx, acquireSpans[op], t.spanStart...)
+	a := acquisition{t: t, ctx: ctx, span: span, kind: k, name: sp.name, base: t.attrsOf(k, sp.name),
+		timed: t.waitDur.Enabled(ctx)}
+	if a.timed || t.log.Enabled(ctx, slog.LevelDebug) {
+		a.start = time.Now()
+	}
+	if span.IsRecording() {
+		span.SetAttributes(t.spanKind[k], attrName.String(sp.name))
+	}
+	t.waiters.Add(ctx, 1, a.base.add...)
+	return ctx, a
+}
+
+// done records the acquisition's outcome: l acquired, or err.
+func (a acquisition) done(l *Lock, err error) {
+	t, ctx := a.t, a.ctx
+	t.waiters.Add(ctx, -1, a.base.add...)
+	o := acquisitionOutcome(err)
+	if a.timed {
+		t.waitDur.Record(ctx, time.Since(a.start).Seconds(), t.attrsOutcome(a.kind, a.name, o).record...)
+	}
+	if err != nil {
+		a.notAcquired(o, err)
+		return
+	}
+	t.acquisitions.Add(ctx, 1, a.base.add...)
+	t.holders.Add(ctx, 1, a.base.add...)
+	if a.span.IsRecording() {
+		a.span.SetAttributes(t.spanOutcome[o], attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
+	}
+	a.span.End()
+	if t.log.Enabled(ctx, slog.LevelDebug) {
+		t.log.DebugContext(ctx, "etcdlock: acquired", "kind", kinds[a.kind], "name", a.name, "token", int64(l.token),
+			"lease", leaseHex(l.s.id), "waited", time.Since(a.start))
+	}
+}
+
+func (a acquisition) notAcquired(o outcome, err error) {
+	if a.span.IsRecording() {
+		if o == outcomeError {
+			a.span.RecordError(err)
+			a.span.SetStatus(codes.Error, err.Error())
+		}
+		a.span.SetAttributes(a.t.spanOutcome[o])
+	}
+	a.span.End()
+	if a.t.log.Enabled(a.ctx, slog.LevelDebug) {
+		a.t.log.DebugContext(a.ctx, "etcdlock: not acquired", "kind", kinds[a.kind], "name", a.name, "outcome", outcomes[o], "err", err)
+	}
+}
+
+// release is one Unlock or Resign under way, from [telemetry.releasing]
+// to [release.done].
+type release struct{ span trace.Span }
+
+// releasing starts Unlock's or Resign's span.
+func (t *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, release) {
+	name := "etcdlock.Unlock"
+	if l.t.ended == ErrResigned {
+		name = "etcdlock.Resign"
+	}
+	ctx, span := t.tracer.Start(ctx, name, t.spanStart...)
+	if span.IsRecording() {
+		span.SetAttributes(attrName.String(l.t.name), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
+	}
+	return ctx, release{span}
+}
+
+// done ends the release's span with its error.
+func (r release) done(err error) {
+	if err != nil && r.span.IsRecording() {
+		r.span.RecordError(err)
+		if !errors.Is(err, ErrLost) && !errors.Is(err, ErrClosed) {
+			r.span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	r.span.End()
+}
+
+// ended records the end of a held lock or term: released (cause is
+// ErrUnlocked or ErrResigned) or lost.
+func (t *telemetry) ended(l *Lock, cause error) {
+	ctx := context.Background()
+	k := kindOf(l.t.spot)
+	base := t.attrsOf(k, l.t.name)
+	t.holders.Add(ctx, -1, base.add...)
+	if !l.acquired.IsZero() { // zero: no SDK recorded the duration when it was acquired
+		t.holdDur.Record(ctx, time.Since(l.acquired).Seconds(), base.record...)
+	}
+	if cause == l.t.ended {
+		if t.log.Enabled(ctx, slog.LevelDebug) {
+			t.log.Debug("etcdlock: released", "kind", kinds[k], "name", l.t.name, "token", int64(l.token), "lease", leaseHex(l.s.id))
+		}
+		return
+	}
+	c := causeOf(cause)
+	t.losses.Add(ctx, 1, t.attrsCause(k, l.t.name, c).add...)
+	level := slog.LevelWarn
+	if c == causeClientClosed {
+		level = slog.LevelDebug
+	}
+	if t.log.Enabled(ctx, level) {
+		t.log.Log(ctx, level, "etcdlock: lost", "kind", kinds[k], "name", l.t.name, "token", int64(l.token),
+			"lease", leaseHex(l.s.id), "cause", causes[c], "owner", l.c.o.owner, "err", cause)
+	}
+}
+
+// releaseFailed counts an Unlock or Resign whose request failed.
+func (t *telemetry) releaseFailed(l *Lock, err error) {
+	ctx := context.Background()
+	t.releaseFails.Add(ctx, 1, t.attrsOf(kindOf(l.t.spot), l.t.name).add...)
+	if t.log.Enabled(ctx, slog.LevelWarn) {
+		t.log.Warn("etcdlock: release failed, retrying in the background", "name", l.t.name, "token", int64(l.token),
+			"lease", leaseHex(l.s.id), "err", err)
+	}
+}
+
+// retried counts one background retry of a release or cleanup.
+func (t *telemetry) retried() { t.cleanupRetries.Add(context.Background(), 1) }
+
+// renewed records an acknowledged keepalive.
+func (t *telemetry) renewed(rtt, margin time.Duration) {
+	ctx := context.Background()
+	t.keepaliveDur.Record(ctx, rtt.Seconds())
+	t.validityMargin.Record(ctx, margin.Seconds())
+}
+
+// sessionEnded records a session lost and dropped for a new one.
+func (t *telemetry) sessionEnded(s *session, cause error) {
+	ctx := context.Background()
+	t.sessionsEnded.Add(ctx, 1)
+	if t.log.Enabled(ctx, slog.LevelWarn) {
+		t.log.Warn("etcdlock: session lost; the next acquisition starts a new one", "lease", leaseHex(s.id),
+			"cause", causes[causeOf(cause)], "err", cause)
+	}
+}
