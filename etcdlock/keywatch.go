@@ -149,16 +149,7 @@ func (w *keyWatcher) run() {
 	for life.Err() == nil {
 		start := time.Now()
 		w.serve(life)
-		if time.Since(start) > maxWatchBackoff {
-			backoff = minWatchBackoff
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-life.Done():
-		case <-t.C:
-		}
-		t.Stop()
-		backoff = min(2*backoff, maxWatchBackoff)
+		retryPause(life, start, &backoff)
 	}
 	w.mu.Lock()
 	w.running = false

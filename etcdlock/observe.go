@@ -79,16 +79,7 @@ func (o *observer) run(ctx context.Context) {
 			// once per hung watch.
 			o.read(ctx)
 		}
-		if time.Since(start) > maxWatchBackoff {
-			backoff = minWatchBackoff
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-		backoff = min(2*backoff, maxWatchBackoff)
+		retryPause(ctx, start, &backoff)
 	}
 }
 

@@ -122,6 +122,22 @@ const (
 	maxWatchBackoff = time.Second
 )
 
+// retryPause waits before the next attempt of a loop whose last attempt
+// started at start: *d, or less if ctx ends, reset to the minimum first if
+// that attempt lasted, and doubled after.
+func retryPause(ctx context.Context, start time.Time, d *time.Duration) {
+	if time.Since(start) > maxWatchBackoff {
+		*d = minWatchBackoff
+	}
+	t := time.NewTimer(*d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	*d = min(2**d, maxWatchBackoff)
+}
+
 // pause waits *d (or less if ctx ends or the session does) and doubles it.
 func pause(ctx context.Context, s *session, d *time.Duration) error {
 	t := time.NewTimer(*d)

@@ -15,14 +15,12 @@ import (
 	"github.com/fencelock/fencelock/internal/pgtest"
 )
 
-// Every fenced write of a Table, a Fences and a Store given providers is
-// counted on them by operation and outcome and traced as a child of the
-// caller's span, with its token.
-func TestTelemetry(t *testing.T) {
+// instrumented returns an in-memory SDK and an accounts Table, the default
+// Fences and a Store on db, all reporting to it.
+func instrumented(t *testing.T, db postgres.DB) (*oteltest.SDK, *postgres.Table, *postgres.Fences, *postgres.Store) {
+	t.Helper()
 	sdk := oteltest.New(t)
 	providers := []postgres.Option{postgres.WithMeterProvider(sdk.Meters), postgres.WithTracerProvider(sdk.Tracers)}
-	pool := pgtest.NewPool(t)
-	mustExec(t, pool, "CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL DEFAULT 0, fence bigint NOT NULL DEFAULT 0)")
 	accounts, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"), providers[0], providers[1])
 	if err != nil {
 		t.Fatal(err)
@@ -31,10 +29,20 @@ func TestTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.NewStore(pool, pgx.Identifier{postgres.DefaultStoreTable}, providers...)
+	store, err := postgres.NewStore(db, pgx.Identifier{postgres.DefaultStoreTable}, providers...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sdk, accounts, fences, store
+}
+
+// Every fenced write of a Table, a Fences and a Store given providers is
+// counted on them by operation and outcome and traced as a child of the
+// caller's span, with its token.
+func TestTelemetry(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	mustExec(t, pool, "CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL DEFAULT 0, fence bigint NOT NULL DEFAULT 0)")
+	sdk, accounts, fences, store := instrumented(t, pool)
 	if err := postgres.CreateSchema(t.Context(), pool); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +59,7 @@ func TestTelemetry(t *testing.T) {
 	if err := fences.RunInTx(t.Context(), pool, "acct-1", 5, func(pgx.Tx) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	err = fences.RunInTx(t.Context(), pool, "acct-1", 3, func(pgx.Tx) error { return nil })
+	err := fences.RunInTx(t.Context(), pool, "acct-1", 3, func(pgx.Tx) error { return nil })
 	if !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("stale RunInTx: got %v, want ErrStale", err)
 	}
@@ -125,20 +133,7 @@ func TestTelemetry(t *testing.T) {
 // nor traced; a write that fails after the checks is, as an error (the
 // control).
 func TestTelemetryInvalidInput(t *testing.T) {
-	sdk := oteltest.New(t)
-	providers := []postgres.Option{postgres.WithMeterProvider(sdk.Meters), postgres.WithTracerProvider(sdk.Tracers)}
-	accounts, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"), providers[0], providers[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	fences, err := postgres.NewFences(pgx.Identifier{postgres.DefaultFenceTable}, providers...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := postgres.NewStore(noIO{t}, pgx.Identifier{postgres.DefaultStoreTable}, providers...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sdk, accounts, fences, store := instrumented(t, noIO{t})
 	ok := func(pgx.Tx) error { return nil }
 	tests := []struct {
 		name string
