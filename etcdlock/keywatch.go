@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -103,17 +104,23 @@ func (w *keyWatcher) remove(l *Lock) {
 	w.drop(l)
 }
 
-// drop removes l's watch; w.mu is held.
+// drop removes l's watch, and cancels it on etcd's side if its creation
+// was sent; w.mu is held.
 func (w *keyWatcher) drop(l *Lock) {
 	id := l.watchID
 	if id == 0 {
 		return
 	}
-	l.watchID = 0
-	delete(w.watches, id)
+	w.forget(l)
 	if w.stream != nil && id <= w.sentMax {
 		w.push(cancelRequest(id))
 	}
+}
+
+// forget removes l's watch here only; w.mu is held.
+func (w *keyWatcher) forget(l *Lock) {
+	delete(w.watches, l.watchID)
+	l.watchID = 0
 }
 
 func cancelRequest(id int64) *pb.WatchRequest {
@@ -135,9 +142,16 @@ func createRequest(id int64, l *Lock) *pb.WatchRequest {
 		Key:           []byte(l.t.key),
 		StartRevision: l.wrev,
 		WatchId:       id,
-		Filters:       []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT},
+		Filters:       deletesOnly,
 	}}}
 }
+
+// The filters of a lock's watch (deletions only) and of a probe (nothing).
+// Shared: requests are only read, when they are marshalled.
+var (
+	deletesOnly = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}
+	noEvents    = []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT, pb.WatchCreateRequest_NODELETE}
+)
 
 // run keeps a stream open and reads it until the Client is closed,
 // pausing before each new stream as waiters do, so that refused streams
@@ -168,11 +182,7 @@ func (w *keyWatcher) serve(life context.Context) {
 		return
 	}
 	w.mu.Lock()
-	ids := make([]int64, 0, len(w.watches))
-	for id := range w.watches {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids) // creations go in ID order, so sentMax tells what was sent
+	ids := slices.Sorted(maps.Keys(w.watches)) // creations go in ID order, so sentMax tells what was sent
 	// A wake channel per stream, so that a writer of an earlier stream
 	// still on its way out cannot take this one's wake-up.
 	wake := make(chan struct{}, 1)
@@ -291,7 +301,7 @@ func (w *keyWatcher) probe(stream pb.Watch_WatchClient) bool {
 	w.push(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
 		Key:     []byte(w.c.o.prefix),
 		WatchId: w.probeID,
-		Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT, pb.WatchCreateRequest_NODELETE},
+		Filters: noEvents,
 	}}})
 	return true
 }
@@ -307,10 +317,7 @@ const refreshBatch = 64
 // fails leaves the rest to be watched from where they were.
 func (w *keyWatcher) refresh(life context.Context) {
 	w.mu.Lock()
-	ls := make([]*Lock, 0, len(w.watches))
-	for _, l := range w.watches {
-		ls = append(ls, l)
-	}
+	ls := slices.Collect(maps.Values(w.watches))
 	w.mu.Unlock()
 	// A few transactions at a time: 10,000 keys one after the other would
 	// leave the locks unwatched for 157 round trips.
@@ -402,9 +409,7 @@ func (w *keyWatcher) handle(resp *pb.WatchResponse) error {
 			return errStreamRefused // the watch is created again on the next stream
 		}
 		if l != nil {
-			// etcd made no watch, so there is nothing to cancel.
-			l.watchID = 0
-			delete(w.watches, id)
+			w.forget(l) // etcd made no watch, so there is nothing to cancel
 			w.spawn(l.recheck)
 		}
 	case resp.Canceled:
@@ -451,7 +456,6 @@ func (l *Lock) watch() {
 func (l *Lock) deleted() {
 	if err := l.deletedCause(l.wctx); err != nil {
 		l.finish(err)
-		l.stopCtx() // nothing more to watch: let the session's context forget it
 	}
 }
 
@@ -470,7 +474,6 @@ func (l *Lock) recheck() {
 		return // the lock ended, and whoever ended it said why
 	case err != nil:
 		l.finish(lost(fmt.Errorf("watch ended and the key could not be read: %w", err)))
-		l.stopCtx()
 		return
 	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token):
 		l.deleted()

@@ -148,16 +148,24 @@ func (l *Lock) Err() error {
 	return l.err
 }
 
-// finish records the first cause and closes done.
+// finish records the first cause, closes done, stops the key watch and
+// accounts for the end.
 func (l *Lock) finish(cause error) {
 	if l.close(cause) {
 		l.s.removeLock(l)
-		l.c.tel.ended(l, cause)
+		l.closed(cause)
 	}
 }
 
+// closed follows the first close of done (finish, or the end of the
+// session): it stops the key watch and counts and logs the end.
+func (l *Lock) closed(cause error) {
+	l.cancel()
+	l.c.tel.ended(l, cause)
+}
+
 // close records cause and closes done, unless an earlier cause was; it
-// reports whether this was the first. The caller accounts for the end.
+// reports whether this was the first. The caller then calls closed.
 func (l *Lock) close(cause error) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -243,7 +251,6 @@ func (l *Lock) settle(r released) {
 		l.finish(lostBefore)
 	}
 	l.finish(l.t.ended)
-	l.cancel()
 }
 
 // retryUnlock starts the background release after a failed Unlock, unless

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -103,7 +102,7 @@ func (o *observer) watch(ctx context.Context) error {
 		created.Stop()
 		return ctx.Err()
 	case <-created.C:
-		o.ws.key = strconv.FormatUint(o.c.seq.Add(1), 10)
+		o.ws.renew(o.c)
 		return errWatchHung
 	case wr, ok := <-wch:
 		created.Stop()
@@ -123,7 +122,7 @@ func (o *observer) watch(ctx context.Context) error {
 			return ctx.Err()
 		case <-probe.C:
 			if asked {
-				o.ws.key = strconv.FormatUint(o.c.seq.Add(1), 10)
+				o.ws.renew(o.c)
 				return errWatchHung
 			}
 			if err := o.c.cli.RequestProgress(wctx); err != nil {

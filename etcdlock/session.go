@@ -166,8 +166,7 @@ func (s *session) end(cause error) {
 	close(s.done) // after the Done channels
 	s.cancel()
 	for _, l := range ended {
-		l.cancel()
-		l.c.tel.ended(l, lc)
+		l.closed(lc)
 	}
 }
 

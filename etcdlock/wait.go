@@ -103,6 +103,10 @@ func (w *watchStream) context(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, watchStreamKey, w.key)
 }
 
+// renew makes the next watch go on a stream of its own, which clientv3
+// opens (logging in afresh).
+func (w *watchStream) renew(c *Client) { w.key = strconv.FormatUint(c.seq.Add(1), 10) }
+
 // refused takes note of why etcd refused a watch (nil: the watch ended
 // without a reason): an auth token it no longer accepts makes the next
 // watch go on a new stream; a missing permission is returned.
@@ -110,7 +114,7 @@ func (w *watchStream) refused(c *Client, reason error) error {
 	reason = refusal(reason)
 	switch {
 	case tokenRefused(reason) || errors.Is(reason, rpctypes.ErrUserEmpty):
-		w.key = strconv.FormatUint(c.seq.Add(1), 10)
+		w.renew(c)
 	case permanent(reason):
 		return reason
 	}
