@@ -330,3 +330,58 @@ func TestKeyWatchHungStream(t *testing.T) {
 	}
 	t.Logf("deletion hidden by a hung stream reported after %v (TTL 3s: probes every 1s)", took.Round(time.Millisecond))
 }
+
+// rangeOf matches a plain read (not a transaction) of key.
+func rangeOf(key string) reqfault.Match {
+	return func(method string, req any) bool {
+		r, ok := req.(*pb.RangeRequest)
+		return ok && string(r.Key) == key
+	}
+}
+
+// The read of its key that follows a compacted watch (recheck) loses its
+// reply or arrives twice: the lock is not taken for lost, keeps its watch,
+// and still learns of a later deletion.
+func TestKeyWatchRecheckReadFault(t *testing.T) {
+	for _, k := range []reqfault.Kind{reqfault.LostReply, reqfault.Twice} {
+		t.Run(k.String(), func(t *testing.T) {
+			fcli, in := faulty(t, 27)
+			raw := etcdClient(t)
+			c := newLocker(t, fcli)
+			admin := newLocker(t, raw)
+			l := mustLock(t, c, "recheck-"+k.String())
+			waitFor(t, func() bool { n, ok := etcdlock.KeyWatchesForTest(c); return n == 1 && ok }, "the watch")
+			var rev int64
+			for range 3 { // so that the compaction covers the watch's start
+				resp, err := raw.Put(t.Context(), "unrelated/recheck-"+k.String(), "x")
+				if err != nil {
+					t.Fatal(err)
+				}
+				rev = resp.Header.Revision
+			}
+			if _, err := raw.Compact(t.Context(), rev); err != nil {
+				t.Fatal(err)
+			}
+			in.Next(reads(l.Key()), reqfault.LostReply) // the refresh fails: the new stream finds the watch compacted
+			in.Next(rangeOf(l.Key()), k)
+			etcdlock.EndKeyWatchStreamForTest(c)
+			want := map[reqfault.Kind]int{reqfault.LostReply: 1}
+			want[k]++
+			waitFor(t, func() bool {
+				got := in.Counts()
+				return got[k] >= want[k] && got[reqfault.LostReply] >= want[reqfault.LostReply]
+			}, "both faults injected")
+			waitFor(t, func() bool { n, ok := etcdlock.KeyWatchesForTest(c); return n == 1 && ok }, "the watch again")
+			if err := l.Err(); err != nil {
+				t.Fatalf("Err after the faulty recheck: %v", err)
+			}
+			if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
+				t.Fatal(err)
+			}
+			waitClosed(t, l.Done(), 5*time.Second, "Done after Break")
+			if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+				t.Fatalf("Err: got %v, want ErrKeyDeleted", err)
+			}
+		})
+	}
+}
