@@ -191,8 +191,8 @@ func stripCompleteConditions(o *s3.Options) {
 	})
 }
 
-// completes is an http.RoundTripper that counts UploadPart and
-// CompleteMultipartUpload requests, runs before ahead of the first
+// completes is an http.RoundTripper that counts UploadPart,
+// CompleteMultipartUpload and AbortMultipartUpload requests, runs before ahead of the first
 // Complete, and can lose the first Complete's request or answer.
 type completes struct {
 	next                    http.RoundTripper
@@ -205,8 +205,8 @@ type completes struct {
 	twice   bool
 	between func()
 
-	mu               sync.Mutex
-	parts, completes int
+	mu                       sync.Mutex
+	parts, completes, aborts int
 }
 
 func (h *completes) option() s3test.ClientOption {
@@ -227,6 +227,9 @@ func (h *completes) RoundTrip(req *http.Request) (*http.Response, error) {
 	h.mu.Lock()
 	if req.Method == http.MethodPut && req.URL.Query().Has("partNumber") {
 		h.parts++
+	}
+	if req.Method == http.MethodDelete && req.URL.Query().Has("uploadId") {
+		h.aborts++
 	}
 	first := isComplete(req) && h.completes == 0
 	if isComplete(req) {
@@ -353,6 +356,11 @@ func TestMultipartCompleteDeliveredTwice(t *testing.T) {
 				t.Fatalf("object's token: got %d, want 34", got.Token)
 			}
 			wantNoUploads(t, k)
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.aborts != 0 {
+				t.Errorf("%d AbortMultipartUpload requests for an upload the server said was gone, want 0", h.aborts)
+			}
 		})
 	}
 }

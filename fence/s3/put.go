@@ -273,6 +273,7 @@ func (s *Store) reconcile(ctx context.Context, w *write, putErr error) error {
 // write did not land, and the parts are sent again in a new upload
 // (refused: the loop reads and decides again).
 func (s *Store) uploadGone(ctx context.Context, w *write, completeErr error) (refused bool, err error) {
+	w.mp.id, w.mp.parts = "", nil // gone either way: nothing to abort, and a retry starts a new one
 	s.cache.drop(w.key)
 	v, exists, err := s.current(ctx, w.key)
 	switch {
@@ -285,7 +286,6 @@ func (s *Store) uploadGone(ctx context.Context, w *write, completeErr error) (re
 		return false, &fence.UnknownOutcomeError{Resource: w.key, Token: w.hdr.token,
 			Err: fmt.Errorf("upload gone (completed or aborted) and token %d written since: %w", v.hdr.token, completeErr)}
 	}
-	w.mp.id, w.mp.parts = "", nil
 	return true, completeErr
 }
 
