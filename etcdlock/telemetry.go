@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -90,11 +87,9 @@ func newAttrs(kv ...attribute.KeyValue) attrs {
 // gave one. Everything a measurement or a span starts with is built once,
 // here; without names (WithNameAttribute) so is every attribute set.
 type telemetry struct {
-	tracer    trace.Tracer
-	unset     trace.TracerProvider // the global provider before an SDK is set; nil if another was given
-	log       *slog.Logger
-	names     bool
-	spanStart []trace.SpanStartOption
+	tracer *writetel.Tracer // starts no span while no SDK is set
+	log    *slog.Logger
+	names  bool
 
 	// Attribute sets without names, by kind and by kind and outcome or
 	// cause; the span attributes of each kind and outcome.
@@ -120,13 +115,10 @@ type telemetry struct {
 }
 
 func newTelemetry(o *options) (*telemetry, error) {
-	t := &telemetry{tracer: o.tracerProvider.Tracer(instrumentationName), log: o.logger, names: o.nameAttribute,
-		spanStart: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}}
+	t := &telemetry{tracer: writetel.NewTracer(o.tracerProvider, instrumentationName, trace.WithSpanKind(trace.SpanKindClient)),
+		log: o.logger, names: o.nameAttribute}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
-	}
-	if tp := otel.GetTracerProvider(); o.tracerProvider == tp && isGlobal(tp) {
-		t.unset = tp
 	}
 	err := t.instruments(o.meterProvider.Meter(instrumentationName))
 	guard, gerr := writetel.New("guard", instrumentationName, o.meterProvider, o.tracerProvider, "write")
@@ -134,35 +126,6 @@ func newTelemetry(o *options) (*telemetry, error) {
 	t.cacheSets()
 	return t, errors.Join(err, gerr)
 }
-
-// globalPkg is the package of the global tracer provider that
-// otel.GetTracerProvider returns until an SDK is set (otel.SetTracerProvider
-// then makes it return the SDK's, and the global one delegate to it).
-const globalPkg = "go.opentelemetry.io/otel/internal/global"
-
-// isGlobal reports whether tp is the global provider otel.GetTracerProvider
-// returns before an SDK is set.
-func isGlobal(tp trace.TracerProvider) bool {
-	rt := reflect.TypeOf(tp)
-	if rt.Kind() == reflect.Pointer {
-		rt = rt.Elem()
-	}
-	return rt.PkgPath() == globalPkg
-}
-
-// start starts a span, unless no SDK is set: then the global tracer would
-// return a span that records nothing, allocated with a context to carry it
-// (a layer every context lookup on the request's path walks), and start
-// returns a no-op span and ctx as it is. An SDK set later is used from the
-// next span on.
-func (t *telemetry) start(ctx context.Context, name string) (context.Context, trace.Span) {
-	if t.unset != nil && otel.GetTracerProvider() == t.unset {
-		return ctx, noopSpan
-	}
-	return t.tracer.Start(ctx, name, t.spanStart...)
-}
-
-var noopSpan = tracenoop.Span{}
 
 // instruments creates the metrics on m.
 func (t *telemetry) instruments(m metric.Meter) error {

@@ -42,7 +42,7 @@ type acquisition struct {
 // acquisition's done ends both with the outcome.
 func (t *telemetry) acquiring(ctx context.Context, op acquireOp, sp spot) (context.Context, acquisition) {
 	k := kindOf(sp)
-	ctx, span := t.start(ctx, acquireSpans[op])
+	ctx, span := t.tracer.Start(ctx, acquireSpans[op])
 	a := acquisition{t: t, ctx: ctx, span: span, kind: k, name: sp.name, base: t.attrsOf(k, sp.name),
 		timed: t.waitDur.Enabled(ctx)}
 	if a.timed || t.log.Enabled(ctx, slog.LevelDebug) {
@@ -103,7 +103,7 @@ func (t *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, re
 	if l.t.ended == ErrResigned {
 		name = "etcdlock.Resign"
 	}
-	ctx, span := t.start(ctx, name)
+	ctx, span := t.tracer.Start(ctx, name)
 	if span.IsRecording() {
 		span.SetAttributes(attrName.String(l.t.name), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
 	}

@@ -35,13 +35,20 @@ const (
 )
 
 // outcomes are indexed by [outcome].
-var outcomes = [...]string{Accepted, Stale, LockLost, Unknown, Error}
+var outcomes = [...]string{iAccepted: Accepted, iStale: Stale, iLockLost: LockLost, iUnknown: Unknown, iError: Error}
 
-// Attribute keys.
+// WritesMetric is the name of the counter of fenced writes, whose data
+// points carry [AttrAdapter] and [AttrOutcome] (one of the outcomes above).
+const WritesMetric = "fencelock.writes"
+
+// Attribute keys; the exported ones for readers of the metrics (the
+// harness).
 const (
-	attrAdapter   = attribute.Key("fencelock.adapter")
+	AttrAdapter   = attribute.Key("fencelock.adapter")
+	AttrOutcome   = attribute.Key("fencelock.outcome")
+	attrAdapter   = AttrAdapter
 	attrOperation = attribute.Key("fencelock.operation")
-	attrOutcome   = attribute.Key("fencelock.outcome")
+	attrOutcome   = AttrOutcome
 	attrResource  = attribute.Key("fencelock.resource")
 	attrToken     = attribute.Key("fencelock.token")
 )
@@ -49,27 +56,35 @@ const (
 // Outcome classifies a fenced write's result.
 func Outcome(err error) string { return outcomes[outcome(err)] }
 
+// The indices of outcomes.
+const (
+	iAccepted = iota
+	iStale
+	iLockLost
+	iUnknown
+	iError
+)
+
 func outcome(err error) int {
 	switch {
 	case err == nil:
-		return 0
+		return iAccepted
 	case errors.Is(err, fence.ErrStale):
-		return 1
+		return iStale
 	case errors.Is(err, fence.ErrLockLost):
-		return 2
+		return iLockLost
 	case errors.Is(err, fence.ErrUnknownOutcome):
-		return 3
+		return iUnknown
 	}
-	return 4
+	return iError
 }
 
 // Recorder is one adapter's instruments. Safe for concurrent use.
 type Recorder struct {
 	meter  metric.Meter
-	tracer trace.Tracer
+	tracer *Tracer
 	writes metric.Int64Counter
 	dur    metric.Float64Histogram
-	start  []trace.SpanStartOption
 	ops    map[string]*Op
 }
 
@@ -94,10 +109,9 @@ func New(adapter, scope string, mp metric.MeterProvider, tp trace.TracerProvider
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	r := &Recorder{meter: mp.Meter(scope), tracer: tp.Tracer(scope), ops: map[string]*Op{},
-		start: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}}
+	r := &Recorder{meter: mp.Meter(scope), tracer: NewTracer(tp, scope, trace.WithSpanKind(trace.SpanKindClient)), ops: map[string]*Op{}}
 	var err1, err2 error
-	r.writes, err1 = r.meter.Int64Counter("fencelock.writes", metric.WithUnit("{write}"),
+	r.writes, err1 = r.meter.Int64Counter(WritesMetric, metric.WithUnit("{write}"),
 		metric.WithDescription("Fenced writes, by adapter, operation and outcome (accepted, stale, lock_lost, unknown, error)."))
 	r.dur, err2 = r.meter.Float64Histogram("fencelock.write.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of fenced writes, by adapter, operation and outcome."))
@@ -136,21 +150,22 @@ func (r *Recorder) Counter(name, unit, desc string) (metric.Int64Counter, error)
 
 // Write is one write under way, from [Op.Start] to [Write.End].
 type Write struct {
-	op    *Op
-	ctx   context.Context
-	span  trace.Span
-	start time.Time // zero when no SDK records the duration
+	op        *Op
+	ctx       context.Context
+	span      trace.Span
+	recording bool      // span records attributes (asked once: an SDK span locks to answer)
+	start     time.Time // zero when no SDK records the duration
 }
 
 // Start starts the span of one write under token and returns the context
 // the write runs in (the span's).
 func (o *Op) Start(ctx context.Context, token fence.Token) (context.Context, Write) {
-	ctx, span := o.r.tracer.Start(ctx, o.span, o.r.start...)
-	w := Write{op: o, ctx: ctx, span: span}
+	ctx, span := o.r.tracer.Start(ctx, o.span)
+	w := Write{op: o, ctx: ctx, span: span, recording: span.IsRecording()}
 	if o.r.dur.Enabled(ctx) {
 		w.start = time.Now()
 	}
-	if span.IsRecording() { // no attributes are built for a span no one records
+	if w.recording { // no attributes are built for a span no one records
 		span.SetAttributes(attrAdapter.String(o.adapter), attrToken.Int64(int64(token)))
 	}
 	return ctx, w
@@ -158,7 +173,7 @@ func (o *Op) Start(ctx context.Context, token fence.Token) (context.Context, Wri
 
 // Recording reports whether the write's span records attributes: callers
 // build the costlier ones ([Write.SetResource]) only then.
-func (w Write) Recording() bool { return w.span.IsRecording() }
+func (w Write) Recording() bool { return w.recording }
 
 // SetResource names the resource written on the span.
 func (w Write) SetResource(resource string) { w.span.SetAttributes(attrResource.String(resource)) }
@@ -170,11 +185,11 @@ func (w Write) End(err error) {
 	if !w.start.IsZero() {
 		w.op.r.dur.Record(w.ctx, time.Since(w.start).Seconds(), w.op.record[i]...)
 	}
-	if w.span.IsRecording() {
+	if w.recording {
 		w.span.SetAttributes(w.op.outcome[i])
 		if err != nil {
 			w.span.RecordError(err)
-			if i == 3 || i == 4 { // unknown, error: stale and lock_lost are the fence working
+			if i == iUnknown || i == iError { // stale and lock_lost are the fence working
 				w.span.SetStatus(codes.Error, err.Error())
 			}
 		}
