@@ -118,8 +118,9 @@ func (s *Store) write(ctx context.Context, op *writetel.Op, key string, token fe
 	if err != nil {
 		return err
 	}
-	return t.tel.write(ctx, op, token, func() string { return key }, func(ctx context.Context) error {
-		err := t.upsert(ctx, s.db, key, token, key, sql, args)
+	resource := func() string { return key }
+	return t.tel.write(ctx, op, token, resource, func(ctx context.Context) error {
+		err := t.upsert(ctx, s.db, key, token, resource, sql, args)
 		var pgErr *pgconn.PgError
 		if value == nil && errors.As(err, &pgErr) && pgErr.Code == "23502" { // not_null_violation
 			return fmt.Errorf("%w: %s.value is NOT NULL and cannot hold a tombstone; ALTER TABLE %s ALTER COLUMN value DROP NOT NULL: %w",

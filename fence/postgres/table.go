@@ -143,23 +143,24 @@ func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, s
 	if err != nil {
 		return err
 	}
-	resource := t.resource(key)
-	return t.tel.write(ctx, t.tel.upsert, token, func() string { return resource }, func(ctx context.Context) error {
+	resource := func() string { return t.resource(key) }
+	return t.tel.write(ctx, t.tel.upsert, token, resource, func(ctx context.Context) error {
 		return t.upsert(ctx, db, key, token, resource, sql, args)
 	})
 }
 
-// upsert runs a prepared upsert of the row called resource.
-func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, resource, sql string, args []any) error {
+// upsert runs a prepared upsert of the row resource names, which is
+// formatted only for an error, as in update.
+func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, resource func() string, sql string, args []any) error {
 	return withConn(ctx, db, func(c DB) error {
 		tag, err := c.Exec(ctx, sql, args...)
 		if err != nil {
-			return writeError(c, "upsert", resource, token, err)
+			return writeError(c, "upsert", resource(), token, err)
 		}
 		if tag.RowsAffected() > 0 {
 			return nil
 		}
-		return t.refused(ctx, c, key, resource, token, false)
+		return t.refused(ctx, c, key, resource(), token, false)
 	})
 }
 

@@ -84,9 +84,12 @@ func (o telemetryOptions) check() error {
 // the global ones, shared, when none was chosen. An error is the
 // providers' refusal to create one, wrapped.
 func (o telemetryOptions) telemetry() (*pgTelemetry, error) {
-	t, err := globalTelemetry()
+	var t *pgTelemetry
+	var err error
 	if o.meters != nil || o.tracers != nil {
 		t, err = newPGTelemetry(o.meters, o.tracers)
+	} else {
+		t, err = globalTelemetry()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: creating the OpenTelemetry instruments: %w", err)
