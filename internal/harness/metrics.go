@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/fencelock/fencelock/internal/writetel"
 )
 
 // workerMetrics is a worker's OpenTelemetry SDK: the libraries report to
@@ -54,8 +56,8 @@ func metricKey(name string, attrs attribute.Set) string {
 		return "acquisitions"
 	case "fencelock.lock.losses":
 		return "losses/" + get("fencelock.cause")
-	case "fencelock.writes":
-		return "writes/" + get("fencelock.adapter") + "/" + get("fencelock.outcome")
+	case writetel.WritesMetric:
+		return "writes/" + get(string(writetel.AttrAdapter)) + "/" + get(string(writetel.AttrOutcome))
 	}
 	return ""
 }
