@@ -50,6 +50,11 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lo
 // and otherwise returns a [*LockedError] (matching [ErrLocked]) naming the
 // holder, at once, leaving no key behind. ctx bounds the call as for
 // [Client.Lock].
+//
+// "At once" needs etcd's answer: when etcd cannot be reached, the requests
+// wait for a connection (the etcd client keeps retrying it) and TryLock
+// returns an error matching ctx's only when ctx ends. Give ctx a deadline to
+// fail fast against an unreachable etcd.
 func (c *Client) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	return c.lock(ctx, name, false, opts)
 }

@@ -11,29 +11,54 @@ import (
 	"log"
 	"os"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/s3test"
 )
 
-// Example writes and reads back an object with a fencing token.
+// Example builds a client for an S3-compatible server (versitygw, MinIO,
+// Ceph RGW, ...), creates a bucket, and writes and reads back an object
+// with a fencing token. For AWS itself, build the client from the
+// environment instead:
+//
+//	cfg, err := config.LoadDefaultConfig(ctx) // github.com/aws/aws-sdk-go-v2/config
+//	client := s3.NewFromConfig(cfg)
+//
+// The bucket needs no versioning. The Store's first write leaves an object
+// under [s3fence.DefaultProbeKey] in it: the conditional-write check
+// ([s3fence.Store.CheckConditionalWrites]) writes it to make sure the
+// server refuses conditional writes whose condition fails; it holds no
+// record and may be deleted.
 func Example() {
 	ctx := context.Background()
-	// In a program: cfg, _ := config.LoadDefaultConfig(ctx); client := s3.NewFromConfig(cfg)
-	srv := s3test.Current()
-	client, closeIdle := srv.NewClient()
-	defer closeIdle()
+	// Where the server is and its keys; here, the versitygw the tests run.
+	endpoint, accessKey, secretKey := exampleServer() // e.g. "http://127.0.0.1:7070", ...
 
-	store, err := s3fence.New(client, srv.Bucket)
+	client := s3.New(s3.Options{
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true,        // http://host/bucket/key: no DNS name per bucket needed
+		Region:       "us-east-1", // the signing region; most S3-compatible servers take any
+		Credentials:  credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
+	})
+	bucket := exampleBucket() // e.g. "invoices"
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		log.Fatal(err)
+	}
+	defer removeBucket(client, bucket)
+
+	store, err := s3fence.New(client, bucket)
 	if err != nil {
 		log.Fatal(err)
 	}
-	k := exampleKey("invoice-42.json")
 	// 33 is the token of the lock this process holds, e.g. lock.Token().
-	if err := store.Put(ctx, k, 33, []byte(`{"total": 120}`)); err != nil {
+	if err := store.Put(ctx, "invoice-42.json", 33, []byte(`{"total": 120}`)); err != nil {
 		log.Fatal(err)
 	}
-	rec, err := store.Get(ctx, k)
+	rec, err := store.Get(ctx, "invoice-42.json")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -117,4 +142,37 @@ func exampleKey(name string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "s3fence-example/" + hex.EncodeToString(b[:]) + "/" + name
+}
+
+// exampleServer returns the endpoint and keys of the S3 server the tests
+// run (an existing endpoint's, when FENCELOCK_S3_BUCKET selects one: the
+// example then needs static keys and the right to create buckets).
+func exampleServer() (endpoint, accessKey, secretKey string) {
+	srv := s3test.Current()
+	return srv.Endpoint, srv.AccessKey, srv.SecretKey
+}
+
+// exampleBucket returns a bucket name no other run uses.
+func exampleBucket() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "fencelock-example-" + hex.EncodeToString(b[:])
+}
+
+// removeBucket deletes bucket and the objects in it, so that the example
+// leaves nothing on a long-lived endpoint.
+func removeBucket(client *s3.Client, bucket string) {
+	ctx := context.Background()
+	list, err := client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, o := range list.Contents {
+		if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		log.Fatal(err)
+	}
 }
