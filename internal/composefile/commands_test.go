@@ -22,9 +22,10 @@ var goFlags = []string{"run", "count", "race", "short", "tags", "v", "bench", "b
 // those packages; every flag given to a command of cmd/ (fencelock as
 // installed, or go run ./cmd/NAME) is one it defines, and so is every
 // inline --flag (fencelock's); a go test flag that is not the go command's
-// is defined by the packages' tests.
+// is defined by the packages' tests. An inline -flag (of fencecheck, or of
+// a package's tests) must be defined by some command or test.
 func TestPageCommands(t *testing.T) {
-	n := 0
+	code, n := repoCode(t), 0
 	for _, p := range pages(t) {
 		lines := slices.Concat(codeLines(p.text, true), spans(p.text))
 		for _, line := range lines {
@@ -33,8 +34,14 @@ func TestPageCommands(t *testing.T) {
 					n++
 				}
 			}
-			if strings.HasPrefix(line, "--") {
-				checkFlags(t, p.path, "cmd/fencelock", strings.Fields(line)[:1], false)
+			switch first := strings.Fields(line + " x")[0]; {
+			case strings.HasPrefix(first, "--"):
+				checkFlags(t, p.path, "cmd/fencelock", []string{first}, false)
+			case strings.HasPrefix(first, "-") && len(first) > 1:
+				name, _, _ := strings.Cut(first[1:], "=")
+				if !slices.Contains(goFlags, name) && !strings.Contains(code, `"`+name+`"`) {
+					t.Errorf("%s: flag %s: no command or test of the repository defines it", p.path, first)
+				}
 			}
 		}
 	}
