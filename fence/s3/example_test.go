@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
@@ -134,6 +136,58 @@ func ExampleStore_PutReader() {
 	}
 	fmt.Printf("%s, token %d\n", part, r.Token())
 	// Output: 0123456789, token 33
+}
+
+// newS3Client returns a client for an S3-compatible server that is not AWS
+// (versitygw, MinIO, Ceph RGW, Garage), at an endpoint such as
+// "http://localhost:7070", with static credentials. docs/s3.md shows this
+// function as it is here.
+func newS3Client(endpoint, region, accessKey, secretKey string, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.New(s3.Options{
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true, // the bucket in the path, not in the host name
+		Region:       region,
+		Credentials:  credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
+	}, optFns...)
+}
+
+// createBucket creates bucket unless it exists already (versioning is not
+// needed). docs/s3.md shows this function as it is here.
+func createBucket(ctx context.Context, client *s3.Client, bucket string) error {
+	_, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	var owned *types.BucketAlreadyOwnedByYou
+	if errors.As(err, &owned) {
+		return nil
+	}
+	return err
+}
+
+// ExampleNew_compatibleServer sets up a client for an S3-compatible server
+// with its endpoint and static credentials, makes sure the bucket exists,
+// and writes. The Store's first write leaves the probe object
+// DefaultProbeKey in the bucket: the check that the server honours
+// conditional writes.
+func ExampleNew_compatibleServer() {
+	ctx := context.Background()
+	srv := s3test.Current() // stands for a server of yours
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := newS3Client(srv.Endpoint, srv.Region, srv.AccessKey, srv.SecretKey,
+		func(o *s3.Options) { o.HTTPClient = &http.Client{Transport: tr} })
+	if err := createBucket(ctx, client, srv.Bucket); err != nil {
+		log.Fatal(err)
+	}
+
+	store, err := s3fence.New(client, srv.Bucket)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.Put(ctx, exampleKey("hello.txt"), 33, []byte("hello")); err != nil {
+		log.Fatal(err)
+	}
+	_, err = client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String(s3fence.DefaultProbeKey)})
+	fmt.Println("probe object:", s3fence.DefaultProbeKey, err == nil)
+	// Output: probe object: fencelock-probe/conditional-writes true
 }
 
 // exampleKey returns name under a prefix no other run uses, so the examples
