@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -20,12 +19,11 @@ import (
 // open until Close returns. A Client is safe for concurrent use; create one
 // with [New].
 type Client struct {
-	cli *clientv3.Client
-	o   options
-	tel *telemetry
-	seq atomic.Uint64
-	wg  sync.WaitGroup // key watches and background work
-	kw  *keyWatcher
+	cli     *clientv3.Client
+	o       options
+	tel     *telemetry
+	wg      sync.WaitGroup // key watches and background work
+	watches *watcher       // the Client's one watch stream
 
 	granting chan struct{}   // one session grant at a time
 	life     context.Context // ended by Close: ends observers and run loops
@@ -62,7 +60,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 	}
 	life, stop := context.WithCancel(context.Background())
 	c := &Client{cli: cli, o: o, tel: tel, granting: make(chan struct{}, 1), life: life, stop: stop, closeDone: make(chan struct{})}
-	c.kw = newKeyWatcher(c)
+	c.watches = newWatcher(c)
 	return c, nil
 }
 

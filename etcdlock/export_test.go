@@ -19,21 +19,27 @@ func LockOnEndedSessionForTest(ctx context.Context, c *Client, name string, noWa
 	return newLock(c, s, t, 1)
 }
 
-// EndKeyWatchStreamForTest ends the Client's key-watch stream, as a member
+// EndKeyWatchStreamForTest ends the Client's watch stream, as a member
 // that goes away would; the watcher opens a new one.
 func EndKeyWatchStreamForTest(c *Client) {
-	c.kw.mu.Lock()
-	defer c.kw.mu.Unlock()
-	if c.kw.endStream != nil {
-		c.kw.endStream()
+	c.watches.mu.Lock()
+	defer c.watches.mu.Unlock()
+	if c.watches.cur != nil {
+		c.watches.cur.cancel()
 	}
 }
 
-// KeyWatchesForTest returns how many locks the Client's key watcher
-// watches, and whether every one of them is in place on a stream (its
-// creation sent and answered).
+// KeyWatchesForTest returns how many locks the Client's watcher watches,
+// and whether every watch is in place on a stream (its creation sent and
+// answered).
 func KeyWatchesForTest(c *Client) (n int, settled bool) {
-	c.kw.mu.Lock()
-	defer c.kw.mu.Unlock()
-	return len(c.kw.watches), c.kw.stream != nil && len(c.kw.queue) == 0 && len(c.kw.sent) == 0
+	c.watches.mu.Lock()
+	defer c.watches.mu.Unlock()
+	for _, w := range c.watches.watches {
+		if w.token != 0 {
+			n++
+		}
+	}
+	s := c.watches.cur
+	return n, s != nil && len(s.queue) == 0 && len(s.sent) == 0
 }

@@ -103,3 +103,43 @@ func TestObserveHungStream(t *testing.T) {
 		t.Fatalf("Observe reported no new leader 4s after it was elected; hung streams: %d", in.Hung())
 	}
 }
+
+// A waiter whose watch stream hangs while the connection works (keepalives
+// and unary requests answered, every watch stream silent, the new ones
+// too) still takes the lock soon after its predecessor unlocks: its watch
+// is on the Client's probed stream, whose hang is found within two thirds
+// of the TTL or so, and a waiter re-reads the queue when its stream ends.
+// (Before: it waited until its context ended.)
+func TestWaiterHungStreamTakesTheLock(t *testing.T) {
+	direct := etcdClient(t)
+	fcli, in := faulty(t, 209)
+	holder := newLocker(t, direct, etcdlock.WithTTL(3*time.Second))
+	waiter := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
+	h := mustLock(t, holder, "x")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Lock(ctx, "x")
+		if err == nil {
+			err = l.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	waitFor(t, func() bool { return len(keys(t, direct, prefix(t)+"lock/x/")) == 2 }, "the waiter queued")
+	in.HangStreams(reqfault.Method("Watch/Watch"))
+	defer in.HangStreams(nil)
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := time.Now()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("waiter's Lock: %v", err)
+		}
+		t.Logf("the waiter took the lock %v after its predecessor unlocked", time.Since(unlocked).Round(time.Millisecond))
+	case <-time.After(8 * time.Second):
+		t.Fatalf("the waiter is still waiting 8s after its predecessor unlocked (its watch stream hung, the connection fine; TTL 3s)")
+	}
+}

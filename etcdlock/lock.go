@@ -26,12 +26,11 @@ type Lock struct {
 	token    fence.Token
 	acquired time.Time // for the hold duration; zero when no SDK records it (telemetry.holdStart)
 
-	done     chan struct{}
-	wctx     context.Context    // ends when the lock does: bounds the key watch's requests
-	stopCtx  context.CancelFunc // ends wctx
-	watching *time.Timer        // starts the key watch; nil WithoutKeyWatch
-	life     context.Context    // ends when done is closed: bounds a Term's Proclaim
-	end      context.CancelFunc // ends life
+	done    chan struct{}
+	wctx    context.Context    // ends when the lock does: bounds the key watch's requests
+	stopCtx context.CancelFunc // ends wctx
+	life    context.Context    // ends when done is closed: bounds a Term's Proclaim
+	end     context.CancelFunc // ends life
 
 	mu  sync.Mutex
 	err error
@@ -43,14 +42,7 @@ type Lock struct {
 	unlocking atomic.Bool // a deletion seen from now on may be our own
 	gaveUp    atomic.Bool // etcd refused the release for good (permission): it never landed
 
-	// The key watch (see keyWatcher): watchID, wrev and wsince are guarded
-	// by the Client's keyWatcher's mutex; wbackoff belongs to recheck, of
-	// which at most one runs at a time, and only while the lock is not
-	// watched.
-	watchID  int64         // 0 while not watched
-	wrev     int64         // the revision the watch starts from
-	wsince   time.Time     // when the watch was added
-	wbackoff time.Duration // the pause before the next watch, after one ended early
+	kw keyWatch // the watch of the key
 }
 
 // newLock registers the lock with its session, which closes its Done when
@@ -66,10 +58,12 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	life, end := context.WithCancel(context.Background())
-	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.tel.holdStart(), done: make(chan struct{}), wctx: ctx, stopCtx: cancel, life: life, end: end, wbackoff: minWatchBackoff}
+	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.tel.holdStart(), done: make(chan struct{}), wctx: ctx, stopCtx: cancel, life: life, end: end}
+	l.kw.backoff = minWatchBackoff
+	l.kw.w = watch{key: t.key, token: int64(token), sink: l}
 	if !t.noWatch {
 		c.wg.Add(1)
-		l.watching = time.AfterFunc(watchDelay, l.watch)
+		l.kw.timer = time.AfterFunc(watchDelay, l.startWatch)
 	}
 	if err := s.addLock(l); err != nil {
 		// The session ended since the caller checked: the lock would be
@@ -84,13 +78,13 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 // cancel stops the key watch, or keeps it from starting.
 func (l *Lock) cancel() {
 	l.stopCtx()
-	if l.watching == nil {
+	if l.kw.timer == nil {
 		return
 	}
-	if l.watching.Stop() {
+	if l.kw.timer.Stop() {
 		l.c.wg.Done() // the watch never started
 	}
-	l.c.kw.remove(l)
+	l.c.watches.remove(&l.kw.w)
 }
 
 // Name returns the lock's name.

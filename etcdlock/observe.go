@@ -60,85 +60,64 @@ type observer struct {
 	c    *Client
 	q    string
 	out  chan<- Entry
-	last Entry // last sent
-	ws   watchStream
+	last Entry                       // last sent
 	keys map[string]*mvccpb.KeyValue // the election's queue as of rev
 	rev  int64
 }
 
 // run watches until ctx ends, starting over after each interruption with a
-// pause that doubles from 10 ms to 1 s (reset by a watch that lasted).
+// pause that doubles from 10 ms to 1 s (reset by a watch that lasted). It
+// reads the queue after each interruption too: should every new watch
+// stream hang, the leader is still read once per hung stream found.
 func (o *observer) run(ctx context.Context) {
 	backoff := minWatchBackoff
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := o.watch(ctx)
-		switch {
-		case permanent(err):
+		if permanent(err) {
 			// A missing permission: keep trying (the role may be fixed),
 			// slowly.
 			backoff = maxWatchBackoff
-		case errors.Is(err, errWatchHung):
-			// Should the next stream hang too, the leader is still read
-			// once per hung watch.
+		} else if ctx.Err() == nil {
 			o.read(ctx)
 		}
 		retryPause(ctx, start, &backoff)
 	}
 }
 
-// watch opens a watch on the queue from the current revision (so it is
-// synced, not caught up every 100 ms), then reads the queue, sends its
-// leader, and applies each event after the read, sending every new leader.
-// It returns when the watch ends.
+// watch watches the queue on the Client's stream (see watcher) from the
+// current revision (so it is synced, not caught up every 100 ms); once the
+// watch is in place it reads the queue, sends its leader, and applies each
+// event after the read, sending every new leader. It returns when the
+// watch ends: with etcd's reason, if it gave one.
 func (o *observer) watch(ctx context.Context) error {
-	wctx, cancel := context.WithCancel(o.ws.context(clientv3.WithRequireLeader(ctx)))
-	defer cancel()
-	wch := o.c.cli.Watch(wctx, o.q, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	// A watch stream can hang while the connection works: every third of
-	// the TTL the observer asks etcd for a progress notification, and a
-	// watch that has sent nothing (not even its creation) by the next ask
-	// is ended; the next one goes on a new stream, and run reads the queue
-	// meanwhile (read).
-	every := max(o.c.o.ttl/3, minProbeInterval)
-	created := time.NewTimer(2 * every)
-	select {
-	case <-ctx.Done():
-		created.Stop()
-		return ctx.Err()
-	case <-created.C:
-		o.ws.renew(o.c)
-		return errWatchHung
-	case wr, ok := <-wch:
-		created.Stop()
-		if err := o.handle(ctx, wr, ok, nil); err != nil {
-			return err
-		}
-	}
-	if err := o.read(ctx); err != nil {
-		return err
-	}
-	probe := time.NewTicker(every)
-	defer probe.Stop()
-	asked := false
+	b := newWatchBox(watch{key: o.q, end: clientv3.GetPrefixRangeEnd(o.q), all: true})
+	o.c.watches.add(ctx, &b.w, 0)
+	defer o.c.watches.remove(&b.w)
+	read := false
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-probe.C:
-			if asked {
-				o.ws.renew(o.c)
-				return errWatchHung
-			}
-			if err := o.c.cli.RequestProgress(wctx); err != nil {
+		case <-b.note:
+		}
+		n := b.take()
+		if n.created && !read {
+			if err := o.read(ctx); err != nil {
 				return err
 			}
-			asked = true
-		case wr, ok := <-wch:
-			asked = false
-			if err := o.handle(ctx, wr, ok, o.apply); err != nil {
-				return err
+			read = true
+		}
+		for _, ev := range n.events {
+			if read && !o.apply(ctx, ev) {
+				return ctx.Err()
 			}
+		}
+		if n.ended {
+			if n.reason == nil {
+				return errWatchEnded
+			}
+			return n.reason
 		}
 	}
 }
@@ -160,37 +139,13 @@ func (o *observer) read(ctx context.Context) error {
 	return nil
 }
 
-// errWatchHung ends a watch that sent nothing, not even the progress
-// notification asked for, for a probe interval.
-var errWatchHung = errors.New("etcdlock: watch sent nothing for a probe interval")
-
-// handle passes each event of one watch response to f; an error if the
-// watch ended.
-func (o *observer) handle(ctx context.Context, wr clientv3.WatchResponse, ok bool, f func(context.Context, *clientv3.Event) bool) error {
-	if !ok || wr.Canceled || wr.Err() != nil {
-		err := refusal(wr.Err())
-		if rerr := o.ws.refused(o.c, wr.Err()); rerr != nil {
-			return rerr
-		}
-		if err == nil {
-			err = errors.New("watch ended")
-		}
-		return err
-	}
-	if f == nil {
-		return nil
-	}
-	for _, ev := range wr.Events {
-		if !f(ctx, ev) {
-			return ctx.Err()
-		}
-	}
-	return nil
-}
+// errWatchEnded ends a watch that etcd or its stream ended without saying
+// why.
+var errWatchEnded = errors.New("etcdlock: watch ended")
 
 // apply updates the queue with ev, unless the read already reflects it, and
 // sends the leader; false when ctx ended.
-func (o *observer) apply(ctx context.Context, ev *clientv3.Event) bool {
+func (o *observer) apply(ctx context.Context, ev *mvccpb.Event) bool {
 	if ev.Kv.ModRevision <= o.rev {
 		return true
 	}

@@ -84,8 +84,13 @@ func TestLateCleanupSparesNewerAcquisition(t *testing.T) {
 	got := make(chan error, 1)
 	go func() { _, err := a.Lock(ctx, "x"); got <- err }()
 	waitQueued(t, direct, h, 2)
-	qkeys := keys(t, direct, prefix(t)+"lock/x/")
-	held := in.Hold(deletes(qkeys[len(qkeys)-1]))
+	var waiterKey string // A's: the one that is not the holder's (lease IDs are random, so is their order)
+	for _, k := range keys(t, direct, prefix(t)+"lock/x/") {
+		if k != h.Key() {
+			waiterKey = k
+		}
+	}
+	held := in.Hold(deletes(waiterKey))
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Lock: got %v, want context.Canceled", err)

@@ -3,37 +3,33 @@ package etcdlock
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
 // waitTurn blocks until no key in t's queue was created before rev (ours),
 // starting from pred, the key queued just before ours.
 //
-// A watch that ends without telling anything (etcd refused it: an expired
-// auth token on the watch stream, no leader) is followed by a pause that
+// A watch that ends without telling anything (etcd refused or ended it, or
+// its stream ended) is followed by a read of the queue after a pause that
 // doubles up to maxWatchBackoff, so a waiter sends a few requests a second
-// at most while watches keep failing. A watch refused for its stream's auth
-// token is retried on a new stream (see watchStream). A read of the queue
-// that fails for want of a leader is read again after the same pause (see
+// at most while watches keep failing. A read of the queue that fails for
+// want of a leader is read again after the same pause (see
 // readPredecessor).
 func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64, pred *mvccpb.KeyValue) error {
 	backoff := minWatchBackoff
-	var ws watchStream
 	for pred != nil {
-		gone, err := c.waitDeleted(ctx, s, &ws, string(pred.Key), pred.CreateRevision)
+		gone, err := c.waitDeleted(ctx, s, pred)
 		var ended *watchEndedError
 		switch {
 		case errors.As(err, &ended):
-			if err := ws.refused(c, ended.reason); err != nil {
-				return err
+			if permanent(ended.reason) {
+				return ended.reason
 			}
 			if err := pause(ctx, s, &backoff); err != nil {
 				return err
@@ -53,7 +49,7 @@ func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64,
 // readPredecessor is predecessor, read again after a pause (see pause) while
 // it fails with codes.Unavailable: the member has no leader, lost it during
 // the read ("leader changed"), timed out, or went away. That is when a
-// watch ends early too (a member without a leader cancels the watches made
+// watch ends early too (a member without a leader ends the streams opened
 // WithRequireLeader), and clientv3 does not retry a Txn itself; the read
 // changes nothing, and a waiter must not give up its place in the queue
 // for a failure that passes. ctx and the session bound the retries.
@@ -79,46 +75,6 @@ func unavailable(err error) bool {
 		return ee.Code() == codes.Unavailable
 	}
 	return status.Code(err) == codes.Unavailable
-}
-
-// watchStream chooses the gRPC stream a waiter's watches go on.
-//
-// clientv3 sends all watches whose contexts carry the same outgoing
-// metadata on one stream, and etcd checks the auth token the stream was
-// opened with each time a watch is created on it. Once that token has
-// expired (a simple token unused for its TTL, a JWT past its expiry), etcd
-// refuses every new watch on the stream, while the watches already on it
-// (of other waiters) keep it open. A watch refused for its token
-// is therefore retried on a stream of its own, marked by a metadata value
-// of its own, which clientv3 opens after logging in afresh.
-type watchStream struct{ key string }
-
-// watchStreamKey is the metadata key that gives a watch its own stream.
-const watchStreamKey = "fencelock-watch-stream"
-
-func (w *watchStream) context(ctx context.Context) context.Context {
-	if w.key == "" {
-		return ctx
-	}
-	return metadata.AppendToOutgoingContext(ctx, watchStreamKey, w.key)
-}
-
-// renew makes the next watch go on a stream of its own, which clientv3
-// opens (logging in afresh).
-func (w *watchStream) renew(c *Client) { w.key = strconv.FormatUint(c.seq.Add(1), 10) }
-
-// refused takes note of why etcd refused a watch (nil: the watch ended
-// without a reason): an auth token it no longer accepts makes the next
-// watch go on a new stream; a missing permission is returned.
-func (w *watchStream) refused(c *Client, reason error) error {
-	reason = refusal(reason)
-	switch {
-	case tokenRefused(reason) || errors.Is(reason, rpctypes.ErrUserEmpty):
-		w.renew(c)
-	case permanent(reason):
-		return reason
-	}
-	return nil
 }
 
 const (
@@ -178,53 +134,39 @@ func (c *Client) predecessor(ctx context.Context, s *session, t *ticket, rev int
 	return nil, nil
 }
 
-// waitDeleted returns once the key pred, created at predRev, is gone (true),
-// or the watch on it ended early (a *watchEndedError: the caller reads the
-// queue again). It watches on the stream ws chooses, from the current revision (a watcher from an old
-// revision is "unsynced", and etcd only catches those up every 100 ms) and,
-// once the watch is established, re-reads pred so that a deletion just
-// before the watch is not missed.
-func (c *Client) waitDeleted(ctx context.Context, s *session, ws *watchStream, pred string, predRev int64) (bool, error) {
-	wctx, cancel := context.WithCancel(ws.context(clientv3.WithRequireLeader(ctx)))
-	defer cancel()
-	wch := c.cli.Watch(wctx, pred, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
-	if _, err := c.nextWatch(ctx, s, wch); err != nil {
-		return false, ctxErrOr(ctx, err)
-	}
-	resp, err := c.cli.Get(ctx, pred)
-	if err != nil {
-		return false, err
-	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != predRev {
-		return true, nil
-	}
+// waitDeleted returns once the key pred is gone (true), or its watch ended
+// early (a *watchEndedError: the caller reads the queue again). It watches
+// on the Client's stream (see watcher) from the current revision (a watch
+// from an old revision is "unsynced", and etcd only catches those up every
+// 100 ms) and, once the watch is in place, reads pred again so that a
+// deletion just before the watch is not missed.
+func (c *Client) waitDeleted(ctx context.Context, s *session, pred *mvccpb.KeyValue) (bool, error) {
+	b := newWatchBox(watch{key: string(pred.Key)})
+	c.watches.add(ctx, &b.w, 0)
+	defer c.watches.remove(&b.w)
 	for {
-		wr, err := c.nextWatch(ctx, s, wch)
-		if err != nil {
-			return false, ctxErrOr(ctx, err)
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-s.done:
+			return false, c.lostWhileWaiting(s)
+		case <-b.note:
 		}
-		for _, ev := range wr.Events {
-			if ev.Type == mvccpb.DELETE {
+		switch n := b.take(); {
+		case n.deleted:
+			return true, nil
+		case n.ended:
+			return false, &watchEndedError{reason: n.reason}
+		case n.created:
+			resp, err := c.cli.Get(ctx, string(pred.Key))
+			if err != nil {
+				return false, err
+			}
+			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != pred.CreateRevision {
 				return true, nil
 			}
 		}
 	}
-}
-
-// refusal returns etcd's reason for refusing a watch as the error it stands
-// for. clientv3 passes it on as an untyped error carrying the text of the
-// gRPC status etcd sent, which errors.Is does not match.
-func refusal(reason error) error {
-	if reason == nil {
-		return nil
-	}
-	for _, e := range []error{rpctypes.ErrGRPCInvalidAuthToken, rpctypes.ErrGRPCAuthOldRevision,
-		rpctypes.ErrGRPCUserEmpty, rpctypes.ErrGRPCPermissionDenied} {
-		if reason.Error() == e.Error() {
-			return rpctypes.Error(e)
-		}
-	}
-	return reason
 }
 
 // watchEndedError means a watch closed early (no leader, compaction,
@@ -238,32 +180,9 @@ func (e *watchEndedError) Error() string {
 	return "watch ended: " + e.reason.Error()
 }
 
-// nextWatch returns the next response on wch, or why there is none.
-func (c *Client) nextWatch(ctx context.Context, s *session, wch clientv3.WatchChan) (clientv3.WatchResponse, error) {
-	select {
-	case <-ctx.Done():
-		return clientv3.WatchResponse{}, ctx.Err()
-	case <-s.done:
-		return clientv3.WatchResponse{}, c.lostWhileWaiting(s)
-	case wr, ok := <-wch:
-		if !ok || wr.Err() != nil || wr.Canceled {
-			return clientv3.WatchResponse{}, &watchEndedError{reason: wr.Err()}
-		}
-		return wr, nil
-	}
-}
-
 func (c *Client) lostWhileWaiting(s *session) error {
 	if err := s.Err(); err != nil {
 		return sessionCause(err)
 	}
 	return lost(ErrKeyDeleted)
-}
-
-// ctxErrOr returns ctx's error if it has ended, and err otherwise.
-func ctxErrOr(ctx context.Context, err error) error {
-	if e := ctx.Err(); e != nil {
-		return e
-	}
-	return err
 }
