@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -184,6 +185,11 @@ func TestBreak31LateGrantCopyResurrectsRevokedLease(t *testing.T) {
 	t.Fatalf("A's lock (lease %x revoked from outside) still held after 3 s, Err %v, while B holds the lock: two holders", int64(la.Lease()), la.Err())
 }
 
+// placeholderTTL bounds the TTL, in seconds, of the placeholder lease the
+// cleanup of a grant whose outcome is unknown leaves under its ID (etcd's
+// shortest TTL, 2 s with the embedded member's timing).
+const placeholderTTL = 3
+
 // A grant held in flight until Close cancels it, and delivered after the
 // background revoke ran, leaves the lease alive for its TTL: the revoke
 // found nothing, the grant landed after. (Issue 31's item 2, with the
@@ -212,9 +218,102 @@ func TestBreak31LateGrantAfterCloseLeavesLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ttl.TTL >= 0 {
+		if ttl.TTL > placeholderTTL {
 			direct.Revoke(context.Background(), id)
-			t.Errorf("lease %x of a grant Close cancelled: alive with %d s left after Close returned, want none", int64(id), ttl.TTL)
+			t.Errorf("lease %x of a grant Close cancelled: alive with %d s left after Close returned, want none (or a placeholder of at most %d s)", int64(id), ttl.TTL, placeholderTTL)
+		}
+	}
+}
+
+// Close racing Lock, TryLock, Campaign, Run, Observe and a second Close on
+// a fresh Client, 200 times: nothing may be left in etcd once Close
+// returned. Without injected faults (even iterations) a lease was: the
+// cancelled grant and the cleanup's revoke are served concurrently, the
+// revoke found nothing, and the grant was applied after it (2 of 3 runs
+// under -race, 1-2 leases of 200 each).
+func TestBreak31CloseRaceStormLeavesNoLease(t *testing.T) {
+	direct := etcdClient(t)
+	for i := 0; i < 200; i++ {
+		fcli, in := faulty(t, uint64(i))
+		grants := captureGrants(in)
+		if i%2 == 1 {
+			in.Random(0.5, 0, reqfault.Method("Lease/LeaseGrant"), reqfault.LostReply)
+		}
+		c, err := etcdlock.New(fcli, etcdlock.WithTTL(30*time.Second), etcdlock.WithPrefix(prefix(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs := make(chan error, 100)
+		for g := 0; g < 12; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var err error
+				switch g % 6 {
+				case 0:
+					var l *etcdlock.Lock
+					l, err = c.Lock(ctx, "a")
+					if err == nil {
+						l.Unlock(ctx)
+					}
+				case 1:
+					var l *etcdlock.Lock
+					l, err = c.TryLock(ctx, "b")
+					if err == nil {
+						l.Unlock(ctx)
+					}
+				case 2:
+					var tm *etcdlock.Term
+					tm, err = c.Campaign(ctx, "e", "v")
+					if err == nil {
+						tm.Resign(ctx)
+					}
+				case 3:
+					err = c.Run(ctx, "r", "v", func(ctx context.Context, _ *etcdlock.Term) error { <-ctx.Done(); return nil })
+				case 4:
+					var ch <-chan etcdlock.Entry
+					ch, err = c.Observe(ctx, "e")
+					if err == nil {
+						for range ch {
+						}
+					}
+				case 5:
+					time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+					err = c.Close(context.Background())
+				}
+				errs <- err
+			}()
+		}
+		time.Sleep(time.Duration(rand.IntN(30000)) * time.Microsecond)
+		cerr := c.Close(context.Background())
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("iteration %d: calls did not return after Close", i)
+		}
+		cancel()
+		close(errs)
+		for err := range errs {
+			if err != nil && !errors.Is(err, etcdlock.ErrClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && (cerr == nil || err.Error() != cerr.Error()) {
+				t.Errorf("iteration %d: %v", i, err)
+			}
+		}
+		for _, r := range grants() {
+			ttl, err := direct.TimeToLive(context.Background(), clientv3.LeaseID(r.ID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ttl.TTL > placeholderTTL {
+				direct.Revoke(context.Background(), clientv3.LeaseID(r.ID))
+				t.Errorf("iteration %d: lease %x alive after Close (%d s)", i, r.ID, ttl.TTL)
+			}
+		}
+		if ks := keys(t, direct, prefix(t)); len(ks) > 0 {
+			t.Errorf("iteration %d: keys left %v", i, ks)
 		}
 	}
 }
