@@ -61,7 +61,9 @@ func TestBreak31LockWaitsForEtcdToComeBack(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: etcd is down
 	cli := etcdClient(t, "http://"+addr)
-	c := newLocker(t, cli, etcdlock.WithTTL(5*time.Second))
+	// A TTL well past the outage: the validity deadline counts from when
+	// the grant was sent, before it waited for the connection.
+	c := newLocker(t, cli, etcdlock.WithTTL(20*time.Second))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	got := make(chan error, 1)
