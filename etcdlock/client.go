@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"sync"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/fencelock/fencelock/internal/nilcheck"
 )
@@ -158,9 +161,7 @@ func (c *Client) grant(ctx context.Context) (*session, error) {
 		c.wg.Add(1) // safe: this call's count is still held
 		go func() {
 			defer c.wg.Done()
-			rctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
-			defer cancel()
-			c.cli.Revoke(rctx, id)
+			c.forget(id)
 		}()
 	}
 	if err != nil {
@@ -177,6 +178,28 @@ func (c *Client) grant(ctx context.Context) (*session, error) {
 	defer cancel()
 	s.close(rctx, ErrClosed, true)
 	return nil, ErrClosed
+}
+
+// forget sees that lease id, whose grant's outcome is unknown, is not left
+// alive for its TTL, bounded by the cleanup timeout. A revoke alone cannot:
+// the grant may still be in flight (etcd serves the two requests
+// concurrently, and a cancelled request may be applied after a later one),
+// and land after a revoke that found nothing. So the ID is taken by a
+// placeholder lease of the shortest TTL, which a late grant cannot
+// replace ("lease already exists") and which expires on its own; when the
+// ID is already taken, the grant has landed: revoke it and try again.
+func (c *Client) forget(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
+	defer cancel()
+	for ctx.Err() == nil {
+		if _, err := c.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return // unknown: a lease granted, if any, expires after its TTL
+		}
+		_, err := clientv3.RetryLeaseClient(c.cli).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: int64(id), TTL: 1}, grpc.WaitForReady(true))
+		if !errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseExist) {
+			return // the placeholder holds the ID (or its outcome is unknown too)
+		}
+	}
 }
 
 // Close ends the client's session: it stops the keepalives and revokes the

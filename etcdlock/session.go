@@ -12,6 +12,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 )
 
 // session is one etcd lease kept alive by this process.
@@ -115,7 +116,10 @@ func newLeaseID() clientv3.LeaseID { return clientv3.LeaseID(rand.Int64N(math.Ma
 func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttlSeconds int64, tel *telemetry) (*session, error) {
 	sent := time.Now()
 	ttl := ttlSeconds
-	resp, err := clientv3.RetryLeaseClient(cli).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: int64(id), TTL: ttlSeconds})
+	// WaitForReady, as clientv3 sends every request (cli.Grant included):
+	// without it a grant made while the connection is down fails at once,
+	// and after clientv3's retries (about 2.5 s) ends the Lock before ctx.
+	resp, err := clientv3.RetryLeaseClient(cli).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: int64(id), TTL: ttlSeconds}, grpc.WaitForReady(true))
 	switch {
 	case err == nil:
 		ttl = resp.TTL
