@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
 // MemberEnv names the environment variable that turns a process importing

@@ -8,7 +8,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
 // Heartbeat and election settings of every member. With these, etcd's

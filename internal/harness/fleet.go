@@ -7,9 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/childproc"
 	"github.com/fencelock/fencelock/internal/harness/check"
 	"github.com/fencelock/fencelock/internal/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
 // stopTimeout is how long a worker gets to finish its lock at the end.

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/fencelock/fencelock/internal/childproc"
 	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
 // evReport is the word of a worker's report that carries an event as JSON

@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/childproc"
 	"github.com/fencelock/fencelock/internal/harness/check"
 	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
 // Commands the harness sends to a worker's stdin (childproc's worker

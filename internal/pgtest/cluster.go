@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
 // binaries are the PostgreSQL programs a throwaway cluster needs.

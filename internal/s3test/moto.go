@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
 // EnvMoto names a moto_server binary (the standalone server of Python's

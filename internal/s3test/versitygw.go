@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fencelock/fencelock/internal/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
 // bucketName is the bucket every started server gets.
