@@ -14,7 +14,7 @@ import (
 )
 
 const (
-	repoRoot    = "../.."
+	repoRoot    = "../../.."
 	composePath = repoRoot + "/docker-compose.yml"
 	readmePath  = repoRoot + "/README.md"
 )
