@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 )
 
 // The tests run fencelock as real processes: this test binary, re-executed

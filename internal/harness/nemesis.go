@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/embedetcd"
 	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 )
 
 // holdTimeout bounds the wait for an armed worker to reach a write.
