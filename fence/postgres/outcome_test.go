@@ -10,7 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 func wantKnownFailure(t *testing.T, err error) {
