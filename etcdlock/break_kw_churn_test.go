@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/netproxy"
 	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 )
 
 // faultyProxied returns an etcdlock client (TTL 1s) on an etcd client whose

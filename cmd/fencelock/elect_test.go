@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 )
 
 // leaderScript appends "start TOKEN" to log when it starts, and "stop"

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/harness/check"
-	"github.com/fencelock/fencelock/internal/netproxy"
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 )
 
 // stopTimeout is how long a worker gets to finish its lock at the end.
