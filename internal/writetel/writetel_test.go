@@ -8,7 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 	"github.com/fencelock/fencelock/internal/writetel"
 )
 
