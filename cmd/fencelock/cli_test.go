@@ -19,9 +19,9 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/pgtest"
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 )
 
 // The child sees its lock's token, name, key, lease and TTL, exactly as
