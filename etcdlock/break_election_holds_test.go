@@ -14,8 +14,8 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/reqfault"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // Adversarial tests of elections that held up on 3ca142f: each pins a

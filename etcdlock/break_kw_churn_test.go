@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/reqfault"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // faultyProxied returns an etcdlock client (TTL 1s) on an etcd client whose

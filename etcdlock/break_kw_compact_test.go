@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // A deletion made while the stream hangs, compacted away before the next

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // Streams ended over and over while thousands of creations are in flight,

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/reqfault"
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // pause freezes a worker right after its guard check, keeps it stopped past

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/harness/check"
-	"github.com/fencelock/fencelock/internal/reqfault"
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // Commands the harness sends to a worker's stdin (childproc's worker
