@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/harness"
-	"github.com/fencelock/fencelock/internal/s3test"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // versionedBucket is the bucket the command creates on a versitygw it started.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // Example writes and reads back an object with a fencing token.

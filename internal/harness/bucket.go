@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // EnsureVersionedBucket makes sure cfg.Bucket exists with versioning

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/internal/harness/check"
-	"github.com/fencelock/fencelock/internal/s3test"
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // Servers says where a run's storage is. Runs keep apart by key names, so

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // WorkerEnv names the environment variable that makes an executable calling
