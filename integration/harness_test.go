@@ -9,9 +9,9 @@ import (
 
 	"github.com/fencelock/fencelock/internal/harness"
 	"github.com/fencelock/fencelock/internal/harness/check"
-	"github.com/fencelock/fencelock/internal/testenv"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A harness worker is this test binary re-executed with harness.WorkerEnv

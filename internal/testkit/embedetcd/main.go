@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/testenv"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // EnvDir names a directory for the data of [Main]'s member (e.g. /dev/shm,

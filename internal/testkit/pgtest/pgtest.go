@@ -29,7 +29,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/testenv"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // EnvDSN names the environment variable that points tests at an existing

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/testenv"
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Environment variables read by this package.

@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"go.uber.org/goleak"
 
-	"github.com/fencelock/fencelock/internal/testenv"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

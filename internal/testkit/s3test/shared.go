@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/testenv"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // shared is the package's server, set by [Main]'s Run.
