@@ -7,8 +7,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/fencelock/fencelock/internal/tel"
 	"github.com/fencelock/fencelock/internal/testkit/oteltest"
-	"github.com/fencelock/fencelock/internal/writetel"
 )
 
 // While no SDK is set, a Tracer on the global provider starts no span and

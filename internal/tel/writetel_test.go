@@ -8,8 +8,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/tel"
 	"github.com/fencelock/fencelock/internal/testkit/oteltest"
-	"github.com/fencelock/fencelock/internal/writetel"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
