@@ -109,7 +109,7 @@ func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error
 }
 
 // write is a Put of value as op, or, value nil, a Delete's tombstone.
-func (s *Store) write(ctx context.Context, op *writetel.Op, key string, token fence.Token, value any) error {
+func (s *Store) write(ctx context.Context, op *tel.Op, key string, token fence.Token, value any) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}

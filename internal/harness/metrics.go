@@ -56,8 +56,8 @@ func metricKey(name string, attrs attribute.Set) string {
 		return "acquisitions"
 	case "fencelock.lock.losses":
 		return "losses/" + get("fencelock.cause")
-	case writetel.WritesMetric:
-		return "writes/" + get(string(writetel.AttrAdapter)) + "/" + get(string(writetel.AttrOutcome))
+	case tel.WritesMetric:
+		return "writes/" + get(string(tel.AttrAdapter)) + "/" + get(string(tel.AttrOutcome))
 	}
 	return ""
 }

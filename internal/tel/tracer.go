@@ -1,4 +1,4 @@
-package writetel
+package tel
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package writetel_test
+package tel_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // SDK's. (It leaves a no-op global provider behind: the global one cannot
 // be unset.)
 func TestTracerNoSpanUntilSDKSet(t *testing.T) {
-	tr := writetel.NewTracer(otel.GetTracerProvider(), "test")
+	tr := tel.NewTracer(otel.GetTracerProvider(), "test")
 	ctx := context.Background()
 	got, span := tr.Start(ctx, "before")
 	if got != ctx || span.IsRecording() || span.SpanContext().IsValid() {

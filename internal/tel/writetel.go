@@ -1,4 +1,4 @@
-// Package writetel instruments fenced writes for the storage adapters
+// Package tel instruments fenced writes for the storage adapters
 // (fence/postgres, fence/s3) and for the writes a fence.Guard refuses
 // locally (etcdlock), through the OpenTelemetry API: a span per write,
 // child of the caller's context, carrying the token; the writes by
@@ -8,7 +8,7 @@
 // start options and the attribute sets of each (operation, outcome). A
 // write that no SDK records costs a span start on the no-op tracer and two
 // no-op measurements, with no allocation of its own.
-package writetel
+package tel
 
 import (
 	"context"
@@ -138,7 +138,7 @@ func (r *Recorder) newOp(adapter, op string) *Op {
 func (r *Recorder) Op(name string) *Op {
 	o, ok := r.ops[name]
 	if !ok {
-		panic(fmt.Sprintf("writetel: operation %q was not declared", name))
+		panic(fmt.Sprintf("tel: operation %q was not declared", name))
 	}
 	return o
 }

@@ -1,4 +1,4 @@
-package writetel_test
+package tel_test
 
 import (
 	"context"
@@ -45,17 +45,17 @@ func BenchmarkWrite(b *testing.B) {
 	}
 }
 
-func newRecorder(b *testing.B, sdk string) (*writetel.Recorder, error) {
+func newRecorder(b *testing.B, sdk string) (*tel.Recorder, error) {
 	var s *oteltest.SDK
 	switch sdk {
 	case "nosdk":
-		return writetel.New("postgres", "bench", nil, nil, "update")
+		return tel.New("postgres", "bench", nil, nil, "update")
 	case "sdk":
 		s = oteltest.New(b)
 	default:
 		s = oteltest.NewExported(b)
 	}
-	return writetel.New("postgres", "bench", s.Meters, s.Tracers, "update")
+	return tel.New("postgres", "bench", s.Meters, s.Tracers, "update")
 }
 
 func TestOutcome(t *testing.T) {
@@ -64,14 +64,14 @@ func TestOutcome(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"nil", nil, writetel.Accepted},
-		{"stale", &fence.StaleError{}, writetel.Stale},
-		{"lock lost", fence.ErrLockLost, writetel.LockLost},
-		{"unknown", &fence.UnknownOutcomeError{Err: errors.New("reset")}, writetel.Unknown},
-		{"other", errors.New("boom"), writetel.Error},
+		{"nil", nil, tel.Accepted},
+		{"stale", &fence.StaleError{}, tel.Stale},
+		{"lock lost", fence.ErrLockLost, tel.LockLost},
+		{"unknown", &fence.UnknownOutcomeError{Err: errors.New("reset")}, tel.Unknown},
+		{"other", errors.New("boom"), tel.Error},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := writetel.Outcome(tt.err); got != tt.want {
+			if got := tel.Outcome(tt.err); got != tt.want {
 				t.Errorf("Outcome(%v): got %q, want %q", tt.err, got, tt.want)
 			}
 		})

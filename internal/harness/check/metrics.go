@@ -30,7 +30,7 @@ func lastMetrics(events []Event) map[string]int64 {
 }
 
 // writeOutcomes are the outcome columns of [PrintMetrics], in order.
-var writeOutcomes = []string{writetel.Accepted, writetel.Stale, writetel.LockLost, writetel.Unknown, writetel.Error}
+var writeOutcomes = []string{tel.Accepted, tel.Stale, tel.LockLost, tel.Unknown, tel.Error}
 
 // PrintMetrics prints the lock and write metrics the run's workers
 // reported through OpenTelemetry: acquisitions, losses by cause, and fenced
@@ -55,7 +55,7 @@ func PrintMetrics(w io.Writer, r *Report) {
 		for _, o := range writeOutcomes {
 			row = append(row, fmt.Sprint(m["writes/"+adapter+"/"+o]))
 		}
-		stale += m["writes/"+adapter+"/"+writetel.Stale]
+		stale += m["writes/"+adapter+"/"+tel.Stale]
 		fmt.Fprintf(tw, "  %s\t%s\t\n", adapter, strings.Join(row, "\t"))
 	}
 	tw.Flush()
