@@ -1,13 +1,3 @@
-// Package tel instruments fenced writes for the storage adapters
-// (fence/postgres, fence/s3) and for the writes a fence.Guard refuses
-// locally (etcdlock), through the OpenTelemetry API: a span per write,
-// child of the caller's context, carrying the token; the writes by
-// adapter, operation and outcome; and their duration.
-//
-// Everything a write reports with is built once, in [New]: span names,
-// start options and the attribute sets of each (operation, outcome). A
-// write that no SDK records costs a span start on the no-op tracer and two
-// no-op measurements, with no allocation of its own.
 package tel
 
 import (
