@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/harness"
-	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/app/harness"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"

@@ -26,8 +26,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/harness"
-	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/app/harness"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 )
 
 func main() {

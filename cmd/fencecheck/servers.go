@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/harness"
+	"github.com/fencelock/fencelock/internal/app/harness"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )

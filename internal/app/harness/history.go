@@ -3,7 +3,7 @@ package harness
 import (
 	"sync"
 
-	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 )
 
 // history collects the events of every worker of a run, and tallies the

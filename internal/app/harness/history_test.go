@@ -3,7 +3,7 @@ package harness
 import (
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 )
 
 // A write counts as landed stale when a higher token's write to the same

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 )
 
 // Every row of the fault table is complete, and both presets want a count

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 

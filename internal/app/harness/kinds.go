@@ -4,7 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 
-	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 )
 
 // The fault kinds; [faultKinds] says how each is injected.

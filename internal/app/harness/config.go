@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 )
 
 // Config describes one run. [Short] and [Long] return the two presets.
