@@ -24,8 +24,10 @@ import (
 var endpoints []string
 
 // TestMain starts the embedded etcd member every test shares, and checks
-// for leaked goroutines after it stopped.
+// for leaked goroutines after it stopped. It first lets this test binary,
+// re-executed by the tests' clusters of member processes, be their members.
 func TestMain(m *testing.M) {
+	embedetcd.MaybeRunMember()
 	goleak.VerifyTestMain(embedetcd.Main(m, "etcdlock tests", func(eps []string) { endpoints = eps }))
 }
 

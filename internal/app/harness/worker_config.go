@@ -32,7 +32,8 @@ type workerConfig struct {
 // MaybeRunWorker runs this process as a harness worker and exits, if
 // [WorkerEnv] is set; otherwise it returns at once. Call it first thing in
 // main, or from an init function of a test binary that runs [Run], so that
-// the re-executed binary becomes a worker before doing anything else.
+// the re-executed binary becomes a worker before doing anything else; and
+// embedetcd.MaybeRunMember beside it, for Run's etcd members.
 func MaybeRunWorker() {
 	js := os.Getenv(WorkerEnv)
 	if js == "" {

@@ -34,8 +34,10 @@ type Proc struct {
 
 // Reexec returns a command that runs this executable again, without
 // arguments, with the environment variable env set to cfg as JSON. The
-// child's own init hook, reading env, turns it into what the caller wants
-// before anything else in it runs (tests, flags, servers).
+// child's main or TestMain (or an init function of its own package) reads
+// env first and turns it into what the caller wants before anything else
+// in it runs (tests, flags, servers): embedetcd.MaybeRunMember and
+// harness.MaybeRunWorker are such hooks.
 func Reexec(env string, cfg any) (*exec.Cmd, error) {
 	exe, err := os.Executable()
 	if err != nil {

@@ -3,6 +3,7 @@ package embedetcd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,17 +11,36 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
-// MemberEnv names the environment variable that turns a process importing
-// this package into a [Cluster]'s member process. Its value is the member's
-// configuration as JSON; the package's init function reads it, runs the
-// member and never returns.
+// MemberEnv names the environment variable that makes a process a
+// [Cluster]'s member process. Its value is the member's configuration as
+// JSON. [MaybeRunMember], called by the process's main or TestMain, reads
+// it; importing this package alone does nothing with it.
 const MemberEnv = "FENCELOCK_ETCD_MEMBER"
 
-func init() {
+// MaybeRunMember runs this process as a [Cluster]'s member, and exits, if
+// it was started as one ([MemberEnv] is set); otherwise it returns at once.
+// Every executable that starts a Cluster re-executes itself for the
+// members, so its main or TestMain calls MaybeRunMember first, before
+// flags, servers or tests:
+//
+//	func TestMain(m *testing.M) {
+//		embedetcd.MaybeRunMember()
+//		goleak.VerifyTestMain(m)
+//	}
+//
+// An executable that only runs a [Server] (one member inside the process)
+// does not call it.
+func MaybeRunMember() {
 	if js, ok := os.LookupEnv(MemberEnv); ok {
 		os.Exit(runMember(js))
 	}
 }
+
+// errNotDiverted means this process was started as a member but its main
+// or TestMain did not call [MaybeRunMember], and went on as itself: a
+// Cluster it started would re-execute it again, without end.
+var errNotDiverted = errors.New("embedetcd: this process was started as a cluster member (" + MemberEnv +
+	" is set) but its main or TestMain does not call embedetcd.MaybeRunMember")
 
 // runMember is the body of a member process: start the member, print
 // [readyReport] once it serves, and run until it fails or stdin reaches EOF

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,8 +25,12 @@ type Cluster struct {
 
 // Start starts an n-member cluster with data under dir and waits until
 // every member serves clients or ctx ends. On failure nothing is left
-// running. The members are this executable re-executed (see [MemberEnv]).
+// running. The members are this executable re-executed, whose main or
+// TestMain must call [MaybeRunMember].
 func Start(ctx context.Context, dir string, n int) (*Cluster, error) {
+	if _, ok := os.LookupEnv(MemberEnv); ok {
+		return nil, errNotDiverted
+	}
 	if n < 1 {
 		return nil, fmt.Errorf("embedetcd: %d members", n)
 	}

@@ -6,7 +6,7 @@
 // It has two forms:
 //
 //   - [Cluster]: n members, each its own OS process (this executable
-//     re-executed, see [MemberEnv]). [Cluster.Stop] is SIGKILL and
+//     re-executed, see [MaybeRunMember]). [Cluster.Stop] is SIGKILL and
 //     [Cluster.Restart] a new process on the same data dir, so a member
 //     crash is a real crash and cannot take the caller down with it (an
 //     embedded member stopped under in-flight reads can panic its whole
@@ -14,9 +14,10 @@
 //   - [Server]: one member inside this process, for callers that never stop
 //     it (the etcdlock tests and benchmarks, the demo).
 //
-// Any binary that imports this package can be a member process: the
-// package's init function turns the process into one when [MemberEnv] is
-// set, before the importer's own init functions, TestMain or main run.
+// An executable that starts a Cluster becomes a member process only by
+// calling [MaybeRunMember] at the top of its main or TestMain; importing the
+// package does nothing by itself (it has no init function), so the demo and
+// any other importer that only runs a Server never turn into a member.
 //
 //	c := embedetcd.New(t, 3) // three member processes, closed when t ends
 //	i := c.Leader(ctx)       // asked over the client API; -1 if none

@@ -4,6 +4,13 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain lets this test binary, re-executed by the clusters of the tests,
+// be their members.
+func TestMain(m *testing.M) {
+	embedetcd.MaybeRunMember()
+	goleak.VerifyTestMain(m)
+}

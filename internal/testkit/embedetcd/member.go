@@ -62,7 +62,7 @@ func awaitReady(ctx context.Context, p *childproc.Proc, ready <-chan struct{}) e
 	case <-ready:
 		return nil
 	case <-p.Exited():
-		return fmt.Errorf("member process exited before it was ready: %v: %s", p.Err(), p.Output())
+		return fmt.Errorf("member process exited before it was ready (does the executable's main or TestMain call MaybeRunMember?): %v: %s", p.Err(), p.Output())
 	case <-ctx.Done():
 		return fmt.Errorf("not ready: %w; output: %s", ctx.Err(), p.Output())
 	}
