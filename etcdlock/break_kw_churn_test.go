@@ -15,7 +15,7 @@ import (
 // proxy the test can slow.
 func faultyProxied(t *testing.T, seed uint64) (*reqfault.Injector, *netproxy.Proxy, *etcdlock.Client) {
 	t.Helper()
-	p, err := netproxy.Start(strings.TrimPrefix(endpoints[0], "http://"))
+	p, err := netproxy.Start(strings.TrimPrefix(endpoints()[0], "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}

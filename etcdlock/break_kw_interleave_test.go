@@ -65,7 +65,7 @@ func (s *refusingStream) RecvMsg(m any) error {
 func TestBreakKWRefusalsInterleaved(t *testing.T) {
 	const n = 1000
 	r := &refusing{rng: rand.New(rand.NewPCG(308, 1)), share: 0.3}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(r.intercept)}})
 	if err != nil {
 		t.Fatal(err)

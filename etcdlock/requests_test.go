@@ -22,7 +22,7 @@ import (
 func faulty(t testing.TB, seed uint64, eps ...string) (*clientv3.Client, *reqfault.Injector) {
 	t.Helper()
 	if len(eps) == 0 {
-		eps = endpoints
+		eps = endpoints()
 	}
 	in := reqfault.New(seed)
 	cli, err := clientv3.New(clientv3.Config{

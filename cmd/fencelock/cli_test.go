@@ -94,7 +94,7 @@ func TestRunsNeverOverlap(t *testing.T) {
 // SIGTERM, so SIGKILL) within TTL + --kill-after + 1 s, and fencelock
 // exits 79.
 func TestRunStopsChildWhenLockLost(t *testing.T) {
-	p, err := netproxy.Start(strings.TrimPrefix(etcdEndpoints[0], "http://"))
+	p, err := netproxy.Start(strings.TrimPrefix(etcdEndpoints()[0], "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}

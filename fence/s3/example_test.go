@@ -20,7 +20,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	// In a program: cfg, _ := config.LoadDefaultConfig(ctx); client := s3.NewFromConfig(cfg)
-	srv := s3test.Current()
+	srv := s3test.Shared()
 	client, closeIdle := srv.NewClient()
 	defer closeIdle()
 
@@ -45,7 +45,7 @@ func Example() {
 // after a newer holder has written.
 func ExampleStore_Put_stale() {
 	ctx := context.Background()
-	srv := s3test.Current()
+	srv := s3test.Shared()
 	clientA, closeA := srv.NewClient() // two processes, each with its own client
 	defer closeA()
 	clientB, closeB := srv.NewClient()
@@ -74,7 +74,7 @@ func ExampleStore_Put_stale() {
 // threshold (5 MiB here, 5 GiB by default) go as fenced multipart uploads.
 func ExampleStore_PutReader() {
 	ctx := context.Background()
-	srv := s3test.Current()
+	srv := s3test.Shared()
 	client, closeIdle := srv.NewClient()
 	defer closeIdle()
 	store, err := s3fence.New(client, srv.Bucket, s3fence.WithMultipartThreshold(5<<20), s3fence.WithPartSize(5<<20))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
@@ -13,22 +14,38 @@ import (
 // for tmpfs); the system's temporary directory by default.
 const EnvDir = "FENCELOCK_ETCD_DIR"
 
-// Main is the TestMain of a package whose tests share one embedded etcd
-// member, in the shape every package with a shared server uses
-// ([testenv.Main]): the member starts in a new directory under $[EnvDir],
-// set receives its endpoints before the tests run, and after them the
-// member stops and its directory is removed. Pass the result to
-// goleak.VerifyTestMain, which checks for leaked goroutines once the member
-// has stopped.
-func Main(m *testing.M, name string, set func(endpoints []string)) testenv.Main {
+// shared is the package's member, set by [Main]'s Run.
+var shared struct {
+	mu  sync.Mutex
+	srv *Server
+}
+
+// Main returns m wrapped for TestMain, the same shape as pgtest.Main and
+// s3test.Main: its Run starts one embedded etcd member that every test of
+// the package shares ([Shared] returns it), in a new directory under
+// $[EnvDir], runs the tests, then stops the member and removes its
+// directory before goleak looks for leaked goroutines; it fits
+// goleak.VerifyTestMain. A member that does not start fails the run (see
+// [testenv.Main]).
+func Main(m *testing.M) testenv.Main {
 	return testenv.Main{
-		M: m, Name: name, Start: startShared,
+		M: m, Name: "embedetcd", Start: startShared,
 		Set: func(c io.Closer, _ error) {
+			shared.mu.Lock()
+			defer shared.mu.Unlock()
+			shared.srv = nil
 			if c != nil {
-				set(c.(sharedServer).Endpoints())
+				shared.srv = c.(sharedServer).Server
 			}
 		},
 	}
+}
+
+// Shared returns the member [Main] started, or nil outside its Run.
+func Shared() *Server {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	return shared.srv
 }
 
 // startShared starts Main's member.

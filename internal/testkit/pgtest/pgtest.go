@@ -45,7 +45,7 @@ var ErrUnavailable = errors.New("pgtest: no PostgreSQL server: install PostgreSQ
 	"(apt-get install -y postgresql: initdb and postgres in /usr/lib/postgresql/*/bin or on PATH) " +
 	"or set " + EnvDSN + " to a server's connection string")
 
-// shared is the package's server, set by [M.Run].
+// shared is the package's server, set by [Main]'s Run.
 var shared struct {
 	mu  sync.Mutex
 	srv *Server
@@ -100,11 +100,12 @@ func Start(ctx context.Context) (*Server, error) {
 	return startCluster(ctx, bin)
 }
 
-// M wraps a *testing.M so that the package's server lives exactly as long as
-// the tests. Create it with [Main].
-// Main returns m wrapped for TestMain; its Run starts the package's server
-// (see [testenv.Main] for what happens without one), runs the tests, stops
-// the server, and fits goleak.VerifyTestMain.
+// Main returns m wrapped for TestMain, so that the package's server lives
+// exactly as long as the tests: its Run starts one server that every test
+// of the package shares ([New] and [Shared] return it), runs the tests,
+// stops the server before goleak looks for leaked goroutines, and fits
+// goleak.VerifyTestMain. See [testenv.Main] for what happens without a
+// server.
 func Main(m *testing.M) testenv.Main {
 	return testenv.Main{
 		M: m, Name: "pgtest", Unavailable: ErrUnavailable,

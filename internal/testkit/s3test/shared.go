@@ -62,9 +62,9 @@ func (c closeAndRemove) Close() error {
 	return c.Server.Close()
 }
 
-// Current returns the server [Main] started, or nil outside its Run (or
+// Shared returns the server [Main] started, or nil outside its Run (or
 // when there is none); for examples, which have no testing.TB.
-func Current() *Server {
+func Shared() *Server {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	return shared.srv
