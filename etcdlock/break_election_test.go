@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 // Adversarial tests of elections (Campaign, Term, Observe, Run) and owner
@@ -197,10 +198,10 @@ func TestHoldsCampaignClosedWhileWaiting(t *testing.T) {
 		}
 		got := make(chan error, 1)
 		go func() { _, err := c.Campaign(context.Background(), "closing", ""); got <- err }()
-		waitFor(t, func() bool {
+		poll.Until(t, "candidate queued", func() bool {
 			q, err := leader.InspectElection(t.Context(), "closing")
 			return err == nil && len(q.Waiters) == 1
-		}, "candidate queued")
+		})
 		c.Close(t.Context())
 		err = <-got
 		if !errors.Is(err, etcdlock.ErrClosed) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
@@ -36,10 +37,10 @@ func TestBreakKWSlowStreamChurn(t *testing.T) {
 	const n = 3000
 	in, proxy, c := faultyProxied(t, 303)
 	lockMany(t, c, "slow", n)
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok }, "the watches")
+	poll.Until(t, "the watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok })
 	streams := in.Calls("Watch/Watch")
 	etcdlock.EndKeyWatchStreamForTest(c)
-	waitFor(t, func() bool { return in.Calls("Watch/Watch") > streams }, "a new stream")
+	poll.Until(t, "a new stream", func() bool { return in.Calls("Watch/Watch") > streams })
 	proxy.Delay(50 * time.Millisecond) // after the read before it, which is not at issue
 	defer proxy.Heal()
 	start := time.Now()

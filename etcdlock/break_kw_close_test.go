@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 // A Client holding thousands of watched locks on a connection that stalls
@@ -16,7 +17,7 @@ func TestBreakKWCloseStalled(t *testing.T) {
 	const n = 3000
 	_, proxy, c := faultyProxied(t, 307)
 	locks := lockMany(t, c, "stall", n)
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok }, "the watches")
+	poll.Until(t, "the watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok })
 	proxy.Cut()
 	defer proxy.Heal()
 	etcdlock.EndKeyWatchStreamForTest(c) // the read before the next stream hangs on the cut

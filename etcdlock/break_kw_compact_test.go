@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
@@ -19,7 +20,7 @@ func TestBreakKWDeletionCompactedAway(t *testing.T) {
 	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
 	l := mustLock(t, c, "compacted-away")
 	other := mustLock(t, c, "stays")
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 2 && ok }, "the watches")
+	poll.Until(t, "the watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 2 && ok })
 	in.HangStreams(reqfault.Method("Watch/Watch"))
 	if _, err := raw.Delete(t.Context(), l.Key()); err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func TestBreakKWDeletionCompactedAway(t *testing.T) {
 	if _, err := raw.Compact(t.Context(), rev); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return in.Hung() > 0 }, "the hung stream")
+	poll.Until(t, "the hung stream", func() bool { return in.Hung() > 0 })
 	in.HangStreams(nil)
 	in.Next(reads(l.Key()), reqfault.LostReply)
 	etcdlock.EndKeyWatchStreamForTest(c)
@@ -43,6 +44,6 @@ func TestBreakKWDeletionCompactedAway(t *testing.T) {
 	if err := l.Err(); !errors.Is(err, etcdlock.ErrKeyDeleted) {
 		t.Fatalf("Err: got %v, want ErrKeyDeleted", err)
 	}
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the other watch")
+	poll.Until(t, "the other watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 	assertHeld(t, other)
 }

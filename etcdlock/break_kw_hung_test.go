@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
@@ -56,7 +57,7 @@ func TestBreakKWHungStreamManyCreations(t *testing.T) {
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second))
 	admin := newLocker(t, etcdClient(t))
 	l := mustLock(t, c, "victim")
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+	poll.Until(t, "the watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 	in.HangStreams(reqfault.Method("Watch/Watch"))
 	defer in.HangStreams(nil)
 	start := time.Now()

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 // refusing turns a share of the watch creations etcd confirms into
@@ -74,7 +75,7 @@ func TestBreakKWRefusalsInterleaved(t *testing.T) {
 	c := newLocker(t, cli, etcdlock.WithTTL(3*time.Second))
 	admin := etcdClient(t)
 	locks := lockMany(t, c, "interleave", n)
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok }, "the watches")
+	poll.Until(t, "the watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok })
 	r.mu.Lock()
 	r.share = 0
 	t.Logf("%d creations refused", r.refused)

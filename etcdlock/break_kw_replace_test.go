@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
@@ -58,7 +59,7 @@ func TestBreakKWReplaceInFlight(t *testing.T) {
 		}
 	}
 	held := n - len(deleted) - len(unlocked)
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == held && ok }, "the held locks' watches")
+	poll.Until(t, "the held locks' watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == held && ok })
 	for i, l := range locks {
 		if !deleted[i] && !unlocked[i] {
 			assertHeld(t, l)

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 // Finding KW3: a Client that holds locks and does nothing else, on a
@@ -26,14 +27,14 @@ func TestBreakKWProbeExpiredTokenChurn(t *testing.T) {
 	cli, in := sec.faultyLocker(t, 304)
 	c := newLockerAt(t, cli, p, etcdlock.WithTTL(9*time.Second)) // probes every 3s
 	held := mustLock(t, c, "held")
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+	poll.Until(t, "the watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 	streams, txns := in.Calls("Watch/Watch"), in.Calls("KV/Txn")
 	time.Sleep(7 * time.Second) // not synchronisation: two probes after the token expired
 	if s, r := in.Calls("Watch/Watch")-streams, in.Calls("KV/Txn")-txns; s > 0 || r > 0 {
 		t.Errorf("idle for 7s with one lock held: %d watch streams opened (each with a login), %d transactions; want none", s, r)
 	}
 	late := mustLock(t, c, "late") // its creation, refused for the token, moves the watches to a new stream
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 2 && ok }, "both watches")
+	poll.Until(t, "both watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 2 && ok })
 	for _, l := range []*etcdlock.Lock{held, late} {
 		if _, err := root.Delete(t.Context(), l.Key()); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 // etcd's watchers follow the held locks: after Unlock, Break, a stream
@@ -21,7 +22,7 @@ func TestBreakKWServerWatchers(t *testing.T) {
 	for i := range n {
 		locks = append(locks, mustLock(t, c, fmt.Sprintf("w-%d", i)))
 	}
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok }, "the watches")
+	poll.Until(t, "the watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok })
 	awaitWatchers(t, srv, 0, n)
 	for _, l := range locks[:50] {
 		if err := l.Unlock(t.Context()); err != nil {
@@ -46,7 +47,7 @@ func TestBreakKWServerWatchers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n-150 && ok }, "the watches again")
+	poll.Until(t, "the watches again", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n-150 && ok })
 	awaitWatchers(t, srv, 0, n-150)
 	for i := range 60 { // holds around watchDelay: unlocked before, while or after their watch is created
 		l := mustLock(t, c, fmt.Sprintf("short-%d", i%5))

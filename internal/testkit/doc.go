@@ -1,9 +1,9 @@
 // Package testkit holds nothing itself: its subpackages are the test
 // infrastructure shared by the module's tests, one package per job — the
 // servers (embedetcd, pgtest, s3test), the child processes
-// (childproc, childtest), the faults (netproxy, reqfault), what a
-// test cannot run without (testenv) and the shared assertions
-// (fencewant, nilchecktest, oteltest).
+// (childproc, childtest), the faults (netproxy, reqfault), waiting for a
+// condition (poll), what a test cannot run without (testenv) and the
+// shared assertions (fencewant, nilchecktest, oteltest).
 //
 // internal/ is split by layer, and the tree shows it:
 //
