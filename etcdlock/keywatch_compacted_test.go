@@ -14,7 +14,7 @@ import (
 // A deletion made while the stream hangs, compacted away before the next
 // stream, whose read before it fails: the lock learns it from the read
 // after the compacted watch.
-func TestBreakKWDeletionCompactedAway(t *testing.T) {
+func TestKeyWatchDeletionCompactedAway(t *testing.T) {
 	fcli, in := faulty(t, 309)
 	raw := etcdClient(t)
 	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))

@@ -46,13 +46,13 @@ func lockMany(t *testing.T, c *etcdlock.Client, name string, n int) []*etcdlock.
 	return locks
 }
 
-// Finding KW1: a hung watch stream that thousands of creations are sent on
-// was never found out. Its answers back up, etcd stops reading it, and the
-// writer blocked in Send, which kept it from the probe's tick: the deletion
-// the stream hid was never reported. Probes now have a goroutine of their
-// own. TTL 9s: probes every 3s, so the writer is blocked (after ~4,000
+// A hung watch stream that thousands of creations are sent on is found out,
+// and the deletion it hid reported: its answers back up, etcd stops reading
+// it and the writer blocks in Send, but the probes have a goroutine of
+// their own, which the blocked writer cannot keep from the probe's tick.
+// TTL 9s: probes every 3s, so the writer is blocked (after ~4,000
 // creations, about 2s) before the first probe after the hang is checked.
-func TestBreakKWHungStreamManyCreations(t *testing.T) {
+func TestKeyWatchHungStreamManyCreations(t *testing.T) {
 	fcli, in := faulty(t, 301)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second))
 	admin := newLocker(t, etcdClient(t))

@@ -16,7 +16,7 @@ import (
 // keys deleted and locks unlocked meanwhile, and the refresh reads faulty:
 // every deleted key's lock learns it, every other lock stays held, and in
 // the end every held lock is watched on one settled stream.
-func TestBreakKWReplaceInFlight(t *testing.T) {
+func TestKeyWatchStreamsReplacedInFlight(t *testing.T) {
 	const n = 1000
 	fcli, in := faulty(t, 305)
 	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))

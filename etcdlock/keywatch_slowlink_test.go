@@ -25,15 +25,16 @@ func faultyProxied(t *testing.T, seed uint64) (*reqfault.Injector, *netproxy.Pro
 	return in, p, newLocker(t, cli, etcdlock.WithTTL(time.Second))
 }
 
-// Finding KW2: a new stream that re-creates thousands of watches over a
-// slow link (here ~600 KB/s, RTT 100 ms: a few seconds of creations) was
-// taken for hung: its first probe, queued behind the creations, was
-// unanswered at the next tick (TTL 1s: 500 ms), so the stream was ended,
-// the keys read again and every watch created again on the next one,
-// which met the same fate: the watches never settled, and a deletion was
-// only reported by the next read, seconds later. A probe now counts as
-// unanswered only when the stream delivered nothing since the last tick.
-func TestBreakKWSlowStreamChurn(t *testing.T) {
+// A new stream that re-creates thousands of watches over a slow link (here
+// ~600 KB/s, RTT 100 ms: a few seconds of creations) is not taken for hung:
+// a probe counts as unanswered only when the stream delivered nothing since
+// the last tick, so the watches settle and a deletion is reported by its
+// watch. Counting the first probe, queued behind the creations, as
+// unanswered at the next tick (TTL 1s: 500 ms) would end the stream, read
+// the keys again and create every watch again on the next one, which would
+// meet the same fate: the watches would never settle, and a deletion would
+// only be reported by the next read, seconds later.
+func TestKeyWatchSlowLinkSettles(t *testing.T) {
 	const n = 3000
 	in, proxy, c := faultyProxied(t, 303)
 	lockMany(t, c, "slow", n)

@@ -13,7 +13,7 @@ import (
 // (its watch stream's writer blocked in Send, its reader in Recv, a refresh
 // under way) loses them all by the validity deadline, and Close returns
 // soon after its context ends.
-func TestBreakKWCloseStalled(t *testing.T) {
+func TestKeyWatchStalledConnectionClose(t *testing.T) {
 	const n = 3000
 	_, proxy, c := faultyProxied(t, 307)
 	locks := lockMany(t, c, "stall", n)

@@ -11,16 +11,16 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
-// Finding KW3: a Client that holds locks and does nothing else, on a
-// member whose auth tokens outlive their last use by less than a third of
-// the lease TTL, replaced its key-watch stream at every probe: the probe,
-// refused for the stream's expired token, ended the stream, so every probe
-// interval cost a login (bcrypt on etcd's side), a read of every watched
-// key and the creation of every watch again, forever. The watches already
-// on the stream keep working past its token, and a refused probe was
-// answered as any: the stream works. A probe's refusal no longer ends the
-// stream; a lock's refused creation still does (the second lock here).
-func TestBreakKWProbeExpiredTokenChurn(t *testing.T) {
+// A Client that holds locks and does nothing else, on a member whose auth
+// tokens outlive their last use by less than a third of the lease TTL,
+// keeps its key-watch stream when a probe is refused for the stream's
+// expired token: the watches already on the stream keep working past its
+// token, and a refused probe was answered like any other, so the stream
+// works. Ending the stream there would cost, every probe interval, a login
+// (bcrypt on etcd's side), a read of every watched key and the creation of
+// every watch again, forever. A lock's refused creation still ends the
+// stream (the second lock here).
+func TestKeyWatchProbeOnExpiredTokenKeepsStream(t *testing.T) {
 	p := prefix(t)
 	sec := secureEtcd(t, time.Second, false, p)
 	root := sec.client(t, clientv3.Config{Username: "root", Password: rootPassword}, false)

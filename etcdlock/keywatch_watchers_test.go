@@ -12,7 +12,7 @@ import (
 
 // etcd's watchers follow the held locks: after Unlock, Break, a stream
 // replaced and Close, none is left behind on the member.
-func TestBreakKWServerWatchers(t *testing.T) {
+func TestKeyWatchLeavesNoServerWatchers(t *testing.T) {
 	const n = 200
 	srv := etcdlocktest.New(t)
 	cli := etcdClient(t, srv.Endpoints()...)
