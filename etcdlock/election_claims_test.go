@@ -18,13 +18,13 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
-// Adversarial tests of elections that held up on 3ca142f: each pins a
-// claim of the package's documentation under faults.
+// Tests of elections under faults, each pinning a claim of the package's
+// documentation.
 
 // A deposed term's Proclaim and Resign, delivered late after the same
 // Client campaigned again on the same slot (so the new term's key has the
 // same name), change neither the new term's key nor its value.
-func TestHoldsLateProclaimAndResignOfOldTermOnReusedKey(t *testing.T) {
+func TestLateProclaimAndResignOfOldTermOnReusedKey(t *testing.T) {
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 301)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(200*time.Millisecond))
@@ -81,7 +81,7 @@ func TestHoldsLateProclaimAndResignOfOldTermOnReusedKey(t *testing.T) {
 
 // Campaigns whose create lands with its reply lost, or is delivered twice,
 // leave no key that keeps another candidate waiting, and never two leaders.
-func TestHoldsLostReplyAndTwiceCampaigns(t *testing.T) {
+func TestLostReplyAndTwiceCampaigns(t *testing.T) {
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 302)
 	a := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
@@ -113,7 +113,7 @@ func TestHoldsLostReplyAndTwiceCampaigns(t *testing.T) {
 // Run's term context is cancelled by the validity deadline when the
 // leader's network is cut, and before a candidate on the other side of the
 // cut starts leading.
-func TestHoldsRunTermEndsOnCutBeforeNextLeader(t *testing.T) {
+func TestRunTermEndsOnCutBeforeNextLeader(t *testing.T) {
 	direct := etcdClient(t)
 	pcli, proxy := proxied(t)
 	a := newLocker(t, pcli, etcdlock.WithTTL(2*time.Second))
@@ -186,7 +186,7 @@ func nextTerm2[T any](t *testing.T, ch <-chan T) T {
 
 // An observer whose watches etcd keeps refusing backs off (no busy loop),
 // and once they work again sends the current leader.
-func TestHoldsObserveRefusedWatchesBackOff(t *testing.T) {
+func TestObserveRefusedWatchesBackOff(t *testing.T) {
 	fcli, in := faulty(t, 303)
 	watcher := newLocker(t, fcli)
 	c := newLocker(t, etcdClient(t))
@@ -211,7 +211,7 @@ func TestHoldsObserveRefusedWatchesBackOff(t *testing.T) {
 
 // An observer on an etcd with auth on and 1 s tokens keeps seeing every
 // leader across connection resets after its token expired.
-func TestHoldsObserveAuthShortTokenAcrossResets(t *testing.T) {
+func TestObserveAuthShortTokenAcrossResets(t *testing.T) {
 	p := prefix(t)
 	sec := secureEtcd(t, time.Second, false, p)
 	proxy, err := netproxy.Start(strings.TrimPrefix(sec.eps[0], "http://"))
@@ -252,7 +252,7 @@ func TestHoldsObserveAuthShortTokenAcrossResets(t *testing.T) {
 // unknown owners (or as the fields they share), never crash or block
 // Inspect, Leader, Observe or TryLock; and TryLock's LockedError names the
 // holder, not a waiter.
-func TestHoldsGarbageValuesInQueue(t *testing.T) {
+func TestGarbageValuesInQueue(t *testing.T) {
 	cli := etcdClient(t)
 	c := newLocker(t, cli, etcdlock.WithOwner("me"))
 	huge := `{"v":1,"owner":"` + strings.Repeat("o", 1<<20) + `"}`
@@ -335,7 +335,7 @@ func TestHoldsGarbageValuesInQueue(t *testing.T) {
 }
 
 // Bad input gives clear errors, never panics.
-func TestHoldsElectionBadInput(t *testing.T) {
+func TestElectionBadInput(t *testing.T) {
 	c := newLocker(t, etcdClient(t))
 	lead := func(context.Context, *etcdlock.Term) error { return nil }
 	var nilCtx context.Context // testing the nil checks
@@ -378,7 +378,7 @@ func TestHoldsElectionBadInput(t *testing.T) {
 
 // Observe ends, and leaks no goroutine, when its ctx ends or its Client is
 // closed while it waits to send to a reader that stopped reading.
-func TestHoldsObserveEndsWithUnreadEntries(t *testing.T) {
+func TestObserveEndsWithUnreadEntries(t *testing.T) {
 	cli := etcdClient(t)
 	c := newLocker(t, cli)
 	w, err := etcdlock.New(cli, etcdlock.WithPrefix(prefix(t)))
@@ -418,7 +418,7 @@ func TestHoldsObserveEndsWithUnreadEntries(t *testing.T) {
 
 // An observer whose role may not read the election keeps retrying slowly
 // and closes its channel when its ctx ends.
-func TestHoldsObserveWithoutPermission(t *testing.T) {
+func TestObserveWithoutPermission(t *testing.T) {
 	p := prefix(t)
 	sec := secureEtcd(t, time.Minute, false, "/elsewhere/")
 	cli, in := sec.faultyLocker(t, 304)
@@ -449,7 +449,7 @@ func TestHoldsObserveWithoutPermission(t *testing.T) {
 
 // Observers that are cut off and reset repeatedly while terms churn never
 // send an older leader after a newer one, and end up at the last leader.
-func TestHoldsObserveMonotoneAcrossResets(t *testing.T) {
+func TestObserveMonotoneAcrossResets(t *testing.T) {
 	cli := etcdClient(t)
 	pcli, proxy := proxied(t)
 	watcher := newLocker(t, pcli)
@@ -499,7 +499,7 @@ func TestHoldsObserveMonotoneAcrossResets(t *testing.T) {
 
 // A reader that falls behind loses no term: Observe sends one Entry at a
 // time and the terms that came and went meanwhile follow, in order.
-func TestHoldsObserveSlowReaderLosesNone(t *testing.T) {
+func TestObserveSlowReaderLosesNone(t *testing.T) {
 	cli := etcdClient(t)
 	c := newLocker(t, cli)
 	w := newLocker(t, etcdClient(t))
@@ -559,7 +559,7 @@ func TestHoldsObserveSlowReaderLosesNone(t *testing.T) {
 
 // Closing the Client while lead runs cancels lead's context with ErrClosed
 // as its cause, and Run returns ErrClosed, leaving no key.
-func TestHoldsRunCloseWhileLeading(t *testing.T) {
+func TestRunCloseWhileLeading(t *testing.T) {
 	cli := etcdClient(t)
 	c, err := etcdlock.New(cli, etcdlock.WithPrefix(prefix(t)), etcdlock.WithTTL(2*time.Second))
 	if err != nil {
@@ -595,7 +595,7 @@ func TestHoldsRunCloseWhileLeading(t *testing.T) {
 // lost reply, twice): no two candidates lead at once; a Proclaim that
 // succeeded is what Leader reads until the next one, whatever earlier,
 // failed Proclaims land late; and observers never go back.
-func TestHoldsElectionUnderRandomFaults(t *testing.T) {
+func TestElectionUnderRandomFaults(t *testing.T) {
 	eps := propServer(t)
 	direct := etcdClient(t, eps...)
 	fcli, in := faulty(t, 305, eps...)

@@ -11,16 +11,16 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
-// Adversarial tests of elections (Campaign, Term, Observe, Run) and owner
-// records. Tests named TestBreak… fail on the code they were written
-// against (3ca142f); tests named TestHolds… pin a claim that held up.
+// Tests of elections (Campaign, Term, Observe, Run) and owner records
+// under faults and misuse; each comment says what went wrong without the
+// rule the test pins. election_claims_test.go pins the documented claims.
 
-// Finding E1: an election value (or lock metadata) that is not valid UTF-8
-// was silently changed: the record is JSON, and encoding/json replaces each
-// invalid byte with U+FFFD, so Term.Value said one thing, Leader and
-// Observe another. Such data is now refused up front; valid UTF-8,
-// including NUL and quotes, goes through unchanged.
-func TestBreakNonUTF8ValueCorrupted(t *testing.T) {
+// An election value (or lock metadata) that is not valid UTF-8 is refused
+// up front; valid UTF-8, including NUL and quotes, goes through unchanged.
+// The record is JSON, and encoding/json replaces each invalid byte with
+// U+FFFD: accepted, such a value was silently changed, so Term.Value said
+// one thing, Leader and Observe another.
+func TestNonUTF8ValueRefused(t *testing.T) {
 	c := newLocker(t, etcdClient(t))
 	if _, err := c.Campaign(t.Context(), "utf8", "addr\xff\xfe\x00bin"); !errors.Is(err, etcdlock.ErrInvalidData) {
 		t.Fatalf("Campaign with a non-UTF-8 value: got %v, want ErrInvalidData", err)
@@ -39,11 +39,11 @@ func TestBreakNonUTF8ValueCorrupted(t *testing.T) {
 	}
 }
 
-// Finding E2: Run with WithErrorHandler and a lead that fails at once (its
-// database is down, say) campaigns and resigns in a tight loop: two raft
-// writes per round, hundreds of rounds a second. Failed campaigns back off
-// (100 ms to 5 s); failed terms do not.
-func TestBreakRunFailingLeadBusyLoop(t *testing.T) {
+// Run with WithErrorHandler and a lead that fails at once (its database is
+// down, say) backs off between its terms, as it does between failed
+// campaigns (100 ms to 5 s). Without that, it campaigned and resigned in a
+// tight loop: two raft writes per round, hundreds of rounds a second.
+func TestRunFailingLeadBacksOff(t *testing.T) {
 	fcli, in := faulty(t, 201)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -69,12 +69,12 @@ func TestBreakRunFailingLeadBusyLoop(t *testing.T) {
 	}
 }
 
-// Finding E3: a lead that exits its goroutine with runtime.Goexit (as
-// t.FailNow and t.SkipNow do in a test) skips the resignation: recover()
-// returns nil, so lead's deferred resign does not run. The term's key
-// stays, kept alive by the Client's session, and every other candidate
-// waits behind a leader that no longer leads, until the Client is closed.
-func TestBreakRunGoexitLeavesKey(t *testing.T) {
+// A lead that exits its goroutine with runtime.Goexit (as t.FailNow and
+// t.SkipNow do in a test) still resigns. recover() returns nil there, so a
+// resignation that relied on it did not run: the term's key stayed, kept
+// alive by the Client's session, and every other candidate waited behind a
+// leader that no longer led, until the Client was closed.
+func TestRunGoexitResigns(t *testing.T) {
 	cli := etcdClient(t)
 	a := newLocker(t, cli)
 	b := newLocker(t, cli)
@@ -99,12 +99,11 @@ func TestBreakRunGoexitLeavesKey(t *testing.T) {
 	term.Resign(t.Context())
 }
 
-// Finding E4: Run (and Campaign) waiting for a session grant are not ended
-// by Client.Close. Run documents "[ErrClosed] when the Client is closed",
-// but the grant request runs under Run's ctx alone; with etcd unreachable
-// Run stays blocked after Close returned, until the network heals or ctx
-// ends.
-func TestBreakRunIgnoresCloseWhileGranting(t *testing.T) {
+// Run (and Campaign) waiting for a session grant are ended by Client.Close,
+// as Run documents ("[ErrClosed] when the Client is closed"). With the
+// grant request under Run's ctx alone and etcd unreachable, Run stayed
+// blocked after Close returned, until the network healed or ctx ended.
+func TestRunClosedWhileGranting(t *testing.T) {
 	pcli, proxy := proxied(t)
 	c, err := etcdlock.New(pcli, etcdlock.WithPrefix(prefix(t)), etcdlock.WithTTL(2*time.Second))
 	if err != nil {
@@ -139,12 +138,12 @@ func TestBreakRunIgnoresCloseWhileGranting(t *testing.T) {
 	}
 }
 
-// Finding E5: Term.Value blocks while a Proclaim is in flight (one mutex
-// serialises Proclaim and guards the value), and a Proclaim whose request
-// hangs (etcd unreachable) is not ended by the end of its term: it outlives
-// Done and the validity deadline, bounded by the caller's ctx alone. A
-// status handler reading Value hangs with it.
-func TestBreakProclaimHangsPastTermAndBlocksValue(t *testing.T) {
+// Term.Value does not block while a Proclaim is in flight, and a Proclaim
+// whose request hangs (etcd unreachable) ends with its term. With one mutex
+// serialising Proclaim and guarding the value, and the Proclaim bounded by
+// the caller's ctx alone, it outlived Done and the validity deadline, and
+// a status handler reading Value hung with it.
+func TestProclaimEndsWithTermValueNotBlocked(t *testing.T) {
 	pcli, proxy := proxied(t)
 	c := newLocker(t, pcli, etcdlock.WithTTL(2*time.Second))
 	term := mustCampaign(t, c, "hang", "v0")
@@ -183,9 +182,9 @@ func TestBreakProclaimHangsPastTermAndBlocksValue(t *testing.T) {
 	}
 }
 
-// Held: a Campaign waiting behind another leader, whose Client is closed,
+// A Campaign waiting behind another leader, whose Client is closed,
 // returns ErrClosed (not its ctx's error: its ctx was not cancelled).
-func TestHoldsCampaignClosedWhileWaiting(t *testing.T) {
+func TestCampaignClosedWhileWaiting(t *testing.T) {
 	cli := etcdClient(t)
 	leader := newLocker(t, cli)
 	lt := mustCampaign(t, leader, "closing", "")

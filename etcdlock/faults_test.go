@@ -14,14 +14,17 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
-// Adversarial tests of the request-fault hardening. Each one fails on the
-// code it was written against; see the comment above each for the sequence.
+// Tests of a lock's watch, Unlock and Close under refusals, lost or late
+// replies and alarms. The comment above each gives the sequence of
+// requests it plays, and what went wrong in that sequence without the rule
+// it pins.
 
-// Finding 1: a HELD lock whose key watch etcd keeps refusing (as it refuses
-// every new watch on a stream whose auth token expired) re-reads its key and
-// re-watches in a busy loop: the monitor's recheck resumes the watch at once,
-// with no pause. TestRefusedWatchesBackOff only covers waiters.
-func TestBreakRefusedWatchesHeldLockBusyLoop(t *testing.T) {
+// A HELD lock whose key watch etcd keeps refusing (as it refuses every new
+// watch on a stream whose auth token expired) backs off between its reads
+// of the key and its new watches. Without that, the monitor's recheck
+// resumed the watch at once: a busy loop. TestRefusedWatchesBackOff covers
+// waiters.
+func TestRefusedWatchesHeldLockBacksOff(t *testing.T) {
 	fcli, in := faulty(t, 101)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second))
 	l := mustLock(t, c, "m")
@@ -69,8 +72,8 @@ func blocks(p string) reqfault.Match {
 	}
 }
 
-// Finding 2: Unlock reports a loss (ErrKeyDeleted) that did not happen.
-// Sequence, all on slot 0 of one session:
+// Unlock reports no loss (ErrKeyDeleted) that did not happen, in this
+// sequence, all on slot 0 of one session:
 //  1. Lock "x": its create's reply is lost (the key landed); the cleanup's
 //     block (put marker "", get key) is held; the background retry blocks
 //     again, deletes the key, frees slot 0.
@@ -78,10 +81,11 @@ func blocks(p string) reqfault.Match {
 //  3. Unlock: its release txn lands (key deleted, marker = "r") but the
 //     reply is lost; Unlock returns an error and retries in the background.
 //  4. The held block of step 1 lands: marker = "".
-//  5. The retry's delete finds no key, reads the marker, sees "" != "r" and
-//     concludes someone else deleted the key: Done closes with ErrKeyDeleted
-//     and Unlock returns it, though our own Unlock deleted the key.
-func TestBreakLateBlockFakesKeyDeleted(t *testing.T) {
+//  5. The retry's delete finds no key and reads the marker. Concluding
+//     from "" != "r" that someone else deleted the key would close Done
+//     with ErrKeyDeleted and return it from Unlock, though our own Unlock
+//     deleted the key.
+func TestLateBlockFakesNoKeyDeleted(t *testing.T) {
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 102)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(200*time.Millisecond))
@@ -136,13 +140,13 @@ func TestBreakLateBlockFakesKeyDeleted(t *testing.T) {
 	}
 }
 
-// Finding 3: Close(ctx) does not return by its deadline while an Unlock
-// call is in flight. A failed Unlock starts a background retry; a second
-// Unlock (with its own, longer deadline) holds the lock's unlockMu while its
-// request hangs; the retry goroutine blocks on unlockMu (tryUnlock takes it
-// without looking at the session), and Close's c.wg.Wait waits for that
-// goroutine, i.e. for the other Unlock's deadline, not its own.
-func TestBreakCloseWaitsForUnrelatedUnlock(t *testing.T) {
+// Close(ctx) returns by its deadline while an Unlock call is in flight. A
+// failed Unlock starts a background retry; a second Unlock (with its own,
+// longer deadline) holds the lock's unlockMu while its request hangs. If
+// the retry goroutine blocked on unlockMu (tryUnlock taking it without
+// looking at the session), Close's c.wg.Wait would wait for that goroutine,
+// i.e. for the other Unlock's deadline, not its own.
+func TestCloseIgnoresUnrelatedUnlockDeadline(t *testing.T) {
 	fcli, in := faulty(t, 103)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(200*time.Millisecond))
 	l := mustLock(t, c, "c")
@@ -171,14 +175,14 @@ func TestBreakCloseWaitsForUnrelatedUnlock(t *testing.T) {
 	}
 }
 
-// Finding 4: keys and markers outlive Close. When keepalive replies stop
+// Keys and markers do not outlive Close. When keepalive replies stop
 // arriving but the keepalives themselves still reach etcd (a stream whose
 // replies hang), the session ends at its validity deadline while etcd keeps
-// the lease alive. Close (like current(), which replaces such a session)
-// then skips the revoke ("!wasAlive"), so the lock's key and the slot's
-// marker stay in etcd, blocking every waiter of the name, for up to a TTL
-// after Close returned.
-func TestBreakKeysOutliveCloseAfterValidityExpired(t *testing.T) {
+// the lease alive. Close still removes the lock's key and the slot's
+// marker; when it (like current(), which replaces such a session) skipped
+// the revoke ("!wasAlive"), they stayed in etcd, blocking every waiter of
+// the name, for up to a TTL after Close returned.
+func TestCloseAfterValidityExpiredRemovesKeys(t *testing.T) {
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 104)
 	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
@@ -200,7 +204,7 @@ func TestBreakKeysOutliveCloseAfterValidityExpired(t *testing.T) {
 
 // With auth on and a user limited to the lock prefix, locks work end to
 // end: contention, key deletion by someone else, Close's revoke.
-func TestBreakAuthBasics(t *testing.T) {
+func TestAuthLimitedUser(t *testing.T) {
 	p := prefix(t)
 	sec := secureEtcd(t, 5*time.Minute, false, p)
 	root := sec.client(t, clientv3.Config{Username: "root", Password: rootPassword}, false)
@@ -249,15 +253,17 @@ func TestBreakAuthBasics(t *testing.T) {
 // Timing-dependent (passes in normal runs, failed once under -race at load
 // 12): the usual order is that etcd cancels the key watch when the
 // permission goes and the recheck's denied read closes Done; when the
-// deletion event arrives first, the monitor ignores it (finding 7) and the
-// background retry has given up (permanent), so Done stays open.
+// deletion event arrives first, a monitor that ignored it (see
+// TestDeletionNoticedWhileUnlockRetries) and a background retry that has
+// given up (permanent) left Done open.
 //
-// Finding 5: with auth on, a lock whose Unlock etcd refuses for good
-// (permission revoked) stops being watched: the background retry gives up
-// (permanent), the monitor ignores the deletion because an Unlock is under
-// way, and when root then deletes the key and another client takes the
-// lock, the first lock's Done never closes and its Err stays nil.
-func TestBreakAuthRefusedUnlockDoneNeverCloses(t *testing.T) {
+// With auth on, a lock whose Unlock etcd refuses for good (permission
+// revoked) is still watched: when root then deletes the key and another
+// client takes the lock, the first lock's Done closes and its Err says
+// why. Without that, the background retry gave up (permanent), the monitor
+// ignored the deletion because an Unlock was under way, and Done never
+// closed, with Err nil.
+func TestAuthRefusedUnlockStillWatched(t *testing.T) {
 	p := prefix(t)
 	sec := secureEtcd(t, 5*time.Minute, false, p)
 	root := sec.client(t, clientv3.Config{Username: "root", Password: rootPassword}, false)
@@ -327,15 +333,15 @@ func raiseNoSpace(t *testing.T, cli *clientv3.Client) (disarm func()) {
 	}
 }
 
-// Finding 6: under etcd's NOSPACE alarm (backend quota reached) a held lock
-// can no longer be released. etcd then refuses every txn that puts a key,
-// and every release (Unlock, the cleanup of a cancelled Lock) puts the
-// slot's marker in the same txn as its delete; so Unlock fails ("retrying in
-// the background") for as long as the alarm lasts, while keepalives (and
-// the lease, and the key) go on: the name stays blocked for every other
-// client. A plain conditional delete (concurrency.Mutex's Unlock) is allowed
-// under NOSPACE.
-func TestBreakNoSpaceUnlockCannotRelease(t *testing.T) {
+// Under etcd's NOSPACE alarm (backend quota reached) a held lock can still
+// be released: a plain conditional delete (concurrency.Mutex's Unlock) is
+// allowed under NOSPACE. etcd refuses every txn that puts a key, so a
+// release (Unlock, the cleanup of a cancelled Lock) that put the slot's
+// marker in the same txn as its delete failed ("retrying in the
+// background") for as long as the alarm lasted, while keepalives (and the
+// lease, and the key) went on: the name stayed blocked for every other
+// client.
+func TestNoSpaceUnlockReleases(t *testing.T) {
 	eps := propServer(t)
 	cli := etcdClient(t, eps...)
 	c := newLocker(t, cli, etcdlock.WithTTL(3*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
@@ -355,13 +361,14 @@ func TestBreakNoSpaceUnlockCannotRelease(t *testing.T) {
 	}
 }
 
-// Finding 7: once Unlock has been called, the monitor used to ignore a
-// deletion of the key ("the release knows"), so while the release kept
-// failing the lock's Done stayed open and its Err nil although someone else
-// deleted its key and a new holder took the lock. Here every release request
-// of A's is delivered only after its caller gave up (seconds later), an
-// operator deletes A's key, and B takes the lock.
-func TestBreakDeletionIgnoredWhileUnlockRetries(t *testing.T) {
+// Once Unlock has been called and while the release keeps failing, the
+// monitor still notices a deletion of the key by someone else: the lock's
+// Done closes and its Err says why when a new holder takes the lock. (A
+// monitor that ignored the deletion, "the release knows", left Done open
+// and Err nil.) Here every release request of A's is delivered only after
+// its caller gave up (seconds later), an operator deletes A's key, and B
+// takes the lock.
+func TestDeletionNoticedWhileUnlockRetries(t *testing.T) {
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 77)
 	a := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
