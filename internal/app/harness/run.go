@@ -30,8 +30,9 @@ type Servers struct {
 // 3-member etcd cluster and stops it before returning; it re-executes this
 // executable for the workers (see [MaybeRunWorker]) and for the etcd
 // members (see [embedetcd.MaybeRunMember]): the executable's main, or its
-// test binary's init or TestMain, calls both hooks first. The run goes on until it reaches
-// cfg.Until, or for cfg.MaxDuration at most (Report.Capped says which);
+// test binary's init or TestMain, calls both hooks first. The run goes on
+// until it reaches cfg.Until, or for cfg.MaxDuration at most
+// (Report.Capped says which);
 // ctx bounds the setup, the run and the final reads. An error means the
 // run could not be made or checked; violations are in the report.
 func Run(ctx context.Context, srv Servers, cfg Config) (*check.Report, error) {

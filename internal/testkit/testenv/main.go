@@ -16,7 +16,7 @@ import (
 // which calls Run.
 type Main struct {
 	M *testing.M
-	// Name names the server in messages ("pgtest", "s3test").
+	// Name names the server in messages ("pgtest", "s3test", "embedetcd").
 	Name string
 	// Start starts the server; an error matching Unavailable means there is
 	// none on this machine.
