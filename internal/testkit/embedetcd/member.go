@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"testing"
 
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
@@ -38,6 +39,12 @@ func (m *Member) start(ctx context.Context, state string) error {
 	cmd, err := childproc.Reexec(MemberEnv, mc)
 	if err != nil {
 		return err
+	}
+	if testing.Testing() {
+		// A test binary whose TestMain does not call MaybeRunMember then
+		// runs no test and exits at once, so the start fails in a moment
+		// instead of once every test of the package has run in the child.
+		cmd.Args = append(cmd.Args, "-test.run=^$")
 	}
 	ready := make(chan struct{})
 	var once sync.Once
