@@ -50,6 +50,11 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lo
 // and otherwise returns a [*LockedError] (matching [ErrLocked]) naming the
 // holder, at once, leaving no key behind. ctx bounds the call as for
 // [Client.Lock].
+//
+// "At once" needs etcd's answer: when etcd cannot be reached, the requests
+// wait for a connection (the etcd client keeps retrying it) and TryLock
+// returns an error matching ctx's only when ctx ends. Give ctx a deadline to
+// fail fast against an unreachable etcd.
 func (c *Client) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	return c.lock(ctx, name, false, opts)
 }
@@ -125,7 +130,14 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 	t := c.ticket(s, sp)
 	l, err := c.enqueue(actx, s, t)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return nil, err // acquire retries once on a new session
+		return nil, err // acquireOnce retries once on a new session
+	}
+	if err != nil && ctx.Err() == nil && !t.queued && errors.Is(s.Err(), ErrLeaseExpired) {
+		// Another call heard first that etcd has no such lease, and its
+		// end of the session cancelled our create. Nothing of this attempt
+		// can be in etcd (a key on a gone lease goes with it, and a create
+		// naming it is refused), so it is as if etcd had told us.
+		return nil, rpctypes.ErrLeaseNotFound
 	}
 	if err != nil && ctx.Err() == nil && s.Err() != nil {
 		return nil, fmt.Errorf("etcdlock: %q: %w", sp.name, sessionCause(s.Err()))
@@ -142,6 +154,7 @@ type ticket struct {
 	slot        int
 	mark        int64
 	at          time.Time   // when the key was first written, for its record
+	queued      bool        // the create landed, and we know it: a loss from now on is of our place
 	unmarked    bool        // released without moving the marker (etcd out of space); owned by the releasing goroutine
 	noMark      atomic.Bool // set before such a release is sent; read by the lock's key watch
 }
@@ -222,6 +235,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.K
 			return nil, nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
 		if resp.Succeeded {
+			t.queued = true
 			var first *mvccpb.KeyValue
 			if !t.wait {
 				first = resp.Responses[2].GetResponseRange().Kvs[0]

@@ -33,7 +33,10 @@ type Client struct {
 
 	mu     sync.Mutex
 	sess   *session
-	closed bool
+	closed bool // Close has begun
+
+	closeDone chan struct{} // closed when the first Close has finished
+	closeErr  error         // its result, which every Close returns; set before closeDone closes
 }
 
 // New returns a Client that takes locks through cli. It fails on a nil cli or
@@ -58,7 +61,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("etcdlock: New: creating instruments: %w", err)
 	}
 	life, stop := context.WithCancel(context.Background())
-	c := &Client{cli: cli, o: o, tel: tel, granting: make(chan struct{}, 1), life: life, stop: stop}
+	c := &Client{cli: cli, o: o, tel: tel, granting: make(chan struct{}, 1), life: life, stop: stop, closeDone: make(chan struct{})}
 	c.kw = newKeyWatcher(c)
 	return c, nil
 }
@@ -83,26 +86,11 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 	if s, err := c.current(); s != nil || err != nil {
 		return s, err // another caller made it meanwhile
 	}
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(c.life, cancel)()
-	s, err := newSession(gctx, c.cli, c.o.ttlSeconds(), c.tel)
-	if err != nil {
-		if ctx.Err() == nil && c.life.Err() != nil {
-			return nil, ErrClosed
-		}
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.cleanupTimeout)
-		defer cancel()
-		s.close(rctx, ErrClosed, true)
+	s, err := c.grant(ctx)
+	if err != nil && ctx.Err() == nil && c.life.Err() != nil {
 		return nil, ErrClosed
 	}
-	c.sess = s
-	return s, nil
+	return s, err
 }
 
 // current returns the live session, or nil if a new one is needed, having
@@ -147,6 +135,52 @@ func (c *Client) current() (*session, error) {
 	return nil, nil
 }
 
+// grant creates the Client's session, its grant bounded by ctx and by
+// Close; a session granted after Close began is closed at once. The
+// lease's ID is chosen here, not by etcd, so that a grant whose outcome is
+// unknown (its reply lost, or cancelled by Close while the request was out)
+// can still be revoked: otherwise a grant that landed would leave a lease
+// nobody knows alive for its whole TTL. Close waits for that revoke: the
+// grant counts in c.wg from before the request until the revoke is done.
+func (c *Client) grant(ctx context.Context) (*session, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
+	id := newLeaseID()
+	s, err := newSession(gctx, c.cli, id, c.o.ttlSeconds(), c.tel)
+	if err != nil && !refused(err) {
+		c.wg.Add(1) // safe: this call's count is still held
+		go func() {
+			defer c.wg.Done()
+			rctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
+			defer cancel()
+			c.cli.Revoke(rctx, id)
+		}()
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if !c.closed {
+		c.sess = s
+		c.mu.Unlock()
+		return s, nil
+	}
+	c.mu.Unlock()
+	rctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
+	defer cancel()
+	s.close(rctx, ErrClosed, true)
+	return nil, ErrClosed
+}
+
 // Close ends the client's session: it stops the keepalives and revokes the
 // lease, so every lock taken through c is released at once and their Done
 // channels close with [ErrClosed]; [Client.Observe] channels close and
@@ -154,8 +188,10 @@ func (c *Client) current() (*session, error) {
 // cleanup timeout ([WithCleanupTimeout]), or by the cleanup timeout alone
 // when ctx has already ended; if it fails, the lease expires on its own
 // after its TTL and Close returns the error. Close then waits for the
-// client's goroutines. Close is idempotent; Lock, TryLock and Campaign fail
-// with [ErrClosed] afterwards.
+// client's goroutines. Close is idempotent: a Close called while another
+// runs (a signal handler beside a defer) returns when that one has
+// finished, and every Close returns the first one's result. Lock, TryLock
+// and Campaign fail with [ErrClosed] afterwards.
 func (c *Client) Close(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: Close: nil context", ErrInvalidArgument)
@@ -167,9 +203,17 @@ func (c *Client) Close(ctx context.Context) error {
 	c.sess = nil
 	c.mu.Unlock()
 	if already {
-		c.wg.Wait()
-		return nil
+		<-c.closeDone
+		return c.closeErr
 	}
+	defer close(c.closeDone)
+	c.closeErr = c.close(ctx, s)
+	return c.closeErr
+}
+
+// close is the first Close's work: end the session s (nil: none) and wait
+// for the Client's goroutines.
+func (c *Client) close(ctx context.Context, s *session) error {
 	c.stop()
 	var err error
 	if s != nil {

@@ -22,9 +22,9 @@
 //	}
 //	defer locks.Close(context.Background())
 //
-//	ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // never wait forever
+//	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second) // never wait forever
 //	defer cancel()
-//	lock, err := locks.Lock(ctx, "billing-run")
+//	lock, err := locks.Lock(waitCtx, "billing-run") // waitCtx bounds the wait, not the lock or the writes
 //	if err != nil {
 //		return err
 //	}
@@ -39,7 +39,7 @@
 //	}()
 //	guard, err := fence.NewGuard(lock)
 //	...
-//	err = guard.Put(ctx, store, "invoice/42", data) // refused by the store if a newer holder wrote
+//	err = guard.Put(ctx, store, "invoice/42", data) // the caller's ctx; refused by the store if a newer holder wrote
 //
 // A nil context, a nil (or typed-nil) etcd client or a nil function gives
 // an error matching [ErrInvalidArgument], never a panic, before any request.

@@ -64,9 +64,9 @@ var ErrNotHolder = errors.New("etcdlock: token is not the holder's")
 // ErrClosed means the [Client] was closed.
 var ErrClosed = errors.New("etcdlock: client closed")
 
-// ErrInvalidName means a lock name was empty, too long, not valid UTF-8, or
-// contained '/' or a control character.
-var ErrInvalidName = errors.New("etcdlock: invalid lock name")
+// ErrInvalidName means a lock or election name was empty, too long, not
+// valid UTF-8, or contained '/' or a control character.
+var ErrInvalidName = errors.New("etcdlock: invalid name")
 
 // ErrInvalidData means data given with an acquisition ([WithMetadata], an
 // election value) is longer than [MaxDataLen] or not valid UTF-8 (the

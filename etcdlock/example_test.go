@@ -87,7 +87,8 @@ func Example_guard() {
 		log.Fatal(err)
 	}
 	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // bounds every call, Unlock included
+	ctx := context.Background()
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second) // bounds the waits for the lock, not the writes
 	defer cancel()
 	store := fence.NewMemoryStore() // stands for any fenced resource
 
@@ -96,7 +97,7 @@ func Example_guard() {
 	b, _ := etcdlock.New(cli, etcdlock.WithPrefix("/example-guard/"))
 	defer b.Close(ctx)
 
-	lockA, _ := a.Lock(ctx, "account-7")
+	lockA, _ := a.Lock(waitCtx, "account-7")
 	guardA, _ := fence.NewGuard(lockA)
 
 	err = guardA.Do(ctx, func(ctx context.Context, token fence.Token) error {
@@ -104,7 +105,7 @@ func Example_guard() {
 		// (revoked here, to stand for an expiry during the pause).
 		cli.Revoke(ctx, lockA.Lease())
 
-		lockB, _ := b.Lock(ctx, "account-7")
+		lockB, _ := b.Lock(waitCtx, "account-7")
 		guardB, _ := fence.NewGuard(lockB)
 		fmt.Println("B writes:", guardB.Put(ctx, store, "balance", []byte("100")))
 		defer lockB.Unlock(ctx)

@@ -78,3 +78,36 @@ func FuzzEntryOf(f *testing.F) {
 		_ = e.String()
 	})
 }
+
+// FuzzPrefixLayout: of two different prefixes New accepts, neither's keys
+// (queue keys of locks and elections, slot markers) lie in the other's
+// queues or markers, so Clients with nested prefixes cannot see each
+// other's keys.
+func FuzzPrefixLayout(f *testing.F) {
+	for _, s := range [][2]string{{"/fencelock/", "/fencelock/lock/jobs/"}, {"/a/", "/a/jobs/"}, {"/a", "/a/slot"}, {"lock/", "lock/lock/"},
+		{"/", "/elect/x/"}, {"x", "xlock/"}, {"/a/", "/a/locks/"}} {
+		f.Add(s[0], s[1])
+	}
+	accept := func(p string) (options, bool) {
+		o := defaultOptions()
+		o.prefix = p
+		return o, o.validate() == nil
+	}
+	f.Fuzz(func(t *testing.T, p1, p2 string) {
+		o1, ok1 := accept(p1)
+		o2, ok2 := accept(p2)
+		if !ok1 || !ok2 || o1.prefix == o2.prefix {
+			return
+		}
+		for _, pair := range [][2]options{{o1, o2}, {o2, o1}} {
+			outer, inner := pair[0].prefix, pair[1].prefix
+			for _, k := range []string{inner + "lock/n/0123456789abcdef-0", inner + "elect/n/0123456789abcdef-0", inner + "slot/0123456789abcdef-0"} {
+				for _, seg := range layoutSegments {
+					if strings.HasPrefix(k, outer+seg+"/") {
+						t.Fatalf("prefixes %q and %q both accepted: key %q of the second lies under the first's %s/", outer, inner, k, seg)
+					}
+				}
+			}
+		}
+	})
+}

@@ -43,6 +43,15 @@ func (c *Client) InspectElection(ctx context.Context, name string) (Queue, error
 // Leader returns the current leader of the election called name: its
 // value, token, lease and owner, or an error matching [ErrNoLeader] when no
 // candidate campaigns. ctx bounds the requests.
+//
+// The leader is the candidate etcd ranks first: the one entitled to lead,
+// not proof that it leads now. It may not have learnt of its turn yet, and
+// a candidate whose Campaign gave up just as its turn came (its context
+// ended) is still reported until its cleanup delete lands: a round trip
+// normally, and at worst, when that delete cannot reach etcd, until its
+// lease expires. A lost leader is likewise reported until its lease
+// expires. To route work to a leader, route on a value it proclaims once
+// it has begun ([Term.Proclaim]), and fence what it writes.
 func (c *Client) Leader(ctx context.Context, name string) (Entry, error) {
 	q, err := c.inspect(ctx, "Leader", name, c.electionQueue)
 	if err != nil {

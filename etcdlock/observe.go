@@ -21,6 +21,11 @@ import (
 // election afresh and goes on from there, so terms that began and ended
 // during the gap are skipped. The Entries' TTL is -1 (not read).
 //
+// A leader sent is what [Client.Leader] would return at that revision: the
+// candidate entitled to lead, which may be one whose Campaign gave up as
+// its turn came, reported until its cleanup delete lands (see
+// [Client.Leader]).
+//
 // The channel is closed when ctx ends or the Client is closed. Observe
 // sends one Entry at a time: a reader that falls behind delays the next
 // one, it loses none. It fails only on a nil ctx, an invalid name, or a

@@ -54,6 +54,13 @@ func WithTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.tt
 // under prefix+"slot/". Default "/fencelock/".
 // A '/' is appended when missing. Empty makes [New] fail.
 //
+// A prefix may not contain "lock", "elect" or "slot" as a segment
+// ("/app/lock/" is refused, "/app/locks/" is fine): such a prefix nests
+// inside the key space of a Client whose prefix is the part before that
+// segment ("/app/"), whose queues would then hold its keys. Two Clients
+// whose prefixes are otherwise nested ("/app/" and "/app/jobs/") share no
+// key.
+//
 // With etcd authentication on, the client's role needs readwrite on the
 // whole prefix, not only on prefix+"lock/" (every create reads a slot
 // marker); for the default prefix:
@@ -123,8 +130,19 @@ func (o *options) validate() error {
 	if !strings.HasSuffix(o.prefix, "/") {
 		o.prefix += "/"
 	}
+	for _, seg := range layoutSegments {
+		if i := strings.Index(o.prefix, "/"+seg+"/"); i >= 0 {
+			return fmt.Errorf("%w: prefix %q nests inside the key space of a Client with prefix %q (its %s/ keys): choose a prefix with no %q segment",
+				ErrInvalidOption, o.prefix, o.prefix[:i+1], seg, seg)
+		}
+	}
 	return nil
 }
+
+// layoutSegments are the names under a prefix that the key layout uses
+// (see WithPrefix). A prefix containing one as a segment would put its
+// keys inside another Client's queues or markers.
+var layoutSegments = []string{"lock", "elect", "slot"}
 
 // ttlSeconds is the TTL to request, rounded up to whole seconds.
 func (o *options) ttlSeconds() int64 {

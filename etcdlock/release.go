@@ -238,3 +238,19 @@ func permanent(err error) bool {
 	}
 	return false
 }
+
+// refused reports whether etcd answered a request with a refusal, so that
+// it was not applied and never will be; false when the outcome is unknown
+// (the caller gave up, the connection broke, the proposal timed out).
+func refused(err error) bool {
+	code := status.Code(err)
+	if ee := (rpctypes.EtcdError{}); errors.As(err, &ee) {
+		code = ee.Code()
+	}
+	switch code {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated,
+		codes.OutOfRange, codes.NotFound, codes.AlreadyExists, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}

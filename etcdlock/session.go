@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -98,23 +101,39 @@ func (s *session) retry(try func() bool) bool {
 // retryInterval is the pause between keepalive attempts after a failure.
 func (s *session) retryInterval() time.Duration { return min(s.ttl/10, 250*time.Millisecond) }
 
-func newSession(ctx context.Context, cli *clientv3.Client, ttlSeconds int64, tel *telemetry) (*session, error) {
+// newLeaseID returns a lease ID for a grant: random, so that no two
+// Clients choose the same one (63 random bits), and positive, as etcd's own.
+func newLeaseID() clientv3.LeaseID { return clientv3.LeaseID(rand.Int64N(math.MaxInt64) + 1) }
+
+// newSession grants lease id and starts renewing it.
+//
+// The grant is safe to arrive twice: a second delivery of it (clientv3
+// retries a grant whose reply was lost) is refused as "lease already
+// exists", which for an ID drawn at random for this grant means the first
+// delivery landed, so the lease is ours, granted no later than we sent the
+// request and with at least the TTL asked for.
+func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttlSeconds int64, tel *telemetry) (*session, error) {
 	sent := time.Now()
-	resp, err := cli.Grant(ctx, ttlSeconds)
-	if err != nil {
-		return nil, fmt.Errorf("etcdlock: grant lease: %w", connError(cli, err))
+	ttl := ttlSeconds
+	resp, err := clientv3.RetryLeaseClient(cli).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: int64(id), TTL: ttlSeconds})
+	switch {
+	case err == nil:
+		ttl = resp.TTL
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseExist):
+	default:
+		return nil, fmt.Errorf("etcdlock: grant lease: %w", connError(cli, rpctypes.Error(clientv3.ContextError(ctx, err))))
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &session{
 		tel:        tel,
 		cli:        cli,
-		id:         resp.ID,
-		ka:         keepalive{cli: cli, id: resp.ID},
-		ttl:        time.Duration(resp.TTL) * time.Second,
+		id:         id,
+		ka:         keepalive{cli: cli, id: id},
+		ttl:        time.Duration(ttl) * time.Second,
 		ctx:        sctx,
 		cancel:     cancel,
 		done:       make(chan struct{}),
-		validUntil: sent.Add(time.Duration(resp.TTL) * time.Second),
+		validUntil: sent.Add(time.Duration(ttl) * time.Second),
 	}
 	s.wg.Add(1)
 	go s.run()

@@ -42,9 +42,10 @@ func worker(js string, stdin io.Reader, stdout io.Writer) error {
 	}
 	defer locks.Close(context.Background())
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx := context.Background()
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // bounds the wait, not the write
 	defer cancel()
-	lock, err := locks.Lock(ctx, cfg.Name)
+	lock, err := locks.Lock(waitCtx, cfg.Name)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,10 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 )
 
+// defaultTTL is --ttl's default: etcdlock's own (WithTTL), so that a lock
+// taken by fencelock and one taken by a program on the library behave alike.
+const defaultTTL = 30 * time.Second
+
 // globals are the flags every subcommand shares.
 type globals struct {
 	endpoints   []string
@@ -40,7 +44,7 @@ func (g *globals) register(root *cobra.Command) {
 	f.StringVar(&g.password, "password", "", "etcd password, when --user has none (env ..._PASSWORD)")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 2*time.Second, "how long to wait for a connection to etcd (env ..._DIAL_TIMEOUT)")
 	f.StringVar(&g.prefix, "prefix", "/fencelock/", "key prefix of the locks, as etcdlock.WithPrefix (env FENCELOCK_PREFIX)")
-	f.DurationVar(&g.ttl, "ttl", 15*time.Second, "lease TTL, as etcdlock.WithTTL (env FENCELOCK_TTL)")
+	f.DurationVar(&g.ttl, "ttl", defaultTTL, "lease TTL, as etcdlock.WithTTL, whose default it has (env FENCELOCK_TTL)")
 	f.StringVar(&g.owner, "owner", "", "owner identity written into the lock's key (default hostname/pid; env FENCELOCK_OWNER)")
 	f.StringVar(&g.metricsAddr, "metrics-addr", "", "serve the lock's metrics for Prometheus at http://ADDR/metrics, e.g. :9464 (env FENCELOCK_METRICS_ADDR)")
 }
@@ -120,7 +124,11 @@ func (g *globals) connect(ctx context.Context) (*etcdlock.Client, func(), error)
 	defer cancel()
 	if _, err := cli.Status(sctx, g.endpoints[0]); err != nil && !reachedAny(sctx, cli, g.endpoints[1:]) {
 		cli.Close()
-		return nil, nil, fail(exitUnavailable, "etcd at %s (dial timeout %v): %v", strings.Join(g.endpoints, ","), g.dialTimeout, err)
+		msg := err.Error()
+		if cause := dialCause(ctx, g.endpoints, cfg.TLS, g.dialTimeout); cause != "" {
+			msg += " (" + cause + ")"
+		}
+		return nil, nil, fail(exitUnavailable, "etcd at %s (dial timeout %v): %s", strings.Join(g.endpoints, ","), g.dialTimeout, msg)
 	}
 	opts := []etcdlock.Option{etcdlock.WithPrefix(g.prefix), etcdlock.WithTTL(g.ttl)}
 	if g.owner != "" {

@@ -38,10 +38,14 @@ while campaigning they stop elect (128+N).
 
 --value is published as the candidate's value (status shows it).
 
+As with run, every argument after NAME is CMD's, flags included: put
+elect's flags before NAME.
+
 Exit status: as for run.`,
 		Example: `  fencelock elect --restart --value "$(hostname)" scheduler -- ./scheduler`,
 		Args:    nameAndCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			noteFlagsAfterName(cmd, args)
 			name, argv := splitCommand(args)
 			return runElected(cmd.Context(), g, o, name, argv, cmd.ErrOrStderr())
 		},
@@ -109,8 +113,10 @@ func runElected(ctx context.Context, g *globals, o electOptions, name string, ar
 	ran := last.ran
 	switch {
 	case startErr != nil:
-		return fail(127, "start %q: %v", argv[0], startErr)
-	case errors.Is(err, etcdlock.ErrInvalidName), errors.Is(err, etcdlock.ErrInvalidData):
+		return fail(exitNoCommand, "start %q: %v", argv[0], startErr)
+	case errors.Is(err, etcdlock.ErrInvalidName):
+		return bad("election name %q: %v", name, err)
+	case errors.Is(err, etcdlock.ErrInvalidData):
 		return bad("%v", err)
 	case !errors.Is(err, context.Canceled):
 		return fail(exitUnavailable, "election %q: %v", name, err)

@@ -20,7 +20,7 @@
 // for bad usage, 69 when etcd cannot be reached or refuses the request, 75
 // when the lock was not acquired (held, with --try; or --wait elapsed), 79
 // when the lock or leadership was lost while the command ran (it was
-// stopped).
+// stopped), 127 when the command cannot be started.
 package main
 
 import (
@@ -34,10 +34,11 @@ import (
 
 // Exit statuses of fencelock itself (sysexits.h numbers where one fits).
 const (
-	exitUsage       = 64 // EX_USAGE: bad flags or arguments
-	exitUnavailable = 69 // EX_UNAVAILABLE: etcd cannot be reached, or refused the request
-	exitNotAcquired = 75 // EX_TEMPFAIL: held by another (--try), or --wait elapsed
-	exitLost        = 79 // the lock or leadership was lost while the command ran
+	exitUsage       = 64  // EX_USAGE: bad flags or arguments
+	exitUnavailable = 69  // EX_UNAVAILABLE: etcd cannot be reached, or refused the request
+	exitNotAcquired = 75  // EX_TEMPFAIL: held by another (--try), or --wait elapsed
+	exitLost        = 79  // the lock or leadership was lost while the command ran
+	exitNoCommand   = 127 // the command cannot be started, as a shell's
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -99,7 +100,8 @@ ETCDCTL_ENDPOINTS, ...; FENCELOCK_* take precedence). --prefix, --ttl and
 
 Exit status: the command's own (128+N when signal N ended it); 64 bad usage;
 69 etcd unreachable or refusing; 75 lock not acquired (--try, --wait); 79
-lock or leadership lost while the command ran.`,
+lock or leadership lost while the command ran; 127 the command cannot be
+started.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

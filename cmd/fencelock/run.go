@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,6 +47,12 @@ process group gets SIGTERM, then SIGKILL after --kill-after, and fencelock
 exits 79. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to fencelock are passed on
 to CMD's process group. CMD is killed if fencelock itself is killed.
 
+Every argument after NAME is CMD's, flags included, with or without "--"
+(as with etcdctl lock, env or timeout): in "fencelock run job sh -c '...'
+--ttl 5s" the --ttl goes to sh and sets no TTL. Put fencelock's flags before
+NAME. Without "--", fencelock notes on stderr a flag of its own that it
+finds after NAME.
+
 Exit status: CMD's (128+N when signal N ended it); 75 when the lock was not
 acquired (--try found it held, or --wait elapsed); 79 when it was lost while
 CMD ran; 69 when etcd cannot be reached or refuses; 64 for bad usage; 127
@@ -55,6 +62,7 @@ when CMD cannot be started.`,
     'psql "$DSN" -c "UPDATE reports SET state = 1, fence = $FENCELOCK_TOKEN WHERE id = 1 AND fence <= $FENCELOCK_TOKEN"'`,
 		Args: nameAndCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			noteFlagsAfterName(cmd, args)
 			name, argv := splitCommand(args)
 			return runLocked(cmd.Context(), g, o, name, argv, cmd.ErrOrStderr())
 		},
@@ -69,7 +77,11 @@ when CMD cannot be started.`,
 }
 
 // nameAndCommand accepts NAME CMD [ARGS...], with or without "--" between
-// them. Flag parsing stops at NAME, so CMD's own flags stay CMD's.
+// them. Flag parsing stops at NAME, so CMD's own flags stay CMD's, as
+// etcdctl lock, env and timeout do with theirs: requiring "--" would break
+// that habit, and a flag after NAME cannot be told from one of CMD's.
+// Without "--", a flag of fencelock's own among CMD's arguments is noted
+// on stderr (see flagsAfterName).
 func nameAndCommand(cmd *cobra.Command, args []string) error {
 	if _, argv := splitCommand(args); len(argv) == 0 {
 		return bad("%s: want NAME -- CMD [ARGS...], got %d arguments", cmd.Name(), len(args))
@@ -92,11 +104,43 @@ func splitCommand(args []string) (string, []string) {
 	return name, argv
 }
 
+// flagsAfterName returns the arguments of CMD that are flags of fencelock's
+// own command cmd (or its parents), when no "--" separates NAME from CMD:
+// likely meant for fencelock, though they go to CMD.
+func flagsAfterName(cmd *cobra.Command, args []string) []string {
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) < 2 || args[1] == "--" {
+		return nil
+	}
+	var found []string
+	for _, a := range args[2:] {
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if strings.HasPrefix(a, "--") && name != "" && cmd.Flags().Lookup(name) != nil {
+			found = append(found, a)
+		}
+	}
+	return found
+}
+
+// noteFlagsAfterName says on stderr that flags of fencelock's own after
+// NAME went to the command.
+func noteFlagsAfterName(cmd *cobra.Command, args []string) {
+	if found := flagsAfterName(cmd, args); len(found) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "fencelock: note: %s after NAME went to the command, not to fencelock; "+
+			"put fencelock's flags before NAME, or \"--\" after it to silence this\n", strings.Join(found, " "))
+	}
+}
+
 func bad(format string, args ...any) error { return fail(exitUsage, format, args...) }
 
 func runLocked(ctx context.Context, g *globals, o runOptions, name string, argv []string, stderr io.Writer) error {
-	if o.killAfter <= 0 {
+	switch {
+	case o.killAfter <= 0:
 		return bad("--kill-after %v: must be positive", o.killAfter)
+	case o.wait < 0:
+		return bad("--wait %v: must not be negative (0, the default, waits until interrupted)", o.wait)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -117,7 +161,7 @@ func runLocked(ctx context.Context, g *globals, o runOptions, name string, argv 
 	c, err := startChild(argv, childEnv(name, lock.Key(), lock.Token(), lock.Lease(), lock.TTL()))
 	if err != nil {
 		unlock(lock)
-		return fail(127, "start %q: %v", argv[0], err)
+		return fail(exitNoCommand, "start %q: %v", argv[0], err)
 	}
 	if supervise(c, sigs, lock.Done(), o.killAfter) {
 		closeLocks = func() {} // no wait for a revoke through a link that may be cut: the lease is gone or expiring
@@ -162,7 +206,9 @@ func acquire(ctx context.Context, sigs *signals, locks *etcdlock.Client, o runOp
 			holder = fmt.Sprintf(" (held by %v)", q.Holder)
 		}
 		return nil, fail(exitNotAcquired, "lock %q not acquired within --wait %v%s", name, o.wait, holder)
-	case errors.Is(err, etcdlock.ErrInvalidName), errors.Is(err, etcdlock.ErrInvalidData):
+	case errors.Is(err, etcdlock.ErrInvalidName):
+		return nil, bad("lock name %q: %v", name, err)
+	case errors.Is(err, etcdlock.ErrInvalidData):
 		return nil, bad("%v", err)
 	default:
 		return nil, fail(exitUnavailable, "lock %q: %v", name, err)

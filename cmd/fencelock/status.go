@@ -22,14 +22,18 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Long: `status shows, for each lock NAME (all locks with a holder or a waiter when no
 NAME is given), the holder and the waiters in the order they will be served,
 and the same for elections (leader and candidates): owner, fencing token,
-how long ago it was acquired, lease and its remaining TTL, metadata. A NAME
-with neither a lock holder nor a candidate shows as free.
+how long ago it joined the queue (QUEUED), lease and its remaining TTL,
+metadata. A NAME with neither a lock holder nor a candidate shows as free.
+
+QUEUED counts from when the key was written, by the writer's clock: for a
+holder or leader that waited behind another, that is earlier than when it
+began to hold or lead, which etcd does not record.
 
 --json prints one object: {"locks": [QUEUE...], "elections": [QUEUE...]},
 where QUEUE is {"name", "rev", "holder": ENTRY or null, "waiters": [ENTRY...]}
 and ENTRY is {"key", "token", "rev", "lease" (hex), "ttl_seconds" (-1: lease
-gone or none), "owner" ("" when unknown), "acquired" (RFC 3339, the holder's
-clock), "data"}.`,
+gone or none), "owner" ("" when unknown), "acquired" (RFC 3339, by the
+writer's clock: when it joined the queue, as QUEUED), "data"}.`,
 		Example: `  fencelock status
   fencelock status --json nightly-report | jq '.locks[0].holder.token'`,
 		RunE: func(cmd *cobra.Command, names []string) error {
@@ -150,7 +154,7 @@ func inspect(ctx context.Context, locks *etcdlock.Client, name string, election 
 
 func printStatus(out io.Writer, locks, elections []etcdlock.Queue) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tNAME\tROLE\tTOKEN\tOWNER\tSINCE\tTTL\tLEASE\tDATA")
+	fmt.Fprintln(tw, "KIND\tNAME\tROLE\tTOKEN\tOWNER\tQUEUED\tTTL\tLEASE\tDATA")
 	for i, qs := range [][]etcdlock.Queue{locks, elections} {
 		kind, head, tail := "lock", "holder", "waiter"
 		if i == 1 {
@@ -171,9 +175,9 @@ func printStatus(out io.Writer, locks, elections []etcdlock.Queue) error {
 }
 
 func printEntry(w io.Writer, kind, name, role string, e etcdlock.Entry) {
-	since, ttl, data := "-", "-", "-"
+	queued, ttl, data := "-", "-", "-"
 	if !e.Acquired.IsZero() {
-		since = time.Since(e.Acquired).Round(time.Second).String() + " ago"
+		queued = time.Since(e.Acquired).Round(time.Second).String() + " ago"
 	}
 	if e.TTL >= 0 {
 		ttl = e.TTL.String()
@@ -181,5 +185,5 @@ func printEntry(w io.Writer, kind, name, role string, e etcdlock.Entry) {
 	if e.Data != "" {
 		data = fmt.Sprintf("%q", e.Data)
 	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%016x\t%s\n", kind, name, role, e.Token, e.OwnerOrUnknown(), since, ttl, int64(e.Lease), data)
+	fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%016x\t%s\n", kind, name, role, e.Token, e.OwnerOrUnknown(), queued, ttl, int64(e.Lease), data)
 }

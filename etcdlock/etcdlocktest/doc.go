@@ -21,6 +21,8 @@
 //
 //   - [Server.Partition] / [Server.Heal]: the client's traffic stalls;
 //     Done closes by the lock's validity deadline ([etcdlock.ErrValidityExpired]).
+//     A client of [Server.Client] is healed as its test ends, before the
+//     cleanups run, so a cleanup's Close does not wait on it.
 //   - [Server.ExpireLease]: the lease is revoked; Done closes within about
 //     150 ms ([etcdlock.ErrLeaseExpired]).
 //   - [Server.DeleteKey]: an operator deletes the lock's key; Done closes

@@ -12,7 +12,10 @@ import (
 // Partition stalls cli's traffic, both ways, until [Server.Heal]: its
 // connections stay open and nothing is delivered, as in a network partition
 // or a hung load balancer. Other clients are not affected. cli must come
-// from this Server's [Server.Client] or [Server.NewClient].
+// from this Server's [Server.Client] or [Server.NewClient]. A client from
+// [Server.Client] is healed when its test ends, before the test's cleanups
+// run, so that closing an etcdlock.Client on it in a cleanup does not wait
+// out its timeout; one from NewClient stays cut off until Heal.
 //
 // What a lock holder using cli sees: its keepalives go unanswered, so
 // [etcdlock.Lock.Done] closes at the lock's validity deadline
@@ -30,11 +33,7 @@ func (s *Server) Partition(cli *clientv3.Client) {
 // Heal ends cli's partition: what was sent meanwhile is delivered, as TCP
 // would retransmit it. A lock lost during the partition stays lost; the
 // holder's etcdlock.Client grants a new lease on its next Lock.
-func (s *Server) Heal(cli *clientv3.Client) {
-	for _, p := range s.proxiesOf(cli, "Heal") {
-		p.Heal()
-	}
-}
+func (s *Server) Heal(cli *clientv3.Client) { healAll(s.proxiesOf(cli, "Heal")) }
 
 // ExpireLease ends lease id now (a revoke), as etcd does when a lease
 // expires: every key attached to it is deleted at once, so another client

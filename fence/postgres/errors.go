@@ -27,9 +27,10 @@ var ErrRowNotFound = errors.New("postgres: no row with that key")
 // ErrSchema means the server reported that a table or column the call names
 // does not exist (SQLSTATE 42P01, 42703), or that the key column has no
 // unique constraint for an upsert (42P10); errors for these also wrap the
-// server's *pgconn.PgError. It also means that [Table.Update] found no
-// unique index on the key column alone (checked in the catalog on first
-// use). Nothing was written.
+// server's *pgconn.PgError. It also means that the first write of a
+// [Table] found, in the catalog, no key or fence column of the names it was
+// given, or ([Table.Update]) no unique index on the key column alone.
+// Nothing was written.
 var ErrSchema = errors.New("postgres: table, column or key constraint missing")
 
 // ErrRetryable means the server rolled the transaction (or statement) back

@@ -120,7 +120,7 @@ func (s *Store) write(ctx context.Context, op *tel.Op, key string, token fence.T
 	}
 	resource := func() string { return key }
 	return t.tel.write(ctx, op, token, resource, func(ctx context.Context) error {
-		err := t.upsert(ctx, s.db, key, token, resource, sql, args)
+		err := t.upsert(ctx, s.db, key, token, resource, sql, args, false) // CreateTable makes the columns
 		var pgErr *pgconn.PgError
 		if value == nil && errors.As(err, &pgErr) && pgErr.Code == "23502" { // not_null_violation
 			return fmt.Errorf("%w: %s.value is NOT NULL and cannot hold a tombstone; ALTER TABLE %s ALTER COLUMN value DROP NOT NULL: %w",

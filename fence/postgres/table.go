@@ -31,8 +31,9 @@ type Table struct {
 	keyRaw string
 	fenRaw string
 	tel    *pgTelemetry
-	// keyUnique is set once the key column was found to be unique.
-	keyUnique atomic.Bool
+	// columnsOK is set once the key and fence columns were found, keyUnique
+	// once the key column was also found to be unique.
+	columnsOK, keyUnique atomic.Bool
 }
 
 // NewTable returns a fenced view of the table name (schema-qualified or
@@ -75,8 +76,10 @@ func Set(column string, value any) Assignment { return Assignment{column: column
 // With no assignments it only raises the fence. The key column must be
 // unique by itself, or one update could land on some rows with that key and
 // be refused on others: the first Update of a Table checks the catalog and
-// fails with [ErrSchema] when no unique index (or primary key) on the key
-// column alone, not partial, is found. When no row changed it
+// fails with [ErrSchema] when the key or fence column does not exist (the
+// error says which, and for the fence column the ALTER TABLE that adds it),
+// or when no unique index (or primary key) on the key column alone, not
+// partial, is found. When no row changed it
 // returns an error matching [fence.ErrStale] (a [*fence.StaleError] with the
 // row's fence as Current) if the row's fence is higher, or [ErrRowNotFound]
 // if there is no such row; either way nothing was written. When the outcome
@@ -132,7 +135,9 @@ func (t *Table) update(ctx context.Context, db DB, key any, token fence.Token, s
 // for it; see "What a refused write leaves" in the package documentation
 // for the exceptions.
 //
-// The key column needs a unique constraint ([ErrSchema] otherwise). Columns
+// The key column needs a unique constraint ([ErrSchema] otherwise), and the
+// first Upsert of a Table checks, as Update does, that the key and fence
+// columns exist. Columns
 // not assigned take their defaults in a new row. Errors are those of
 // [Table.Update], but for [ErrRowNotFound], which it never returns.
 func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
@@ -145,14 +150,21 @@ func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, s
 	}
 	resource := func() string { return t.resource(key) }
 	return t.tel.write(ctx, t.tel.upsert, token, resource, func(ctx context.Context) error {
-		return t.upsert(ctx, db, key, token, resource, sql, args)
+		return t.upsert(ctx, db, key, token, resource, sql, args, true)
 	})
 }
 
 // upsert runs a prepared upsert of the row resource names, which is
-// formatted only for an error, as in update.
-func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, resource func() string, sql string, args []any) error {
+// formatted only for an error, as in update, after checking the Table's
+// columns if check is set.
+func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, resource func() string, sql string, args []any,
+	check bool) error {
 	return withConn(ctx, db, func(c DB) error {
+		if check {
+			if err := t.checkColumns(ctx, c); err != nil {
+				return err
+			}
+		}
 		tag, err := c.Exec(ctx, sql, args...)
 		if err != nil {
 			return writeError(c, "upsert", resource(), token, err)

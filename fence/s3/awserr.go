@@ -88,11 +88,13 @@ func (s *Store) putFailure(key string, err error) error {
 }
 
 // failure wraps an error from S3 with what was being done, and with
-// ErrNoSuchBucket or ErrAccessDenied when it is one of those.
+// ErrNoSuchBucket or ErrAccessDenied when it is one of those. A missing
+// bucket leads with the bucket's name: the key (often the probe's, on a
+// Store's first write) is not what is wrong.
 func (s *Store) failure(op, key string, err error) error {
 	switch {
 	case apiCode(err) == "NoSuchBucket":
-		return fmt.Errorf("s3fence: %s s3://%s/%s: %w: %w", op, s.bucket, key, ErrNoSuchBucket, err)
+		return fmt.Errorf("%w %q (%s s3://%s/%s): %w", ErrNoSuchBucket, s.bucket, op, s.bucket, key, err)
 	case httpStatus(err) == http.StatusForbidden:
 		return fmt.Errorf("s3fence: %s s3://%s/%s: %w: %w", op, s.bucket, key, ErrAccessDenied, err)
 	}

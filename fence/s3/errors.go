@@ -12,7 +12,7 @@ var ErrConflict = errors.New("s3fence: conflict retries exhausted: other writers
 
 // ErrNoSuchBucket means the store's bucket does not exist. The error also
 // wraps the AWS SDK's error.
-var ErrNoSuchBucket = errors.New("s3fence: bucket does not exist")
+var ErrNoSuchBucket = errors.New("s3fence: no such bucket")
 
 // ErrAccessDenied means the server refused the credentials or the operation
 // (HTTP 403: AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch, …). The

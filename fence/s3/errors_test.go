@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -140,14 +141,25 @@ func TestNilContext(t *testing.T) {
 	}
 }
 
+// TestNoSuchBucket: a Store on a bucket that does not exist says so,
+// leading with the bucket's name, not the key of the request (on the first
+// Put, the conditional-write probe's).
 func TestNoSuchBucket(t *testing.T) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	s := mustNew(t, client(t), "fencelock-missing-"+hex.EncodeToString(b[:]))
+	bucket := "fencelock-missing-" + hex.EncodeToString(b[:])
+	s := mustNew(t, client(t), bucket)
+	wantLead := fmt.Sprintf("s3fence: no such bucket %q (", bucket)
 	err := s.Put(t.Context(), key(t), 1, []byte("v"))
 	wantWrapped(t, "Put", err, s3fence.ErrNoSuchBucket, "NoSuchBucket")
+	if !strings.HasPrefix(err.Error(), wantLead) {
+		t.Errorf("Put: got %q, want it to begin %q", err, wantLead)
+	}
 	_, err = s.Get(t.Context(), key(t))
 	wantWrapped(t, "Get", err, s3fence.ErrNoSuchBucket, "NoSuchBucket")
+	if !strings.HasPrefix(err.Error(), wantLead) {
+		t.Errorf("Get: got %q, want it to begin %q", err, wantLead)
+	}
 }
 
 func TestAccessDenied(t *testing.T) {

@@ -9,31 +9,58 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
-// Example writes and reads back an object with a fencing token.
+// Example builds a client for an S3-compatible server (versitygw, MinIO,
+// Ceph RGW, ...), creates a bucket, and writes and reads back an object
+// with a fencing token. For AWS itself, build the client from the
+// environment instead:
+//
+//	cfg, err := config.LoadDefaultConfig(ctx) // github.com/aws/aws-sdk-go-v2/config
+//	client := s3.NewFromConfig(cfg)
+//
+// The bucket needs no versioning. The Store's first write leaves an object
+// under [s3fence.DefaultProbeKey] in it: the conditional-write check
+// ([s3fence.Store.CheckConditionalWrites]) writes it to make sure the
+// server refuses conditional writes whose condition fails; it holds no
+// record and may be deleted.
 func Example() {
 	ctx := context.Background()
-	// In a program: cfg, _ := config.LoadDefaultConfig(ctx); client := s3.NewFromConfig(cfg)
-	srv := s3test.Shared()
-	client, closeIdle := srv.NewClient()
-	defer closeIdle()
+	// Where the server is and its keys; here, the versitygw the tests run.
+	endpoint, accessKey, secretKey := exampleServer() // e.g. "http://127.0.0.1:7070", ...
 
-	store, err := s3fence.New(client, srv.Bucket)
+	client := s3.New(s3.Options{
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true,        // http://host/bucket/key: no DNS name per bucket needed
+		Region:       "us-east-1", // the signing region; most S3-compatible servers take any
+		Credentials:  credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
+	})
+	bucket := exampleBucket() // e.g. "invoices"
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		log.Fatal(err)
+	}
+	defer removeBucket(client, bucket)
+
+	store, err := s3fence.New(client, bucket)
 	if err != nil {
 		log.Fatal(err)
 	}
-	k := exampleKey("invoice-42.json")
 	// 33 is the token of the lock this process holds, e.g. lock.Token().
-	if err := store.Put(ctx, k, 33, []byte(`{"total": 120}`)); err != nil {
+	if err := store.Put(ctx, "invoice-42.json", 33, []byte(`{"total": 120}`)); err != nil {
 		log.Fatal(err)
 	}
-	rec, err := store.Get(ctx, k)
+	rec, err := store.Get(ctx, "invoice-42.json")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -111,10 +138,95 @@ func ExampleStore_PutReader() {
 	// Output: 0123456789, token 33
 }
 
+// newS3Client returns a client for an S3-compatible server that is not AWS
+// (versitygw, MinIO, Ceph RGW, Garage), at an endpoint such as
+// "http://localhost:7070", with static credentials. docs/s3.md shows this
+// function as it is here.
+func newS3Client(endpoint, region, accessKey, secretKey string, optFns ...func(*s3.Options)) *s3.Client {
+	return s3.New(s3.Options{
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true, // the bucket in the path, not in the host name
+		Region:       region,
+		Credentials:  credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
+	}, optFns...)
+}
+
+// createBucket creates bucket unless it exists already (versioning is not
+// needed). docs/s3.md shows this function as it is here.
+func createBucket(ctx context.Context, client *s3.Client, bucket string) error {
+	_, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	var owned *types.BucketAlreadyOwnedByYou
+	if errors.As(err, &owned) {
+		return nil
+	}
+	return err
+}
+
+// ExampleNew_compatibleServer sets up a client for an S3-compatible server
+// with its endpoint and static credentials, makes sure the bucket exists,
+// and writes. The Store's first write leaves the probe object
+// DefaultProbeKey in the bucket: the check that the server honours
+// conditional writes.
+func ExampleNew_compatibleServer() {
+	ctx := context.Background()
+	srv := s3test.Shared() // stands for a server of yours
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := newS3Client(srv.Endpoint, srv.Region, srv.AccessKey, srv.SecretKey,
+		func(o *s3.Options) { o.HTTPClient = &http.Client{Transport: tr} })
+	if err := createBucket(ctx, client, srv.Bucket); err != nil {
+		log.Fatal(err)
+	}
+
+	store, err := s3fence.New(client, srv.Bucket)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := store.Put(ctx, exampleKey("hello.txt"), 33, []byte("hello")); err != nil {
+		log.Fatal(err)
+	}
+	_, err = client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String(s3fence.DefaultProbeKey)})
+	fmt.Println("probe object:", s3fence.DefaultProbeKey, err == nil)
+	// Output: probe object: fencelock-probe/conditional-writes true
+}
+
 // exampleKey returns name under a prefix no other run uses, so the examples
 // also work against a long-lived bucket.
 func exampleKey(name string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "s3fence-example/" + hex.EncodeToString(b[:]) + "/" + name
+}
+
+// exampleServer returns the endpoint and keys of the S3 server the tests
+// run (an existing endpoint's, when FENCELOCK_S3_BUCKET selects one: the
+// example then needs static keys and the right to create buckets).
+func exampleServer() (endpoint, accessKey, secretKey string) {
+	srv := s3test.Shared()
+	return srv.Endpoint, srv.AccessKey, srv.SecretKey
+}
+
+// exampleBucket returns a bucket name no other run uses.
+func exampleBucket() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "fencelock-example-" + hex.EncodeToString(b[:])
+}
+
+// removeBucket deletes bucket and the objects in it, so that the example
+// leaves nothing on a long-lived endpoint.
+func removeBucket(client *s3.Client, bucket string) {
+	ctx := context.Background()
+	list, err := client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, o := range list.Contents {
+		if _, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if _, err := client.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		log.Fatal(err)
+	}
 }

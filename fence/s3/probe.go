@@ -158,6 +158,9 @@ func (s *Store) probePut(ctx context.Context, ifMatch, ifNoneMatch *string) erro
 }
 
 func (s *Store) probeFailure(err error) error {
+	if apiCode(err) == "NoSuchBucket" {
+		return s.failure("conditional-write check: put", s.opts.probeKey, err)
+	}
 	return fmt.Errorf("s3fence: checking conditional writes: %w", s.putFailure(s.opts.probeKey, err))
 }
 

@@ -17,15 +17,18 @@ const (
 	repoRoot    = "../../.."
 	composePath = repoRoot + "/docker-compose.yml"
 	readmePath  = repoRoot + "/README.md"
+	// composeDocPath is the page with the compose commands ("the README's"
+	// in the messages: the README links to it).
+	composeDocPath = repoRoot + "/docs/compose.md"
 )
 
 // TestComposeFile loads docker-compose.yml as docker compose would and
-// checks that it starts what the README's compose section uses: the etcd
+// checks that it starts what the compose page (docs/compose.md) uses: the etcd
 // cluster behind fencelock's --endpoints, the PostgreSQL of
 // FENCELOCK_PG_DSN, the S3 server of FENCELOCK_S3_ENDPOINT, and the bucket
 // FENCELOCK_S3_BUCKET, created by a one-shot service.
 func TestComposeFile(t *testing.T) {
-	readme := parseCommands(t, "README", readmeSection(t), true)
+	readme := parseCommands(t, "docs/compose.md", composePage(t), true)
 	p := load(t)
 	for _, tc := range []struct {
 		name  string

@@ -22,17 +22,16 @@ var (
 	endpointsRe = regexp.MustCompile(`--endpoints[= ](\S+)`)
 )
 
-// readmeSection returns the README section whose heading names docker
-// compose, without the heading.
-func readmeSection(t *testing.T) string {
+// composePage returns the page of the docs that says how to run the
+// suite against docker compose, without its title.
+func composePage(t *testing.T) string {
 	t.Helper()
-	text := readFile(t, readmePath)
-	_, after, ok := strings.Cut(text, "\n## Real services: docker compose\n")
+	text := readFile(t, composeDocPath)
+	_, after, ok := strings.Cut(text, "# Real services: docker compose\n")
 	if !ok {
-		t.Fatalf("%s: no section %q", readmePath, "## Real services: docker compose")
+		t.Fatalf("%s: no title %q", composeDocPath, "# Real services: docker compose")
 	}
-	section, _, _ := strings.Cut(after, "\n## ")
-	return section
+	return after
 }
 
 // headerComment returns the comment lines that open the compose file, with

@@ -107,7 +107,7 @@ type Injector struct {
 
 type hook struct {
 	match Match
-	f     func(req any)
+	f     func(ctx context.Context, req any)
 }
 
 type forced struct {
@@ -172,6 +172,14 @@ func (in *Injector) Hold(m Match) *Held {
 // Before calls f with each request matched by m just before it is sent,
 // until Heal: a test's way to change the server's state at an exact point.
 func (in *Injector) Before(m Match, f func(req any)) {
+	in.BeforeContext(m, func(_ context.Context, req any) { f(req) })
+}
+
+// BeforeContext is [Injector.Before] with the request's context, so that f
+// can wait for the caller to give up (a request whose reply the caller
+// stopped waiting for) or apply the request itself first (one that landed
+// without its reply reaching the caller).
+func (in *Injector) BeforeContext(m Match, f func(ctx context.Context, req any)) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.before = append(in.before, hook{m, f})
@@ -278,10 +286,10 @@ func (h *Held) Release(ctx context.Context) error {
 	}
 }
 
-func (in *Injector) runHooks(method string, req any) {
+func (in *Injector) runHooks(ctx context.Context, method string, req any) {
 	in.mu.Lock()
 	in.calls[method]++
-	var fs []func(any)
+	var fs []func(context.Context, any)
 	for _, h := range in.before {
 		if h.match(method, req) {
 			fs = append(fs, h.f)
@@ -289,7 +297,7 @@ func (in *Injector) runHooks(method string, req any) {
 	}
 	in.mu.Unlock()
 	for _, f := range fs {
-		f(req)
+		f(ctx, req)
 	}
 }
 
@@ -316,7 +324,7 @@ func (in *Injector) pick(method string, req any) (Kind, *Held, time.Duration) {
 }
 
 func (in *Injector) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	in.runHooks(method, req)
+	in.runHooks(ctx, method, req)
 	kind, held, extra := in.pick(method, req)
 	switch kind {
 	case Late:

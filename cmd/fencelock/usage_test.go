@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/etcdlock"
+)
+
+// TestUsageMessages: bad input and an unreachable etcd exit with the status
+// the help gives and a message saying what is wrong.
+func TestUsageMessages(t *testing.T) {
+	tests := []struct {
+		name string
+		eps  []string
+		args []string
+		code int
+		want string
+	}{
+		{"negative wait", nil, []string{"run", "--wait", "-1s", "x", "--", "true"}, exitUsage, "--wait -1s: must not be negative"},
+		{"empty election name", nil, []string{"elect", "", "--", "true"}, exitUsage, `election name "": etcdlock: invalid name: empty`},
+		{"empty lock name", nil, []string{"run", "", "--", "true"}, exitUsage, `lock name "": etcdlock: invalid name: empty`},
+		{"unreachable etcd", []string{"127.0.0.1:1"}, []string{"--dial-timeout", "300ms", "status"}, exitUnavailable,
+			"dial tcp 127.0.0.1:1: connect: connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := result(t, fencelock(t, tt.eps, tt.args...))
+			if code != tt.code || !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("got exit %d, stderr %q; want %d and one line containing %q", code, stderr, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+// TestDefaultTTLIsTheLibrarys: without --ttl, run's lease has the TTL a
+// library client's has without WithTTL.
+func TestDefaultTTLIsTheLibrarys(t *testing.T) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	locks, err := etcdlock.New(cli, etcdlock.WithPrefix(prefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locks.Close(context.Background())
+	l, err := locks.TryLock(t.Context(), "library")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := tempFile(t, "ttl")
+	cmd := fencelock(t, nil, "run", "cli", "--", "sh", "-c", `echo "$FENCELOCK_TTL" > `+out)
+	cmd.Env = append(cmd.Env, "FENCELOCK_TTL=") // empty: not set
+	if code, _, stderr := result(t, cmd); code != 0 {
+		t.Fatalf("run: exit %d, %s", code, stderr)
+	}
+	got := strings.TrimSpace(waitFile(t, out, 5*time.Second))
+	if want := strconv.Itoa(int(l.TTL() / time.Second)); got != want {
+		t.Fatalf("run's lease TTL without --ttl: got %s s, want the library's default, %s s", got, want)
+	}
+}
+
+// TestArgsAfterNameGoToCommand: a fencelock flag after NAME goes to the
+// command and is noted on stderr, unless "--" says it is meant for it.
+func TestArgsAfterNameGoToCommand(t *testing.T) {
+	tests := []struct {
+		name     string
+		sep      []string
+		wantNote bool
+	}{
+		{"without --", nil, true},
+		{"with --", []string{"--"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := tempFile(t, "args")
+			args := append(append([]string{"run", "x"}, tt.sep...), "sh", "-c", `echo "$FENCELOCK_TTL $*" > `+out, "sh", "--ttl", "5s")
+			code, _, stderr := result(t, fencelock(t, nil, args...))
+			if code != 0 {
+				t.Fatalf("run: exit %d, %s", code, stderr)
+			}
+			if got, want := strings.TrimSpace(waitFile(t, out, 5*time.Second)), "1 --ttl 5s"; got != want {
+				t.Fatalf("the command's TTL and arguments: got %q, want %q (the --ttl is the command's)", got, want)
+			}
+			if gotNote := strings.Contains(stderr, "note: --ttl after NAME went to the command"); gotNote != tt.wantNote {
+				t.Fatalf("stderr %q: got the note %v, want %v", stderr, gotNote, tt.wantNote)
+			}
+		})
+	}
+}
+
+// TestHelpTexts: the root help lists every exit status fencelock has, run's
+// help says where arguments after NAME go, and status does not call a
+// holder's queueing time its start.
+func TestHelpTexts(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"help"}, []string{"64 bad usage", "69 etcd", "75 lock not acquired", "79", "127 the command cannot be"}},
+		{[]string{"help", "run"}, []string{`Every argument after NAME is CMD's, flags included`}},
+		{[]string{"help", "elect"}, []string{"every argument after NAME is CMD's"}},
+		{[]string{"help", "status"}, []string{"QUEUED", "began to hold or lead"}},
+		{[]string{"help"}, []string{"--ttl duration", "whose default it has (env FENCELOCK_TTL) (default 30s)"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, stdout, stderr := result(t, fencelock(t, nil, tt.args...))
+			if code != 0 {
+				t.Fatalf("exit %d, %s", code, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("got:\n%s\nwant it to contain %q", stdout, w)
+				}
+			}
+		})
+	}
+}
+
+// TestStatusQueuedColumn: status labels the time since a holder's key was
+// written QUEUED, not SINCE: etcd does not record when a holder that
+// waited began to hold.
+func TestStatusQueuedColumn(t *testing.T) {
+	locks, _ := locker(t)
+	if _, err := locks.TryLock(t.Context(), "job"); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := result(t, fencelock(t, nil, "status", "job"))
+	header, _, _ := strings.Cut(stdout, "\n")
+	if code != 0 || !strings.Contains(header, " QUEUED ") || strings.Contains(header, "SINCE") {
+		t.Fatalf("status: exit %d, header %q (%s); want 0 and a QUEUED column, no SINCE", code, header, stderr)
+	}
+}
