@@ -17,13 +17,14 @@ const module = "github.com/fencelock/fencelock/"
 
 // isLibrary reports whether pkg (relative to the module) is part of the
 // library as a program links it: a public package that is not a command, a
-// test kit (etcdlocktest, fencetest) or the integration tests, or one of the
-// library's internals (internal/ outside testkit/ and app/).
+// program of the docs, a test kit (etcdlocktest, fencetest) or the
+// integration tests, or one of the library's internals (internal/ outside
+// testkit/ and app/).
 func isLibrary(pkg string) bool {
 	if rest, ok := strings.CutPrefix(pkg, "internal/"); ok {
 		return !within(rest, "testkit") && !within(rest, "app")
 	}
-	return !strings.HasPrefix(pkg, "cmd/") && pkg != "integration" && !strings.HasSuffix(pkg, "test")
+	return !within(pkg, "cmd") && !within(pkg, "docs") && pkg != "integration" && !strings.HasSuffix(pkg, "test")
 }
 
 // within reports whether pkg is dir or below it.
