@@ -8,8 +8,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/fencelock/fencelock/internal/embedetcd"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // secured is an embedded etcd member run as in production: authentication

@@ -13,7 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // Tests of the edges of a Client's life: Close called twice, Close racing
@@ -228,9 +229,9 @@ func TestGaveUpCandidateReportedUntilItsDeleteLands(t *testing.T) {
 		_, err := cand.Campaign(ctx, "e", "second")
 		campaigned <- err
 	}()
-	waitFor(t, func() bool {
+	poll.Until(t, "the candidate queued", func() bool {
 		return len(keys(t, direct, prefix(t)+"elect/e/")) == 2
-	}, "the candidate queued")
+	})
 	cancel()
 	<-g.reached // its cleanup delete is out, held
 	if err := waitErr(t, campaigned, 10*time.Second, "Campaign"); !errors.Is(err, context.Canceled) {
@@ -244,10 +245,10 @@ func TestGaveUpCandidateReportedUntilItsDeleteLands(t *testing.T) {
 		t.Fatalf("Leader while the gave-up candidate's delete is held: got %+v, %v; want the candidate (as documented)", e, err)
 	}
 	close(g.open)
-	waitFor(t, func() bool {
+	poll.Until(t, "the gave-up candidate no longer reported", func() bool {
 		_, err := watcher.Leader(context.Background(), "e")
 		return errors.Is(err, etcdlock.ErrNoLeader)
-	}, "the gave-up candidate no longer reported")
+	})
 }
 
 // A prefix that would nest inside another Client's key space (another
@@ -300,10 +301,10 @@ func TestGrantFaultsLeaveOneLease(t *testing.T) {
 			in.Next(reqfault.Method("Lease/LeaseGrant"), k)
 			l := mustLock(t, c, "x")
 			var grants int
-			waitFor(t, func() bool {
+			poll.Until(t, "the grant sent", func() bool {
 				grants = in.Calls("Lease/LeaseGrant")
 				return grants >= 1
-			}, "the grant sent")
+			})
 			var extra []clientv3.LeaseID
 			for id := range leaseIDs(t, direct) {
 				if !before[id] && id != l.Lease() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 func mustCampaign(t testing.TB, c *etcdlock.Client, name, value string) *etcdlock.Term {
@@ -56,10 +57,10 @@ func TestCampaignProclaimResign(t *testing.T) {
 		}
 		won <- tb
 	}()
-	waitFor(t, func() bool {
+	poll.Until(t, "b queued behind a", func() bool {
 		q, err := a.InspectElection(t.Context(), "sched")
 		return err == nil && len(q.Waiters) == 1
-	}, "b queued behind a")
+	})
 
 	e := mustLeader(t, b, "sched")
 	if e.Token != ta.Token() || e.Data != "a:1" || e.Owner != "svc-a" || e.TTL < 0 {
@@ -223,16 +224,4 @@ func TestElectionApartFromLock(t *testing.T) {
 		t.Fatalf("Campaign while the lock of the same name is held: got %v, want nil", err)
 	}
 	term.Resign(t.Context())
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t testing.TB, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not so after 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -16,7 +16,7 @@ import (
 // Take a lock, write under its token, release it.
 func ExampleClient_Lock() {
 	// endpoints: an etcd cluster (here the embedded one the tests start).
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func ExampleClient_Lock() {
 
 // TryLock returns at once when someone else holds the lock.
 func ExampleClient_TryLock() {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func ExampleClient_TryLock() {
 // A holder whose lease ran out while it was paused writes late: the store
 // refuses it because a newer holder's token got there first.
 func Example_guard() {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func Example_guard() {
 // election, with a context that ends with the term, and every write of the
 // term goes through a Guard, so a deposed leader's late writes are refused.
 func ExampleClient_Run() {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func ExampleClient_Run() {
 // Inspect tells who holds a lock and who waits; TryLock's error names the
 // holder too.
 func ExampleClient_Inspect() {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

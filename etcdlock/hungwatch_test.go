@@ -8,17 +8,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
-// Finding E7 (shared with locks; severity depends on the network): a term's
-// key deleted by someone else while the watch stream delivers nothing (a
-// stream that hangs while keepalives, on their own stream, go on) was never
-// noticed: Run's lead kept running, its context never cancelled, while
-// another Run led. Known and not fixed while each lock had a clientv3 watch
-// of its own; fixed by the key watcher's probes (keywatch.go), and for
-// Observe by its progress requests (TestObserveHungStream).
-func TestBreakRunHungWatchNoticesDeletion(t *testing.T) {
+// A term's key deleted by someone else while the watch stream delivers
+// nothing (a stream that hangs while keepalives, on their own stream, go
+// on) is noticed: Run's lead's context is cancelled before another Run
+// leads. The key watcher's probes (keywatch.go) find the hung stream out,
+// as Observe's progress requests do for Observe (TestObserveHungStream);
+// while each lock had a clientv3 watch of its own, the deletion was never
+// noticed (the same holds for locks; how bad it is depends on the network).
+func TestRunHungWatchNoticesDeletion(t *testing.T) {
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 207)
 	a := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))

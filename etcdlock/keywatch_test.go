@@ -11,7 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // A lock held WithoutKeyWatch does not learn that someone else deleted its
@@ -98,13 +99,13 @@ func TestKeyWatchOneStreamForAll(t *testing.T) {
 	c := newLocker(t, fcli)
 	admin := newLocker(t, etcdClient(t))
 	first := mustLock(t, c, "one-stream-0")
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the first lock's watch")
+	poll.Until(t, "the first lock's watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 	base := runtime.NumGoroutine()
 	locks := []*etcdlock.Lock{first}
 	for i := 1; i < n; i++ {
 		locks = append(locks, mustLock(t, c, fmt.Sprintf("one-stream-%d", i)))
 	}
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok }, "every lock's watch")
+	poll.Until(t, "every lock's watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok })
 	if g := runtime.NumGoroutine() - base; g > 10 {
 		t.Errorf("%d more goroutines with %d locks watched than with one, want a few at most", g, n)
 	}
@@ -122,7 +123,7 @@ func TestKeyWatchOneStreamForAll(t *testing.T) {
 			t.Fatalf("%s: Err: got %v, want ErrKeyDeleted", l.Name(), err)
 		}
 	}
-	waitFor(t, func() bool { k, _ := etcdlock.KeyWatchesForTest(c); return k == 0 }, "no watch left")
+	poll.Until(t, "no watch left", func() bool { k, _ := etcdlock.KeyWatchesForTest(c); return k == 0 })
 }
 
 // Unlock removes the lock's watch: after many short and long holds no
@@ -132,7 +133,7 @@ func TestKeyWatchUnlockRemoves(t *testing.T) {
 	for i := range 20 {
 		l := mustLock(t, c, fmt.Sprintf("removes-%d", i%3))
 		if i%2 == 0 {
-			waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+			poll.Until(t, "the watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 		}
 		if err := l.Unlock(t.Context()); err != nil {
 			t.Fatal(err)
@@ -155,12 +156,12 @@ func TestKeyWatchDeletionWhileStreamDown(t *testing.T) {
 	c := newLocker(t, fcli)
 	admin := newLocker(t, etcdClient(t))
 	l := mustLock(t, c, "stream-down")
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+	poll.Until(t, "the watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 	in.HangStreams(reqfault.Method("Watch/Watch"))
 	if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return in.Hung() > 0 }, "the hung stream to drop the deletion")
+	poll.Until(t, "the hung stream to drop the deletion", func() bool { return in.Hung() > 0 })
 	select {
 	case <-l.Done():
 		t.Fatalf("Done closed while the stream hung: %v", l.Err())
@@ -186,7 +187,7 @@ func TestKeyWatchRefreshBeforeNewStream(t *testing.T) {
 	for i := range 100 {
 		locks = append(locks, mustLock(t, c, fmt.Sprintf("refresh-%d", i)))
 	}
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 100 && ok }, "the watches")
+	poll.Until(t, "the watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 100 && ok })
 	in.HangStreams(reqfault.Method("Watch/Watch"))
 	gone := locks[:10]
 	for _, l := range gone {
@@ -194,7 +195,7 @@ func TestKeyWatchRefreshBeforeNewStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { return in.Hung() > 0 }, "the hung stream to drop the deletions")
+	poll.Until(t, "the hung stream to drop the deletions", func() bool { return in.Hung() > 0 })
 	in.HangStreams(nil)
 	reads, creates := in.Calls("KV/Txn"), in.Sent("Watch/Watch")
 	etcdlock.EndKeyWatchStreamForTest(c)
@@ -204,7 +205,7 @@ func TestKeyWatchRefreshBeforeNewStream(t *testing.T) {
 			t.Fatalf("%s: Err: got %v, want ErrKeyDeleted", l.Name(), err)
 		}
 	}
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 90 && ok }, "the other watches again")
+	poll.Until(t, "the other watches again", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 90 && ok })
 	if n := in.Calls("KV/Txn") - reads; n < 2 || n > 4 {
 		t.Errorf("%d transactions to read 100 keys, want 2 (and a Break's worth of slack)", n)
 	}
@@ -228,7 +229,7 @@ func TestKeyWatchCompactedOnNewStream(t *testing.T) {
 	c := newLocker(t, fcli)
 	admin := newLocker(t, raw)
 	l := mustLock(t, c, "compacted")
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+	poll.Until(t, "the watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 	var rev int64
 	for i := range 5 {
 		resp, err := raw.Put(t.Context(), fmt.Sprintf("unrelated/compacted-%d", i), "x")
@@ -243,8 +244,8 @@ func TestKeyWatchCompactedOnNewStream(t *testing.T) {
 	in.Next(reads(l.Key()), reqfault.LostReply)
 	gets := in.Calls("KV/Range")
 	etcdlock.EndKeyWatchStreamForTest(c)
-	waitFor(t, func() bool { return in.Calls("KV/Range") > gets }, "the lock's read of its key")
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch again")
+	poll.Until(t, "the lock's read of its key", func() bool { return in.Calls("KV/Range") > gets })
+	poll.Until(t, "the watch again", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 	if err := l.Err(); err != nil {
 		t.Fatalf("Err after the compaction: %v", err)
 	}
@@ -287,12 +288,12 @@ func TestKeyWatchExpiredTokenStream(t *testing.T) {
 	cli, in := sec.faultyLocker(t, 24)
 	c := newLockerAt(t, cli, p, etcdlock.WithTTL(9*time.Second))
 	old := mustLock(t, c, "old")
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the first watch")
+	poll.Until(t, "the first watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 	streams := in.Calls("Watch/Watch")
 	time.Sleep(2 * time.Second) // not synchronisation: the token's unused TTL passes
 	fresh := mustLock(t, c, "fresh")
-	waitFor(t, func() bool { return in.Calls("Watch/Watch") > streams }, "a new stream")
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 2 && ok }, "both watches")
+	poll.Until(t, "a new stream", func() bool { return in.Calls("Watch/Watch") > streams })
+	poll.Until(t, "both watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 2 && ok })
 	logins := in.Calls("Auth/Authenticate")
 	for _, l := range []*etcdlock.Lock{fresh, old} {
 		if _, err := root.Delete(t.Context(), l.Key()); err != nil {
@@ -317,7 +318,7 @@ func TestKeyWatchHungStream(t *testing.T) {
 	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
 	admin := newLocker(t, etcdClient(t))
 	l := mustLock(t, c, "hung")
-	waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+	poll.Until(t, "the watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 	in.HangStreams(reqfault.Method("Watch/Watch"))
 	defer in.HangStreams(nil)
 	start := time.Now()
@@ -350,7 +351,7 @@ func TestKeyWatchRecheckReadFault(t *testing.T) {
 			c := newLocker(t, fcli)
 			admin := newLocker(t, raw)
 			l := mustLock(t, c, "recheck-"+k.String())
-			waitFor(t, func() bool { n, ok := etcdlock.KeyWatchesForTest(c); return n == 1 && ok }, "the watch")
+			poll.Until(t, "the watch", func() bool { n, ok := etcdlock.KeyWatchesForTest(c); return n == 1 && ok })
 			var rev int64
 			for range 3 { // so that the compaction covers the watch's start
 				resp, err := raw.Put(t.Context(), "unrelated/recheck-"+k.String(), "x")
@@ -367,11 +368,11 @@ func TestKeyWatchRecheckReadFault(t *testing.T) {
 			etcdlock.EndKeyWatchStreamForTest(c)
 			want := map[reqfault.Kind]int{reqfault.LostReply: 1}
 			want[k]++
-			waitFor(t, func() bool {
+			poll.Until(t, "both faults injected", func() bool {
 				got := in.Counts()
 				return got[k] >= want[k] && got[reqfault.LostReply] >= want[reqfault.LostReply]
-			}, "both faults injected")
-			waitFor(t, func() bool { n, ok := etcdlock.KeyWatchesForTest(c); return n == 1 && ok }, "the watch again")
+			})
+			poll.Until(t, "the watch again", func() bool { n, ok := etcdlock.KeyWatchesForTest(c); return n == 1 && ok })
 			if err := l.Err(); err != nil {
 				t.Fatalf("Err after the faulty recheck: %v", err)
 			}

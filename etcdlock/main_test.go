@@ -16,17 +16,20 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/embedetcd"
-	"github.com/fencelock/fencelock/internal/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 )
 
-// endpoints of the embedded etcd member every test in this package shares.
-var endpoints []string
+// endpoints returns the client URLs of the embedded etcd member every test
+// in this package shares.
+func endpoints() []string { return embedetcd.Shared().Endpoints() }
 
 // TestMain starts the embedded etcd member every test shares, and checks
-// for leaked goroutines after it stopped.
+// for leaked goroutines after it stopped. It first lets this test binary,
+// re-executed by the tests' clusters of member processes, be their members.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(embedetcd.Main(m, "etcdlock tests", func(eps []string) { endpoints = eps }))
+	embedetcd.MaybeRunMember()
+	goleak.VerifyTestMain(embedetcd.Main(m))
 }
 
 // etcdClient returns a clientv3 client of the shared member, closed when the
@@ -34,7 +37,7 @@ func TestMain(m *testing.M) {
 func etcdClient(t testing.TB, eps ...string) *clientv3.Client {
 	t.Helper()
 	if len(eps) == 0 {
-		eps = endpoints
+		eps = endpoints()
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -73,7 +76,7 @@ func prefix(t testing.TB) string {
 // can cut.
 func proxied(t testing.TB) (*clientv3.Client, *netproxy.Proxy) {
 	t.Helper()
-	p, err := netproxy.Start(strings.TrimPrefix(endpoints[0], "http://"))
+	p, err := netproxy.Start(strings.TrimPrefix(endpoints()[0], "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // members starts a cluster of three member processes for t (this test
-// binary re-executed: etcdlocktest's import is all it takes).
+// binary re-executed: TestMain calls embedetcd.MaybeRunMember first).
 func members(t *testing.T) *etcdlocktest.Server {
 	t.Helper()
 	return etcdlocktest.New(t, etcdlocktest.WithMembers(3))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 func TestInspectTwoOwners(t *testing.T) {
@@ -28,10 +29,10 @@ func TestInspectTwoOwners(t *testing.T) {
 		waiting <- err
 	}()
 	var q etcdlock.Queue
-	waitFor(t, func() bool {
+	poll.Until(t, "b queued", func() bool {
 		q, err = a.Inspect(t.Context(), "report")
 		return err == nil && len(q.Waiters) == 1
-	}, "b queued")
+	})
 	h := q.Holder
 	if h == nil || h.Owner != "report-job/host-7" || h.Data != "run 42" || h.Token != l.Token() ||
 		h.Lease != l.Lease() || h.Key != l.Key() || h.TTL < 0 || h.Acquired.Before(before) || h.Acquired.After(time.Now().Add(time.Second)) {
@@ -103,10 +104,10 @@ func TestForeignKeyInQueue(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitFor(t, func() bool {
+	poll.Until(t, "Lock queued behind the foreign key", func() bool {
 		q, err := c.Inspect(t.Context(), "mixed")
 		return err == nil && len(q.Waiters) == 1
-	}, "Lock queued behind the foreign key")
+	})
 	if _, err := cli.Delete(t.Context(), foreign); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 )
 
 // A write a Guard refuses because the lock or term is lost is counted in

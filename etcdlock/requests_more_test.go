@@ -9,7 +9,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // More requests that lose their reply or arrive twice: the waiter's read of
@@ -118,7 +119,7 @@ func TestDeletedCauseLeaseLookupLostReply(t *testing.T) {
 		c := newLocker(t, fcli)
 		admin := newLocker(t, etcdClient(t))
 		l := mustLock(t, c, "ttl-lost")
-		waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+		poll.Until(t, "the watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 		in.Next(reqfault.Method("Lease/LeaseTimeToLive"), reqfault.LostReply)
 		if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
 			t.Fatal(err)
@@ -136,7 +137,7 @@ func TestDeletedCauseLeaseLookupLostReply(t *testing.T) {
 		direct := etcdClient(t)
 		c := newLocker(t, fcli)
 		l := mustLock(t, c, "ttl-lost-revoked")
-		waitFor(t, func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok }, "the watch")
+		poll.Until(t, "the watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
 		in.Next(reqfault.Method("Lease/LeaseTimeToLive"), reqfault.LostReply)
 		if _, err := direct.Revoke(t.Context(), l.Lease()); err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // Tests of requests that arrive late, twice, or lose their reply, each
@@ -22,7 +22,7 @@ import (
 func faulty(t testing.TB, seed uint64, eps ...string) (*clientv3.Client, *reqfault.Injector) {
 	t.Helper()
 	if len(eps) == 0 {
-		eps = endpoints
+		eps = endpoints()
 	}
 	in := reqfault.New(seed)
 	cli, err := clientv3.New(clientv3.Config{

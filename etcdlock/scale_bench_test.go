@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/embedetcd"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // The scale tests take a few minutes and a quiet machine, so they are built

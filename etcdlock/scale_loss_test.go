@@ -16,7 +16,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 )
 
 // lossSlack is how long after its validity deadline a lock's Done may close

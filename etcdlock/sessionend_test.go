@@ -12,7 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // Tests of the session closing its locks' Done when it ends: every lock
@@ -24,7 +25,7 @@ import (
 // counted twice and none is still counted as held.
 func settled(t *testing.T, in *instrumented, n int64) {
 	t.Helper()
-	eventually(t, func() bool { return in.Sum(t, "fencelock.lock.hold.duration") >= n })
+	poll.Until(t, "the hold durations of the ended locks", func() bool { return in.Sum(t, "fencelock.lock.hold.duration") >= n })
 	if got := in.Sum(t, "fencelock.lock.hold.duration"); got != n {
 		t.Errorf("ends recorded: got %d, want %d", got, n)
 	}

@@ -13,7 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/fencelock/fencelock/internal/writetel"
+	"github.com/fencelock/fencelock/internal/tel"
 )
 
 // instrumentationName names the package's meter and tracer.
@@ -87,7 +87,7 @@ func newAttrs(kv ...attribute.KeyValue) attrs {
 // gave one. Everything a measurement or a span starts with is built once,
 // here; without names (WithNameAttribute) so is every attribute set.
 type telemetry struct {
-	tracer *writetel.Tracer // starts no span while no SDK is set
+	tracer *tel.Tracer // starts no span while no SDK is set
 	log    *slog.Logger
 	names  bool
 
@@ -111,17 +111,17 @@ type telemetry struct {
 	validityMargin metric.Float64Histogram
 	sessionsEnded  metric.Int64Counter
 	leaderChanges  metric.Int64Counter
-	refused        *writetel.Op // writes a fence.Guard refused locally
+	refused        *tel.Op // writes a fence.Guard refused locally
 }
 
 func newTelemetry(o *options) (*telemetry, error) {
-	t := &telemetry{tracer: writetel.NewTracer(o.tracerProvider, instrumentationName, trace.WithSpanKind(trace.SpanKindClient)),
+	t := &telemetry{tracer: tel.NewTracer(o.tracerProvider, instrumentationName, trace.WithSpanKind(trace.SpanKindClient)),
 		log: o.logger, names: o.nameAttribute}
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
 	err := t.instruments(o.meterProvider.Meter(instrumentationName))
-	guard, gerr := writetel.New("guard", instrumentationName, o.meterProvider, o.tracerProvider, "write")
+	guard, gerr := tel.New("guard", instrumentationName, o.meterProvider, o.tracerProvider, "write")
 	t.refused = guard.Op("write")
 	t.cacheSets()
 	return t, errors.Join(err, gerr)

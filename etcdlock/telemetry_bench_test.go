@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 )
 
 // BenchmarkTelemetryOverhead alternates, in one loop on one server, an

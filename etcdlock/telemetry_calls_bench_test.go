@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 )
 
 // BenchmarkTelemetryCalls is the telemetry's own cost in one uncontended

@@ -6,7 +6,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/fencelock/fencelock/internal/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 )
 
 // A Client made before the application installs its SDK as the global

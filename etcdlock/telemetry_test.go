@@ -13,7 +13,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 // instrumented is a Client's telemetry, read back in memory.
@@ -137,9 +138,7 @@ func TestTelemetryLosses(t *testing.T) {
 	// A loss is counted, then logged, just after Done closes (a session
 	// that ends closes all its locks' Done channels first): wait for the
 	// second log line.
-	for deadline := time.Now().Add(5 * time.Second); len(lossesLogged(t, in)) < 2 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, "the second loss logged", func() bool { return len(lossesLogged(t, in)) >= 2 })
 	if got := in.Sum(t, "fencelock.lock.losses", kindLock, cause("key_deleted")); got != 1 {
 		t.Errorf("losses by key_deleted: got %d, want 1", got)
 	}
@@ -171,15 +170,6 @@ func lossesLogged(t *testing.T, in *instrumented) []string {
 		}
 	}
 	return warned
-}
-
-// eventually polls cond every 5 ms for up to 2 s (telemetry is recorded
-// just after the event a test waits for).
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); !cond() && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestTelemetryElection(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/nilcheck/nilchecktest"
+	"github.com/fencelock/fencelock/internal/testkit/nilchecktest"
 )
 
 // holder is a fence.Holder and fence.Expirer under the test's control.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/fencetest"
-	"github.com/fencelock/fencelock/internal/childtest"
+	"github.com/fencelock/fencelock/internal/testkit/childtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

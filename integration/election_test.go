@@ -13,7 +13,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 )
 
 // electLocks returns an etcdlock client with a 1 s lease, like the

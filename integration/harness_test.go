@@ -7,16 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/harness"
-	"github.com/fencelock/fencelock/internal/harness/check"
-	"github.com/fencelock/fencelock/internal/pgtest"
-	"github.com/fencelock/fencelock/internal/s3test"
-	"github.com/fencelock/fencelock/internal/testenv"
+	"github.com/fencelock/fencelock/internal/app/harness"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
-// A harness worker is this test binary re-executed with harness.WorkerEnv
-// set; it runs from init, before any test or server starts.
-func init() { harness.MaybeRunWorker() }
+// A harness worker, or one of a harness run's etcd members, is this test
+// binary re-executed with harness.WorkerEnv or embedetcd.MemberEnv set; it
+// runs from init, before any test or server starts.
+func init() {
+	harness.MaybeRunWorker()
+	embedetcd.MaybeRunMember()
+}
 
 // TestHarnessShort runs the fault harness's short mode (what go run
 // ./cmd/fencecheck runs): worker processes lock and write to PostgreSQL and

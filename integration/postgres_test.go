@@ -10,7 +10,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 )
 
 // TestPostgresPausedHolder plays the failure fencing exists for, with real

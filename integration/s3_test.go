@@ -15,7 +15,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // TestS3PausedHolder plays the failure fencing exists for, with real

@@ -11,8 +11,8 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/childproc"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // s3WorkerEnv, when set in the environment of this test binary, makes it run

@@ -26,12 +26,16 @@ import (
 	"os"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/harness"
-	"github.com/fencelock/fencelock/internal/harness/check"
+	"github.com/fencelock/fencelock/internal/app/harness"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 )
 
 func main() {
+	// This executable, re-executed by harness.Run, is also its workers and
+	// its etcd members.
 	harness.MaybeRunWorker()
+	embedetcd.MaybeRunMember()
 	long := flag.Bool("long", false, "soak mode: more workers and faults, fewer keys, 5 to 15 minutes per run")
 	seed := flag.Int64("seed", 0, "random seed (default: from the clock, printed)")
 	control := flag.Bool("control", true, "also run the control: the same workload and seed with fencing off")

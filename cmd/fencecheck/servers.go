@@ -6,9 +6,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/harness"
-	"github.com/fencelock/fencelock/internal/pgtest"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/app/harness"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // versionedBucket is the bucket the command creates on a versitygw it started.

@@ -20,8 +20,8 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/childproc"
-	"github.com/fencelock/fencelock/internal/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 )
 
 // envWorker, set to a workerConfig as JSON, makes the demo's executable,

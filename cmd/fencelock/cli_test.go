@@ -19,9 +19,9 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/childproc"
-	"github.com/fencelock/fencelock/internal/netproxy"
-	"github.com/fencelock/fencelock/internal/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 )
 
 // The child sees its lock's token, name, key, lease and TTL, exactly as
@@ -94,7 +94,7 @@ func TestRunsNeverOverlap(t *testing.T) {
 // SIGTERM, so SIGKILL) within TTL + --kill-after + 1 s, and fencelock
 // exits 79.
 func TestRunStopsChildWhenLockLost(t *testing.T) {
-	p, err := netproxy.Start(strings.TrimPrefix(etcdEndpoints[0], "http://"))
+	p, err := netproxy.Start(strings.TrimPrefix(etcdEndpoints()[0], "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencelock/fencelock/internal/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 )
 
 // leaderScript appends "start TOKEN" to log when it starts, and "stop"
@@ -87,7 +87,7 @@ func TestElectRunsOnlyWhileLeading(t *testing.T) {
 func TestElectLoss(t *testing.T) {
 	for _, restart := range []bool{false, true} {
 		t.Run("restart="+strconv.FormatBool(restart), func(t *testing.T) {
-			p, err := netproxy.Start(strings.TrimPrefix(etcdEndpoints[0], "http://"))
+			p, err := netproxy.Start(strings.TrimPrefix(etcdEndpoints()[0], "http://"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 )
 
 // The tests run fencelock as real processes: this test binary, re-executed
@@ -27,8 +27,9 @@ const (
 	testChildEnv = "FENCELOCK_CLI_TEST_CHILD"
 )
 
-// etcdEndpoints is the embedded etcd all tests share.
-var etcdEndpoints []string
+// etcdEndpoints returns the client URLs of the embedded etcd all tests
+// share.
+func etcdEndpoints() []string { return embedetcd.Shared().Endpoints() }
 
 func TestMain(m *testing.M) {
 	if what := os.Getenv(testChildEnv); what != "" { // first: a child inherits cliEnv
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cliEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	goleak.VerifyTestMain(embedetcd.Main(m, "fencelock tests", func(eps []string) { etcdEndpoints = eps }))
+	goleak.VerifyTestMain(embedetcd.Main(m))
 }
 
 // fencelock returns the command fencelock args, against the shared etcd
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 func fencelock(t *testing.T, eps []string, args ...string) *exec.Cmd {
 	t.Helper()
 	if eps == nil {
-		eps = etcdEndpoints
+		eps = etcdEndpoints()
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), cliEnv+"=1",
@@ -75,7 +76,7 @@ func prefix(t *testing.T) string {
 // test's fencelock commands.
 func locker(t *testing.T, opts ...etcdlock.Option) (*etcdlock.Client, *clientv3.Client) {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

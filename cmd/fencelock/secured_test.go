@@ -8,7 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/fencelock/fencelock/internal/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 )
 
 // Against etcd with client-certificate TLS and authentication, a user

@@ -42,7 +42,7 @@ func TestUsageMessages(t *testing.T) {
 // TestDefaultTTLIsTheLibrarys: without --ttl, run's lease has the TTL a
 // library client's has without WithTTL.
 func TestDefaultTTLIsTheLibrarys(t *testing.T) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/fencelock/fencelock/internal/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 )
 
 // Client returns a client of the server whose traffic goes through proxies

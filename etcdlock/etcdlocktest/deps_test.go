@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencelock/fencelock/internal/testenv"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // etcdServer is the import path prefix of the etcd server module.

@@ -34,10 +34,11 @@
 //
 // [WithMembers] runs each member as its own process, so that a crash is a
 // real one: the test binary re-executes itself with an environment variable
-// (FENCELOCK_ETCD_MEMBER) set, and an init function of this package, run
-// before the test binary's own TestMain or tests, turns that process into the
-// member. Importing this package is all it takes: no TestMain hook is needed.
-// The test binary must not set that variable itself.
+// (FENCELOCK_ETCD_MEMBER) set, and [MaybeRunMember], called first in the test
+// binary's TestMain, turns that process into the member. Importing this
+// package does nothing by itself: a test binary that uses WithMembers needs
+// the TestMain hook, and one that does not needs nothing. The test binary
+// must not set that variable itself.
 //
 // Programs that import only etcdlock do not link the etcd server; this
 // package does, so import it from tests only.

@@ -4,6 +4,13 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain lets this test binary, re-executed by the tests started
+// WithMembers, be their member processes.
+func TestMain(m *testing.M) {
+	etcdlocktest.MaybeRunMember()
+	goleak.VerifyTestMain(m)
+}

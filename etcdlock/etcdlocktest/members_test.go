@@ -10,8 +10,8 @@ import (
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 )
 
-// With three member processes (this test binary re-executed: the package's
-// import is all it takes), a holder keeps its lock while a majority runs,
+// With three member processes (this test binary re-executed: TestMain
+// calls MaybeRunMember), a holder keeps its lock while a majority runs,
 // loses it by its validity deadline when the majority is gone, and the
 // lock can be taken again once the members are back.
 func TestMembers(t *testing.T) {

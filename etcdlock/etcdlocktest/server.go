@@ -12,8 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/fencelock/fencelock/internal/embedetcd"
-	"github.com/fencelock/fencelock/internal/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 )
 
 // errClosed is what NewClient returns once the Server is closed.

@@ -106,7 +106,7 @@ func wantRecord(t *testing.T, s fence.Store, k string, tok fence.Token, seq int)
 	}
 }
 
-// wantStale is laxer than the adapters' own tests (internal/fencewant): the
+// wantStale is laxer than the adapters' own tests (internal/testkit/fencewant): the
 // contract lets an adapter leave StaleError.Current at 0 when it cannot tell.
 func wantStale(t *testing.T, err error, tok, current fence.Token) {
 	t.Helper()

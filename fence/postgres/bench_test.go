@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/oteltest"
-	"github.com/fencelock/fencelock/internal/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 )
 
 // The benchmarks interleave the fenced form and its unfenced twin in one

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 )
 
 // examplePool returns a pool on a fresh database of the test server, and a

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 const setLatest = `INSERT INTO latest (resource, token, writer) VALUES ($1, $2, $3)

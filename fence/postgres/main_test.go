@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,13 +11,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(m)) }
-
-// waitTimeout bounds every poll in these tests.
-const waitTimeout = 10 * time.Second
 
 func mustExec(t *testing.T, db postgres.DB, sql string, args ...any) {
 	t.Helper()
@@ -71,25 +68,11 @@ func wantPgCode(t *testing.T, err error, code string) {
 	}
 }
 
-// waitFor polls cond until it holds or waitTimeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		<-tick.C
-	}
-}
-
 // waitLockWaiters waits until n sessions of the current database wait on a
 // lock.
 func waitLockWaiters(t *testing.T, db postgres.DB, n int) {
 	t.Helper()
-	waitFor(t, "sessions waiting on a lock", func() bool {
+	poll.Until(t, "sessions waiting on a lock", func() bool {
 		var got int
 		err := db.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got)

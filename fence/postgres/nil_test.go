@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/nilcheck/nilchecktest"
+	"github.com/fencelock/fencelock/internal/testkit/nilchecktest"
 )
 
 // TestNilContext: every entry point refuses a nil context with an error

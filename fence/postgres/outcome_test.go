@@ -10,7 +10,8 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 func wantKnownFailure(t *testing.T, err error) {
@@ -30,7 +31,7 @@ func killBackend(t *testing.T, pool *pgxpool.Pool, tx pgx.Tx) {
 		t.Fatal(err)
 	}
 	mustExec(t, pool, "SELECT pg_terminate_backend($1)", pid)
-	waitFor(t, "the terminated backend to exit", func() bool {
+	poll.Until(t, "the terminated backend to exit", func() bool {
 		var n int
 		err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n)
 		return err == nil && n == 0

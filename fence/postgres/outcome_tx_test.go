@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // TestLostConnectionInCallersTx: a write through the caller's own

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/writetel"
+	"github.com/fencelock/fencelock/internal/tel"
 )
 
 // DefaultStoreTable is the table [CreateSchema] creates for a [Store]:
@@ -109,7 +109,7 @@ func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error
 }
 
 // write is a Put of value as op, or, value nil, a Delete's tombstone.
-func (s *Store) write(ctx context.Context, op *writetel.Op, key string, token fence.Token, value any) error {
+func (s *Store) write(ctx context.Context, op *tel.Op, key string, token fence.Token, value any) error {
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/fencewant"
-	"github.com/fencelock/fencelock/internal/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 )
 
 func TestUpdate(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/writetel"
+	"github.com/fencelock/fencelock/internal/tel"
 )
 
 // globalTelemetry is the instruments on the global OpenTelemetry providers,
@@ -20,7 +20,7 @@ var globalTelemetry = sync.OnceValues(func() (*pgTelemetry, error) { return newP
 
 // pgTelemetry is the package's instruments on one pair of providers.
 type pgTelemetry struct {
-	update, upsert, tx, put, delete, exec *writetel.Op
+	update, upsert, tx, put, delete, exec *tel.Op
 	retryable                             metric.Int64Counter
 }
 
@@ -28,7 +28,7 @@ type pgTelemetry struct {
 // providers). On an error it still returns instruments, those the
 // providers gave.
 func newPGTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*pgTelemetry, error) {
-	r, err := writetel.New("postgres", "github.com/fencelock/fencelock/fence/postgres", mp, tp,
+	r, err := tel.New("postgres", "github.com/fencelock/fencelock/fence/postgres", mp, tp,
 		"update", "upsert", "tx", "put", "delete", "exec")
 	retryable, rerr := r.Counter("fencelock.postgres.retryable_errors", "{error}",
 		"Fenced writes rolled back by the server (serialization failure or deadlock): safe to run again.")
@@ -40,7 +40,7 @@ func newPGTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*pgTeleme
 // checked, in a span of its own (a child of ctx's) and counts it by
 // outcome, and a rollback the server asks to retry. resource names the
 // write on the span; it is called only when an SDK records the span.
-func (t *pgTelemetry) write(ctx context.Context, op *writetel.Op, token fence.Token, resource func() string,
+func (t *pgTelemetry) write(ctx context.Context, op *tel.Op, token fence.Token, resource func() string,
 	fn func(context.Context) error) error {
 	ctx, w := op.Start(ctx, token)
 	if w.Recording() {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/oteltest"
-	"github.com/fencelock/fencelock/internal/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 )
 
 // instrumented returns an in-memory SDK and an accounts Table, the default

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 )
 
 // TestUpdateNeedsUniqueKey: Update refuses, with ErrSchema and before

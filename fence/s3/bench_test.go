@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/oteltest"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // BenchmarkPut compares, on one server and in one run, a plain PutObject, a

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // TestRequestsPerPut counts what each Put sends: a holder's repeated writes

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/fence/fencetest"
-	"github.com/fencelock/fencelock/internal/childtest"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/childtest"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // TestContentionCatchesMoto: RunContention against moto must fail its

@@ -10,8 +10,8 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/fencewant"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // TestDeleteKeepsFloor: B writes 34 and deletes the key; A's late Put(33)

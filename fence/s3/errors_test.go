@@ -19,8 +19,8 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/nilcheck/nilchecktest"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/nilchecktest"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 func TestNewRejects(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // Example builds a client for an S3-compatible server (versitygw, MinIO,
@@ -72,7 +72,7 @@ func Example() {
 // after a newer holder has written.
 func ExampleStore_Put_stale() {
 	ctx := context.Background()
-	srv := s3test.Current()
+	srv := s3test.Shared()
 	clientA, closeA := srv.NewClient() // two processes, each with its own client
 	defer closeA()
 	clientB, closeB := srv.NewClient()
@@ -101,7 +101,7 @@ func ExampleStore_Put_stale() {
 // threshold (5 MiB here, 5 GiB by default) go as fenced multipart uploads.
 func ExampleStore_PutReader() {
 	ctx := context.Background()
-	srv := s3test.Current()
+	srv := s3test.Shared()
 	client, closeIdle := srv.NewClient()
 	defer closeIdle()
 	store, err := s3fence.New(client, srv.Bucket, s3fence.WithMultipartThreshold(5<<20), s3fence.WithPartSize(5<<20))
@@ -169,7 +169,7 @@ func createBucket(ctx context.Context, client *s3.Client, bucket string) error {
 // conditional writes.
 func ExampleNew_compatibleServer() {
 	ctx := context.Background()
-	srv := s3test.Current() // stands for a server of yours
+	srv := s3test.Shared() // stands for a server of yours
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	client := newS3Client(srv.Endpoint, srv.Region, srv.AccessKey, srv.SecretKey,
@@ -202,7 +202,7 @@ func exampleKey(name string) string {
 // run (an existing endpoint's, when FENCELOCK_S3_BUCKET selects one: the
 // example then needs static keys and the right to create buckets).
 func exampleServer() (endpoint, accessKey, secretKey string) {
-	srv := s3test.Current()
+	srv := s3test.Shared()
 	return srv.Endpoint, srv.AccessKey, srv.SecretKey
 }
 

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // TestMain starts the S3 server every test in this package shares

@@ -7,8 +7,8 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/fencewant"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // TestLostAnswer: the server applies the PUT but the answer is lost. Put

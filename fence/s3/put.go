@@ -13,7 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/nilcheck"
-	"github.com/fencelock/fencelock/internal/writetel"
+	"github.com/fencelock/fencelock/internal/tel"
 )
 
 // write is one Put call in progress.
@@ -76,7 +76,7 @@ func (s *Store) PutWith(ctx context.Context, key string, token fence.Token, valu
 // fencedWrite is every write of a Store: the checks before any I/O, the
 // conditional-write check, the telemetry, and the read–decide–PUT loop,
 // for value (from its current offset to its end) under h's token.
-func (s *Store) fencedWrite(ctx context.Context, op *writetel.Op, key string, h header, value io.ReadSeeker, opts []PutOption) error {
+func (s *Store) fencedWrite(ctx context.Context, op *tel.Op, key string, h header, value io.ReadSeeker, opts []PutOption) error {
 	if err := checkCall(ctx, key); err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // TestPutWithObjectSettings: Content-Type, metadata and tags given to

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // TestSSECustomerKey: with WithSSECustomerKey, every request of the Store

@@ -7,18 +7,18 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/fencelock/fencelock/internal/writetel"
+	"github.com/fencelock/fencelock/internal/tel"
 )
 
 // storeTelemetry is a Store's instruments (see [WithMeterProvider]).
 type storeTelemetry struct {
-	put, delete *writetel.Op
+	put, delete *tel.Op
 	rereads     metric.Int64Counter
 	conflicts   metric.Int64Counter
 }
 
 func newStoreTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*storeTelemetry, error) {
-	r, err := writetel.New("s3", "github.com/fencelock/fencelock/fence/s3", mp, tp, "put", "delete")
+	r, err := tel.New("s3", "github.com/fencelock/fencelock/fence/s3", mp, tp, "put", "delete")
 	t := &storeTelemetry{put: r.Op("put"), delete: r.Op("delete")}
 	var err1, err2 error
 	t.rereads, err1 = r.Counter("fencelock.s3.rereads", "{read}", "Reads of an object after a conditional PUT was refused.")

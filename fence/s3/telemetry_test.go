@@ -8,8 +8,8 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
-	"github.com/fencelock/fencelock/internal/oteltest"
-	"github.com/fencelock/fencelock/internal/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
 // Every fenced write is counted by outcome and traced as a child of the

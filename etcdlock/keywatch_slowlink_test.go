@@ -1,0 +1,61 @@
+package etcdlock_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+)
+
+// faultyProxied returns an etcdlock client (TTL 1s) on an etcd client whose
+// requests go through a fault injector and whose traffic goes through a
+// proxy the test can slow.
+func faultyProxied(t *testing.T, seed uint64) (*reqfault.Injector, *netproxy.Proxy, *etcdlock.Client) {
+	t.Helper()
+	p, err := netproxy.Start(strings.TrimPrefix(endpoints()[0], "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	cli, in := faulty(t, seed, "http://"+p.Addr())
+	return in, p, newLocker(t, cli, etcdlock.WithTTL(time.Second))
+}
+
+// A new stream that re-creates thousands of watches over a slow link (here
+// ~600 KB/s, RTT 100 ms: a few seconds of creations) is not taken for hung:
+// a probe counts as unanswered only when the stream delivered nothing since
+// the last tick, so the watches settle and a deletion is reported by its
+// watch. Counting the first probe, queued behind the creations, as
+// unanswered at the next tick (TTL 1s: 500 ms) would end the stream, read
+// the keys again and create every watch again on the next one, which would
+// meet the same fate: the watches would never settle, and a deletion would
+// only be reported by the next read, seconds later.
+func TestKeyWatchSlowLinkSettles(t *testing.T) {
+	const n = 3000
+	in, proxy, c := faultyProxied(t, 303)
+	lockMany(t, c, "slow", n)
+	poll.Until(t, "the watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok })
+	streams := in.Calls("Watch/Watch")
+	etcdlock.EndKeyWatchStreamForTest(c)
+	poll.Until(t, "a new stream", func() bool { return in.Calls("Watch/Watch") > streams })
+	proxy.Delay(50 * time.Millisecond) // after the read before it, which is not at issue
+	defer proxy.Heal()
+	start := time.Now()
+	for {
+		if k, ok := etcdlock.KeyWatchesForTest(c); k == n && ok {
+			break
+		}
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("watches not settled 15s after the new stream: %d streams opened since", in.Calls("Watch/Watch")-streams)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := in.Calls("Watch/Watch") - streams; s != 1 {
+		t.Errorf("%d streams opened to create the watches again over a slow link, want 1", s)
+	}
+	t.Logf("%d watches settled %v after the new stream", n, time.Since(start).Round(time.Millisecond))
+}

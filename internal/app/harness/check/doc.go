@@ -1,0 +1,12 @@
+// Package check is the fault harness's checker: a pure function of a run's
+// history. From the workers' events ([Event], paired into [Attempt]s by
+// [Attempts]) and the storage's own record of what it accepted ([Storage])
+// it finds the safety violations ([Check]: token order, lost, refused yet
+// landed and phantom writes, and linearizability of a fenced register),
+// tallies a [Report], and says whether a fenced run and its control prove
+// anything ([Verdict]). It does no I/O but writing what it is given to; the
+// harness runs the processes and reads the storage. It imports no other
+// part of the harness, no lock client and no adapter (only the fence
+// vocabulary and internal/tel's names), so it can be read and tested on
+// its own; internal/testkit's layering test holds it to that.
+package check

@@ -1,0 +1,103 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/app/harness/check"
+)
+
+// Config describes one run. [Short] and [Long] return the two presets.
+type Config struct {
+	// Seed drives every random choice of the nemesis and the workers.
+	Seed int64
+	// Fenced selects fenced writes; false is the control run.
+	Fenced bool
+	// Election makes the workers candidates of one election per key, each
+	// leading with etcdlock's Client.Run and writing with its term's token,
+	// instead of lock holders.
+	Election bool
+	// Workers is the number of worker processes running at once.
+	Workers int
+	// Keys is the number of locks; each guards one resource of every kind.
+	Keys int
+	// WritesPerLock is how many rounds of writes (one per resource kind)
+	// a worker makes while holding a lock.
+	WritesPerLock int
+	// Until is what the run goes on until it reaches: writes accepted (and,
+	// fenced, refused) and faults injected of each kind. The nemesis stops
+	// injecting a kind once it has its count and MinDuration has passed
+	// (and, fenced, a stale write has been refused); the workers go on
+	// until the writes are there too.
+	Until check.Minimums
+	// MinDuration is the shortest run, even when Until is reached sooner.
+	MinDuration time.Duration
+	// MaxDuration caps the run: one that has not reached Until by then
+	// stops, and its report says so (Report.Capped).
+	MaxDuration time.Duration
+	// TTL is the lease TTL the workers ask etcd for.
+	TTL time.Duration
+	// LockTimeout bounds each Lock call (or campaign) of a worker.
+	LockTimeout time.Duration
+	// Log, when set, receives the nemesis's progress lines.
+	Log func(format string, args ...any)
+	// Events, when set, receives every worker event as a JSON line.
+	Events io.Writer
+}
+
+// ShortMinimums are the short mode's: what CI requires, and what the verdict
+// of every run (short or long) requires.
+var ShortMinimums = check.Minimums{
+	Writes: 1000, PerResource: 100, RefusedOverall: 1,
+	Faults: faultMinimums(func(f faultKind) int { return f.short }),
+}
+
+// Short returns the preset that runs inside CI: each run goes on until it
+// reaches [ShortMinimums] (about a minute on a loaded 2-core machine),
+// capped at eight minutes.
+func Short(seed int64) Config {
+	until := ShortMinimums
+	until.Faults = faultMinimums(func(f faultKind) int { return f.short })
+	return Config{
+		Seed: seed, Fenced: true, Workers: 4, Keys: 4, WritesPerLock: 3,
+		Until: until, MinDuration: 20 * time.Second, MaxDuration: 8 * time.Minute,
+		TTL: time.Second, LockTimeout: 5 * time.Second,
+	}
+}
+
+// Long returns the soak preset: more workers, fewer keys (more contention)
+// and many more faults of each kind; 5 to 15 minutes per run.
+func Long(seed int64) Config {
+	c := Short(seed)
+	c.Workers, c.Keys = 6, 3
+	c.Until.Faults = faultMinimums(func(f faultKind) int { return f.long })
+	c.MinDuration, c.MaxDuration = 5*time.Minute, 15*time.Minute
+	return c
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Workers < 2:
+		return fmt.Errorf("harness: %d workers; at least 2 are needed to contend", c.Workers)
+	case c.Keys < 1 || c.WritesPerLock < 1:
+		return errors.New("harness: Keys and WritesPerLock must be positive")
+	case c.TTL < time.Second || c.LockTimeout <= 0:
+		return errors.New("harness: TTL must be at least 1s and LockTimeout positive")
+	case c.MaxDuration < c.MinDuration:
+		return errors.New("harness: MaxDuration is shorter than MinDuration")
+	}
+	for _, f := range faultKinds {
+		if n, ok := c.Until.Faults[f.kind]; !ok || n < 0 {
+			return fmt.Errorf("harness: Until.Faults[%s] is %d (set: %v); want a count >= 0 for every kind", f.kind, n, ok)
+		}
+	}
+	return nil
+}
+
+func (c *Config) logf(format string, args ...any) {
+	if c.Log != nil {
+		c.Log(format, args...)
+	}
+}

@@ -1,0 +1,150 @@
+package harness
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+)
+
+// pause freezes a worker right after its guard check, keeps it stopped past
+// its lease, and lets it go on: the GC pause. Its write then carries a
+// token older than the next holder's.
+func (n *nemesis) pause(ctx context.Context, rng *rand.Rand) bool {
+	s, p := n.heldWorker(ctx, rng)
+	if p == nil {
+		return false
+	}
+	defer s.release()
+	defer func() { _ = p.Resume() }()
+	if err := p.Pause(); err != nil {
+		n.cfg.logf("nemesis: %v", err)
+		_ = p.Send(childproc.Go)
+		return false
+	}
+	_ = p.Send(childproc.Go) // read once it runs again
+	sleep(context.WithoutCancel(ctx), n.cfg.TTL+between(rng, 500*time.Millisecond, 1200*time.Millisecond))
+	return true
+}
+
+// kill kills a worker within a few milliseconds of letting it write, so
+// that the kill lands before, during or just after the write, and starts a
+// fresh worker in its place.
+func (n *nemesis) kill(ctx context.Context, rng *rand.Rand) bool {
+	s, p := n.heldWorker(ctx, rng)
+	if p == nil {
+		return false
+	}
+	defer s.release()
+	_ = p.Send(childproc.Go)
+	sleep(context.WithoutCancel(ctx), between(rng, 0, 4*time.Millisecond))
+	p.Kill()
+	return n.fleet.start(s) == nil
+}
+
+// restartMember crashes an etcd member, the leader half the time, with
+// SIGKILL to its process, and starts a new process on its data dir.
+func (n *nemesis) restartMember(ctx context.Context, rng *rand.Rand) bool {
+	i := n.etcd.Leader(ctx)
+	if i < 0 || rng.IntN(2) == 0 {
+		i = rng.IntN(len(n.etcd.Members))
+	}
+	n.etcd.Stop(i)
+	sleep(ctx, between(rng, 200*time.Millisecond, 800*time.Millisecond))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	// A restart can fail if another process took the member's port meanwhile;
+	// a member left down would turn the next stop into a loss of quorum.
+	for {
+		err := n.etcd.Restart(rctx, i)
+		if err == nil {
+			return true
+		}
+		n.cfg.logf("nemesis: restarting etcd member %d: %v", i, err)
+		if rctx.Err() != nil {
+			return false
+		}
+		sleep(rctx, 200*time.Millisecond)
+	}
+}
+
+// partition cuts a worker off from every etcd member past its lease, then
+// lets traffic through with a delay, then heals.
+func (n *nemesis) partition(ctx context.Context, rng *rand.Rand) bool {
+	s := n.fleet.claim(rng)
+	if s == nil {
+		return false
+	}
+	defer s.release()
+	for _, p := range s.proxies {
+		p.Cut()
+	}
+	bg := context.WithoutCancel(ctx)
+	sleep(bg, n.cfg.TTL+between(rng, 0, 800*time.Millisecond))
+	d := between(rng, 20*time.Millisecond, 200*time.Millisecond)
+	for _, p := range s.proxies {
+		p.Heal()
+		p.Delay(d)
+	}
+	sleep(bg, between(rng, 300*time.Millisecond, 1000*time.Millisecond))
+	for _, p := range s.proxies {
+		p.Heal()
+	}
+	return true
+}
+
+// request makes a worker's next request to etcd (whichever it is: a lock's
+// create, a waiter's read, a release, a lease grant) arrive after its caller
+// gave up, lose its reply, or arrive twice.
+func (n *nemesis) request(ctx context.Context, rng *rand.Rand) bool {
+	s := n.fleet.claim(rng)
+	if s == nil {
+		return false
+	}
+	defer s.release()
+	k := reqfault.Kinds[rng.IntN(len(reqfault.Kinds))]
+	_ = s.current().Send(cmdReqFault + " " + k.String())
+	sleep(ctx, between(rng, 100*time.Millisecond, 400*time.Millisecond)) // one fault at a time per worker
+	return true
+}
+
+// heldWorker claims a worker, arms it, and waits until it holds before a
+// write. It returns the claimed slot and its process, or nil (and releases
+// the claim) when no worker got there in time.
+func (n *nemesis) heldWorker(ctx context.Context, rng *rand.Rand) (*slot, *childproc.Proc) {
+	s := n.fleet.claim(rng)
+	if s == nil {
+		return nil, nil
+	}
+	p := s.current()
+	if awaitHold(ctx, s, p) {
+		return s, p
+	}
+	s.release()
+	return nil, nil
+}
+
+// awaitHold arms p and reports whether it held within holdTimeout. When it
+// did not, p is disarmed, or released if its hold came in the meantime.
+func awaitHold(ctx context.Context, s *slot, p *childproc.Proc) bool {
+	s.waiting.Store(true)
+	_ = p.Send(cmdArm)
+	t := time.NewTimer(holdTimeout)
+	defer t.Stop()
+	select {
+	case <-s.holds:
+		return true
+	case <-p.Exited():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if s.waiting.CompareAndSwap(true, false) {
+		_ = p.Send(cmdDisarm)
+		return false
+	}
+	<-s.holds // delivered meanwhile
+	_ = p.Send(childproc.Go)
+	return false
+}

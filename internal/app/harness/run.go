@@ -1,0 +1,164 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencelock/fencelock/internal/app/harness/check"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
+)
+
+// Servers says where a run's storage is. Runs keep apart by key names, so
+// several runs can share the servers.
+type Servers struct {
+	// PostgresDSN names a database the harness may create its tables in.
+	PostgresDSN string
+	// S3 reaches a bucket with versioning enabled ([EnsureVersionedBucket]).
+	S3 s3test.Config
+}
+
+// Run runs the workers and the nemesis against srv as cfg says, then
+// checks the storage's record, and returns the report. It starts its own
+// 3-member etcd cluster and stops it before returning; it re-executes this
+// executable for the workers (see [MaybeRunWorker]) and for the etcd
+// members (see [embedetcd.MaybeRunMember]): the executable's main, or its
+// test binary's init or TestMain, calls both hooks first. The run goes on
+// until it reaches cfg.Until, or for cfg.MaxDuration at most
+// (Report.Capped says which);
+// ctx bounds the setup, the run and the final reads. An error means the
+// run could not be made or checked; violations are in the report.
+func Run(ctx context.Context, srv Servers, cfg Config) (*check.Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, srv: srv, id: runID(cfg)}
+	defer r.close()
+	if err := r.setUp(ctx); err != nil {
+		return nil, err
+	}
+	return r.run(ctx)
+}
+
+// runner is one run's state.
+type runner struct {
+	cfg   Config
+	srv   Servers
+	id    string
+	keys  []string
+	dir   string
+	etcd  *embedetcd.Cluster
+	pool  *pgxpool.Pool
+	fleet *fleet
+	hist  history
+}
+
+func runID(cfg Config) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	mode := "fenced"
+	if !cfg.Fenced {
+		mode = "control"
+	}
+	return fmt.Sprintf("seed%d-%s-%s", cfg.Seed, mode, hex.EncodeToString(b[:]))
+}
+
+func (r *runner) setUp(ctx context.Context) error {
+	var err error
+	if r.dir, err = os.MkdirTemp("", "fencecheck-etcd-"); err != nil {
+		return err
+	}
+	if r.etcd, err = embedetcd.Start(ctx, r.dir, 3); err != nil {
+		return err
+	}
+	if r.pool, err = pgxpool.New(ctx, r.srv.PostgresDSN); err != nil {
+		return err
+	}
+	if err := createSchema(ctx, r.pool); err != nil {
+		return err
+	}
+	for i := range r.cfg.Keys {
+		r.keys = append(r.keys, fmt.Sprintf("%s-k%d", r.id, i))
+	}
+	var members []string
+	for _, m := range r.etcd.Members {
+		members = append(members, strings.TrimPrefix(m.ClientURL, "http://"))
+	}
+	r.fleet, err = newFleet(r.workerConfig(), members, r.cfg.Workers, &r.hist)
+	return err
+}
+
+func (r *runner) workerConfig() workerConfig {
+	return workerConfig{
+		DSN: r.srv.PostgresDSN, S3: r.srv.S3, Keys: r.keys, Fenced: r.cfg.Fenced, Election: r.cfg.Election, TTL: r.cfg.TTL,
+		LockTimeout: r.cfg.LockTimeout, WritesPerLock: r.cfg.WritesPerLock, Seed: r.cfg.Seed,
+	}
+}
+
+func (r *runner) run(ctx context.Context) (*check.Report, error) {
+	start := time.Now()
+	for _, s := range r.fleet.slots {
+		if err := r.fleet.start(s); err != nil {
+			return nil, err
+		}
+	}
+	nctx, cancel := context.WithTimeout(ctx, r.cfg.MaxDuration)
+	nem := newNemesis(&r.cfg, r.fleet, r.etcd, &r.hist)
+	nem.run(nctx)
+	capped := nctx.Err() != nil
+	cancel()
+	r.fleet.stop()
+	events := r.hist.snapshot()
+	if err := check.WriteEvents(r.cfg.Events, events); err != nil {
+		return nil, err
+	}
+	atts := check.Attempts(events)
+	rep := check.NewReport(events, atts)
+	rep.Seed, rep.Fenced, rep.Election = r.cfg.Seed, r.cfg.Fenced, r.cfg.Election
+	rep.Duration, rep.Faults, rep.FaultKinds, rep.FaultsLost = time.Since(start), nem.counted(), faultDescs(), int(nem.failed.Load())
+	if capped && len(r.cfg.Until.Shortfalls(rep.Progress(), r.cfg.Fenced)) > 0 {
+		rep.Capped = r.cfg.MaxDuration
+	}
+	st, err := r.readStorage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Violations = check.Check(atts, st)
+	return rep, nil
+}
+
+func (r *runner) readStorage(ctx context.Context) (*check.Storage, error) {
+	st := check.NewStorage()
+	if err := readPostgres(ctx, st, r.pool, r.keys); err != nil {
+		return nil, err
+	}
+	c, closeIdle := r.srv.S3.NewClient()
+	defer closeIdle()
+	if err := readS3(ctx, st, c, r.srv.S3.Bucket, r.id+"-"); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (r *runner) close() {
+	if r.fleet != nil {
+		r.fleet.stop()
+		r.fleet.close()
+	}
+	if r.pool != nil {
+		r.pool.Close()
+	}
+	if r.etcd != nil {
+		r.etcd.Close()
+	}
+	if r.dir != "" {
+		_ = os.RemoveAll(r.dir)
+	}
+}

@@ -1,0 +1,74 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+)
+
+// Main is the one TestMain shape for a package whose tests share a server
+// (PostgreSQL, S3): wrap m, and pass the result to goleak.VerifyTestMain,
+// which calls Run.
+type Main struct {
+	M *testing.M
+	// Name names the server in messages ("pgtest", "s3test", "embedetcd").
+	Name string
+	// Start starts the server; an error matching Unavailable means there is
+	// none on this machine.
+	Start       func(ctx context.Context) (io.Closer, error)
+	Unavailable error
+	HowToEnable string
+	// Set is called before the tests run with the server, or with nil and
+	// why there is none; and with nil, nil after them.
+	Set func(srv io.Closer, err error)
+}
+
+// startTimeout bounds Start.
+const startTimeout = 2 * time.Minute
+
+// Run starts the server, runs the tests, stops the server (before goleak
+// looks for leaked goroutines) and returns the exit code. Without the
+// server: under CI=true it prints why and returns 1 without running
+// anything; elsewhere it prints why and how to get one, runs the tests
+// (those that need the server skip, through [Unavailable]) and leaves out
+// the examples, which cannot skip.
+func (w Main) Run() int {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	srv, err := w.Start(ctx)
+	cancel()
+	w.Set(srv, err)
+	defer w.Set(nil, nil)
+	if err != nil {
+		if !errors.Is(err, w.Unavailable) || InCI() {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "%v\n%s: skipping the tests that need it, and the examples (to run them: %s)\n", err, w.Name, w.HowToEnable)
+		skipExamples()
+		return w.M.Run()
+	}
+	code := w.M.Run()
+	if err := srv.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: stopping the server: %v\n", w.Name, err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// skipExamples leaves the examples out of the run, unless -test.skip was
+// given.
+func skipExamples() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if f := flag.Lookup("test.skip"); f != nil && f.Value.String() == "" {
+		_ = flag.Set("test.skip", "^Example")
+	}
+}
