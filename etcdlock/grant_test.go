@@ -17,7 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // Tests of the session's lease grant: its ID chosen by the Client, and the
@@ -76,7 +77,7 @@ func TestLockWaitsForEtcdToComeBack(t *testing.T) {
 		got <- err
 	}()
 	time.Sleep(4 * time.Second)
-	fwd := forward(t, addr, endpoints[0])
+	fwd := forward(t, addr, endpoints()[0])
 	defer fwd()
 	if err := waitErr(t, got, 20*time.Second, "Lock"); err != nil {
 		t.Fatalf("Lock while etcd was down for 4 s, with a 20 s deadline: got %v, want the lock once etcd is back", err)
@@ -173,7 +174,7 @@ func TestLateGrantCopyAfterRevoke(t *testing.T) {
 				t.Fatal(err)
 			}
 			if watched {
-				waitFor(t, func() bool { n, settled := etcdlock.KeyWatchesForTest(a); return n == 1 && settled }, "A's key watched")
+				poll.Until(t, "A's key watched", func() bool { n, settled := etcdlock.KeyWatchesForTest(a); return n == 1 && settled })
 			}
 			if _, err := direct.Revoke(context.Background(), la.Lease()); err != nil {
 				t.Fatal(err)

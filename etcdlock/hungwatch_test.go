@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
@@ -126,7 +127,7 @@ func TestWaiterHungStreamTakesTheLock(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitFor(t, func() bool { return len(keys(t, direct, prefix(t)+"lock/x/")) == 2 }, "the waiter queued")
+	poll.Until(t, "the waiter queued", func() bool { return len(keys(t, direct, prefix(t)+"lock/x/")) == 2 })
 	in.HangStreams(reqfault.Method("Watch/Watch"))
 	defer in.HangStreams(nil)
 	if err := h.Unlock(t.Context()); err != nil {
