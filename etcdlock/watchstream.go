@@ -57,12 +57,12 @@ func (e *watcher) serve(life context.Context) {
 	e.c.wg.Add(2)
 	go func() {
 		defer e.c.wg.Done()
-		defer cancel() // a failed send ends the stream
+		defer s.cancel() // a failed send ends the stream
 		e.write(ctx, s)
 	}()
 	go func() {
 		defer e.c.wg.Done()
-		defer cancel() // so does an unanswered probe
+		defer s.cancel() // so does an unanswered probe
 		e.watchdog(ctx, s)
 	}()
 	for {
@@ -262,8 +262,9 @@ func (e *watcher) created(s *wstream, resp *pb.WatchResponse) error {
 	return nil
 }
 
-// spawn runs f in a goroutine of its own, counted in c.wg; the caller holds
-// a count of c.wg itself (the reader does).
+// spawn runs f in a goroutine of its own, counted in c.wg. The caller holds
+// a count of c.wg, itself or through the goroutine that waits for it: the
+// reader does, and refresh's reads run while the reader waits for them.
 func (e *watcher) spawn(f func()) {
 	e.c.wg.Add(1)
 	go func() {
