@@ -19,14 +19,17 @@ import (
 // watching only its predecessor.
 //
 // A waiter sends no request while its watch works, besides the session's
-// keepalives (one every third of the TTL). When etcd ends or refuses its
-// watches, it re-reads the queue and watches again after a pause that
-// doubles from 10 ms to 1 s (a read that fails for want of a leader is
-// repeated after the same pause, rather than ending Lock): in the worst
-// case 7 rounds in the first second and one a second after that, each a
-// watch and a read, plus, when the
-// watch was refused for an expired auth token, a new watch stream and a
-// login (so at most 4 requests a second once the pause has grown).
+// keepalives (one every third of the TTL); its watch is one creation on
+// the Client's one watch stream, which every watch of the Client shares
+// and which is probed, while it carries watches, every third of the TTL
+// (at least every 500 ms): a stream that hangs while the connection works
+// is replaced within about two thirds of the TTL, and the waiter reads the
+// queue again. When etcd ends or refuses its watch, or the stream ends, it
+// re-reads the queue and watches again after a pause that doubles from
+// 10 ms to 1 s (a read that fails for want of a leader is repeated after
+// the same pause, rather than ending Lock): in the worst case 7 rounds in
+// the first second and one a second after that, each a watch creation and
+// a read.
 //
 // ctx bounds the whole call, including creating the session. When ctx ends
 // first, Lock returns ctx's error and leaves no queue key of this attempt
