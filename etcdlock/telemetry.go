@@ -131,7 +131,8 @@ func newTelemetry(o *options) (*telemetry, error) {
 func (t *telemetry) instruments(m metric.Meter) error {
 	var errs []error
 	hist := func(name, unit, desc string) metric.Float64Histogram {
-		h, err := m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		h, err := m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(tel.SecondsBuckets...))
 		errs = append(errs, err)
 		return h
 	}

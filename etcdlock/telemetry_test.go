@@ -230,3 +230,31 @@ func TestTelemetryNameAttribute(t *testing.T) {
 		}
 	}
 }
+
+// Every histogram in seconds has buckets for seconds: the keepalive and the
+// wait of an uncontended lock (a millisecond or so) fall in buckets of
+// their own, and waits and holds of minutes are told apart. With
+// OpenTelemetry's default boundaries (0, 5, 10, ...), made for
+// milliseconds, all of them fell in one bucket.
+func TestTelemetryHistogramBucketsForSeconds(t *testing.T) {
+	in, opts := withTelemetry(t)
+	c := newLocker(t, etcdClient(t), opts...)
+	l := mustLock(t, c, "job")
+	poll.Until(t, "a keepalive acknowledged", func() bool { return in.Sum(t, "fencelock.session.keepalive.duration") > 0 })
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fencelock.lock.wait.duration", "fencelock.lock.hold.duration",
+		"fencelock.session.keepalive.duration", "fencelock.session.validity.margin"} {
+		b := in.Bounds(t, name)
+		var subSecond int
+		for _, v := range b {
+			if v > 0 && v <= 1 {
+				subSecond++
+			}
+		}
+		if subSecond < 5 || b[len(b)-1] < 300 {
+			t.Errorf("%s: bucket boundaries %v, want at least 5 between 0 and 1 s, and one of at least 5 min", name, b)
+		}
+	}
+}

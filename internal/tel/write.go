@@ -89,6 +89,13 @@ type Op struct {
 	outcome [len(outcomes)]attribute.KeyValue
 }
 
+// SecondsBuckets are the bucket boundaries of every fencelock histogram
+// in seconds: from half a millisecond (a fenced write, a keepalive on a
+// LAN) to fifteen minutes (a long wait or hold). OpenTelemetry's default
+// boundaries (0, 5, 10, 25, ... 10000) are made for milliseconds: in
+// seconds they put every keepalive and most waits in one bucket.
+var SecondsBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900}
+
 // New returns the instruments of adapter ("postgres", "s3") for the
 // operations ops, on mp and tp (nil: the global providers, which record
 // nothing until the application installs an SDK).
@@ -104,7 +111,8 @@ func New(adapter, scope string, mp metric.MeterProvider, tp trace.TracerProvider
 	r.writes, err1 = r.meter.Int64Counter(WritesMetric, metric.WithUnit("{write}"),
 		metric.WithDescription("Fenced writes, by adapter, operation and outcome (accepted, stale, lock_lost, unknown, error)."))
 	r.dur, err2 = r.meter.Float64Histogram("fencelock.write.duration", metric.WithUnit("s"),
-		metric.WithDescription("Duration of fenced writes, by adapter, operation and outcome."))
+		metric.WithDescription("Duration of fenced writes, by adapter, operation and outcome."),
+		metric.WithExplicitBucketBoundaries(SecondsBuckets...))
 	for _, op := range ops {
 		r.ops[op] = r.newOp(adapter, op)
 	}

@@ -77,3 +77,20 @@ func TestOutcome(t *testing.T) {
 		})
 	}
 }
+
+// fencelock.write.duration has buckets for seconds: a write of a
+// millisecond or less is told apart from one of 10 ms (OpenTelemetry's
+// default boundaries, made for milliseconds, put both in one bucket).
+func TestWriteDurationBucketsForSeconds(t *testing.T) {
+	s := oteltest.New(t)
+	r, err := tel.New("test", "scope", s.Meters, s.Tracers, "update")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, w := r.Op("update").Start(context.Background(), 1)
+	w.End(nil)
+	b := s.Bounds(t, "fencelock.write.duration")
+	if len(b) < 2 || b[0] > 0.001 || b[1] > 0.01 {
+		t.Errorf("bucket boundaries %v, want the first two at most 1 ms and 10 ms", b)
+	}
+}

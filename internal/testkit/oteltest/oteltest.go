@@ -86,6 +86,25 @@ func (s *SDK) Sum(tb testing.TB, name string, want ...attribute.KeyValue) int64 
 	return n
 }
 
+// Bounds returns the bucket boundaries of the histogram called name (of
+// its first data point), failing tb if it has recorded nothing.
+func (s *SDK) Bounds(tb testing.TB, name string) []float64 {
+	tb.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := s.reader.Collect(context.Background(), &rm); err != nil {
+		tb.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == name && len(h.DataPoints) > 0 {
+				return h.DataPoints[0].Bounds
+			}
+		}
+	}
+	tb.Fatalf("histogram %s: no data point", name)
+	return nil
+}
+
 // Span returns the first ended span called name, failing tb if there is
 // none.
 func (s *SDK) Span(tb testing.TB, name string) sdktrace.ReadOnlySpan {
