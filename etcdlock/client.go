@@ -143,6 +143,11 @@ func (c *Client) current() (*session, error) {
 // can still be revoked: otherwise a grant that landed would leave a lease
 // nobody knows alive for its whole TTL. Close waits for that revoke: the
 // grant counts in c.wg from before the request until the revoke is done.
+// A grant that failed while the Client had no connection to etcd is not
+// revoked (the revoke could not reach etcd either, and Close would wait
+// the cleanup timeout for nothing): should it have landed before the
+// connection went, its lease expires after its TTL, as every lease of a
+// Client that cannot reach etcd does.
 func (c *Client) grant(ctx context.Context) (*session, error) {
 	c.mu.Lock()
 	if c.closed {
@@ -157,7 +162,8 @@ func (c *Client) grant(ctx context.Context) (*session, error) {
 	defer context.AfterFunc(c.life, cancel)()
 	id := newLeaseID()
 	s, err := newSession(gctx, c.cli, id, c.o.ttlSeconds(), c.tel)
-	if err != nil && !refused(err) {
+	var noConn *noConnectionError
+	if err != nil && !refused(err) && !errors.As(err, &noConn) {
 		c.wg.Add(1) // safe: this call's count is still held
 		go func() {
 			defer c.wg.Done()

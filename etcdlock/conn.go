@@ -37,5 +37,15 @@ func connError(cli *clientv3.Client, err error) error {
 	if status.Code(perr) != codes.Unavailable {
 		return err
 	}
-	return fmt.Errorf("%w (no connection to etcd: %s)", err, status.Convert(perr).Message())
+	return &noConnectionError{err: err, why: status.Convert(perr).Message()}
 }
+
+// noConnectionError is a request's failure at a time when the Client had
+// no connection to etcd, with gRPC's reason.
+type noConnectionError struct {
+	err error
+	why string
+}
+
+func (e *noConnectionError) Error() string { return fmt.Sprintf("%v (no connection to etcd: %s)", e.err, e.why) }
+func (e *noConnectionError) Unwrap() error { return e.err }

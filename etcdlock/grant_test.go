@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -335,5 +336,28 @@ func TestCloseRaceStormLeavesNoLease(t *testing.T) {
 		if ks := keys(t, direct, prefix(t)); len(ks) > 0 {
 			t.Errorf("iteration %d: keys left %v", i, ks)
 		}
+	}
+}
+
+// Close after a grant that failed for want of a connection returns at
+// once: there is nothing it could revoke (it waited the cleanup timeout,
+// 5 s by default, for a revoke that could not reach etcd).
+func TestCloseAfterUnreachableGrantIsQuick(t *testing.T) {
+	cli := etcdClient(t, "http://127.0.0.1:1")
+	c, err := etcdlock.New(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := c.TryLock(ctx, "x"); err == nil || !strings.Contains(err.Error(), "no connection to etcd") {
+		t.Fatalf("TryLock against nothing: got %v, want a deadline saying there is no connection", err)
+	}
+	start := time.Now()
+	if err := c.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close after the failed grant took %v, want well under the 5 s cleanup timeout", d.Round(time.Millisecond))
 	}
 }
