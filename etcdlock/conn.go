@@ -47,5 +47,7 @@ type noConnectionError struct {
 	why string
 }
 
-func (e *noConnectionError) Error() string { return fmt.Sprintf("%v (no connection to etcd: %s)", e.err, e.why) }
+func (e *noConnectionError) Error() string {
+	return fmt.Sprintf("%v (no connection to etcd: %s)", e.err, e.why)
+}
 func (e *noConnectionError) Unwrap() error { return e.err }

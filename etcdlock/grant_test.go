@@ -7,8 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
