@@ -84,18 +84,13 @@ func (s *session) releaseSlot(n int, mark int64) {
 // reports that there is nothing more to do (true) or the session ends
 // (false).
 func (s *session) retry(try func() bool) bool {
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		t := time.NewTimer(delay)
-		select {
-		case <-s.ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-		}
+	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	for b.wait(s.ctx, nil) == nil {
 		if try() {
 			return true
 		}
 	}
+	return false
 }
 
 // retryInterval is the pause between keepalive attempts after a failure.
