@@ -150,13 +150,17 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 // slot was taken.
 type ticket struct {
 	spot
-	key, marker string
-	slot        int
-	mark        int64
-	at          time.Time   // when the key was first written, for its record
-	queued      bool        // the create landed, and we know it: a loss from now on is of our place
-	unmarked    bool        // released without moving the marker (etcd out of space); owned by the releasing goroutine
-	noMark      atomic.Bool // set before such a release is sent; read by the lock's key watch
+	key    string
+	marker markerKey
+	slot   int
+	mark   int64
+	at     time.Time // when the key was first written, for its record
+	queued bool      // the create landed, and we know it: a loss from now on is of our place
+	// unmarked: a release deleted the key without moving the marker (etcd
+	// out of space; see releaseNoSpace), so a create of this use could still
+	// land. Set before that delete is sent, for the lock's key watch to read;
+	// cleared once the marker is known moved (a release's write, or block).
+	unmarked atomic.Bool
 }
 
 func (c *Client) ticket(s *session, sp spot) *ticket {
@@ -164,7 +168,7 @@ func (c *Client) ticket(s *session, sp spot) *ticket {
 	return &ticket{
 		spot: sp, slot: slot, mark: mark,
 		key:    fmt.Sprintf("%s%016x-%d", sp.q, int64(s.id), slot),
-		marker: fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, int64(s.id), slot),
+		marker: markerKey(fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, int64(s.id), slot)),
 	}
 }
 
@@ -223,8 +227,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.K
 			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithFirstCreate()...))
 		}
 		resp, err := c.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0),
-				clientv3.Compare(clientv3.ModRevision(t.marker), "=", t.mark)).
+			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0), t.marker.at(t.mark)).
 			Then(ops...).
 			Commit()
 		if err != nil {
@@ -244,15 +247,12 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.K
 		}
 		// A request of an earlier use of the slot moved the marker, or
 		// left a key: catch up, remove the key, and try again.
-		gr, err := c.cli.Txn(ctx).Then(clientv3.OpGet(t.marker), clientv3.OpGet(t.key)).Commit()
+		gr, err := c.cli.Txn(ctx).Then(t.marker.get(), clientv3.OpGet(t.key)).Commit()
 		if err != nil {
 			c.abandon(ctx, s, t, 0)
 			return nil, nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
-		t.mark = 0
-		if m := gr.Responses[0].GetResponseRange().Kvs; len(m) > 0 {
-			t.mark = m[0].ModRevision
-		}
+		t.mark = markRev(gr.Responses[0].GetResponseRange().Kvs)
 		if k := gr.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
 			if _, err := c.release(ctx, s, t, k[0].CreateRevision); err != nil {
 				c.abandon(ctx, s, t, 0)

@@ -7,12 +7,8 @@ import "container/heap"
 // reused by later ones, lowest first, so that successive acquisitions reuse
 // keys (keys that are never reused bloat etcd's key index until the next
 // compaction and slow every queue read) and the number of marker keys stays
-// at the session's peak number of concurrent acquisitions.
-//
-// The marker key makes requests of an earlier use of a slot harmless when
-// they arrive late or twice: every create compares the marker's mod
-// revision with the one last seen, and every release of the slot writes the
-// marker, so a create of an earlier use can no longer land.
+// at the session's peak number of concurrent acquisitions. The marker's
+// protocol is in marker.go (see markerKey).
 type slots struct {
 	free  intHeap       // released slots
 	next  int           // lowest slot never used
