@@ -70,16 +70,33 @@ func (c *Client) lock(ctx context.Context, name string, wait bool, opts []LockOp
 	if err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, spot{name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch, ended: ErrUnlocked})
+	return c.acquire(ctx, spot{kind: kindLock, name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch})
 }
 
 // spot is what an acquisition asks for: a place in the queue q of a lock
 // or an election called name, with data in its key's record.
 type spot struct {
+	kind          kind
 	name, q, data string
-	wait          bool  // wait for the turn (Lock, Campaign) or give up (TryLock)
-	noWatch       bool  // hold without watching the key (WithoutKeyWatch)
-	ended         error // what Err says after a release: ErrUnlocked or ErrResigned
+	wait          bool // wait for the turn (Lock, Campaign) or give up (TryLock)
+	noWatch       bool // hold without watching the key (WithoutKeyWatch)
+}
+
+// kind is what is acquired: a lock or an election's term.
+type kind uint8
+
+const (
+	kindLock kind = iota
+	kindElection
+)
+
+// ended is what Err says after a release: ErrUnlocked, or ErrResigned for
+// a term.
+func (sp spot) ended() error {
+	if sp.kind == kindElection {
+		return ErrResigned
+	}
+	return ErrUnlocked
 }
 
 // acquire is one Lock, TryLock or Campaign, traced and measured. Name and
@@ -87,20 +104,21 @@ type spot struct {
 func (c *Client) acquire(ctx context.Context, sp spot) (*Lock, error) {
 	op := opLock
 	switch {
-	case sp.ended == ErrResigned:
+	case sp.kind == kindElection:
 		op = opCampaign
 	case !sp.wait:
 		op = opTryLock
 	}
 	ctx, a := c.tel.acquiring(ctx, op, sp)
-	l, err := c.acquireOnce(ctx, sp)
+	l, err := c.acquireRetrying(ctx, sp)
 	a.done(l, err)
 	return l, err
 }
 
-// acquireOnce retries once on a session that etcd reports gone before the
-// key was created.
-func (c *Client) acquireOnce(ctx context.Context, sp spot) (*Lock, error) {
+// acquireRetrying makes an attempt on the Client's session, and retries it
+// once, on a new session, when etcd reports the first one's lease gone
+// before the key was created.
+func (c *Client) acquireRetrying(ctx context.Context, sp spot) (*Lock, error) {
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -130,7 +148,7 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 	t := c.ticket(s, sp)
 	l, err := c.enqueue(actx, s, t)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return nil, err // acquireOnce retries once on a new session
+		return nil, err // acquireRetrying retries once on a new session
 	}
 	if err != nil && ctx.Err() == nil && !t.queued && errors.Is(s.Err(), ErrLeaseExpired) {
 		// Another call heard first that etcd has no such lease, and its

@@ -227,7 +227,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 // settle records the release's outcome; unlockMu is held.
 func (l *Lock) settle(r released) {
 	lostBefore := l.Err()
-	if errors.Is(lostBefore, l.t.ended) {
+	if errors.Is(lostBefore, l.t.ended()) {
 		lostBefore = nil
 	}
 	l.unlocked = true
@@ -249,7 +249,7 @@ func (l *Lock) settle(r released) {
 		l.unlockErr = fmt.Errorf("etcdlock: release %q: %w", l.t.name, lostBefore)
 		l.finish(lostBefore)
 	}
-	l.finish(l.t.ended)
+	l.finish(l.t.ended())
 }
 
 // retryUnlock starts the background release after a failed Unlock, unless
@@ -327,7 +327,7 @@ func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 	case err != nil:
 		return nil
 	case markedOurs(resp.Kvs, int64(l.token)):
-		return l.t.ended
+		return l.t.ended()
 	case l.t.unmarked.Load():
 		return nil // released while etcd was out of space: the release tells
 	case len(resp.Kvs) == 0:
