@@ -43,8 +43,8 @@ func (c *Client) breakHolder(ctx context.Context, op, name string, token fence.T
 	if err := validateName(name); err != nil {
 		return Entry{}, err
 	}
-	if !token.Valid() {
-		return Entry{}, fmt.Errorf("etcdlock: %s %q: token %d is not positive", op, name, token)
+	if err := token.Validate(); err != nil {
+		return Entry{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, err)
 	}
 	q := queue(name)
 	resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(q, clientv3.WithFirstCreate()...)).Commit()

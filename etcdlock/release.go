@@ -77,7 +77,7 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 			return goneBefore, nil
 		}
 	}
-	return 0, errors.New("marker kept moving")
+	return 0, errors.New("etcdlock: marker kept moving")
 }
 
 // releaseNoSpace releases t's key while etcd is out of space (its NOSPACE

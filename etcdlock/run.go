@@ -153,6 +153,5 @@ func (c *Client) resign(ctx context.Context, t *Term) error {
 // runFatal reports whether a campaign's error will not pass by retrying.
 func runFatal(err error) bool {
 	var pe *PermissionError
-	return errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) || errors.Is(err, ErrInvalidData) ||
-		errors.As(err, &pe) || permanent(err)
+	return errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidArgument) || errors.As(err, &pe) || permanent(err)
 }
