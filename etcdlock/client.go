@@ -41,7 +41,8 @@ type Client struct {
 
 // New returns a Client that takes locks through cli. It fails on a nil cli or
 // an invalid option. It does no I/O: the session is created by the first
-// Lock or TryLock.
+// Lock, TryLock or Campaign (Run campaigns); Inspect, Leader, Observe,
+// Break and the List calls need none.
 func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 	if nilcheck.IsNil(cli) {
 		return nil, fmt.Errorf("%w: New: nil etcd client", ErrInvalidArgument)
