@@ -92,24 +92,14 @@ const (
 
 // ended is what Err says after a release: ErrUnlocked, or ErrResigned for
 // a term.
-func (sp spot) ended() error {
-	if sp.kind == kindElection {
-		return ErrResigned
-	}
-	return ErrUnlocked
-}
+func (sp spot) ended() error { return endErrs[sp.kind] }
+
+var endErrs = [...]error{kindLock: ErrUnlocked, kindElection: ErrResigned}
 
 // acquire is one Lock, TryLock or Campaign, traced and measured. Name and
 // data are valid.
 func (c *Client) acquire(ctx context.Context, sp spot) (*Lock, error) {
-	op := opLock
-	switch {
-	case sp.kind == kindElection:
-		op = opCampaign
-	case !sp.wait:
-		op = opTryLock
-	}
-	ctx, a := c.tel.acquiring(ctx, op, sp)
+	ctx, a := c.tel.acquiring(ctx, sp)
 	l, err := c.acquireRetrying(ctx, sp)
 	a.done(l, err)
 	return l, err
@@ -174,10 +164,8 @@ type ticket struct {
 	mark   int64
 	at     time.Time // when the key was first written, for its record
 	queued bool      // the create landed, and we know it: a loss from now on is of our place
-	// unmarked: a release deleted the key without moving the marker (etcd
-	// out of space; see releaseNoSpace), so a create of this use could still
-	// land. Set before that delete is sent, for the lock's key watch to read;
-	// cleared once the marker is known moved (a release's write, or block).
+	// unmarked: released without moving the marker (etcd out of space), set
+	// before that delete is sent; cleared once the marker is known moved.
 	unmarked atomic.Bool
 }
 

@@ -6,22 +6,17 @@ import (
 	"time"
 )
 
-// backoff is the pause between the attempts of a retry loop: it starts at
-// min and doubles with each wait up to max. The zero d means min, so a
-// backoff needs only its bounds. It belongs to one loop (no locking).
-type backoff struct {
-	min, max time.Duration
-	d        time.Duration // the next pause; 0: min
-}
+// backoff is the pause between a retry loop's attempts: min, doubled by
+// each wait up to max. d, the next pause, is 0 (min) in a new backoff. It
+// belongs to one loop (no locking).
+type backoff struct{ min, max, d time.Duration }
 
-// errStopped is what wait returns when its stop channel closed first: the
-// caller says what that channel's closing means (the Client closed, the
-// session ended).
+// errStopped is what wait returns when stop closed first: the caller says
+// what that means (the Client closed, the session ended).
 var errStopped = errors.New("etcdlock: stopped")
 
-// wait pauses for the current delay, or less if ctx ends (its error) or
-// stop closes (errStopped; a nil stop never does), and doubles the delay
-// for the next wait either way.
+// wait pauses for d, or less if ctx ends (its error) or stop closes
+// (errStopped; a nil stop never does), and doubles d either way.
 func (b *backoff) wait(ctx context.Context, stop <-chan struct{}) error {
 	d := max(b.d, b.min)
 	b.d = min(2*d, b.max)
@@ -41,9 +36,8 @@ func (b *backoff) wait(ctx context.Context, stop <-chan struct{}) error {
 func (b *backoff) reset() { b.d = 0 }
 
 // resetIfLasted resets b when the attempt begun at start lasted longer than
-// max: a loop whose attempts work for a while before each failure (a watch
-// that served events, then ended) starts over from min rather than waiting
-// longer each time.
+// max: a loop whose attempts work a while before failing (a watch that
+// served events) starts over from min.
 func (b *backoff) resetIfLasted(start time.Time) {
 	if time.Since(start) > b.max {
 		b.reset()

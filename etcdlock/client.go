@@ -125,15 +125,21 @@ func (c *Client) current() (*session, error) {
 	if !errors.Is(old.Err(), ErrLeaseExpired) {
 		// Keepalives may have landed with their replies lost: the lease
 		// and its keys may still be in etcd. Free them for others.
-		c.wg.Add(1) // the count is held above: Close has not returned
-		go func() {
-			defer c.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
-			defer cancel()
-			c.cli.Revoke(ctx, old.id)
-		}()
+		c.revokeLater(old.id) // the count is held above: Close has not returned
 	}
 	return nil, nil
+}
+
+// revokeLater revokes lease id in the background, bounded by the cleanup
+// timeout. The caller holds a count of c.wg, so that Close waits for it.
+func (c *Client) revokeLater(id clientv3.LeaseID) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
+		defer cancel()
+		c.cli.Revoke(ctx, id)
+	}()
 }
 
 // grant creates the Client's session, its grant bounded by ctx and by
@@ -158,13 +164,7 @@ func (c *Client) grant(ctx context.Context) (*session, error) {
 	id := newLeaseID()
 	s, err := newSession(gctx, c.cli, id, c.o.ttlSeconds(), c.tel)
 	if err != nil && !refused(err) {
-		c.wg.Add(1) // safe: this call's count is still held
-		go func() {
-			defer c.wg.Done()
-			rctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
-			defer cancel()
-			c.cli.Revoke(rctx, id)
-		}()
+		c.revokeLater(id) // this call's count is still held
 	}
 	if err != nil {
 		return nil, err

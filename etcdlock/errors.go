@@ -79,9 +79,7 @@ var ErrInvalidData = errfamily.New("etcdlock: invalid data", ErrInvalidArgument)
 
 // ErrInvalidArgument means a nil context, a nil etcd client or a nil
 // function was passed where one is required. Nothing was sent. It matches
-// [fence.ErrInvalidArgument], and so does every error of invalid input
-// ([ErrInvalidName], [ErrInvalidData], [ErrInvalidOption] match it; a
-// non-positive token given to Break matches [fence.ErrInvalidToken]).
+// [fence.ErrInvalidArgument], and every invalid input's error matches it.
 var ErrInvalidArgument = errfamily.New("etcdlock: invalid argument", fence.ErrInvalidArgument)
 
 // ErrInvalidOption means an option was given an invalid value (a non-positive

@@ -7,19 +7,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// markerKey is the key of a session slot's marker (see slots), which makes
+// markerKey is the key of a session slot's marker (see slots). It makes the
 // requests of an earlier use of the slot harmless when they arrive late or
 // twice: every create of the slot's key compares the marker's mod revision
 // with the one last seen (ticket.mark), and every release of the slot
-// writes the marker, so a create of an earlier use can no longer land. Only
-// the session's own requests write its markers, on its lease. The value
-// written says how the use ended:
-//
-//   - markOurs(token): its release deleted the key created at token (the
-//     lock's key watch reads this to tell our Unlock from someone else's
-//     delete);
-//   - markGone(token): its release found that key deleted by someone else;
-//   - markNone: block ended a use whose create's outcome was unknown.
+// writes the marker, on the session's lease, so a create of an earlier use
+// can no longer land. The value written says how the use ended:
+// markOurs(token), its release deleted the key created at token (the key
+// watch reads it to tell our Unlock from someone else's delete);
+// markGone(token), the release found that key deleted by someone else;
+// markNone, block ended a use whose create's outcome was unknown.
 type markerKey string
 
 func markOurs(token int64) string { return strconv.FormatInt(token, 10) }
@@ -32,7 +29,6 @@ func (m markerKey) at(rev int64) clientv3.Cmp {
 	return clientv3.Compare(clientv3.ModRevision(string(m)), "=", rev)
 }
 
-// put writes v on the marker, on the lease of session s.
 func (m markerKey) put(s *session, v string) clientv3.Op {
 	return clientv3.OpPut(string(m), v, clientv3.WithLease(s.id))
 }
@@ -47,14 +43,13 @@ func markRev(kvs []*mvccpb.KeyValue) int64 {
 	return kvs[0].ModRevision
 }
 
-// markedOurs reports whether a marker read as kvs was written by the
-// release that deleted the key created at token.
+// markedOurs reports whether a marker read as kvs says that the release of
+// the key created at token deleted it.
 func markedOurs(kvs []*mvccpb.KeyValue, token int64) bool {
 	return len(kvs) > 0 && string(kvs[0].Value) == markOurs(token)
 }
 
-// moved records that a release of t's use moved the marker to revision
-// rev: a create of this use can no longer land.
+// moved records that a release of t's use moved the marker to rev.
 func (t *ticket) moved(rev int64) {
 	t.mark = rev
 	t.unmarked.Store(false)

@@ -14,16 +14,16 @@ import (
 // for a span an SDK records, log arguments only for a level the logger
 // takes, and reads the clock only for a duration an SDK records.
 
-// acquireOp is the call that makes an acquisition.
-type acquireOp uint8
-
-const (
-	opLock acquireOp = iota
-	opTryLock
-	opCampaign
-)
-
-var acquireSpans = [...]string{opLock: "etcdlock.Lock", opTryLock: "etcdlock.TryLock", opCampaign: "etcdlock.Campaign"}
+// acquireSpan names the span of the call that makes an acquisition.
+func acquireSpan(sp spot) string {
+	switch {
+	case sp.kind == kindElection:
+		return "etcdlock.Campaign"
+	case !sp.wait:
+		return "etcdlock.TryLock"
+	}
+	return "etcdlock.Lock"
+}
 
 // releaseSpans name the span of a release, by kind.
 var releaseSpans = [...]string{kindLock: "etcdlock.Unlock", kindElection: "etcdlock.Resign"}
@@ -43,9 +43,9 @@ type acquisition struct {
 
 // acquiring starts an acquisition's span and counts a waiter; the
 // acquisition's done ends both with the outcome.
-func (t *telemetry) acquiring(ctx context.Context, op acquireOp, sp spot) (context.Context, acquisition) {
+func (t *telemetry) acquiring(ctx context.Context, sp spot) (context.Context, acquisition) {
 	k := sp.kind
-	ctx, span := t.tracer.Start(ctx, acquireSpans[op])
+	ctx, span := t.tracer.Start(ctx, acquireSpan(sp))
 	a := acquisition{t: t, ctx: ctx, span: span, kind: k, name: sp.name, base: t.attrsOf(k, sp.name),
 		timed: t.waitDur.Enabled(ctx)}
 	if a.timed || t.log.Enabled(ctx, slog.LevelDebug) {

@@ -45,7 +45,7 @@ func BenchmarkTelemetryCalls(b *testing.B) {
 
 // benchLockUnlock makes the telemetry calls of one Lock+Unlock.
 func benchLockUnlock(ctx context.Context, tel *telemetry, sp spot, l *Lock) {
-	_, a := tel.acquiring(ctx, opLock, sp)
+	_, a := tel.acquiring(ctx, sp)
 	l.acquired = tel.holdStart() // as newLock does
 	a.done(l, nil)
 	_, r := tel.releasing(ctx, l)
