@@ -170,7 +170,7 @@ type ticket struct {
 }
 
 func (c *Client) ticket(s *session, sp spot) *ticket {
-	slot, mark := s.takeSlot()
+	slot, mark := s.slots.take()
 	return &ticket{
 		spot: sp, slot: slot, mark: mark,
 		key:    fmt.Sprintf("%s%016x-%d", sp.q, int64(s.id), slot),

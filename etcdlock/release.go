@@ -108,7 +108,7 @@ func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev 
 // it and removed any key a late create left.
 func (c *Client) freeSlot(s *session, t *ticket) {
 	if !t.unmarked.Load() {
-		s.releaseSlot(t.slot, t.mark)
+		s.slots.release(t.slot, t.mark)
 		return
 	}
 	c.background(func() { c.retryAbandon(s, t, 0) })
