@@ -73,37 +73,45 @@ func (c *Client) lock(ctx context.Context, name string, wait bool, opts []LockOp
 	if err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, spot{name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch, ended: ErrUnlocked})
+	return c.acquire(ctx, spot{kind: kindLock, name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch})
 }
 
 // spot is what an acquisition asks for: a place in the queue q of a lock
 // or an election called name, with data in its key's record.
 type spot struct {
+	kind          kind
 	name, q, data string
-	wait          bool  // wait for the turn (Lock, Campaign) or give up (TryLock)
-	noWatch       bool  // hold without watching the key (WithoutKeyWatch)
-	ended         error // what Err says after a release: ErrUnlocked or ErrResigned
+	wait          bool // wait for the turn (Lock, Campaign) or give up (TryLock)
+	noWatch       bool // hold without watching the key (WithoutKeyWatch)
 }
+
+// kind is what is acquired: a lock or an election's term.
+type kind uint8
+
+const (
+	kindLock kind = iota
+	kindElection
+)
+
+// ended is what Err says after a release: ErrUnlocked, or ErrResigned for
+// a term.
+func (sp spot) ended() error { return endErrs[sp.kind] }
+
+var endErrs = [...]error{kindLock: ErrUnlocked, kindElection: ErrResigned}
 
 // acquire is one Lock, TryLock or Campaign, traced and measured. Name and
 // data are valid.
 func (c *Client) acquire(ctx context.Context, sp spot) (*Lock, error) {
-	op := opLock
-	switch {
-	case sp.ended == ErrResigned:
-		op = opCampaign
-	case !sp.wait:
-		op = opTryLock
-	}
-	ctx, a := c.tel.acquiring(ctx, op, sp)
-	l, err := c.acquireOnce(ctx, sp)
+	ctx, a := c.tel.acquiring(ctx, sp)
+	l, err := c.acquireRetrying(ctx, sp)
 	a.done(l, err)
 	return l, err
 }
 
-// acquireOnce retries once on a session that etcd reports gone before the
-// key was created.
-func (c *Client) acquireOnce(ctx context.Context, sp spot) (*Lock, error) {
+// acquireRetrying makes an attempt on the Client's session, and retries it
+// once, on a new session, when etcd reports the first one's lease gone
+// before the key was created.
+func (c *Client) acquireRetrying(ctx context.Context, sp spot) (*Lock, error) {
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -133,7 +141,7 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 	t := c.ticket(s, sp)
 	l, err := c.enqueue(actx, s, t)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return nil, err // acquireOnce retries once on a new session
+		return nil, err // acquireRetrying retries once on a new session
 	}
 	if err != nil && ctx.Err() == nil && !t.queued && errors.Is(s.Err(), ErrLeaseExpired) {
 		// Another call heard first that etcd has no such lease, and its
@@ -153,21 +161,23 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 // slot was taken.
 type ticket struct {
 	spot
-	key, marker string
-	slot        int
-	mark        int64
-	at          time.Time   // when the key was first written, for its record
-	queued      bool        // the create landed, and we know it: a loss from now on is of our place
-	unmarked    bool        // released without moving the marker (etcd out of space); owned by the releasing goroutine
-	noMark      atomic.Bool // set before such a release is sent; read by the lock's key watch
+	key    string
+	marker markerKey
+	slot   int
+	mark   int64
+	at     time.Time // when the key was first written, for its record
+	queued bool      // the create landed, and we know it: a loss from now on is of our place
+	// unmarked: released without moving the marker (etcd out of space), set
+	// before that delete is sent; cleared once the marker is known moved.
+	unmarked atomic.Bool
 }
 
 func (c *Client) ticket(s *session, sp spot) *ticket {
-	slot, mark := s.takeSlot()
+	slot, mark := s.slots.take()
 	return &ticket{
 		spot: sp, slot: slot, mark: mark,
 		key:    fmt.Sprintf("%s%016x-%d", sp.q, int64(s.id), slot),
-		marker: fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, int64(s.id), slot),
+		marker: markerKey(fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, int64(s.id), slot)),
 	}
 }
 
@@ -226,8 +236,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.K
 			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithFirstCreate()...))
 		}
 		resp, err := c.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0),
-				clientv3.Compare(clientv3.ModRevision(t.marker), "=", t.mark)).
+			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0), t.marker.at(t.mark)).
 			Then(ops...).
 			Commit()
 		if err != nil {
@@ -247,15 +256,12 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.K
 		}
 		// A request of an earlier use of the slot moved the marker, or
 		// left a key: catch up, remove the key, and try again.
-		gr, err := c.cli.Txn(ctx).Then(clientv3.OpGet(t.marker), clientv3.OpGet(t.key)).Commit()
+		gr, err := c.cli.Txn(ctx).Then(t.marker.get(), clientv3.OpGet(t.key)).Commit()
 		if err != nil {
 			c.abandon(ctx, s, t, 0)
 			return nil, nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
-		t.mark = 0
-		if m := gr.Responses[0].GetResponseRange().Kvs; len(m) > 0 {
-			t.mark = m[0].ModRevision
-		}
+		t.mark = markRev(gr.Responses[0].GetResponseRange().Kvs)
 		if k := gr.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
 			if _, err := c.release(ctx, s, t, k[0].CreateRevision); err != nil {
 				c.abandon(ctx, s, t, 0)

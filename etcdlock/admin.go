@@ -19,8 +19,10 @@ import (
 // returns the entry it deleted.
 //
 // It fails with an error matching [ErrNotHolder] when token is not the
-// current holder's (the lock is free, or held by another acquisition). It
-// needs no session and the holder need not be reachable.
+// current holder's (the lock is free, or held by another acquisition), and
+// with one matching [fence.ErrInvalidToken] (and [ErrInvalidArgument]) when
+// token is not positive. It needs no session and the holder need not be
+// reachable.
 //
 // The broken holder's process may still be running: if it is alive and
 // connected, its [Lock.Done] closes within about 150 ms. Until then it can
@@ -43,8 +45,8 @@ func (c *Client) breakHolder(ctx context.Context, op, name string, token fence.T
 	if err := validateName(name); err != nil {
 		return Entry{}, err
 	}
-	if !token.Valid() {
-		return Entry{}, fmt.Errorf("etcdlock: %s %q: token %d is not positive", op, name, token)
+	if err := token.Validate(); err != nil {
+		return Entry{}, fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, op, name, err)
 	}
 	q := queue(name)
 	resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(q, clientv3.WithFirstCreate()...)).Commit()

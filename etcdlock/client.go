@@ -42,7 +42,8 @@ type Client struct {
 
 // New returns a Client that takes locks through cli. It fails on a nil cli or
 // an invalid option. It does no I/O: the session is created by the first
-// Lock or TryLock.
+// Lock, TryLock or Campaign (Run campaigns); Inspect, Leader, Observe,
+// Break and the List calls need none.
 func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 	if nilcheck.IsNil(cli) {
 		return nil, fmt.Errorf("%w: New: nil etcd client", ErrInvalidArgument)
@@ -125,15 +126,21 @@ func (c *Client) current() (*session, error) {
 	if !errors.Is(old.Err(), ErrLeaseExpired) {
 		// Keepalives may have landed with their replies lost: the lease
 		// and its keys may still be in etcd. Free them for others.
-		c.wg.Add(1) // the count is held above: Close has not returned
-		go func() {
-			defer c.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
-			defer cancel()
-			c.cli.Revoke(ctx, old.id)
-		}()
+		c.revokeLater(old.id) // the count is held above: Close has not returned
 	}
 	return nil, nil
+}
+
+// revokeLater revokes lease id in the background, bounded by the cleanup
+// timeout. The caller holds a count of c.wg, so that Close waits for it.
+func (c *Client) revokeLater(id clientv3.LeaseID) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
+		defer cancel()
+		c.cli.Revoke(ctx, id)
+	}()
 }
 
 // grant creates the Client's session, its grant bounded by ctx and by

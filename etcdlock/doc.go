@@ -82,19 +82,24 @@
 //   - fencelock.lock.acquisitions, fencelock.lock.holders,
 //     fencelock.lock.waiters
 //   - fencelock.lock.losses, by fencelock.cause: lease_expired,
-//     validity_expired, key_deleted, client_closed
+//     validity_expired, key_deleted, client_closed, other
 //   - fencelock.lock.release.failures, fencelock.lock.cleanup.retries
 //   - fencelock.session.keepalive.duration (s), fencelock.session.validity.margin
 //     (s: the validity deadline minus now after each acknowledged keepalive;
 //     alert when it falls below a third of the TTL),
 //     fencelock.session.replacements
 //   - fencelock.election.leader.changes (seen by Observe)
+//   - fencelock.writes and fencelock.write.duration (s): the writes a
+//     [fence.Guard] refused locally ([Lock.WriteRefused]), by
+//     fencelock.adapter "guard", fencelock.operation "write" and
+//     fencelock.outcome "lock_lost" (no fencelock.kind or name)
 //
 // Spans etcdlock.Lock, etcdlock.TryLock, etcdlock.Campaign (with the token
-// and lease once acquired), etcdlock.Unlock and etcdlock.Resign are
-// children of the caller's context. Log lines: acquisitions and releases at
-// debug level, losses, failed releases and lost sessions at warn, each with
-// the name, token, lease and cause.
+// and lease once acquired), etcdlock.Unlock, etcdlock.Resign and guard.write
+// (a refused write, with the name and token) are children of the caller's
+// context. Log lines: acquisitions and releases at debug level, losses,
+// failed releases, lost sessions and refused writes at warn, each with the
+// name, token, lease and cause.
 //
 // # What a lock does and does not guarantee
 //

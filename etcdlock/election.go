@@ -34,7 +34,7 @@ func (c *Client) Campaign(ctx context.Context, name, value string) (*Term, error
 	if err := validateData("election value", value); err != nil {
 		return nil, err
 	}
-	l, err := c.acquire(ctx, spot{name: name, q: c.electionQueue(name), data: value, wait: true, ended: ErrResigned})
+	l, err := c.acquire(ctx, spot{kind: kindElection, name: name, q: c.electionQueue(name), data: value, wait: true})
 	if err != nil {
 		return nil, err
 	}

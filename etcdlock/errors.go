@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/errfamily"
 )
 
 // ErrLocked means TryLock found the lock held (or queued for) by another
@@ -66,21 +69,22 @@ var ErrClosed = errors.New("etcdlock: client closed")
 
 // ErrInvalidName means a lock or election name was empty, too long, not
 // valid UTF-8, or contained '/' or a control character.
-var ErrInvalidName = errors.New("etcdlock: invalid name")
+var ErrInvalidName = errfamily.New("etcdlock: invalid name", ErrInvalidArgument)
 
 // ErrInvalidData means data given with an acquisition ([WithMetadata], an
 // election value) is longer than [MaxDataLen] or not valid UTF-8 (the
 // record is JSON, which cannot carry other bytes unchanged: encode binary
 // data, e.g. in base64). Nothing was sent.
-var ErrInvalidData = errors.New("etcdlock: invalid data")
+var ErrInvalidData = errfamily.New("etcdlock: invalid data", ErrInvalidArgument)
 
 // ErrInvalidArgument means a nil context, a nil etcd client or a nil
-// function was passed where one is required. Nothing was sent.
-var ErrInvalidArgument = errors.New("etcdlock: invalid argument")
+// function was passed where one is required. Nothing was sent. It matches
+// [fence.ErrInvalidArgument], and every invalid input's error matches it.
+var ErrInvalidArgument = errfamily.New("etcdlock: invalid argument", fence.ErrInvalidArgument)
 
 // ErrInvalidOption means an option was given an invalid value (a non-positive
 // TTL, an empty prefix, ...).
-var ErrInvalidOption = errors.New("etcdlock: invalid option")
+var ErrInvalidOption = errfamily.New("etcdlock: invalid option", ErrInvalidArgument)
 
 // PermissionError means etcd refused a request of the client for lack of
 // permission on its keys. Every key the client reads or writes is under

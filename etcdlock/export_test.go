@@ -14,7 +14,7 @@ func LockOnEndedSessionForTest(ctx context.Context, c *Client, name string, noWa
 	if err != nil {
 		return nil, err
 	}
-	t := c.ticket(s, spot{name: name, q: c.queue(name), wait: true, noWatch: noWatch, ended: ErrUnlocked})
+	t := c.ticket(s, spot{name: name, q: c.queue(name), wait: true, noWatch: noWatch, kind: kindLock})
 	s.end(ErrLeaseExpired)
 	return newLock(c, s, t, 1)
 }

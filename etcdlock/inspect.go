@@ -31,13 +31,13 @@ type Queue struct {
 // A key written by something else than this package reads as an unknown
 // owner (see [Entry]), never as an error.
 func (c *Client) Inspect(ctx context.Context, name string) (Queue, error) {
-	return c.inspect(ctx, "Inspect", name, c.queue)
+	return c.inspect(ctx, "Inspect", name, c.queue, 0)
 }
 
 // InspectElection is [Client.Inspect] for the election called name: Holder
 // is the leader, Waiters the other candidates.
 func (c *Client) InspectElection(ctx context.Context, name string) (Queue, error) {
-	return c.inspect(ctx, "InspectElection", name, c.electionQueue)
+	return c.inspect(ctx, "InspectElection", name, c.electionQueue, 0)
 }
 
 // Leader returns the current leader of the election called name: its
@@ -53,7 +53,7 @@ func (c *Client) InspectElection(ctx context.Context, name string) (Queue, error
 // expires. To route work to a leader, route on a value it proclaims once
 // it has begun ([Term.Proclaim]), and fence what it writes.
 func (c *Client) Leader(ctx context.Context, name string) (Entry, error) {
-	q, err := c.inspect(ctx, "Leader", name, c.electionQueue)
+	q, err := c.inspect(ctx, "Leader", name, c.electionQueue, 1)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -63,18 +63,17 @@ func (c *Client) Leader(ctx context.Context, name string) (Entry, error) {
 	return *q.Holder, nil
 }
 
-func (c *Client) inspect(ctx context.Context, op, name string, queue func(string) string) (Queue, error) {
+// inspect reads the queue of name under queue: its first limit keys (0:
+// all of them). op names the call in errors.
+func (c *Client) inspect(ctx context.Context, op, name string, queue func(string) string, limit int64) (Queue, error) {
 	if ctx == nil {
 		return Queue{}, fmt.Errorf("%w: %s: nil context", ErrInvalidArgument, op)
 	}
 	if err := validateName(name); err != nil {
 		return Queue{}, err
 	}
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
-	if op == "Leader" {
-		opts = append(opts, clientv3.WithLimit(1))
-	}
-	resp, err := c.cli.Get(ctx, queue(name), opts...)
+	resp, err := c.cli.Get(ctx, queue(name), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(limit))
 	if err != nil {
 		return Queue{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,7 +221,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 // settle records the release's outcome; unlockMu is held.
 func (l *Lock) settle(r released) {
 	lostBefore := l.Err()
-	if errors.Is(lostBefore, l.t.ended) {
+	if errors.Is(lostBefore, l.t.ended()) {
 		lostBefore = nil
 	}
 	l.unlocked = true
@@ -244,7 +243,7 @@ func (l *Lock) settle(r released) {
 		l.unlockErr = fmt.Errorf("etcdlock: release %q: %w", l.t.name, lostBefore)
 		l.finish(lostBefore)
 	}
-	l.finish(l.t.ended)
+	l.finish(l.t.ended())
 }
 
 // retryUnlock starts the background release after a failed Unlock, unless
@@ -314,16 +313,16 @@ func (l *Lock) deletedCause(ctx context.Context) error {
 func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 	tctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	resp, err := l.c.cli.Get(tctx, l.t.marker)
+	resp, err := l.c.cli.Get(tctx, string(l.t.marker))
 	switch {
 	case err != nil && l.gaveUp.Load():
 		// etcd refused our release for good, so it was not ours.
 		return lost(fmt.Errorf("%w (and the marker could not be read: %v)", ErrKeyDeleted, err))
 	case err != nil:
 		return nil
-	case len(resp.Kvs) > 0 && string(resp.Kvs[0].Value) == strconv.FormatInt(int64(l.token), 10):
-		return l.t.ended
-	case l.t.noMark.Load():
+	case markedOurs(resp.Kvs, int64(l.token)):
+		return l.t.ended()
+	case l.t.unmarked.Load():
 		return nil // released while etcd was out of space: the release tells
 	case len(resp.Kvs) == 0:
 		// The slot's marker was never written, or the lease went with it.

@@ -89,21 +89,24 @@ func WithOwner(owner string) Option { return optionFunc(func(o *options) { o.own
 // WithMeterProvider sets the OpenTelemetry meter provider the client's
 // metrics go to. Default: the global one (otel.GetMeterProvider), which
 // records nothing until the application installs an SDK. nil makes [New]
-// fail. The metrics are listed in the package documentation.
+// fail. The metrics (fencelock.writes and fencelock.write.duration among
+// them) are listed in the package documentation.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(o *options) { o.meterProvider = mp })
 }
 
 // WithTracerProvider sets the OpenTelemetry tracer provider for the spans
-// of Lock, TryLock, Unlock, Campaign and Resign. Default: the global one
+// of Lock, TryLock, Unlock, Campaign and Resign, and of the writes a
+// [fence.Guard] refuses (guard.write). Default: the global one
 // (otel.GetTracerProvider). nil makes [New] fail.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(o *options) { o.tracerProvider = tp })
 }
 
 // WithLogger sets the logger for the client's events: acquisitions and
-// releases at debug level, losses, failed releases and lost sessions at
-// warn, each with the lock's name, token, lease and cause. Default: none
+// releases at debug level, losses, failed releases, lost sessions and
+// writes a [fence.Guard] refused at warn, each with the lock's name,
+// token, lease and cause. Default: none
 // (nothing is logged).
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 

@@ -3,7 +3,6 @@ package etcdlock
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -40,7 +39,6 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 		}
 		rev = r
 	}
-	tag := strconv.FormatInt(rev, 10)
 	cmp := clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)
 	if unconditionalRelease.Load() {
 		cmp = clientv3.Compare(clientv3.CreateRevision(t.key), "!=", 0)
@@ -48,7 +46,7 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 	for range maxReleasePasses {
 		resp, err := c.cli.Txn(ctx).
 			If(cmp).
-			Then(clientv3.OpDelete(t.key), clientv3.OpPut(t.marker, tag, clientv3.WithLease(s.id))).
+			Then(clientv3.OpDelete(t.key), t.marker.put(s, markOurs(rev))).
 			Commit()
 		if errors.Is(err, rpctypes.ErrNoSpace) {
 			return c.releaseNoSpace(ctx, s, t, rev)
@@ -57,36 +55,29 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 			return leaseOr(s, err, 0)
 		}
 		if resp.Succeeded {
-			t.mark = resp.Header.Revision
+			t.moved(resp.Header.Revision)
 			return byUs, nil
 		}
-		gr, err := c.cli.Get(ctx, t.marker)
+		gr, err := c.cli.Get(ctx, string(t.marker))
 		if err != nil {
 			return leaseOr(s, err, 0)
 		}
-		var seen int64
-		if m := gr.Kvs; len(m) > 0 {
-			if string(m[0].Value) == tag { // an earlier pass of ours deleted it
-				t.mark = m[0].ModRevision
-				return byUs, nil
-			}
-			seen = m[0].ModRevision
+		if markedOurs(gr.Kvs, rev) { // an earlier pass of ours deleted it
+			t.moved(markRev(gr.Kvs))
+			return byUs, nil
 		}
 		// Someone else deleted the key. Move the marker all the same, unless
 		// a late request of ours just did.
-		resp, err = c.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(t.marker), "=", seen)).
-			Then(clientv3.OpPut(t.marker, "gone-"+tag, clientv3.WithLease(s.id))).
-			Commit()
+		resp, err = c.cli.Txn(ctx).If(t.marker.at(markRev(gr.Kvs))).Then(t.marker.put(s, markGone(rev))).Commit()
 		if err != nil {
 			return leaseOr(s, err, 0)
 		}
 		if resp.Succeeded {
-			t.mark = resp.Header.Revision
+			t.moved(resp.Header.Revision)
 			return goneBefore, nil
 		}
 	}
-	return 0, errors.New("marker kept moving")
+	return 0, errors.New("etcdlock: marker kept moving")
 }
 
 // releaseNoSpace releases t's key while etcd is out of space (its NOSPACE
@@ -97,7 +88,7 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 // marker moves a create of this use of the slot delivered late or twice
 // could still land.
 func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev int64) (released, error) {
-	t.noMark.Store(true)
+	t.unmarked.Store(true)
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
 		Then(clientv3.OpDelete(t.key)).
@@ -105,7 +96,6 @@ func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev 
 	if err != nil {
 		return leaseOr(s, err, 0)
 	}
-	t.unmarked = true
 	if resp.Succeeded {
 		return byUs, nil
 	}
@@ -117,11 +107,10 @@ func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev 
 // (released while etcd was out of space) once a background block has moved
 // it and removed any key a late create left.
 func (c *Client) freeSlot(s *session, t *ticket) {
-	if !t.unmarked {
-		s.releaseSlot(t.slot, t.mark)
+	if !t.unmarked.Load() {
+		s.slots.release(t.slot, t.mark)
 		return
 	}
-	t.unmarked = false
 	c.background(func() { c.retryAbandon(s, t, 0) })
 }
 
@@ -137,17 +126,18 @@ func (c *Client) freeSlot(s *session, t *ticket) {
 // takes its own deletion for someone else's.
 func (c *Client) block(ctx context.Context, s *session, t *ticket) (int64, error) {
 	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(t.marker), "=", t.mark)).
-		Then(clientv3.OpPut(t.marker, "", clientv3.WithLease(s.id)), clientv3.OpGet(t.key)).
-		Else(clientv3.OpGet(t.marker), clientv3.OpGet(t.key)).
+		If(t.marker.at(t.mark)).
+		Then(t.marker.put(s, markNone), clientv3.OpGet(t.key)).
+		Else(t.marker.get(), clientv3.OpGet(t.key)).
 		Commit()
 	if err != nil {
 		return 0, err
 	}
+	t.unmarked.Store(false) // moved now, or before: no create of this use can land
 	if resp.Succeeded {
 		t.mark = resp.Header.Revision
-	} else if m := resp.Responses[0].GetResponseRange().Kvs; len(m) > 0 {
-		t.mark = m[0].ModRevision
+	} else if m := markRev(resp.Responses[0].GetResponseRange().Kvs); m != 0 {
+		t.mark = m
 	}
 	if k := resp.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
 		return k[0].CreateRevision, nil

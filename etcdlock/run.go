@@ -75,9 +75,10 @@ func (c *Client) Run(ctx context.Context, name, value string, lead func(context.
 		o.onError(err)
 		return nil
 	}
-	backoff := 100 * time.Millisecond
+	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
 	for {
 		t, err := c.Campaign(ctx, name, value)
+		failed := err != nil
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -85,24 +86,21 @@ func (c *Client) Run(ctx context.Context, name, value string, lead func(context.
 			return err
 		case err != nil:
 			report(err)
-			if err := c.sleep(ctx, backoff); err != nil {
+		default:
+			if failed, err = c.lead(ctx, t, lead, report); err != nil {
 				return err
 			}
-			backoff = min(2*backoff, 5*time.Second)
-			continue
-		}
-		failed, err := c.lead(ctx, t, lead, report)
-		if err != nil {
-			return err
 		}
 		if !failed {
-			backoff = 100 * time.Millisecond
+			b.reset()
 			continue
 		}
-		if err := c.sleep(ctx, backoff); err != nil {
+		switch err := b.wait(ctx, c.life.Done()); {
+		case errors.Is(err, errStopped):
+			return ErrClosed
+		case err != nil:
 			return err
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -152,23 +150,8 @@ func (c *Client) resign(ctx context.Context, t *Term) error {
 	return t.Resign(rctx)
 }
 
-// sleep waits d, or less if ctx ends or the Client is closed.
-func (c *Client) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.life.Done():
-		return ErrClosed
-	case <-t.C:
-		return nil
-	}
-}
-
 // runFatal reports whether a campaign's error will not pass by retrying.
 func runFatal(err error) bool {
 	var pe *PermissionError
-	return errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidName) || errors.Is(err, ErrInvalidData) ||
-		errors.As(err, &pe) || permanent(err)
+	return errors.Is(err, ErrClosed) || errors.Is(err, ErrInvalidArgument) || errors.As(err, &pe) || permanent(err)
 }

@@ -36,10 +36,11 @@ type session struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
+	slots slots // guarded by its own mutex
+
 	mu         sync.Mutex
 	validUntil time.Time
 	err        error
-	slots      slots
 	locks      map[*Lock]struct{} // held on this session; nil once it ended
 }
 
@@ -65,38 +66,17 @@ func (s *session) removeLock(l *Lock) {
 	delete(s.locks, l)
 }
 
-// takeSlot returns the lowest slot not in use and marks it used, with the
-// last known mod revision of its marker key (0: none written yet).
-func (s *session) takeSlot() (int, int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.slots.take()
-}
-
-// releaseSlot makes slot n free again once its key is known gone and its
-// marker was last written at revision mark.
-func (s *session) releaseSlot(n int, mark int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.slots.release(n, mark)
-}
-
 // retry calls try, after pauses that double from 100 ms to 5 s, until it
 // reports that there is nothing more to do (true) or the session ends
 // (false).
 func (s *session) retry(try func() bool) bool {
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		t := time.NewTimer(delay)
-		select {
-		case <-s.ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-		}
+	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	for b.wait(s.ctx, nil) == nil {
 		if try() {
 			return true
 		}
 	}
+	return false
 }
 
 // retryInterval is the pause between keepalive attempts after a failure.

@@ -1,25 +1,29 @@
 package etcdlock
 
-import "container/heap"
+import (
+	"container/heap"
+	"sync"
+)
 
 // slots hands out the session's key slots. A slot names one queue key per
 // lock name and one marker key; it is used by one acquisition at a time and
 // reused by later ones, lowest first, so that successive acquisitions reuse
 // keys (keys that are never reused bloat etcd's key index until the next
 // compaction and slow every queue read) and the number of marker keys stays
-// at the session's peak number of concurrent acquisitions.
-//
-// The marker key makes requests of an earlier use of a slot harmless when
-// they arrive late or twice: every create compares the marker's mod
-// revision with the one last seen, and every release of the slot writes the
-// marker, so a create of an earlier use can no longer land.
+// at the session's peak number of concurrent acquisitions. The marker's
+// protocol is in marker.go (see markerKey).
 type slots struct {
+	mu    sync.Mutex
 	free  intHeap       // released slots
 	next  int           // lowest slot never used
 	marks map[int]int64 // slot -> last known mod revision of its marker
 }
 
+// take returns the lowest slot not in use and marks it used, with the last
+// known mod revision of its marker key (0: none written yet).
 func (sl *slots) take() (int, int64) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
 	if sl.free.Len() > 0 {
 		n := heap.Pop(&sl.free).(int)
 		return n, sl.marks[n]
@@ -29,7 +33,11 @@ func (sl *slots) take() (int, int64) {
 	return n, 0
 }
 
+// release makes slot n free again once its key is known gone and its
+// marker was last written at revision mark.
 func (sl *slots) release(n int, mark int64) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
 	if sl.marks == nil {
 		sl.marks = map[int]int64{}
 	}

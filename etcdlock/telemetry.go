@@ -30,14 +30,6 @@ const (
 	attrLease   = attribute.Key("fencelock.lease") // spans only
 )
 
-// kind is what was acquired: a lock or an election's term.
-type kind uint8
-
-const (
-	kindLock kind = iota
-	kindElection
-)
-
 var kinds = [...]string{kindLock: "lock", kindElection: "election"}
 
 // outcome is how an acquisition ended.
@@ -202,14 +194,6 @@ func (t *telemetry) attrsCause(k kind, name string, c cause) attrs {
 		return t.byCause[k][c]
 	}
 	return newAttrs(t.spanKind[k], attrCause.String(causes[c]), attrName.String(name))
-}
-
-// kindOf is the kind of an acquisition.
-func kindOf(sp spot) kind {
-	if sp.ended == ErrResigned {
-		return kindElection
-	}
-	return kindLock
 }
 
 func acquisitionOutcome(err error) outcome {

@@ -14,16 +14,19 @@ import (
 // for a span an SDK records, log arguments only for a level the logger
 // takes, and reads the clock only for a duration an SDK records.
 
-// acquireOp is the call that makes an acquisition.
-type acquireOp uint8
+// acquireSpan names the span of the call that makes an acquisition.
+func acquireSpan(sp spot) string {
+	switch {
+	case sp.kind == kindElection:
+		return "etcdlock.Campaign"
+	case !sp.wait:
+		return "etcdlock.TryLock"
+	}
+	return "etcdlock.Lock"
+}
 
-const (
-	opLock acquireOp = iota
-	opTryLock
-	opCampaign
-)
-
-var acquireSpans = [...]string{opLock: "etcdlock.Lock", opTryLock: "etcdlock.TryLock", opCampaign: "etcdlock.Campaign"}
+// releaseSpans name the span of a release, by kind.
+var releaseSpans = [...]string{kindLock: "etcdlock.Unlock", kindElection: "etcdlock.Resign"}
 
 // acquisition is one Lock, TryLock or Campaign under way, from
 // [telemetry.acquiring] to [acquisition.done].
@@ -40,9 +43,9 @@ type acquisition struct {
 
 // acquiring starts an acquisition's span and counts a waiter; the
 // acquisition's done ends both with the outcome.
-func (t *telemetry) acquiring(ctx context.Context, op acquireOp, sp spot) (context.Context, acquisition) {
-	k := kindOf(sp)
-	ctx, span := t.tracer.Start(ctx, acquireSpans[op])
+func (t *telemetry) acquiring(ctx context.Context, sp spot) (context.Context, acquisition) {
+	k := sp.kind
+	ctx, span := t.tracer.Start(ctx, acquireSpan(sp))
 	a := acquisition{t: t, ctx: ctx, span: span, kind: k, name: sp.name, base: t.attrsOf(k, sp.name),
 		timed: t.waitDur.Enabled(ctx)}
 	if a.timed || t.log.Enabled(ctx, slog.LevelDebug) {
@@ -99,11 +102,7 @@ type release struct{ span trace.Span }
 
 // releasing starts Unlock's or Resign's span.
 func (t *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, release) {
-	name := "etcdlock.Unlock"
-	if l.t.ended == ErrResigned {
-		name = "etcdlock.Resign"
-	}
-	ctx, span := t.tracer.Start(ctx, name)
+	ctx, span := t.tracer.Start(ctx, releaseSpans[l.t.kind])
 	if span.IsRecording() {
 		span.SetAttributes(attrName.String(l.t.name), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
 	}
@@ -125,13 +124,13 @@ func (r release) done(err error) {
 // ErrUnlocked or ErrResigned) or lost.
 func (t *telemetry) ended(l *Lock, cause error) {
 	ctx := context.Background()
-	k := kindOf(l.t.spot)
+	k := l.t.kind
 	base := t.attrsOf(k, l.t.name)
 	t.holders.Add(ctx, -1, base.add...)
 	if !l.acquired.IsZero() { // zero: no SDK recorded the duration when it was acquired
 		t.holdDur.Record(ctx, time.Since(l.acquired).Seconds(), base.record...)
 	}
-	if cause == l.t.ended {
+	if cause == l.t.ended() {
 		if t.log.Enabled(ctx, slog.LevelDebug) {
 			t.log.Debug("etcdlock: released", "kind", kinds[k], "name", l.t.name, "token", int64(l.token), "lease", leaseHex(l.s.id))
 		}
@@ -152,7 +151,7 @@ func (t *telemetry) ended(l *Lock, cause error) {
 // releaseFailed counts an Unlock or Resign whose request failed.
 func (t *telemetry) releaseFailed(l *Lock, err error) {
 	ctx := context.Background()
-	t.releaseFails.Add(ctx, 1, t.attrsOf(kindOf(l.t.spot), l.t.name).add...)
+	t.releaseFails.Add(ctx, 1, t.attrsOf(l.t.kind, l.t.name).add...)
 	if t.log.Enabled(ctx, slog.LevelWarn) {
 		t.log.Warn("etcdlock: release failed, retrying in the background", "name", l.t.name, "token", int64(l.token),
 			"lease", leaseHex(l.s.id), "err", err)

@@ -32,7 +32,7 @@ func BenchmarkTelemetryCalls(b *testing.B) {
 				b.Fatal(err)
 			}
 			c := &Client{o: o, tel: tel}
-			sp := spot{name: "job", wait: true, ended: ErrUnlocked}
+			sp := spot{name: "job", wait: true, kind: kindLock}
 			l := &Lock{c: c, s: &session{id: 0x694d9a5c3b1e2f07}, t: &ticket{spot: sp}, token: 42}
 			ctx := context.Background()
 			b.ReportAllocs()
@@ -45,7 +45,7 @@ func BenchmarkTelemetryCalls(b *testing.B) {
 
 // benchLockUnlock makes the telemetry calls of one Lock+Unlock.
 func benchLockUnlock(ctx context.Context, tel *telemetry, sp spot, l *Lock) {
-	_, a := tel.acquiring(ctx, opLock, sp)
+	_, a := tel.acquiring(ctx, sp)
 	l.acquired = tel.holdStart() // as newLock does
 	a.done(l, nil)
 	_, r := tel.releasing(ctx, l)

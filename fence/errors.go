@@ -3,10 +3,18 @@ package fence
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fencelock/fencelock/internal/errfamily"
 )
 
 // ErrInvalidArgument means a nil context, a nil (or typed-nil) holder,
 // store or function was passed where one is required. Nothing was written.
+//
+// It is also the root of every invalid-input error of fencelock's packages:
+// [ErrInvalidToken], [ErrInvalidKey], and the ErrInvalid… errors of
+// etcdlock, fence/postgres and fence/s3 all match it, so one errors.Is
+// tells a call refused for its input, before any I/O, from every other
+// failure.
 var ErrInvalidArgument = errors.New("fence: invalid argument")
 
 // ErrStale means the resource refused a write because it has already accepted
@@ -20,10 +28,12 @@ var ErrStale = errors.New("fence: stale token: the resource has accepted a newer
 var ErrLockLost = errors.New("fence: lock lost or expired; write not attempted")
 
 // ErrInvalidToken means a token was zero or negative. Nothing was written.
-var ErrInvalidToken = errors.New("fence: invalid token (must be > 0)")
+// It matches [ErrInvalidArgument].
+var ErrInvalidToken = errfamily.New("fence: invalid token (must be > 0)", ErrInvalidArgument)
 
-// ErrInvalidKey means a resource key was empty or otherwise unusable.
-var ErrInvalidKey = errors.New("fence: invalid resource key")
+// ErrInvalidKey means a resource key was empty or otherwise unusable. It
+// matches [ErrInvalidArgument].
+var ErrInvalidKey = errfamily.New("fence: invalid resource key", ErrInvalidArgument)
 
 // ErrNotFound means a read found no record for the resource.
 var ErrNotFound = errors.New("fence: resource not found")

@@ -1,23 +1,29 @@
 package postgres
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/errfamily"
+)
 
 // ErrInvalidArgument means a call was given something it cannot use: a nil
 // handle, function or context, an empty or duplicated column assignment.
-// Nothing was sent to the server.
-var ErrInvalidArgument = errors.New("postgres: invalid argument")
+// Nothing was sent to the server. It matches [fence.ErrInvalidArgument],
+// and [ErrInvalidOption] and [ErrInvalidIdentifier] match it.
+var ErrInvalidArgument = errfamily.New("postgres: invalid argument", fence.ErrInvalidArgument)
 
 // ErrInvalidOption means a [TableOption] given to [NewTable], an [Option]
 // given to [NewFences] or [NewStore], or a [TxOption] given to [RunInTx] was
 // nil, had an invalid value (a nil provider), or does not apply to the
 // handle (transaction options on a pgx.Tx). An invalid column name also
 // matches [ErrInvalidIdentifier]. Nothing was sent to the server.
-var ErrInvalidOption = errors.New("postgres: invalid option")
+var ErrInvalidOption = errfamily.New("postgres: invalid option", ErrInvalidArgument)
 
 // ErrInvalidIdentifier means a table or column name was empty, had an empty
 // part, contained a NUL byte or was longer than PostgreSQL's 63 bytes.
 // Nothing was sent to the server.
-var ErrInvalidIdentifier = errors.New("postgres: invalid identifier")
+var ErrInvalidIdentifier = errfamily.New("postgres: invalid identifier", ErrInvalidArgument)
 
 // ErrRowNotFound means a fenced update ([Table.Update]) found no row with the
 // given key. Nothing was written. Use [Table.Upsert] to create rows on the

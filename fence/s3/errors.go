@@ -1,6 +1,11 @@
 package s3fence
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/errfamily"
+)
 
 // ErrConflict means a [Store.Put] gave up after its conditional PUTs kept
 // failing because other writers changed the object between its read and its
@@ -41,11 +46,12 @@ var ErrConditionalUnsupported = errors.New("s3fence: server does not honour cond
 // client (a typed nil too), a nil context, an empty bucket name, a nil or
 // unseekable value for [Store.PutReader], or a value that needs a multipart
 // upload with a client that is not a [MultipartClient]. Nothing was
-// sent to the server. Retrying cannot help; fix the call.
-var ErrInvalidArgument = errors.New("s3fence: invalid argument")
+// sent to the server. Retrying cannot help; fix the call. It matches
+// [fence.ErrInvalidArgument], and [ErrInvalidOption] matches it.
+var ErrInvalidArgument = errfamily.New("s3fence: invalid argument", fence.ErrInvalidArgument)
 
 // ErrInvalidOption means an [Option] given to [New], or a [PutOption] given
 // to [Store.PutWith] or [WithPutDefaults], was nil or had an invalid value.
 // New returned no Store, or the write sent nothing. Retrying cannot help; fix
 // the option.
-var ErrInvalidOption = errors.New("s3fence: invalid option")
+var ErrInvalidOption = errfamily.New("s3fence: invalid option", ErrInvalidArgument)

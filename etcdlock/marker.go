@@ -1,0 +1,56 @@
+package etcdlock
+
+import (
+	"strconv"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// markerKey is the key of a session slot's marker (see slots). It makes the
+// requests of an earlier use of the slot harmless when they arrive late or
+// twice: every create of the slot's key compares the marker's mod revision
+// with the one last seen (ticket.mark), and every release of the slot
+// writes the marker, on the session's lease, so a create of an earlier use
+// can no longer land. The value written says how the use ended:
+// markOurs(token), its release deleted the key created at token (the key
+// watch reads it to tell our Unlock from someone else's delete);
+// markGone(token), the release found that key deleted by someone else;
+// markNone, block ended a use whose create's outcome was unknown.
+type markerKey string
+
+func markOurs(token int64) string { return strconv.FormatInt(token, 10) }
+func markGone(token int64) string { return "gone-" + markOurs(token) }
+
+const markNone = ""
+
+// at compares the marker's mod revision with rev (0: no marker).
+func (m markerKey) at(rev int64) clientv3.Cmp {
+	return clientv3.Compare(clientv3.ModRevision(string(m)), "=", rev)
+}
+
+func (m markerKey) put(s *session, v string) clientv3.Op {
+	return clientv3.OpPut(string(m), v, clientv3.WithLease(s.id))
+}
+
+func (m markerKey) get() clientv3.Op { return clientv3.OpGet(string(m)) }
+
+// markRev is the mod revision of a marker read as kvs; 0 when there is none.
+func markRev(kvs []*mvccpb.KeyValue) int64 {
+	if len(kvs) == 0 {
+		return 0
+	}
+	return kvs[0].ModRevision
+}
+
+// markedOurs reports whether a marker read as kvs says that the release of
+// the key created at token deleted it.
+func markedOurs(kvs []*mvccpb.KeyValue, token int64) bool {
+	return len(kvs) > 0 && string(kvs[0].Value) == markOurs(token)
+}
+
+// moved records that a release of t's use moved the marker to rev.
+func (t *ticket) moved(rev int64) {
+	t.mark = rev
+	t.unmarked.Store(false)
+}
