@@ -58,7 +58,7 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	ctx, cancel := context.WithCancel(s.ctx)
 	life, end := context.WithCancel(context.Background())
 	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.tel.holdStart(), done: make(chan struct{}), wctx: ctx, stopCtx: cancel, life: life, end: end}
-	l.kw.backoff = minWatchBackoff
+	l.kw.backoff = watchBackoff()
 	l.kw.w = watch{key: t.key, token: int64(token), sink: l}
 	if !t.noWatch {
 		c.wg.Add(1)

@@ -22,9 +22,9 @@ const watchDelay = 50 * time.Millisecond
 // keyWatch is a held lock's watch of its own key, for a deletion by
 // someone else (see watcher).
 type keyWatch struct {
-	w       watch         // on the Client's stream; its id, rev and since are guarded by the watcher's mutex
-	timer   *time.Timer   // starts the watch (see watchDelay); nil WithoutKeyWatch
-	backoff time.Duration // the pause before the next watch after one ended early; recheck's alone
+	w       watch       // on the Client's stream; its id, rev and since are guarded by the watcher's mutex
+	timer   *time.Timer // starts the watch (see watchDelay); nil WithoutKeyWatch
+	backoff backoff     // the pause before the next watch after one ended early; recheck's alone
 }
 
 // startWatch watches l's key for deletion; it runs watchDelay after the
@@ -59,9 +59,7 @@ func (l *Lock) deleted() {
 // watches end early, so that refused watches make no busy loop.
 func (l *Lock) recheck() {
 	ctx := l.wctx
-	if time.Since(l.kw.w.since) > maxWatchBackoff {
-		l.kw.backoff = minWatchBackoff
-	}
+	l.kw.backoff.resetIfLasted(l.kw.w.since)
 	resp, err := l.c.cli.Get(ctx, l.t.key)
 	switch {
 	case ctx.Err() != nil:
@@ -73,7 +71,7 @@ func (l *Lock) recheck() {
 		l.deleted()
 		return
 	}
-	if pause(ctx, l.s, &l.kw.backoff) != nil {
+	if l.s.pause(ctx, &l.kw.backoff) != nil {
 		return
 	}
 	l.c.watches.add(ctx, &l.kw.w, resp.Header.Revision+1)

@@ -70,18 +70,19 @@ type observer struct {
 // reads the queue after each interruption too: should every new watch
 // stream hang, the leader is still read once per hung stream found.
 func (o *observer) run(ctx context.Context) {
-	backoff := minWatchBackoff
+	backoff := watchBackoff()
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := o.watch(ctx)
 		if permanent(err) {
 			// A missing permission: keep trying (the role may be fixed),
 			// slowly.
-			backoff = maxWatchBackoff
+			backoff.d = backoff.max
 		} else if ctx.Err() == nil {
 			o.read(ctx)
 		}
-		retryPause(ctx, start, &backoff)
+		backoff.resetIfLasted(start)
+		backoff.wait(ctx, nil)
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 // want of a leader is read again after the same pause (see
 // readPredecessor).
 func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64, pred *mvccpb.KeyValue) error {
-	backoff := minWatchBackoff
+	backoff := watchBackoff()
 	for pred != nil {
 		gone, err := c.waitDeleted(ctx, s, pred)
 		var ended *watchEndedError
@@ -31,13 +31,13 @@ func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64,
 			if permanent(ended.reason) {
 				return ended.reason
 			}
-			if err := pause(ctx, s, &backoff); err != nil {
+			if err := s.pause(ctx, &backoff); err != nil {
 				return err
 			}
 		case err != nil:
 			return err
 		case gone:
-			backoff = minWatchBackoff
+			backoff.reset()
 		}
 		if pred, err = c.readPredecessor(ctx, s, t, rev, &backoff); err != nil {
 			return err
@@ -46,20 +46,20 @@ func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64,
 	return nil
 }
 
-// readPredecessor is predecessor, read again after a pause (see pause) while
+// readPredecessor is predecessor, read again after a pause (see session.pause) while
 // it fails with codes.Unavailable: the member has no leader, lost it during
 // the read ("leader changed"), timed out, or went away. That is when a
 // watch ends early too (a member without a leader ends the streams opened
 // WithRequireLeader), and clientv3 does not retry a Txn itself; the read
 // changes nothing, and a waiter must not give up its place in the queue
 // for a failure that passes. ctx and the session bound the retries.
-func (c *Client) readPredecessor(ctx context.Context, s *session, t *ticket, rev int64, backoff *time.Duration) (*mvccpb.KeyValue, error) {
+func (c *Client) readPredecessor(ctx context.Context, s *session, t *ticket, rev int64, backoff *backoff) (*mvccpb.KeyValue, error) {
 	for {
 		pred, err := c.predecessor(ctx, s, t, rev)
 		if !unavailable(err) {
 			return pred, err
 		}
-		if err := pause(ctx, s, backoff); err != nil {
+		if err := s.pause(ctx, backoff); err != nil {
 			return nil, err
 		}
 	}
@@ -82,35 +82,15 @@ const (
 	maxWatchBackoff = time.Second
 )
 
-// retryPause waits before the next attempt of a loop whose last attempt
-// started at start: *d, or less if ctx ends, reset to the minimum first if
-// that attempt lasted, and doubled after.
-func retryPause(ctx context.Context, start time.Time, d *time.Duration) {
-	if time.Since(start) > maxWatchBackoff {
-		*d = minWatchBackoff
-	}
-	t := time.NewTimer(*d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	*d = min(2**d, maxWatchBackoff)
-}
+// watchBackoff is the pause between the attempts of a watch loop.
+func watchBackoff() backoff { return backoff{min: minWatchBackoff, max: maxWatchBackoff} }
 
-// pause waits *d (or less if ctx ends or the session does) and doubles it.
-func pause(ctx context.Context, s *session, d *time.Duration) error {
-	t := time.NewTimer(*d)
-	defer t.Stop()
-	*d = min(2**d, maxWatchBackoff)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.done:
-		return sessionCause(s.Err())
-	case <-t.C:
-		return nil
+// pause waits out b, or less if ctx ends or the session does (its cause).
+func (s *session) pause(ctx context.Context, b *backoff) error {
+	if err := b.wait(ctx, s.done); err != errStopped {
+		return err
 	}
+	return sessionCause(s.Err())
 }
 
 // predecessor returns the key queued just before ours, or nil, and checks in

@@ -21,12 +21,13 @@ import (
 // make no busy loop.
 func (e *watcher) run() {
 	defer e.c.wg.Done()
-	backoff := minWatchBackoff
+	backoff := watchBackoff()
 	life := e.c.life
 	for life.Err() == nil {
 		start := time.Now()
 		e.serve(life)
-		retryPause(life, start, &backoff)
+		backoff.resetIfLasted(start)
+		backoff.wait(life, nil)
 	}
 	e.mu.Lock()
 	e.running = false
