@@ -367,3 +367,38 @@ func TestPausedRunChildWriteRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakOtherKindHint: a break of a lock NAME with the token of the
+// election NAME's leader (or the reverse) deletes nothing and says which
+// flag would have found it.
+func TestBreakOtherKindHint(t *testing.T) {
+	locks, _ := locker(t)
+	term, err := locks.Campaign(t.Context(), "ldr", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := locks.TryLock(t.Context(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"lock name, leader's token", []string{"break", "ldr", "--token", term.Token().String()},
+			fmt.Sprintf(`an election "ldr" has a leader with token %d: use --election`, term.Token())},
+		{"election name, holder's token", []string{"break", "--election", "job", "--token", l.Token().String()},
+			fmt.Sprintf(`a lock "job" has a holder with token %d: leave out --election`, l.Token())},
+	}
+	for _, tt := range tests { // not subtests: the prefix is the test's
+		code, _, stderr := result(t, fencelock(t, nil, tt.args...))
+		if code != exitNotAcquired || !strings.Contains(stderr, "nothing was deleted") || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%s: got exit %d, stderr %q; want %d and a hint %q", tt.name, code, stderr, exitNotAcquired, tt.want)
+		}
+	}
+	if term.Err() != nil || l.Err() != nil {
+		t.Fatalf("after refused breaks: term %v, lock %v; want both held", term.Err(), l.Err())
+	}
+}
+
