@@ -402,3 +402,22 @@ func TestBreakOtherKindHint(t *testing.T) {
 	}
 }
 
+// TestStatusFreeOnlyWhenNeither: status NAME shows a NAME free only when
+// it has neither a lock holder nor an election leader.
+func TestStatusFreeOnlyWhenNeither(t *testing.T) {
+	locks, _ := locker(t)
+	if _, err := locks.Campaign(t.Context(), "ldr", "a"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := result(t, fencelock(t, nil, "status", "ldr", "nobody"))
+	if code != 0 {
+		t.Fatalf("status: exit %d, %s", code, stderr)
+	}
+	var rows []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		rows = append(rows, strings.Join(strings.Fields(line)[:3], " "))
+	}
+	if got, want := strings.Join(rows, "; "), "lock nobody free; election ldr leader"; got != want {
+		t.Fatalf("status rows (KIND NAME ROLE): got %q, want %q", got, want)
+	}
+}
