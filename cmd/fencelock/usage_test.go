@@ -28,6 +28,8 @@ func TestUsageMessages(t *testing.T) {
 		{"empty lock name", nil, []string{"run", "", "--", "true"}, exitUsage, `lock name "": etcdlock: invalid name: empty`},
 		{"unreachable etcd", []string{"127.0.0.1:1"}, []string{"--dial-timeout", "300ms", "status"}, exitUnavailable,
 			"dial tcp 127.0.0.1:1: connect: connection refused"},
+		{"https to plain etcd", httpsEndpoints(), []string{"--dial-timeout", "500ms", "status"}, exitUnavailable,
+			"the server does not speak TLS; for a plain-HTTP etcd, use an http:// endpoint"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,6 +39,16 @@ func TestUsageMessages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// httpsEndpoints returns the shared etcd's endpoints, which are plain
+// HTTP, as https:// ones.
+func httpsEndpoints() []string {
+	var eps []string
+	for _, ep := range etcdEndpoints() {
+		eps = append(eps, "https://"+strings.TrimPrefix(ep, "http://"))
+	}
+	return eps
 }
 
 // TestDefaultTTLIsTheLibrarys: without --ttl, run's lease has the TTL a
