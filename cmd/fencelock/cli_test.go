@@ -367,3 +367,57 @@ func TestPausedRunChildWriteRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakOtherKindHint: a break of a lock NAME with the token of the
+// election NAME's leader (or the reverse) deletes nothing and says which
+// flag would have found it.
+func TestBreakOtherKindHint(t *testing.T) {
+	locks, _ := locker(t)
+	term, err := locks.Campaign(t.Context(), "ldr", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := locks.TryLock(t.Context(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"lock name, leader's token", []string{"break", "ldr", "--token", term.Token().String()},
+			fmt.Sprintf(`an election "ldr" has a leader with token %d: use --election`, term.Token())},
+		{"election name, holder's token", []string{"break", "--election", "job", "--token", l.Token().String()},
+			fmt.Sprintf(`a lock "job" has a holder with token %d: leave out --election`, l.Token())},
+	}
+	for _, tt := range tests { // not subtests: the prefix is the test's
+		code, _, stderr := result(t, fencelock(t, nil, tt.args...))
+		if code != exitNotAcquired || !strings.Contains(stderr, "nothing was deleted") || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%s: got exit %d, stderr %q; want %d and a hint %q", tt.name, code, stderr, exitNotAcquired, tt.want)
+		}
+	}
+	if term.Err() != nil || l.Err() != nil {
+		t.Fatalf("after refused breaks: term %v, lock %v; want both held", term.Err(), l.Err())
+	}
+}
+
+// TestStatusFreeOnlyWhenNeither: status NAME shows a NAME free only when
+// it has neither a lock holder nor an election leader.
+func TestStatusFreeOnlyWhenNeither(t *testing.T) {
+	locks, _ := locker(t)
+	if _, err := locks.Campaign(t.Context(), "ldr", "a"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := result(t, fencelock(t, nil, "status", "ldr", "nobody"))
+	if code != 0 {
+		t.Fatalf("status: exit %d, %s", code, stderr)
+	}
+	var rows []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		rows = append(rows, strings.Join(strings.Fields(line)[:3], " "))
+	}
+	if got, want := strings.Join(rows, "; "), "lock nobody free; election ldr leader"; got != want {
+		t.Fatalf("status rows (KIND NAME ROLE): got %q, want %q", got, want)
+	}
+}

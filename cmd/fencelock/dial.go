@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -11,7 +14,8 @@ import (
 )
 
 // dialCause says why etcd at eps did not answer when a plain connection to
-// each endpoint (and its TLS handshake, with tlsCfg) shows it: the etcd
+// each endpoint (and its TLS handshake, with tlsCfg, where the client would
+// do one: see endpointTLS) shows it: the etcd
 // client reports only that its context ended. It returns "" when every
 // endpoint accepted the connection, for the cause is then elsewhere. The
 // endpoints are tried at once, each for at most timeout.
@@ -46,6 +50,7 @@ func probe(ctx context.Context, ep string, tlsCfg *tls.Config) error {
 		if u.Scheme == "unix" || u.Scheme == "unixs" {
 			network, addr = "unix", u.Host+u.Path
 		}
+		tlsCfg = endpointTLS(u.Scheme, tlsCfg)
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, network, addr)
@@ -62,7 +67,27 @@ func probe(ctx context.Context, ep string, tlsCfg *tls.Config) error {
 	}
 	tc := tls.Client(conn, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return &net.OpError{Op: "TLS handshake", Net: network, Addr: conn.RemoteAddr(), Err: err}
+		err = &net.OpError{Op: "TLS handshake", Net: network, Addr: conn.RemoteAddr(), Err: err}
+		var rh tls.RecordHeaderError
+		if errors.Is(err, io.EOF) || errors.As(err, &rh) { // a plain-HTTP etcd hangs up, or answers in plain text
+			return fmt.Errorf("%w: the server does not speak TLS; for a plain-HTTP etcd, use an http:// endpoint", err)
+		}
+		return err
 	}
 	return nil
+}
+
+// endpointTLS returns the TLS configuration etcd's client uses for an
+// endpoint of scheme: none for http and unix, whatever --cacert and --cert
+// gave; for https and unixs, those or, without them, the system's roots.
+func endpointTLS(scheme string, tlsCfg *tls.Config) *tls.Config {
+	switch scheme {
+	case "http", "unix":
+		return nil
+	case "https", "unixs":
+		if tlsCfg == nil {
+			return &tls.Config{}
+		}
+	}
+	return tlsCfg
 }

@@ -39,7 +39,7 @@ while campaigning they stop elect (128+N).
 --value is published as the candidate's value (status shows it).
 
 As with run, every argument after NAME is CMD's, flags included: put
-elect's flags before NAME.
+elect's flags before NAME (a CMD that is one of them is bad usage).
 
 Exit status: as for run.`,
 		Example: `  fencelock elect --restart --value "$(hostname)" scheduler -- ./scheduler`,

@@ -50,8 +50,11 @@ to CMD's process group. CMD is killed if fencelock itself is killed.
 Every argument after NAME is CMD's, flags included, with or without "--"
 (as with etcdctl lock, env or timeout): in "fencelock run job sh -c '...'
 --ttl 5s" the --ttl goes to sh and sets no TTL. Put fencelock's flags before
-NAME. Without "--", fencelock notes on stderr a flag of its own that it
-finds after NAME.
+NAME. Without "--" right after NAME, fencelock notes on stderr a flag of its
+own that it finds between NAME and the next "--"; a CMD that is itself one of
+fencelock's flags ("run job --ttl 5s -- true") is refused as bad usage.
+--try and --wait contradict: given both, run refuses them (as etcdctl
+refuses contradicting flags) rather than let one silently win.
 
 Exit status: CMD's (128+N when signal N ended it); 75 when the lock was not
 acquired (--try found it held, or --wait elapsed); 79 when it was lost while
@@ -70,7 +73,7 @@ when CMD cannot be started.`,
 	cmd.Flags().SetInterspersed(false) // flags after NAME belong to CMD
 	f := cmd.Flags()
 	f.DurationVar(&o.wait, "wait", 0, "give up waiting for the lock after this long (0: wait until interrupted)")
-	f.BoolVar(&o.try, "try", false, "fail at once (exit 75) if the lock is held or waited for")
+	f.BoolVar(&o.try, "try", false, "fail at once (exit 75) if the lock is held or waited for; not with --wait")
 	f.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "after the lock is lost, SIGKILL CMD this long after SIGTERM")
 	f.StringVar(&o.metadata, "metadata", "", "text stored with the lock for status to show (at most 4 KiB)")
 	return cmd
@@ -80,11 +83,23 @@ when CMD cannot be started.`,
 // them. Flag parsing stops at NAME, so CMD's own flags stay CMD's, as
 // etcdctl lock, env and timeout do with theirs: requiring "--" would break
 // that habit, and a flag after NAME cannot be told from one of CMD's.
-// Without "--", a flag of fencelock's own among CMD's arguments is noted
-// on stderr (see flagsAfterName).
+// What it can tell is a CMD that is itself one of fencelock's flags
+// ("run job --ttl 5s -- true"): no program is named "--ttl", so that is bad
+// usage, refused before the lock is taken. A flag of fencelock's own among
+// CMD's arguments is noted on stderr (see flagsAfterName).
 func nameAndCommand(cmd *cobra.Command, args []string) error {
-	if _, argv := splitCommand(args); len(argv) == 0 {
-		return bad("%s: want NAME -- CMD [ARGS...], got %d arguments", cmd.Name(), len(args))
+	want := "want NAME -- CMD [ARGS...]"
+	name, argv := splitCommand(args)
+	switch {
+	case len(args) == 0:
+		return bad("%s: missing NAME and the command to run (%s)", cmd.Name(), want)
+	case len(args) == 1 && cmd.ArgsLenAtDash() == 0:
+		// "run -- CMD": pflag took the "--", so CMD alone is left.
+		return bad("%s: missing NAME before \"--\" (%s)", cmd.Name(), want)
+	case len(argv) == 0:
+		return bad("%s: missing the command to run after NAME %q (%s)", cmd.Name(), name, want)
+	case isOwnFlag(cmd, argv[0]):
+		return bad("%s: the command to run, %q, is a fencelock flag: put fencelock's flags before NAME", cmd.Name(), argv[0])
 	}
 	return nil
 }
@@ -104,9 +119,10 @@ func splitCommand(args []string) (string, []string) {
 	return name, argv
 }
 
-// flagsAfterName returns the arguments of CMD that are flags of fencelock's
-// own command cmd (or its parents), when no "--" separates NAME from CMD:
-// likely meant for fencelock, though they go to CMD.
+// flagsAfterName returns the arguments of CMD, up to the first "--", that
+// are flags of fencelock's own command cmd (or its parents), when no "--"
+// separates NAME from CMD: likely meant for fencelock, though they go to
+// CMD. A "--" among them likely ends what was meant for fencelock.
 func flagsAfterName(cmd *cobra.Command, args []string) []string {
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
@@ -115,13 +131,21 @@ func flagsAfterName(cmd *cobra.Command, args []string) []string {
 		return nil
 	}
 	var found []string
-	for _, a := range args[2:] {
-		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if strings.HasPrefix(a, "--") && name != "" && cmd.Flags().Lookup(name) != nil {
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		if isOwnFlag(cmd, a) {
 			found = append(found, a)
 		}
 	}
 	return found
+}
+
+// isOwnFlag reports whether a is a long flag of cmd or of its parents.
+func isOwnFlag(cmd *cobra.Command, a string) bool {
+	name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+	return strings.HasPrefix(a, "--") && name != "" && cmd.Flags().Lookup(name) != nil
 }
 
 // noteFlagsAfterName says on stderr that flags of fencelock's own after
@@ -141,6 +165,8 @@ func runLocked(ctx context.Context, g *globals, o runOptions, name string, argv 
 		return bad("--kill-after %v: must be positive", o.killAfter)
 	case o.wait < 0:
 		return bad("--wait %v: must not be negative (0, the default, waits until interrupted)", o.wait)
+	case o.try && o.wait > 0:
+		return bad("--try and --wait %v cannot be set at the same time, choose one", o.wait)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

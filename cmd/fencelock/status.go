@@ -105,35 +105,57 @@ func status(ctx context.Context, g *globals, names []string, asJSON bool, out io
 			return fail(exitUnavailable, "%v", err)
 		}
 	}
-	res := statusJSON{Locks: []queueJSON{}, Elections: []queueJSON{}}
-	var rows [][]etcdlock.Queue
+	var rows [2][]etcdlock.Queue
 	for i, list := range [][]string{lockNames, electionNames} {
-		var qs []etcdlock.Queue
 		for _, name := range list {
 			q, err := inspect(ctx, locks, name, i == 1)
 			if err != nil {
 				return err
 			}
-			if i == 1 && q.Holder == nil && len(names) > 0 {
-				continue // a NAME given for its lock; its election is empty
-			}
-			qs = append(qs, q)
+			rows[i] = append(rows[i], q)
 		}
-		rows = append(rows, qs)
 	}
-	for _, q := range rows[0] {
-		res.Locks = append(res.Locks, toJSON(q))
-	}
-	for _, q := range rows[1] {
-		res.Elections = append(res.Elections, toJSON(q))
+	if len(names) > 0 {
+		rows[0], rows[1] = dropEmpty(rows[0], rows[1])
 	}
 	if asJSON {
+		res := statusJSON{Locks: []queueJSON{}, Elections: []queueJSON{}}
+		for _, q := range rows[0] {
+			res.Locks = append(res.Locks, toJSON(q))
+		}
+		for _, q := range rows[1] {
+			res.Elections = append(res.Elections, toJSON(q))
+		}
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
 	return printStatus(out, rows[0], rows[1])
 }
+
+// dropEmpty keeps, of the queues of NAMEs given on the command line, the
+// ones that have someone in them, and the lock of a NAME that has no one
+// in either queue, to show it free: a NAME is a lock's or an election's,
+// and the empty queue of the other kind is noise.
+func dropEmpty(lockQs, electionQs []etcdlock.Queue) ([]etcdlock.Queue, []etcdlock.Queue) {
+	elected := map[string]bool{}
+	var keptElections []etcdlock.Queue
+	for _, q := range electionQs {
+		if !empty(q) {
+			elected[q.Name] = true
+			keptElections = append(keptElections, q)
+		}
+	}
+	var keptLocks []etcdlock.Queue
+	for _, q := range lockQs {
+		if !empty(q) || !elected[q.Name] {
+			keptLocks = append(keptLocks, q)
+		}
+	}
+	return keptLocks, keptElections
+}
+
+func empty(q etcdlock.Queue) bool { return q.Holder == nil && len(q.Waiters) == 0 }
 
 func inspect(ctx context.Context, locks *etcdlock.Client, name string, election bool) (etcdlock.Queue, error) {
 	var q etcdlock.Queue

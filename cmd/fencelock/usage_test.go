@@ -28,6 +28,17 @@ func TestUsageMessages(t *testing.T) {
 		{"empty lock name", nil, []string{"run", "", "--", "true"}, exitUsage, `lock name "": etcdlock: invalid name: empty`},
 		{"unreachable etcd", []string{"127.0.0.1:1"}, []string{"--dial-timeout", "300ms", "status"}, exitUnavailable,
 			"dial tcp 127.0.0.1:1: connect: connection refused"},
+		{"https to plain etcd", httpsEndpoints(), []string{"--dial-timeout", "500ms", "status"}, exitUnavailable,
+			"the server does not speak TLS; for a plain-HTTP etcd, use an http:// endpoint"},
+		{"no NAME", nil, []string{"run", "--", "true"}, exitUsage, `run: missing NAME before "--"`},
+		{"no NAME, no command", nil, []string{"run"}, exitUsage, "run: missing NAME and the command to run"},
+		{"no command", nil, []string{"run", "job"}, exitUsage, `run: missing the command to run after NAME "job"`},
+		{"no command after --", nil, []string{"run", "job", "--"}, exitUsage, `run: missing the command to run after NAME "job"`},
+		{"flag as command", nil, []string{"run", "job", "--ttl", "5s", "--", "true"}, exitUsage,
+			`the command to run, "--ttl", is a fencelock flag: put fencelock's flags before NAME`},
+		{"flag as election command", nil, []string{"elect", "e", "--value=x", "true"}, exitUsage, `"--value=x", is a fencelock flag`},
+		{"try and wait", nil, []string{"run", "--try", "--wait", "5s", "job", "--", "true"}, exitUsage,
+			"--try and --wait 5s cannot be set at the same time, choose one"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,6 +48,16 @@ func TestUsageMessages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// httpsEndpoints returns the shared etcd's endpoints, which are plain
+// HTTP, as https:// ones.
+func httpsEndpoints() []string {
+	var eps []string
+	for _, ep := range etcdEndpoints() {
+		eps = append(eps, "https://"+strings.TrimPrefix(ep, "http://"))
+	}
+	return eps
 }
 
 // TestDefaultTTLIsTheLibrarys: without --ttl, run's lease has the TTL a
@@ -69,25 +90,28 @@ func TestDefaultTTLIsTheLibrarys(t *testing.T) {
 }
 
 // TestArgsAfterNameGoToCommand: a fencelock flag after NAME goes to the
-// command and is noted on stderr, unless "--" says it is meant for it.
+// command and is noted on stderr, unless "--" right after NAME says it is
+// meant for it; flags after a later "--" are not noted.
 func TestArgsAfterNameGoToCommand(t *testing.T) {
 	tests := []struct {
 		name     string
 		sep      []string
+		tail     []string
 		wantNote bool
 	}{
-		{"without --", nil, true},
-		{"with --", []string{"--"}, false},
+		{"without --", nil, nil, true},
+		{"with --", []string{"--"}, nil, false},
+		{"with -- after the flag", nil, []string{"--", "--ttl"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out := tempFile(t, "args")
 			args := append(append([]string{"run", "x"}, tt.sep...), "sh", "-c", `echo "$FENCELOCK_TTL $*" > `+out, "sh", "--ttl", "5s")
-			code, _, stderr := result(t, fencelock(t, nil, args...))
+			code, _, stderr := result(t, fencelock(t, nil, append(args, tt.tail...)...))
 			if code != 0 {
 				t.Fatalf("run: exit %d, %s", code, stderr)
 			}
-			if got, want := strings.TrimSpace(waitFile(t, out, 5*time.Second)), "1 --ttl 5s"; got != want {
+			if got, want := strings.TrimSpace(waitFile(t, out, 5*time.Second)), strings.Join(append([]string{"1 --ttl 5s"}, tt.tail...), " "); got != want {
 				t.Fatalf("the command's TTL and arguments: got %q, want %q (the --ttl is the command's)", got, want)
 			}
 			if gotNote := strings.Contains(stderr, "note: --ttl after NAME went to the command"); gotNote != tt.wantNote {

@@ -18,7 +18,10 @@ import (
 //     over, so a held lock normally survives.
 //   - No majority runs: no keepalive is acknowledged, and Done closes by the
 //     lock's validity deadline with an error matching [etcdlock.ErrLost]
-//     (usually [etcdlock.ErrValidityExpired]).
+//     (usually [etcdlock.ErrValidityExpired]). Client.Close cannot revoke
+//     the lease either, and takes the client's whole cleanup timeout (5 s by
+//     default) to give up: restart a member before the test's cleanups run,
+//     or give the test's client a short [etcdlock.WithCleanupTimeout].
 func (s *Server) StopMember(i int) {
 	s.members("StopMember", i)
 	s.cluster.Stop(i)
