@@ -149,7 +149,7 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(t.l.life, cancel)()
+	defer context.AfterFunc(t.l.ctx, cancel)()
 	for range maxProclaimTries {
 		ok, err := t.proclaimOnce(ctx, value)
 		if err != nil {

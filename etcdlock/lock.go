@@ -25,11 +25,9 @@ type Lock struct {
 	token    fence.Token
 	acquired time.Time // for the hold duration; zero when no SDK records it (telemetry.holdStart)
 
-	done    chan struct{}
-	wctx    context.Context    // ends when the lock does: bounds the key watch's requests
-	stopCtx context.CancelFunc // ends wctx
-	life    context.Context    // ends when done is closed: bounds a Term's Proclaim
-	end     context.CancelFunc // ends life
+	done chan struct{}
+	ctx  context.Context    // ends when done is closed: bounds the key watch's requests and a Term's Proclaim
+	stop context.CancelFunc // ends ctx
 
 	mu  sync.Mutex
 	err error
@@ -55,9 +53,8 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	if c.closed {
 		return nil, ErrClosed
 	}
-	ctx, cancel := context.WithCancel(s.ctx)
-	life, end := context.WithCancel(context.Background())
-	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.tel.holdStart(), done: make(chan struct{}), wctx: ctx, stopCtx: cancel, life: life, end: end}
+	ctx, stop := context.WithCancel(context.Background())
+	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.tel.holdStart(), done: make(chan struct{}), ctx: ctx, stop: stop}
 	l.kw.backoff = watchBackoff()
 	l.kw.w = watch{key: t.key, token: int64(token), sink: l}
 	if !t.noWatch {
@@ -67,16 +64,16 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	if err := s.addLock(l); err != nil {
 		// The session ended since the caller checked: the lock would be
 		// returned lost, and Lock never returns a lost lock.
-		l.cancel()
-		l.end()
+		l.stop()
+		l.stopWatch()
 		return nil, fmt.Errorf("etcdlock: %q: %w", t.name, sessionCause(err))
 	}
 	return l, nil
 }
 
-// cancel stops the key watch, or keeps it from starting.
-func (l *Lock) cancel() {
-	l.stopCtx()
+// stopWatch stops the key watch, or keeps it from starting; l.ctx has
+// ended.
+func (l *Lock) stopWatch() {
 	if l.kw.timer == nil {
 		return
 	}
@@ -141,25 +138,26 @@ func (l *Lock) Err() error {
 	return l.err
 }
 
-// finish records the first cause, closes done, stops the key watch and
-// accounts for the end.
-func (l *Lock) finish(cause error) {
-	if l.close(cause) {
+// end ends the lock with cause, unless it ended already: it records the
+// cause, closes done, stops the key watch and accounts for the end.
+func (l *Lock) end(cause error) {
+	if l.closeDone(cause) {
 		l.s.removeLock(l)
-		l.closed(cause)
+		l.afterEnd(cause)
 	}
 }
 
-// closed follows the first close of done (finish, or the end of the
-// session): it stops the key watch and counts and logs the end.
-func (l *Lock) closed(cause error) {
-	l.cancel()
+// afterEnd follows the first closeDone (end, or the end of the session):
+// it stops the key watch and counts and logs the end.
+func (l *Lock) afterEnd(cause error) {
+	l.stopWatch()
 	l.c.tel.ended(l, cause)
 }
 
-// close records cause and closes done, unless an earlier cause was; it
-// reports whether this was the first. The caller then calls closed.
-func (l *Lock) close(cause error) bool {
+// closeDone records cause, closes done and ends ctx, unless an earlier
+// cause was; it reports whether this was the first. The caller then calls
+// afterEnd.
+func (l *Lock) closeDone(cause error) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
@@ -167,7 +165,7 @@ func (l *Lock) close(cause error) bool {
 	}
 	l.err = cause
 	close(l.done)
-	l.end()
+	l.stop()
 	return true
 }
 
@@ -241,9 +239,9 @@ func (l *Lock) settle(r released) {
 	}
 	if lostBefore != nil {
 		l.unlockErr = fmt.Errorf("etcdlock: release %q: %w", l.t.name, lostBefore)
-		l.finish(lostBefore)
+		l.end(lostBefore)
 	}
-	l.finish(l.t.ended())
+	l.end(l.t.ended())
 }
 
 // retryUnlock starts the background release after a failed Unlock, unless

@@ -31,7 +31,7 @@ type keyWatch struct {
 // acquisition, on a timer that holds a count of c.wg.
 func (l *Lock) startWatch() {
 	defer l.c.wg.Done()
-	l.c.watches.add(l.wctx, &l.kw.w, int64(l.token)+1)
+	l.c.watches.add(l.ctx, &l.kw.w, int64(l.token)+1)
 }
 
 // A Lock is told of its key's watch (see watchSink).
@@ -48,8 +48,8 @@ func (l *Lock) watchEnded(deleted bool, _ error) {
 // deleted ends the lock after etcd reported its key deleted, with the
 // cause (none: Unlock tells).
 func (l *Lock) deleted() {
-	if err := l.deletedCause(l.wctx); err != nil {
-		l.finish(err)
+	if err := l.deletedCause(l.ctx); err != nil {
+		l.end(err)
 	}
 }
 
@@ -58,14 +58,14 @@ func (l *Lock) deleted() {
 // from the revision it was read at, after a pause that doubles while
 // watches end early, so that refused watches make no busy loop.
 func (l *Lock) recheck() {
-	ctx := l.wctx
+	ctx := l.ctx
 	l.kw.backoff.resetIfLasted(l.kw.w.since)
 	resp, err := l.c.cli.Get(ctx, l.t.key)
 	switch {
 	case ctx.Err() != nil:
 		return // the lock ended, and whoever ended it said why
 	case err != nil:
-		l.finish(lost(fmt.Errorf("watch ended and the key could not be read: %w", err)))
+		l.end(lost(fmt.Errorf("watch ended and the key could not be read: %w", err)))
 		return
 	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token):
 		l.deleted()

@@ -162,14 +162,14 @@ func (s *session) end(cause error) {
 	lc := sessionCause(cause)
 	ended := make([]*Lock, 0, len(locks))
 	for l := range locks {
-		if l.close(lc) {
+		if l.closeDone(lc) {
 			ended = append(ended, l)
 		}
 	}
 	close(s.done) // after the Done channels
 	s.cancel()
 	for _, l := range ended {
-		l.closed(lc)
+		l.afterEnd(lc)
 	}
 }
 
