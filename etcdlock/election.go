@@ -198,3 +198,7 @@ func (t *Term) proclaimOnce(ctx context.Context, value string) (bool, error) {
 	t.rev = resp.Header.Revision
 	return true, nil
 }
+
+// Held returns a comparison that holds while the term's key exists with
+// its token as its create revision; see [Lock.Held].
+func (t *Term) Held() clientv3.Cmp { return t.l.Held() }

@@ -338,3 +338,19 @@ func sessionCause(cause error) error {
 	}
 	return lost(cause)
 }
+
+// Held returns a comparison that holds while the lock's key exists with the
+// lock's token as its create revision: put it in the If of a transaction
+// on the same etcd cluster, and the transaction's Then applies only while
+// the lock is held, in the same raft entry as the check. It is the
+// strongest fence etcd offers for the holder's own etcd writes: a Txn sent
+// by a deposed holder, or one that arrives late, after the lock was lost
+// or released, takes its Else branch (Succeeded false) and changes
+// nothing the Then would have. Held is valid after the lock has ended too
+// (it then never holds).
+//
+//	resp, err := cli.Txn(ctx).If(lock.Held()).Then(clientv3.OpPut("/config/leader", addr)).Commit()
+//	// err == nil && !resp.Succeeded: the lock was no longer held; nothing was written.
+func (l *Lock) Held() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(l.t.key), "=", int64(l.token))
+}
