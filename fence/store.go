@@ -10,8 +10,9 @@ type Record struct {
 }
 
 // Store is a resource that enforces fencing itself. Every adapter in this
-// module (the in-memory [MemoryStore], fence/postgres, fence/s3) implements
-// it and passes the conformance suite in fence/fencetest.
+// module (the in-memory [MemoryStore], fence/postgres, fence/s3,
+// fence/etcd) implements it and passes the conformance suite in
+// fence/fencetest.
 //
 // The contract (the adapters' other fenced writes, such as fence/postgres's
 // Table.Update, obey its rules for Put too):

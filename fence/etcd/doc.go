@@ -1,0 +1,93 @@
+// Package etcdfence makes etcd keys a fenced resource: a [Store] refuses a
+// write carrying a lower fencing token than the key has accepted, and etcd,
+// not the writer, has the last word.
+//
+// The import path is github.com/fencelock/fencelock/fence/etcd; the package
+// is named etcdfence so that it does not read as etcd's own.
+//
+//	store, err := etcdfence.New(cli, "/app/fences/") // cli is a *clientv3.Client
+//	if err != nil {
+//		return err
+//	}
+//	g, err := fence.NewGuard(lock) // lock is an *etcdlock.Lock
+//	if err != nil {
+//		return err
+//	}
+//	err = g.Put(ctx, store, "scheduler/state", data)
+//	switch {
+//	case errors.Is(err, fence.ErrStale):
+//		// A newer holder wrote first; nothing was written.
+//	case errors.Is(err, fence.ErrUnknownOutcome):
+//		// No answer; read back with store.Get before deciding.
+//	}
+//
+// # Which fence for etcd: this Store, or Lock.Held
+//
+// A holder of an etcdlock lock that writes its own keys in the same etcd
+// cluster as the lock has a stronger fence than any Store:
+// etcdlock's Lock.Held (and Term.Held) is a clientv3.Cmp that holds only
+// while the lock's key still exists with the lock's token. Put it in the If
+// of the holder's own transaction, and the write applies only while the lock
+// is held, checked in the same raft entry as the write; no floor is kept,
+// and any transaction of the user's (several keys, deletes, reads) can be
+// fenced. Use Held for that.
+//
+// Use a Store when Held does not fit: the lock lives elsewhere (another etcd
+// cluster, another lock service) and only its token reaches the writer; a
+// resource is written under several lock names, or by holders of locks
+// that come and go, so that it must remember the highest token it has seen
+// rather than ask one lock; or the code writes through [fence.Store], as it
+// would to fence/postgres or fence/s3, and etcd is one backend of several.
+// A Store's fence is the token order, not the lock's liveness: a holder
+// whose lock has ended but to whom no newer token has been issued can still
+// write.
+//
+// # Layout
+//
+// For a resource key K, under the prefix P given to [New]:
+//
+//	P + "floor/" + K   the highest token accepted for K: 19 decimal digits,
+//	                   zero-padded ([TokenDigits]), so that etcd's byte-wise
+//	                   compare of values orders tokens as numbers
+//	P + "data/" + K    the record: the same 19 digits (the token of the
+//	                   write that stored it), then the value's bytes
+//
+// [Store.FloorKey] and [Store.DataKey] return them. The keys carry no lease.
+// etcdctl get P --prefix shows them; a value read without this package
+// starts with its token.
+//
+// # How a write is fenced
+//
+// [Store.Put] is one etcd transaction, one raft entry:
+//
+//	If(Value(floor) > token)  Then(Get(floor))  Else(Put(floor, token), Put(data, record))
+//
+// A write lands in the Else branch. etcd fails every Value compare on a
+// missing key, so the first write to a key (no floor yet) lands too; the
+// Then branch is the refusal, and reads the floor, which becomes the
+// Current of the *[fence.StaleError]. The compare runs when etcd applies the
+// entry, so a request that arrives late, after a newer token's write, is
+// refused however long it was held up; a request whose reply is lost was
+// applied whole or not at all, and Put says [fence.ErrUnknownOutcome]. The
+// one rule for which errors leave the outcome unknown is stated on
+// [Store.Put].
+//
+// The value is carried once per request, so a value may be nearly as large
+// as etcd's --max-request-bytes (1.5 MiB by default): larger ones are
+// refused, before I/O, with [ErrValueTooLarge] ([WithMaxRequestBytes]).
+// etcd is built for small values; keep them to kilobytes.
+//
+// # Deleting
+//
+// [Store.Delete] deletes the data key and raises the floor, in the same
+// transaction and under the same condition as a Put: the floor outlives
+// the record, as fence/s3's tombstone does, so a stale Put after a delete
+// is refused. Deleting the floor key by other means (etcdctl del, a lease)
+// resets it: the next Put lands whatever its token. Keep leases and
+// deletes by prefix off P.
+//
+// A nil context or client (a typed nil *clientv3.Client too) gives an error
+// matching [ErrInvalidArgument], never a panic, before any I/O.
+//
+// This package depends on etcd's client; package fence does not.
+package etcdfence

@@ -1,0 +1,46 @@
+package etcdfence
+
+import "fmt"
+
+// DefaultMaxRequestBytes is etcd's default --max-request-bytes, 1.5 MiB,
+// and the default of [WithMaxRequestBytes].
+const DefaultMaxRequestBytes = 1536 * 1024
+
+// Option configures a [Store]. Options are created by the With… functions
+// of this package; the interface is sealed. An option only records its
+// value: [New] checks them all and fails, with an error matching
+// [ErrInvalidOption], on the first invalid one.
+type Option interface {
+	apply(*options)
+}
+
+type options struct {
+	maxRequestBytes int
+}
+
+func defaultOptions() options { return options{maxRequestBytes: DefaultMaxRequestBytes} }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithMaxRequestBytes sets the size, in bytes, above which a write's etcd
+// request is refused with [ErrValueTooLarge] before it is sent. Set it to
+// the cluster's --max-request-bytes. The default is
+// [DefaultMaxRequestBytes], etcd's own default; n must be positive. The
+// request's size is estimated from above (the value, the two key names, two
+// tokens and a fixed allowance for the request's framing), so a value a
+// little below the limit may be refused too. A limit set above the
+// server's is harmless: etcd refuses the request, and the write returns
+// ErrValueTooLarge all the same.
+func WithMaxRequestBytes(n int) Option {
+	return optionFunc(func(o *options) { o.maxRequestBytes = n })
+}
+
+// validate checks the recorded options, once, in [New].
+func (o *options) validate() error {
+	if o.maxRequestBytes <= 0 {
+		return fmt.Errorf("%w: WithMaxRequestBytes(%d): must be positive", ErrInvalidOption, o.maxRequestBytes)
+	}
+	return nil
+}

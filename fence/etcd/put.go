@@ -1,0 +1,140 @@
+package etcdfence
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// requestFraming is the allowance, in bytes, for everything of a write's
+// etcd request besides its keys, tokens and value: the protobuf tags and
+// lengths of the transaction and its operations, and the raft request's
+// header (its ID, the user name and auth revision when auth is on).
+const requestFraming = 256
+
+// Put stores value under key with token, unless etcd holds a higher token
+// for key: then it returns a *[fence.StaleError] (matching
+// [fence.ErrStale], with the floor etcd read as Current) and changes
+// nothing. A token equal to the floor is accepted. The check and the write
+// are one etcd transaction, one raft entry.
+//
+// Put returns an error matching [fence.ErrInvalidKey] or
+// [fence.ErrInvalidToken], and [ErrValueTooLarge] for a value that would
+// not fit in one etcd request ([WithMaxRequestBytes]), before any I/O.
+// When etcd gives no answer (the connection broke, the context ended
+// after the request was sent, the request timed out in raft) the error is
+// a *[fence.UnknownOutcomeError] matching [fence.ErrUnknownOutcome], with
+// the client's error as its cause: the key then holds the old record or
+// the new one, whole, and the request may still be applied later (it is
+// then fenced as if it had just arrived). Any other error is etcd's
+// refusal of the request, and nothing was written.
+//
+// ctx bounds the request. If it has ended already, Put returns its error
+// and sends nothing.
+func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
+	if err := s.checkWrite(ctx, key, token, len(value)); err != nil {
+		return err
+	}
+	return s.fencedWrite(ctx, "put", key, token, clientv3.OpPut(s.DataKey(key), encodeRecord(token, value)))
+}
+
+// Delete removes the record under key, fenced like [Store.Put]: unless etcd
+// holds a higher token for key, it deletes the data key and raises the
+// floor to token, in one transaction. The floor stays: [Store.Get] then
+// reports [fence.ErrNotFound], a later Put with a lower token is refused
+// with [fence.ErrStale], and one with a token at least as high writes the
+// key again. Deleting a key never written sets its floor. Results, errors
+// and the role of ctx are those of Put.
+//
+// Deleting the floor key by other means (etcdctl del, a lease attached
+// to it; etcd's compaction deletes no key) removes the floor: the next Put
+// lands whatever its token, as on a new key.
+func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
+	if err := s.checkWrite(ctx, key, token, 0); err != nil {
+		return err
+	}
+	return s.fencedWrite(ctx, "delete", key, token, clientv3.OpDelete(s.DataKey(key)))
+}
+
+// checkWrite validates a write before any I/O.
+func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token, size int) error {
+	if token <= 0 {
+		return fmt.Errorf("%w: token %d for %q", fence.ErrInvalidToken, token, key)
+	}
+	if err := checkCall(ctx, key); err != nil {
+		return err
+	}
+	est := size + 2*len(s.FloorKey(key)) + len(s.DataKey(key)) + 2*TokenDigits + requestFraming
+	if est > s.opts.maxRequestBytes {
+		return fmt.Errorf("%w: a %d-byte value under %q makes a request of about %d bytes, over the limit of %d (WithMaxRequestBytes)",
+			ErrValueTooLarge, size, key, est, s.opts.maxRequestBytes)
+	}
+	return nil
+}
+
+// fencedWrite sends the one transaction of a write whose data operation is
+// op:
+//
+//	If(Value(floor) > token) Then(Get(floor)) Else(Put(floor, token), op)
+//
+// The condition is the refusal, and a write lands in the Else branch. That
+// is what makes one flat transaction enough: etcd fails every Value compare
+// on a missing key, so a key never written (no floor) takes the Else
+// branch and is written, as the contract's first write must be. (Had etcd
+// compared a missing value as the empty string instead, the smallest of
+// all, the compare would fail all the same.) The Then branch reads the
+// floor, so a refusal says what it was refused against. Tokens are stored
+// zero-padded to [TokenDigits] digits, so the byte-wise compare is the
+// numeric one.
+//
+// Delivery faults are safe because etcd evaluates the compare when it
+// applies the entry, against the floor as it is then:
+//
+//   - late (a paused holder's request, or one its caller gave up on, applied
+//     after a newer token's write): the floor is higher by then, the Then
+//     branch runs, and nothing of the write lands;
+//   - reply lost: the transaction is one raft entry, applied whole or not at
+//     all; the caller gets an unknown outcome and finds the old record or
+//     the new one;
+//   - delivered twice: the copy is fenced like any write; after a newer
+//     token's write it is refused, otherwise it writes the same floor and
+//     record again. (A copy of an older write with the same token would
+//     replace that token's later write: tokens equal to the floor are not
+//     fenced against each other, and etcd's client never sends a Txn again
+//     once it may have reached the server.)
+func (s *Store) fencedWrite(ctx context.Context, what, key string, token fence.Token, op clientv3.Op) error {
+	floor, tok := s.FloorKey(key), padToken(token)
+	resp, err := s.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.Value(floor), ">", tok)).
+		Then(clientv3.OpGet(floor)).
+		Else(clientv3.OpPut(floor, tok), op).
+		Commit()
+	if err != nil {
+		return writeError(what, key, token, err)
+	}
+	if !resp.Succeeded {
+		return nil
+	}
+	return refusal(key, token, resp)
+}
+
+// refusal reads the floor from a refused write's reply.
+func refusal(key string, token fence.Token, resp *clientv3.TxnResponse) error {
+	var kvs []*mvccpb.KeyValue
+	if len(resp.Responses) == 1 {
+		kvs = resp.Responses[0].GetResponseRange().GetKvs()
+	}
+	if len(kvs) != 1 {
+		// A refusal always finds the floor it compared; this is no etcd.
+		return fmt.Errorf("etcdfence: %q: the write was refused, and the reply has no floor", key)
+	}
+	current, ok := parseToken(string(kvs[0].Value))
+	if !ok {
+		return fmt.Errorf("%w: floor of %q: %q (the write was refused; nothing changed)", ErrCorrupt, key, kvs[0].Value)
+	}
+	return &fence.StaleError{Resource: key, Token: token, Current: current}
+}

@@ -1,0 +1,104 @@
+package etcdfence
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/nilcheck"
+)
+
+// The two key spaces under a Store's prefix.
+const (
+	floorSpace = "floor/"
+	dataSpace  = "data/"
+)
+
+// Store is a [fence.Store] whose records are etcd keys under one prefix:
+// each resource key has a floor key, holding the highest token accepted for
+// it, and a data key, holding the record. Put and Delete are each one etcd
+// transaction that compares the floor and writes, so etcd, not the Store,
+// decides every write. See the package documentation for the layout.
+//
+// A Store holds no state of its own beyond its configuration: it is safe
+// for concurrent use, and any number of Stores, in any number of processes,
+// may share a prefix. The zero Store is not usable; create one with [New].
+type Store struct {
+	kv     clientv3.KV
+	prefix string
+	opts   options
+}
+
+var _ fence.Store = (*Store)(nil)
+
+// New returns a Store that keeps its keys under prefix, through kv: a
+// *clientv3.Client, or any clientv3.KV (such as one from
+// go.etcd.io/etcd/client/v3/namespace). It does no I/O. It fails, before any
+// I/O, if kv is nil (a typed nil too) or prefix is empty (an error matching
+// [ErrInvalidArgument]), or an option is invalid ([ErrInvalidOption]).
+//
+// The prefix is used as given: end it with a separator ("/app/fences/"),
+// and give no two Stores prefixes one of which starts with the other unless
+// they are meant to share keys.
+func New(kv clientv3.KV, prefix string, opts ...Option) (*Store, error) {
+	if nilcheck.IsNil(kv) {
+		return nil, fmt.Errorf("%w: New: nil client (%T)", ErrInvalidArgument, kv)
+	}
+	if prefix == "" {
+		return nil, fmt.Errorf("%w: New: empty prefix", ErrInvalidArgument)
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		opt.apply(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return &Store{kv: kv, prefix: prefix, opts: o}, nil
+}
+
+// Prefix returns the prefix of the store's keys.
+func (s *Store) Prefix() string { return s.prefix }
+
+// FloorKey returns the etcd key holding the floor of resource key.
+func (s *Store) FloorKey(key string) string { return s.prefix + floorSpace + key }
+
+// DataKey returns the etcd key holding the record of resource key.
+func (s *Store) DataKey(key string) string { return s.prefix + dataSpace + key }
+
+// Get returns the record under key: its value and the token of the write
+// that stored it. It returns an error matching [fence.ErrNotFound] if key
+// has never been written or was deleted ([Store.Delete]), [ErrCorrupt] if
+// its data key holds something this package did not write, and one
+// matching [fence.ErrInvalidKey] for an empty key, before any I/O. The read
+// is linearizable (etcd's default): it sees every write acknowledged before
+// it began. ctx bounds the request; when it ends, Get returns its error.
+func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
+	if err := checkCall(ctx, key); err != nil {
+		return fence.Record{}, err
+	}
+	resp, err := s.kv.Get(ctx, s.DataKey(key))
+	if err != nil {
+		return fence.Record{}, fmt.Errorf("etcdfence: get %q: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return fence.Record{}, fmt.Errorf("%w: %q", fence.ErrNotFound, key)
+	}
+	return decodeRecord(key, resp.Kvs[0].Value)
+}
+
+// checkCall validates a call's key and context before any I/O.
+func checkCall(ctx context.Context, key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", fence.ErrInvalidKey)
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	return ctx.Err()
+}
