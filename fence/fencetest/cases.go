@@ -90,11 +90,14 @@ func testCancelled(t *testing.T, s fence.Store) {
 
 // testCancelMidWrite ends the context at varying points of a write and checks
 // that the resource then holds the old record or the new one, whole, and that
-// a write reported as done is there.
+// a write reported as done is there. A write whose outcome was unknown may
+// still land later (etcd applies a request its client stopped waiting
+// for), but the record never goes back to a lower token.
 func testCancelMidWrite(t *testing.T, s fence.Store) {
 	k := key(t)
 	mustPut(t, s, k, 1, 0)
 	last := fence.Token(1)
+	maybe := map[fence.Token]bool{} // writes whose outcome was unknown
 	for i := range 40 {
 		tok := fence.Token(i + 2)
 		d := time.Duration(i%10) * 200 * time.Microsecond * time.Duration(1+i/10)
@@ -106,11 +109,14 @@ func testCancelMidWrite(t *testing.T, s fence.Store) {
 		if !ok || got != r.Token {
 			t.Fatalf("after a cancelled write: record token %d value %q do not belong together", r.Token, r.Value)
 		}
+		if err != nil {
+			maybe[tok] = true
+		}
 		switch {
 		case err == nil && r.Token != tok:
 			t.Fatalf("Put(token %d) returned nil but the record has token %d", tok, r.Token)
-		case r.Token != tok && r.Token != last:
-			t.Fatalf("after Put(token %d) ended with %v: record has token %d, want %d or %d", tok, err, r.Token, last, tok)
+		case r.Token != tok && r.Token != last && !(maybe[r.Token] && r.Token > last):
+			t.Fatalf("after Put(token %d) ended with %v: record has token %d, want %d, %d or a later write of unknown outcome", tok, err, r.Token, last, tok)
 		case err != nil && errors.Is(err, fence.ErrStale):
 			t.Fatalf("Put(token %d) above every accepted token: got %v, want no ErrStale", tok, err)
 		}
