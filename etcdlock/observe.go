@@ -109,10 +109,8 @@ func (o *observer) watch(ctx context.Context) error {
 			}
 			read = true
 		}
-		for _, ev := range n.events {
-			if read && !o.apply(ctx, ev) {
-				return ctx.Err()
-			}
+		if read && !o.applyAll(ctx, n.events) {
+			return ctx.Err()
 		}
 		if n.ended {
 			if n.reason == nil {
@@ -144,18 +142,34 @@ func (o *observer) read(ctx context.Context) error {
 // why.
 var errWatchEnded = errors.New("etcdlock: watch ended")
 
-// apply updates the queue with ev, unless the read already reflects it, and
-// sends the leader; false when ctx ended.
-func (o *observer) apply(ctx context.Context, ev *mvccpb.Event) bool {
+// applyAll updates the queue with evs, in revision order, and sends the
+// leader after each revision, not after each event: one revision may
+// delete several candidates (a lease's end deletes all of a session's), and
+// a candidate between two of them never led. A response, and so a take,
+// carries a revision's events whole. False when ctx ended.
+func (o *observer) applyAll(ctx context.Context, evs []*mvccpb.Event) bool {
+	for i, ev := range evs {
+		o.apply(ev)
+		if i+1 < len(evs) && evs[i+1].Kv.ModRevision == ev.Kv.ModRevision {
+			continue
+		}
+		if !o.send(ctx) {
+			return false
+		}
+	}
+	return true
+}
+
+// apply updates the queue with ev, unless the read already reflects it.
+func (o *observer) apply(ev *mvccpb.Event) {
 	if ev.Kv.ModRevision <= o.rev {
-		return true
+		return
 	}
 	if ev.Type == mvccpb.DELETE {
 		delete(o.keys, string(ev.Kv.Key))
 	} else {
 		o.keys[string(ev.Kv.Key)] = ev.Kv
 	}
-	return o.send(ctx)
 }
 
 // send sends the queue's leader if it is newer than the last one sent;
