@@ -21,6 +21,19 @@ if ! have_postgres; then
 fi
 have_postgres || { echo "setup: PostgreSQL binaries still missing" >&2; exit 1; }
 
+# etcd 3.4 from Debian's etcd-server package: the lock tests run against it
+# besides the embedded etcd (TestEngineOnOtherEtcd). The tests start their
+# own server; the distribution's service is not needed.
+if ! command -v etcd >/dev/null 2>&1; then
+	echo "setup: installing etcd-server (apt-get)" >&2
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq etcd-server >/dev/null
+	$sudo service etcd stop >/dev/null 2>&1 || true
+fi
+command -v etcd >/dev/null 2>&1 || { echo "setup: etcd server binary still missing" >&2; exit 1; }
+
 export FENCELOCK_VERSITYGW="${FENCELOCK_VERSITYGW:-}"
 gw="$(sh "$here/install-versitygw.sh")"
 echo "setup: PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | head -1)  versitygw: $gw" >&2
