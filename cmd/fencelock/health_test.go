@@ -1,13 +1,17 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
 // freeAddr returns a loopback address no one listens on (for a moment).
@@ -41,43 +45,56 @@ func getHealth(addr string) (int, string, error) {
 func TestElectServesHealth(t *testing.T) {
 	logA, logB := tempFile(t, "a"), tempFile(t, "b")
 	addrA, addrB := freeAddr(t), freeAddr(t)
-	a := fencelock(t, nil, append([]string{"elect", "--health-addr", addrA, "sched", "--"}, leaderScript(logA)...)...)
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
+	a := startElect(t, addrA, logA)
 	waitLines(t, logA, 1, 10*time.Second)
-	b := fencelock(t, nil, append([]string{"elect", "--health-addr", addrB, "sched", "--"}, leaderScript(logB)...)...)
-	if err := b.Start(); err != nil {
+	b := startElect(t, addrB, logB)
+	waitHealthy(t, "leader", addrA)
+	waitHealthy(t, "candidate", addrB)
+	if err := a.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []struct{ who, addr string }{{"leader", addrA}, {"candidate", addrB}} {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			code, body, err := getHealth(p.addr)
-			if err == nil && code == http.StatusOK && body == "ok\n" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's /healthz: got %d %q, %v; want 200 \"ok\\n\"", p.who, code, body, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	a.Process.Signal(syscall.SIGSTOP)
 	if code, body, err := getHealth(addrA); err == nil {
 		t.Errorf("stopped leader's /healthz: got %d %q, want no answer", code, body)
 	}
-	a.Process.Signal(syscall.SIGCONT)
-	for _, c := range []struct {
-		who  string
-		stop func() int
-	}{
-		{"a", func() int { a.Process.Signal(syscall.SIGTERM); return waitExit(t, a, 10*time.Second) }},
-		{"b", func() int { b.Process.Signal(syscall.SIGTERM); return waitExit(t, b, 10*time.Second) }},
-	} {
-		if code := c.stop(); code != 5 && code != 128+int(syscall.SIGTERM) {
-			t.Errorf("%s's exit status: got %d, want 5 (its command's) or 143", c.who, code)
+	if err := a.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitHealthy(t, "continued leader", addrA)
+	for who, p := range map[string]*childproc.Proc{"a": a, "b": b} {
+		p.Signal(syscall.SIGTERM)
+		var ee *exec.ExitError
+		if err := p.Wait(10 * time.Second); !errors.As(err, &ee) || ee.ExitCode() != 5 && ee.ExitCode() != 128+int(syscall.SIGTERM) {
+			t.Errorf("%s after SIGTERM: got %v, want exit 5 (its command's) or 143", who, err)
 		}
+	}
+}
+
+// startElect starts fencelock elect --health-addr addr in election sched,
+// its command a leaderScript logging to log; it is killed when the test
+// ends. Its TTL, 10 s, outlasts the probes' pause.
+func startElect(t *testing.T, addr, log string) *childproc.Proc {
+	t.Helper()
+	p, err := childproc.Start(fencelock(t, nil, append([]string{"--ttl", "10s", "elect", "--health-addr", addr, "sched", "--"}, leaderScript(log)...)...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	return p
+}
+
+// waitHealthy polls http://addr/healthz until it answers 200 "ok".
+func waitHealthy(t *testing.T, who, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body, err := getHealth(addr)
+		if err == nil && code == http.StatusOK && body == "ok\n" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's /healthz: got %d %q, %v; want 200 \"ok\\n\"", who, code, body, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
