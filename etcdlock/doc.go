@@ -60,6 +60,10 @@
 //		return nil
 //	})
 //
+// A [LeaderHealth] given to Run ([WithLeaderHealth]) is an http.Handler for
+// a liveness probe: 503 while a lead function runs past its term's
+// validity deadline, or too long after its context was cancelled.
+//
 // # Who holds a lock
 //
 // Every key carries a record of its owner ([WithOwner]), the acquisition

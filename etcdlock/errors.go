@@ -64,6 +64,11 @@ var ErrNoLeader = errors.New("etcdlock: election has no leader")
 // Nothing was deleted.
 var ErrNotHolder = errors.New("etcdlock: token is not the holder's")
 
+// ErrUnhealthy is what [LeaderHealth.Check] returns, wrapped with the
+// election, the term and the reason, when a lead function runs past its
+// term's validity deadline or after its context was cancelled.
+var ErrUnhealthy = errors.New("etcdlock: leader unhealthy")
+
 // ErrClosed means the [Client] was closed.
 var ErrClosed = errors.New("etcdlock: client closed")
 

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"net/http/httptest"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -162,6 +165,59 @@ func ExampleClient_Run() {
 	// leading: scheduler-1 10.0.0.7:8080 true
 	// wrote under token true
 	// Run: context canceled
+}
+
+// LeaderHealth, served at /healthz, answers 503 while a lead function
+// goes on after its term ended (here broken by an operator), for a
+// liveness probe to restart the process.
+func ExampleLeaderHealth() {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	locks, err := etcdlock.New(cli, etcdlock.WithPrefix("/example-health/"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close(context.Background())
+
+	health, err := etcdlock.NewLeaderHealth(etcdlock.WithStopTimeout(200 * time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(health) // in a program: http.Handle("/healthz", health)
+	defer srv.Close()
+	probe := func() {
+		resp, err := srv.Client().Get(srv.URL + "/healthz")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		reason, _, _ := strings.Cut(string(body), ", term") // the rest: the token and the times
+		fmt.Println(resp.StatusCode, strings.TrimSpace(reason))
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	err = locks.Run(ctx, "compactor", "", func(ctx context.Context, term *etcdlock.Term) error {
+		probe()
+		if _, err := locks.BreakElection(context.Background(), "compactor", term.Token()); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		time.Sleep(300 * time.Millisecond) // wedged: still at work after the term ended
+		probe()
+		stop()
+		return nil
+	}, etcdlock.WithLeaderHealth(health))
+	fmt.Println("Run:", err)
+	probe()
+	// Output:
+	// 200 ok
+	// 503 etcdlock: leader unhealthy: election "compactor"
+	// Run: context canceled
+	// 200 ok
 }
 
 // Inspect tells who holds a lock and who waits; TryLock's error names the

@@ -13,7 +13,9 @@ type RunOption interface {
 }
 
 type runOptions struct {
-	onError func(error)
+	onError     func(error)
+	health      *LeaderHealth
+	healthGiven bool
 }
 
 type runOptionFunc func(*runOptions)
@@ -29,6 +31,28 @@ func WithErrorHandler(h func(error)) RunOption {
 	return runOptionFunc(func(o *runOptions) { o.onError = h })
 }
 
+// WithLeaderHealth makes [Client.Run] record in h when each lead function
+// starts, when its context is cancelled, and when it returns, so that h
+// reports a leader that runs past its term ([LeaderHealth]). Default: none.
+// A nil h makes Run fail.
+func WithLeaderHealth(h *LeaderHealth) RunOption {
+	return runOptionFunc(func(o *runOptions) { o.health, o.healthGiven = h, true })
+}
+
+func runOptionsOf(opts []RunOption) (runOptions, error) {
+	var o runOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil RunOption", ErrInvalidOption)
+		}
+		opt.applyRun(&o)
+	}
+	if o.healthGiven && o.health == nil {
+		return o, fmt.Errorf("%w: nil LeaderHealth", ErrInvalidOption)
+	}
+	return o, nil
+}
+
 // Run keeps this process a candidate in the election called name and calls
 // lead each time it wins, until ctx ends: the run loop of "one active
 // instance". Each round it campaigns ([Client.Campaign] with value), calls
@@ -39,14 +63,15 @@ func WithErrorHandler(h func(error)) RunOption {
 //
 // lead should stop when its context is cancelled, and write only through a
 // [fence.Guard] of the term, so that a resource refuses the writes of a
-// term that ended while lead was paused.
+// term that ended while lead was paused. [WithLeaderHealth] reports a lead
+// that does not stop, for a liveness probe.
 //
 // Run returns ctx's error once ctx ends; [ErrClosed] when the Client is
 // closed; at once, an error for invalid arguments (nil ctx or lead, an
-// invalid name, a value longer than [MaxDataLen], a nil option) and for a
-// campaign etcd refuses for good (a [*PermissionError]); and lead's error
-// when lead returns one while its term and ctx last, unless
-// [WithErrorHandler] is given. A campaign that fails for another reason
+// invalid name, a value longer than [MaxDataLen], a nil option or
+// LeaderHealth) and for a campaign etcd refuses for good (a
+// [*PermissionError]); and lead's error when lead returns one while its
+// term and ctx last, unless [WithErrorHandler] is given. A campaign that fails for another reason
 // (etcd unreachable, the session lost while waiting), and a term whose lead
 // returned an error passed to the handler, are followed by a pause that
 // doubles from 100 ms to 5 s (reset by a term whose lead returned nil), so
@@ -61,12 +86,9 @@ func (c *Client) Run(ctx context.Context, name, value string, lead func(context.
 	if lead == nil {
 		return fmt.Errorf("%w: Run: nil lead function", ErrInvalidArgument)
 	}
-	var o runOptions
-	for _, opt := range opts {
-		if opt == nil {
-			return fmt.Errorf("%w: nil RunOption", ErrInvalidOption)
-		}
-		opt.applyRun(&o)
+	o, err := runOptionsOf(opts)
+	if err != nil {
+		return err
 	}
 	report := func(err error) error {
 		if o.onError == nil {
@@ -87,7 +109,7 @@ func (c *Client) Run(ctx context.Context, name, value string, lead func(context.
 		case err != nil:
 			report(err)
 		default:
-			if failed, err = c.lead(ctx, t, lead, report); err != nil {
+			if failed, err = c.lead(ctx, t, lead, report, o.health); err != nil {
 				return err
 			}
 		}
@@ -106,8 +128,9 @@ func (c *Client) Run(ctx context.Context, name, value string, lead func(context.
 
 // lead runs one term: it calls f, then resigns. failed reports whether f
 // returned an error while the term and ctx lasted; err is that error if
-// report passed it on.
-func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Term) error, report func(error) error) (failed bool, err error) {
+// report passed it on. h (nil: none) learns when f starts, when its context
+// is cancelled and when it returns (or panics), before the resignation.
+func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Term) error, report func(error) error, h *LeaderHealth) (failed bool, err error) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -128,7 +151,10 @@ func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Ter
 			c.resign(ctx, t)
 		}
 	}()
+	fReturned := h.track(tctx, t)
+	defer fReturned()
 	ferr := f(tctx, t)
+	fReturned()
 	returned = true
 	ended := t.Err() != nil || ctx.Err() != nil
 	if rerr := c.resign(ctx, t); rerr != nil && !ended {

@@ -17,6 +17,7 @@ type electOptions struct {
 	killAfter    time.Duration
 	restart      bool
 	restartDelay time.Duration
+	healthAddr   string
 }
 
 func newElectCmd(g *globals) *cobra.Command {
@@ -38,6 +39,14 @@ while campaigning they stop elect (128+N).
 
 --value is published as the candidate's value (status shows it).
 
+--health-addr serves http://ADDR/healthz for a liveness probe, from start
+to exit: 200 "ok" while campaigning or leading; 503 with the reason when
+CMD is still running --kill-after + 5s after the term ended or after its
+validity deadline passed (a wedged leader: CMD survived SIGKILL, e.g. in
+uninterruptible sleep on a hung mount, or fencelock itself is stuck). A
+fencelock that is stopped (SIGSTOP) or frozen cannot answer at all: the
+probe's timeout is then the signal.
+
 As with run, every argument after NAME is CMD's, flags included: put
 elect's flags before NAME (a CMD that is one of them is bad usage).
 
@@ -56,6 +65,7 @@ Exit status: as for run.`,
 	f.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "after leadership is lost, SIGKILL CMD this long after SIGTERM")
 	f.BoolVar(&o.restart, "restart", false, "keep campaigning after CMD exits or leadership is lost, and run CMD again each time this instance leads")
 	f.DurationVar(&o.restartDelay, "restart-delay", time.Second, "with --restart, the pause after CMD exited on its own before campaigning again")
+	f.StringVar(&o.healthAddr, "health-addr", "", "serve leader health for a liveness probe at http://ADDR/healthz, e.g. :8081 (503 while CMD runs past the term)")
 	return cmd
 }
 
@@ -70,6 +80,15 @@ type termOutcome struct {
 func runElected(ctx context.Context, g *globals, o electOptions, name string, argv []string, stderr io.Writer) error {
 	if o.killAfter <= 0 || o.restartDelay < 0 {
 		return bad("--kill-after must be positive and --restart-delay not negative")
+	}
+	runOpts := []etcdlock.RunOption{etcdlock.WithErrorHandler(func(err error) { fmt.Fprintln(stderr, "fencelock:", err) })}
+	if o.healthAddr != "" {
+		health, stop, err := serveHealth(o.healthAddr, o.killAfter)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		runOpts = append(runOpts, health)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -109,7 +128,7 @@ func runElected(ctx context.Context, g *globals, o electOptions, name string, ar
 			wait(tctx, o.restartDelay)
 		}
 		return nil
-	}, etcdlock.WithErrorHandler(func(err error) { fmt.Fprintln(stderr, "fencelock:", err) }))
+	}, runOpts...)
 	ran := last.ran
 	switch {
 	case startErr != nil:

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,24 +23,15 @@ func serveMetrics(addr string) (etcdlock.Option, func(), error) {
 		return nil, nil, err
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	ln, err := net.Listen("tcp", addr)
+	stop, err := serve(addr, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if err != nil {
 		mp.Shutdown(context.Background())
 		return nil, nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(ln) // ErrServerClosed at Shutdown; any other error leaves /metrics unserved, which a scrape shows
-	}()
 	return etcdlock.WithMeterProvider(mp), func() {
+		stop()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		srv.Shutdown(ctx)
-		<-served
 		mp.Shutdown(ctx)
 	}, nil
 }

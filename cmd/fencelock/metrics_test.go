@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -13,12 +12,7 @@ import (
 // fencelock run --metrics-addr serves the lock's metrics for Prometheus
 // while the command runs.
 func TestRunServesMetrics(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	started, release := tempFile(t, "started"), tempFile(t, "release")
 	cmd := fencelock(t, nil, "--metrics-addr", addr, "run", "observed", "--", "sh", "-c",
 		`echo up > `+started+`; while [ ! -e `+release+` ]; do sleep 0.02; done`)
