@@ -34,7 +34,11 @@ func within(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, 
 // history, may link pkg: the fence vocabulary and the library's internals,
 // but no other part of the harness, no lock client and no adapter.
 func isChecker(pkg string) bool {
-	return pkg == "internal/app/harness/check" || pkg == "fence" || pkg == "internal/nilcheck" || pkg == "internal/tel"
+	switch pkg {
+	case "internal/app/harness/check", "fence", "internal/nilcheck", "internal/errfamily", "internal/tel":
+		return true
+	}
+	return false
 }
 
 // layerCase is a package and what of the module it may link.

@@ -34,6 +34,19 @@ func Start(ctx context.Context, dir string, n int) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("embedetcd: %d members", n)
 	}
+	// The members' ports were free when chosen, but another process (a test
+	// package running alongside) may take one before the member binds it:
+	// then start again on fresh ports.
+	for attempt := 0; ; attempt++ {
+		c, err := start(ctx, filepath.Join(dir, fmt.Sprint(attempt)), n)
+		if err == nil || attempt == 2 || !strings.Contains(err.Error(), "address already in use") {
+			return c, err
+		}
+	}
+}
+
+// start is one attempt of Start, with data under dir.
+func start(ctx context.Context, dir string, n int) (*Cluster, error) {
 	c := &Cluster{}
 	var peers []string
 	for i := range n {
