@@ -44,13 +44,21 @@ func TestKeyWatchSlowLinkSettles(t *testing.T) {
 	poll.Until(t, "a new stream", func() bool { return in.Calls("Watch/Watch") > streams })
 	proxy.Delay(50 * time.Millisecond) // after the read before it, which is not at issue
 	defer proxy.Heal()
+	limit := 15 * time.Second
+	if raceEnabled {
+		// Under the race detector, beside the other packages' race runs,
+		// 3,000 creations over this link took over 15 s twice in CI with
+		// no stream replaced (1.6-2.9 s alone): the bound is for settling
+		// at all, the count of streams below for not being taken for hung.
+		limit = time.Minute
+	}
 	start := time.Now()
 	for {
 		if k, ok := etcdlock.KeyWatchesForTest(c); k == n && ok {
 			break
 		}
-		if time.Since(start) > 15*time.Second {
-			t.Fatalf("watches not settled 15s after the new stream: %d streams opened since", in.Calls("Watch/Watch")-streams)
+		if time.Since(start) > limit {
+			t.Fatalf("watches not settled %v after the new stream: %d streams opened since", limit, in.Calls("Watch/Watch")-streams)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
