@@ -22,6 +22,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Observe sends only leaders that led at some revision: when one revision
@@ -94,10 +95,8 @@ func otherEtcd(t *testing.T) *clientv3.Client {
 	}
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no etcd server binary on PATH (Debian's etcd-server; .ci/setup.sh installs it): %v", err)
-		}
-		t.Skip("no etcd server binary: apt-get install etcd-server (or bash .ci/setup.sh), or set FENCELOCK_OTHER_ETCD to an etcd's client URL")
+		testenv.Unavailable(t, "no etcd server binary on PATH: "+err.Error(),
+			"apt-get install etcd-server (bash .ci/setup.sh does), or set FENCELOCK_OTHER_ETCD to an etcd's client URL")
 	}
 	ports, err := childproc.FreePorts(2)
 	if err != nil {
