@@ -67,8 +67,10 @@ type observer struct {
 
 // run watches until ctx ends, starting over after each interruption with a
 // pause that doubles from 10 ms to 1 s (reset by a watch that lasted). It
-// reads the queue after each interruption too: should every new watch
-// stream hang, the leader is still read once per hung stream found.
+// reads the queue after each interruption too, also when the watch had
+// read it when it was created: a watch that ended (a hung stream above
+// all) may have withheld events, and should every new stream hang, the
+// leader is still read once per hung stream found.
 func (o *observer) run(ctx context.Context) {
 	backoff := watchBackoff()
 	for ctx.Err() == nil {
