@@ -46,7 +46,7 @@ import (
 // the options' metadata ([WithMetadata]), in the same request that creates
 // it; [Client.Inspect] reads them.
 func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
-	return c.lock(ctx, name, true, opts)
+	return c.lock(ctx, name, kindLock, true, opts)
 }
 
 // TryLock acquires the lock named name if no one else holds or waits for it,
@@ -59,10 +59,10 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lo
 // returns an error matching ctx's only when ctx ends. Give ctx a deadline to
 // fail fast against an unreachable etcd.
 func (c *Client) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
-	return c.lock(ctx, name, false, opts)
+	return c.lock(ctx, name, kindLock, false, opts)
 }
 
-func (c *Client) lock(ctx context.Context, name string, wait bool, opts []LockOption) (*Lock, error) {
+func (c *Client) lock(ctx context.Context, name string, k kind, wait bool, opts []LockOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -73,7 +73,10 @@ func (c *Client) lock(ctx context.Context, name string, wait bool, opts []LockOp
 	if err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, spot{kind: kindLock, name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch})
+	if o.shared {
+		k = kindRead
+	}
+	return c.acquire(ctx, spot{kind: k, name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch})
 }
 
 // spot is what an acquisition asks for: a place in the queue q of a lock
@@ -85,19 +88,38 @@ type spot struct {
 	noWatch       bool // hold without watching the key (WithoutKeyWatch)
 }
 
-// kind is what is acquired: a lock or an election's term.
+// kind is what is acquired: a lock (a writer's, for a read/write lock), a
+// reader's share of a lock, or an election's term.
 type kind uint8
 
 const (
 	kindLock kind = iota
 	kindElection
+	kindRead
 )
 
 // ended is what Err says after a release: ErrUnlocked, or ErrResigned for
 // a term.
 func (sp spot) ended() error { return endErrs[sp.kind] }
 
-var endErrs = [...]error{kindLock: ErrUnlocked, kindElection: ErrResigned}
+var endErrs = [...]error{kindLock: ErrUnlocked, kindElection: ErrResigned, kindRead: ErrUnlocked}
+
+// readerMark begins the key of a reader (see [Client.RLock]) after its
+// queue's prefix. It sorts after every hex digit, which begin the other
+// keys, so that a queue's writers are the range [q, q+readerMark) and its
+// readers follow it.
+const readerMark = "r"
+
+// blockers returns a read, narrowed by opts, of the keys of t's queue that
+// must be gone before t holds: every key for a writer (and a candidate),
+// the writers' for a reader.
+func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
+	end := clientv3.WithPrefix()
+	if t.kind == kindRead {
+		end = clientv3.WithRange(t.q + readerMark)
+	}
+	return clientv3.OpGet(t.q, append(opts, end)...)
+}
 
 // acquire is one Lock, TryLock or Campaign, traced and measured. Name and
 // data are valid.
@@ -174,9 +196,13 @@ type ticket struct {
 
 func (c *Client) ticket(s *session, sp spot) *ticket {
 	slot, mark := s.slots.take()
+	q := sp.q
+	if sp.kind == kindRead {
+		q += readerMark
+	}
 	return &ticket{
 		spot: sp, slot: slot, mark: mark,
-		key:    fmt.Sprintf("%s%016x-%d", sp.q, int64(s.id), slot),
+		key:    fmt.Sprintf("%s%016x-%d", q, int64(s.id), slot),
 		marker: markerKey(fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, int64(s.id), slot)),
 	}
 }
@@ -190,17 +216,16 @@ const maxCreateTries = 3
 
 // enqueue creates t's key and waits for its turn (wait) or gives up (!wait).
 func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, error) {
-	kvs, first, err := c.create(ctx, s, t)
+	rev, pred, first, err := c.create(ctx, s, t)
 	if err != nil {
 		return nil, err
 	}
-	rev := kvs[0].CreateRevision
-	if len(kvs) > 1 {
+	if pred != nil {
 		if !t.wait {
 			c.abandon(ctx, s, t, rev)
 			return nil, &LockedError{Name: t.name, Holder: entryOf(first)}
 		}
-		if err := c.waitTurn(ctx, s, t, rev, kvs[1]); err != nil {
+		if err := c.waitTurn(ctx, s, t, rev, pred); err != nil {
 			c.abandon(ctx, s, t, rev)
 			return nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
@@ -220,17 +245,16 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 }
 
 // create puts t's key, provided the slot's marker is as last seen (so no
-// create of an earlier use of the slot can land), and returns our key and
-// our predecessor's, if any, and for TryLock the first key in the queue
-// (the holder's).
-func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.KeyValue, *mvccpb.KeyValue, error) {
+// create of an earlier use of the slot can land), and returns its create
+// revision, our predecessor (the newest of our blockers, nil if none), and
+// for TryLock the first key in the queue (the holder's).
+func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, pred, first *mvccpb.KeyValue, err error) {
 	t.at = time.Now()
 	for range maxCreateTries {
 		ops := []clientv3.Op{
 			clientv3.OpPut(t.key, encodeRecord(c.o.owner, t.at, t.data), clientv3.WithLease(s.id)),
-			// Ours is the newest key: the second newest is our predecessor.
-			clientv3.OpGet(t.q, clientv3.WithPrefix(),
-				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
+			// Ours is the newest key: the newest blocker but ours is our predecessor.
+			t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
 		}
 		if !t.wait {
 			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithFirstCreate()...))
@@ -242,33 +266,39 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) ([]*mvccpb.K
 		if err != nil {
 			c.abandon(ctx, s, t, 0) // the create may still land: block it
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return nil, nil, err
+				return 0, nil, nil, err
 			}
-			return nil, nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
+			return 0, nil, nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
 		if resp.Succeeded {
 			t.queued = true
-			var first *mvccpb.KeyValue
 			if !t.wait {
 				first = resp.Responses[2].GetResponseRange().Kvs[0]
 			}
-			return resp.Responses[1].GetResponseRange().Kvs, first, nil
+			for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+				if string(kv.Key) != t.key {
+					pred = kv
+					break
+				}
+			}
+			// The transaction's revision is our put's.
+			return resp.Header.Revision, pred, first, nil
 		}
 		// A request of an earlier use of the slot moved the marker, or
 		// left a key: catch up, remove the key, and try again.
 		gr, err := c.cli.Txn(ctx).Then(t.marker.get(), clientv3.OpGet(t.key)).Commit()
 		if err != nil {
 			c.abandon(ctx, s, t, 0)
-			return nil, nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
+			return 0, nil, nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
 		t.mark = markRev(gr.Responses[0].GetResponseRange().Kvs)
 		if k := gr.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
 			if _, err := c.release(ctx, s, t, k[0].CreateRevision); err != nil {
 				c.abandon(ctx, s, t, 0)
-				return nil, nil, fmt.Errorf("etcdlock: %q: remove stale key: %w", t.name, err)
+				return 0, nil, nil, fmt.Errorf("etcdlock: %q: remove stale key: %w", t.name, err)
 			}
 		}
 	}
 	c.abandon(ctx, s, t, 0)
-	return nil, nil, fmt.Errorf("etcdlock: %q: slot %d of the session kept changing under us", t.name, t.slot)
+	return 0, nil, nil, fmt.Errorf("etcdlock: %q: slot %d of the session kept changing under us", t.name, t.slot)
 }

@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,7 +14,7 @@ import (
 )
 
 // Break frees the lock called name from a holder that is stuck: it deletes
-// the holder's key, but only while the holder's token (the key's create
+// the holder's key (one reader's, of readers sharing the lock), but only while the holder's token (the key's create
 // revision) is still token, so a Break that arrives late, twice, or after
 // the holder was replaced never frees someone else's acquisition. It
 // returns the entry it deleted.
@@ -49,34 +50,45 @@ func (c *Client) breakHolder(ctx context.Context, op, name string, token fence.T
 		return Entry{}, fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, op, name, err)
 	}
 	q := queue(name)
-	resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(q, clientv3.WithFirstCreate()...)).Commit()
+	kvs, err := c.holders(ctx, q)
 	if err != nil {
 		return Entry{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
 	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 || kvs[0].CreateRevision != int64(token) {
+	i := slices.IndexFunc(kvs, func(kv *mvccpb.KeyValue) bool { return kv.CreateRevision == int64(token) })
+	if i < 0 {
 		return Entry{}, c.notHolder(name, token, kvs)
 	}
-	e := entryOf(kvs[0])
+	e := entryOf(kvs[i])
 	del, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(e.Key), "=", int64(token))).
 		Then(clientv3.OpDelete(e.Key)).
-		Else(clientv3.OpGet(q, clientv3.WithFirstCreate()...)).
 		Commit()
 	if err != nil {
 		return Entry{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
 	}
 	if !del.Succeeded {
-		return Entry{}, c.notHolder(name, token, del.Responses[0].GetResponseRange().Kvs)
+		if kvs, err = c.holders(ctx, q); err != nil {
+			return Entry{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
+		}
+		return Entry{}, c.notHolder(name, token, kvs)
 	}
 	return e, nil
 }
 
-func (c *Client) notHolder(name string, token fence.Token, first []*mvccpb.KeyValue) error {
-	if len(first) == 0 {
+// holders reads the keys holding queue q now (see holding).
+func (c *Client) holders(ctx context.Context, q string) ([]*mvccpb.KeyValue, error) {
+	resp, err := c.cli.Get(ctx, q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Kvs[:holding(resp.Kvs)], nil
+}
+
+func (c *Client) notHolder(name string, token fence.Token, holders []*mvccpb.KeyValue) error {
+	if len(holders) == 0 {
 		return fmt.Errorf("%w: %q is free, not held with token %d", ErrNotHolder, name, token)
 	}
-	return fmt.Errorf("%w: %q is held by %v, not with token %d", ErrNotHolder, name, entryOf(first[0]), token)
+	return fmt.Errorf("%w: %q is held by %v, not with token %d", ErrNotHolder, name, entryOf(holders[0]), token)
 }
 
 // ListLocks returns the names of the locks that have a holder or a waiter,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -17,10 +18,25 @@ type Queue struct {
 	// Rev is the etcd revision the queue was read at.
 	Rev int64
 	// Holder is the holder of the lock or the election's leader; nil when
-	// there is none.
+	// there is none. With readers holding, it is the first of them.
 	Holder *Entry
-	// Waiters are the acquisitions waiting behind Holder, in arrival order.
+	// Holders are every acquisition holding now, in arrival order: the
+	// holder, or the readers sharing the lock ([Client.RLock]).
+	Holders []Entry
+	// Waiters are the acquisitions waiting behind the holders, in arrival
+	// order.
 	Waiters []Entry
+}
+
+// holding returns how many of kvs, a queue's keys in arrival order, hold
+// it: the first, and when it is a reader, every reader before the first
+// writer.
+func holding(kvs []*mvccpb.KeyValue) int {
+	n := 0
+	for n < len(kvs) && entryOf(kvs[n]).Shared {
+		n++
+	}
+	return max(n, min(1, len(kvs)))
 }
 
 // Inspect reads the queue of the lock called name: who holds it, since
@@ -79,16 +95,20 @@ func (c *Client) inspect(ctx context.Context, op, name string, queue func(string
 	}
 	q := Queue{Name: name, Rev: resp.Header.Revision}
 	ttls := map[clientv3.LeaseID]time.Duration{}
+	holders := holding(resp.Kvs)
 	for i, kv := range resp.Kvs {
 		e := entryOf(kv)
 		if e.TTL, err = c.leaseTTL(ctx, ttls, e.Lease); err != nil {
 			return Queue{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
 		}
-		if i == 0 {
-			q.Holder = &e
+		if i < holders {
+			q.Holders = append(q.Holders, e)
 		} else {
 			q.Waiters = append(q.Waiters, e)
 		}
+	}
+	if len(q.Holders) > 0 {
+		q.Holder = &q.Holders[0]
 	}
 	return q, nil
 }

@@ -160,6 +160,7 @@ type LockOption interface {
 type lockOptions struct {
 	metadata string
 	noWatch  bool
+	shared   bool
 }
 
 type lockOptionFunc func(*lockOptions)
@@ -191,6 +192,10 @@ func WithMetadata(data string) LockOption {
 func WithoutKeyWatch() LockOption {
 	return lockOptionFunc(func(o *lockOptions) { o.noWatch = true })
 }
+
+// Shared takes the lock as a reader: [Client.Lock], [Client.TryLock] and
+// [Client.Do] given it behave as [Client.RLock] and [Client.TryRLock].
+func Shared() LockOption { return lockOptionFunc(func(o *lockOptions) { o.shared = true }) }
 
 func lockOptionsOf(opts []LockOption) (lockOptions, error) {
 	var o lockOptions

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -113,6 +114,8 @@ type Entry struct {
 	// Data is the caller's data: a lock's metadata ([WithMetadata]) or an
 	// election's value ([Client.Campaign], [Term.Proclaim]).
 	Data string
+	// Shared is set for a reader's acquisition ([Client.RLock]).
+	Shared bool
 }
 
 // OwnerOrUnknown returns Owner, or "unknown owner" when it is empty.
@@ -124,9 +127,12 @@ func (e Entry) OwnerOrUnknown() string {
 }
 
 // String describes the entry for a log line, e.g.
-// "host-7/4121 (token 812) since 10:02:03".
+// "host-7/4121 (token 812) since 10:02:03"; a reader's says "reader".
 func (e Entry) String() string {
 	s := fmt.Sprintf("%s (token %d)", e.OwnerOrUnknown(), e.Token)
+	if e.Shared {
+		s = fmt.Sprintf("%s (reader, token %d)", e.OwnerOrUnknown(), e.Token)
+	}
 	if !e.Acquired.IsZero() {
 		s += " since " + e.Acquired.Local().Format(time.TimeOnly)
 	}
@@ -136,9 +142,11 @@ func (e Entry) String() string {
 // entryOf reads a queue key. A value that is not a record of a version this
 // package reads leaves Owner, Acquired and Data empty: never an error.
 func entryOf(kv *mvccpb.KeyValue) Entry {
+	key := string(kv.Key)
 	e := Entry{
-		Key: string(kv.Key), Token: fence.Token(kv.CreateRevision), Rev: kv.ModRevision,
+		Key: key, Token: fence.Token(kv.CreateRevision), Rev: kv.ModRevision,
 		Lease: clientv3.LeaseID(kv.Lease), TTL: -1,
+		Shared: strings.HasPrefix(key[strings.LastIndex(key, "/")+1:], readerMark),
 	}
 	var r record
 	if json.Unmarshal(kv.Value, &r) == nil && r.V >= recordVersion { // later versions keep these fields

@@ -19,6 +19,10 @@ func acquireSpan(sp spot) string {
 	switch {
 	case sp.kind == kindElection:
 		return "etcdlock.Campaign"
+	case sp.kind == kindRead && !sp.wait:
+		return "etcdlock.TryRLock"
+	case sp.kind == kindRead:
+		return "etcdlock.RLock"
 	case !sp.wait:
 		return "etcdlock.TryLock"
 	}
@@ -26,7 +30,7 @@ func acquireSpan(sp spot) string {
 }
 
 // releaseSpans name the span of a release, by kind.
-var releaseSpans = [...]string{kindLock: "etcdlock.Unlock", kindElection: "etcdlock.Resign"}
+var releaseSpans = [...]string{kindLock: "etcdlock.Unlock", kindElection: "etcdlock.Resign", kindRead: "etcdlock.Unlock"}
 
 // acquisition is one Lock, TryLock or Campaign under way, from
 // [telemetry.acquiring] to [acquisition.done].

@@ -100,7 +100,8 @@ func (s *session) pause(ctx context.Context, b *backoff) error {
 func (c *Client) predecessor(ctx context.Context, s *session, t *ticket, rev int64) (*mvccpb.KeyValue, error) {
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
-		Then(clientv3.OpGet(t.q, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...)).
+		Then(t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1),
+			clientv3.WithMaxCreateRev(rev-1))).
 		Commit()
 	if err != nil {
 		return nil, err
