@@ -86,7 +86,12 @@ type spot struct {
 	name, q, data string
 	wait          bool // wait for the turn (Lock, Campaign) or give up (TryLock)
 	noWatch       bool // hold without watching the key (WithoutKeyWatch)
+	permits       int  // a semaphore's permits (see Client.Semaphore); 0 for the rest
 }
+
+// need is how many of its blockers queued before it keep an acquisition
+// waiting: a semaphore's permits, or one.
+func (sp spot) need() int { return max(1, sp.permits) }
 
 // kind is what is acquired: a lock (a writer's, for a read/write lock), a
 // reader's share of a lock, or an election's term.
@@ -96,13 +101,14 @@ const (
 	kindLock kind = iota
 	kindElection
 	kindRead
+	kindSemaphore
 )
 
 // ended is what Err says after a release: ErrUnlocked, or ErrResigned for
 // a term.
 func (sp spot) ended() error { return endErrs[sp.kind] }
 
-var endErrs = [...]error{kindLock: ErrUnlocked, kindElection: ErrResigned, kindRead: ErrUnlocked}
+var endErrs = [...]error{kindLock: ErrUnlocked, kindElection: ErrResigned, kindRead: ErrUnlocked, kindSemaphore: ErrUnlocked}
 
 // readerMark begins the key of a reader (see [Client.RLock]) after its
 // queue's prefix. It sorts after every hex digit, which begin the other
@@ -187,6 +193,8 @@ type ticket struct {
 	marker markerKey
 	slot   int
 	mark   int64
+	rev    int64     // the key's create revision, once the create landed
+	permit *permit   // a semaphore's permit (see Client.Semaphore); nil for the rest
 	at     time.Time // when the key was first written, for its record
 	queued bool      // the create landed, and we know it: a loss from now on is of our place
 	// unmarked: released without moving the marker (etcd out of space), set
@@ -216,27 +224,39 @@ const maxCreateTries = 3
 
 // enqueue creates t's key and waits for its turn (wait) or gives up (!wait).
 func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, error) {
-	rev, pred, first, err := c.create(ctx, s, t)
+	rev, preds, first, err := c.create(ctx, s, t)
 	if err != nil {
 		return nil, err
 	}
-	if pred != nil {
+	if err := checkPermits(t, preds); err != nil {
+		c.abandon(ctx, s, t, rev)
+		return nil, err
+	}
+	if len(preds) >= t.need() {
 		if !t.wait {
 			c.abandon(ctx, s, t, rev)
 			return nil, &LockedError{Name: t.name, Holder: entryOf(first)}
 		}
-		if err := c.waitTurn(ctx, s, t, rev, pred); err != nil {
+		if err := c.waitTurn(ctx, s, t, rev, preds); err != nil {
 			c.abandon(ctx, s, t, rev)
 			return nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
 	}
 	// The read that handed us the turn may predate the end of our session:
 	// never return a lock whose lease this process already knows is gone.
+	token := rev
+	if t.kind == kindSemaphore {
+		t.permit = c.newPermit(t)
+		if token, err = c.claim(ctx, s, t, rev); err != nil {
+			c.abandon(ctx, s, t, rev)
+			return nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
+		}
+	}
 	if err := s.check(); err != nil {
 		c.abandon(ctx, s, t, rev)
 		return nil, fmt.Errorf("etcdlock: %q: %w", t.name, sessionCause(err))
 	}
-	l, err := newLock(c, s, t, fence.Token(rev))
+	l, err := newLock(c, s, t, fence.Token(token))
 	if err != nil {
 		c.abandon(ctx, s, t, rev)
 		return nil, err
@@ -246,15 +266,15 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 
 // create puts t's key, provided the slot's marker is as last seen (so no
 // create of an earlier use of the slot can land), and returns its create
-// revision, our predecessor (the newest of our blockers, nil if none), and
-// for TryLock the first key in the queue (the holder's).
-func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, pred, first *mvccpb.KeyValue, err error) {
+// revision, our nearest t.need blockers (see predecessors), and for
+// TryLock the first key in the queue (the holder's).
+func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, preds []*mvccpb.KeyValue, first *mvccpb.KeyValue, err error) {
 	t.at = time.Now()
 	for range maxCreateTries {
 		ops := []clientv3.Op{
-			clientv3.OpPut(t.key, encodeRecord(c.o.owner, t.at, t.data), clientv3.WithLease(s.id)),
-			// Ours is the newest key: the newest blocker but ours is our predecessor.
-			t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)),
+			clientv3.OpPut(t.key, encodeRecordSlot(c.o.owner, t.at, t.data, t.permits, -1), clientv3.WithLease(s.id)),
+			// Ours is the newest key: the newest blockers but ours are our predecessors.
+			t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(t.need())+1)),
 		}
 		if !t.wait {
 			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithFirstCreate()...))
@@ -276,13 +296,12 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 				first = resp.Responses[2].GetResponseRange().Kvs[0]
 			}
 			for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-				if string(kv.Key) != t.key {
-					pred = kv
-					break
+				if string(kv.Key) != t.key && len(preds) < t.need() {
+					preds = append(preds, kv)
 				}
 			}
-			// The transaction's revision is our put's.
-			return resp.Header.Revision, pred, first, nil
+			t.rev = resp.Header.Revision // the transaction's revision is our put's
+			return t.rev, preds, first, nil
 		}
 		// A request of an earlier use of the slot moved the marker, or
 		// left a key: catch up, remove the key, and try again.

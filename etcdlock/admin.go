@@ -97,6 +97,12 @@ func (c *Client) ListLocks(ctx context.Context) ([]string, error) {
 	return c.list(ctx, "ListLocks", c.o.prefix+"lock/")
 }
 
+// ListSemaphores returns the names of the semaphores that have a holder or
+// a waiter, sorted. ctx bounds the request.
+func (c *Client) ListSemaphores(ctx context.Context) ([]string, error) {
+	return c.list(ctx, "ListSemaphores", c.o.prefix+"sem/")
+}
+
 // ListElections returns the names of the elections that have a candidate,
 // sorted. ctx bounds the request.
 func (c *Client) ListElections(ctx context.Context) ([]string, error) {

@@ -64,6 +64,35 @@
 // a liveness probe: 503 while a lead function runs past its term's
 // validity deadline, or too long after its context was cancelled.
 //
+// # Read/write locks, semaphores, several names
+//
+// [Client.RLock] takes a lock as a reader: readers share it, writers
+// ([Client.Lock] on the same name) exclude everyone, and a waiting writer
+// holds back the readers that come after it, so writers are not starved.
+// Every holder has a token; a writer's is greater than every earlier
+// holder's, so a resource fenced with the tokens of every holder refuses a
+// deposed writer's late write. Readers that hold together carry different
+// tokens: a resource readers write to cannot be fenced across readers by
+// "refuse anything lower" (it would refuse the innocent older one).
+//
+// [Client.Semaphore] gives a counting semaphore: at most its permits held
+// at once, in arrival order. Each permit has a slot ([Lock.Slot]) whose
+// tokens increase from one holder to the next: fence a resource owned by
+// slot i (shard i of a pool of workers) with slot i's tokens. The
+// semaphore bounds how many work at once; it does not fence a resource
+// all of them share.
+//
+// [Client.LockAll] takes several locks, all or none, without deadlock
+// between callers that ask for overlapping sets in any order; each name
+// has its lock and token, and [MultiLock.Done] closes when any is lost.
+//
+// When to use which: one worker at a time on a resource, [Client.Lock];
+// a pool of N workers, a semaphore, each worker fencing the shard of its
+// slot; many readers of a configuration and a rare writer, a read/write
+// lock, the writer's writes fenced; a transfer between two accounts,
+// LockAll of both, each account's writes fenced with its own lock's
+// token.
+//
 // # Who holds a lock
 //
 // Every key carries a record of its owner ([WithOwner]), the acquisition
@@ -77,7 +106,7 @@
 // unless [WithMeterProvider] and [WithTracerProvider] say otherwise (they
 // record nothing until the application installs an SDK), and logs through
 // the *slog.Logger of [WithLogger] (none by default). Metrics, with the
-// attribute fencelock.kind ("lock" or "election") and, on request
+// attribute fencelock.kind ("lock", "read", "semaphore" or "election") and, on request
 // ([WithNameAttribute]), fencelock.name:
 //
 //   - fencelock.lock.wait.duration (s): Lock, TryLock and Campaign, by
@@ -148,8 +177,11 @@
 // # Keys and permissions
 //
 // All keys live under the prefix ([WithPrefix], default "/fencelock/"):
-// lock queue keys under prefix+"lock/"+name+"/", election candidates under
-// prefix+"elect/"+name+"/", slot markers under prefix+"slot/". With etcd
+// lock queue keys under prefix+"lock/"+name+"/" (a reader's key's last
+// segment begins with "r"), election candidates under
+// prefix+"elect/"+name+"/", a semaphore's queue under
+// prefix+"sem/"+name+"/q/" and its permits' slots under
+// prefix+"sem/"+name+"/p/", slot markers under prefix+"slot/". With etcd
 // authentication on, grant the role readwrite on the whole prefix (a grant
 // on prefix+"lock/" alone fails: every create reads a slot marker):
 //

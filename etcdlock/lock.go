@@ -56,7 +56,7 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	ctx, stop := context.WithCancel(context.Background())
 	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.tel.holdStart(), done: make(chan struct{}), ctx: ctx, stop: stop}
 	l.kw.backoff = watchBackoff()
-	l.kw.w = watch{key: t.key, token: int64(token), sink: l}
+	l.kw.w = watch{key: t.holdKey(), token: int64(token), sink: l}
 	if !t.noWatch {
 		c.wg.Add(1)
 		l.kw.timer = time.AfterFunc(watchDelay, l.startWatch)
@@ -202,7 +202,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 		return l.unlockErr
 	}
 	l.unlocking.Store(true)
-	r, err := l.c.release(ctx, l.s, l.t, int64(l.token))
+	r, err := l.c.release(ctx, l.s, l.t, l.t.rev)
 	if err != nil {
 		l.c.tel.releaseFailed(l, err)
 		if permanent(err) {
@@ -268,7 +268,7 @@ func (l *Lock) tryUnlock() bool {
 	}
 	ctx, cancel := context.WithTimeout(l.s.ctx, l.c.o.cleanupTimeout)
 	defer cancel()
-	r, err := l.c.release(ctx, l.s, l.t, int64(l.token))
+	r, err := l.c.release(ctx, l.s, l.t, l.t.rev)
 	if err != nil {
 		if permanent(err) {
 			l.gaveUp.Store(true)
@@ -318,7 +318,7 @@ func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 		return lost(fmt.Errorf("%w (and the marker could not be read: %v)", ErrKeyDeleted, err))
 	case err != nil:
 		return nil
-	case markedOurs(resp.Kvs, int64(l.token)):
+	case markedOurs(resp.Kvs, l.t.rev):
 		return l.t.ended()
 	case l.t.unmarked.Load():
 		return nil // released while etcd was out of space: the release tells
@@ -352,5 +352,5 @@ func sessionCause(cause error) error {
 //	resp, err := cli.Txn(ctx).If(lock.Held()).Then(clientv3.OpPut("/config/leader", addr)).Commit()
 //	// err == nil && !resp.Succeeded: the lock was no longer held; nothing was written.
 func (l *Lock) Held() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(l.t.key), "=", int64(l.token))
+	return clientv3.Compare(clientv3.CreateRevision(l.t.holdKey()), "=", int64(l.token))
 }

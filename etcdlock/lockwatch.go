@@ -60,7 +60,7 @@ func (l *Lock) deleted() {
 func (l *Lock) recheck() {
 	ctx := l.ctx
 	l.kw.backoff.resetIfLasted(l.kw.w.since)
-	resp, err := l.c.cli.Get(ctx, l.t.key)
+	resp, err := l.c.cli.Get(ctx, l.t.holdKey())
 	switch {
 	case ctx.Err() != nil:
 		return // the lock ended, and whoever ended it said why

@@ -95,8 +95,8 @@ func (o *observer) run(ctx context.Context) {
 // watch ends: with etcd's reason, if it gave one.
 func (o *observer) watch(ctx context.Context) error {
 	b := newWatchBox(watch{key: o.q, end: clientv3.GetPrefixRangeEnd(o.q), all: true})
-	o.c.watches.add(ctx, &b.w, 0)
-	defer o.c.watches.remove(&b.w)
+	b.add(ctx, o.c.watches, 0)
+	defer b.remove(o.c.watches)
 	read := false
 	for {
 		select {
@@ -105,7 +105,7 @@ func (o *observer) watch(ctx context.Context) error {
 		case <-b.note:
 		}
 		n := b.take()
-		if n.created && !read {
+		if n.created > 0 && !read {
 			if err := o.read(ctx); err != nil {
 				return err
 			}

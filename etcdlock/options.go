@@ -50,11 +50,12 @@ func WithTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.tt
 
 // WithPrefix sets the key prefix under which every key of the client lives:
 // a lock named n keeps its queue under prefix+"lock/"+n+"/", an election
-// named n under prefix+"elect/"+n+"/", and the session's slot markers live
-// under prefix+"slot/". Default "/fencelock/".
+// named n under prefix+"elect/"+n+"/", a semaphore named n under
+// prefix+"sem/"+n+"/", and the session's slot markers live under
+// prefix+"slot/". Default "/fencelock/".
 // A '/' is appended when missing. Empty makes [New] fail.
 //
-// A prefix may not contain "lock", "elect" or "slot" as a segment
+// A prefix may not contain "lock", "elect", "slot" or "sem" as a segment
 // ("/app/lock/" is refused, "/app/locks/" is fine): such a prefix nests
 // inside the key space of a Client whose prefix is the part before that
 // segment ("/app/"), whose queues would then hold its keys. Two Clients
@@ -145,7 +146,7 @@ func (o *options) validate() error {
 // layoutSegments are the names under a prefix that the key layout uses
 // (see WithPrefix). A prefix containing one as a segment would put its
 // keys inside another Client's queues or markers.
-var layoutSegments = []string{"lock", "elect", "slot"}
+var layoutSegments = []string{"lock", "elect", "slot", "sem"}
 
 // ttlSeconds is the TTL to request, rounded up to whole seconds.
 func (o *options) ttlSeconds() int64 {

@@ -42,16 +42,38 @@ type record struct {
 	Owner    string    `json:"owner"`
 	Acquired time.Time `json:"acquired"`
 	Data     string    `json:"data,omitempty"`
+	Permits  int       `json:"permits,omitempty"` // a semaphore's
+	Slot     *int      `json:"slot,omitempty"`    // a semaphore's permit, once claimed
 }
 
 // encodeRecord returns the value of a key written by owner, acquired at
 // at, with data.
 func encodeRecord(owner string, at time.Time, data string) string {
-	b, err := json.Marshal(record{V: recordVersion, Owner: owner, Acquired: at.UTC().Round(time.Millisecond), Data: data})
-	if err != nil { // a struct of strings and a time: cannot happen
+	return encodeRecordSlot(owner, at, data, 0, -1)
+}
+
+// encodeRecordSlot is encodeRecord for a semaphore of permits (0: none)
+// whose permit slot is slot (-1: none yet).
+func encodeRecordSlot(owner string, at time.Time, data string, permits, slot int) string {
+	r := record{V: recordVersion, Owner: owner, Acquired: at.UTC().Round(time.Millisecond), Data: data, Permits: permits}
+	if slot >= 0 {
+		r.Slot = &slot
+	}
+	b, err := json.Marshal(r)
+	if err != nil { // a struct of strings, numbers and a time: cannot happen
 		panic(err)
 	}
 	return string(b)
+}
+
+// recordOf decodes a queue key's value; the zero record when it is not a
+// record of a version this package reads.
+func recordOf(v []byte) record {
+	var r record
+	if json.Unmarshal(v, &r) != nil || r.V < recordVersion { // later versions keep these fields
+		return record{}
+	}
+	return r
 }
 
 // defaultOwner is "hostname/pid".
@@ -116,6 +138,9 @@ type Entry struct {
 	Data string
 	// Shared is set for a reader's acquisition ([Client.RLock]).
 	Shared bool
+	// Slot is the slot of a semaphore's permit ([Lock.Slot]); -1 when the
+	// entry has none (a lock, a term, a semaphore's waiter).
+	Slot int
 }
 
 // OwnerOrUnknown returns Owner, or "unknown owner" when it is empty.
@@ -146,11 +171,12 @@ func entryOf(kv *mvccpb.KeyValue) Entry {
 	e := Entry{
 		Key: key, Token: fence.Token(kv.CreateRevision), Rev: kv.ModRevision,
 		Lease: clientv3.LeaseID(kv.Lease), TTL: -1,
-		Shared: strings.HasPrefix(key[strings.LastIndex(key, "/")+1:], readerMark),
+		Shared: strings.HasPrefix(key[strings.LastIndex(key, "/")+1:], readerMark), Slot: -1,
 	}
-	var r record
-	if json.Unmarshal(kv.Value, &r) == nil && r.V >= recordVersion { // later versions keep these fields
-		e.Owner, e.Acquired, e.Data = r.Owner, r.Acquired, r.Data
+	r := recordOf(kv.Value)
+	e.Owner, e.Acquired, e.Data = r.Owner, r.Acquired, r.Data
+	if r.Slot != nil {
+		e.Slot = *r.Slot
 	}
 	return e
 }

@@ -46,7 +46,7 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 	for range maxReleasePasses {
 		resp, err := c.cli.Txn(ctx).
 			If(cmp).
-			Then(clientv3.OpDelete(t.key), t.marker.put(s, markOurs(rev))).
+			Then(append(t.releaseOps(), clientv3.OpDelete(t.key), t.marker.put(s, markOurs(rev)))...).
 			Commit()
 		if errors.Is(err, rpctypes.ErrNoSpace) {
 			return c.releaseNoSpace(ctx, s, t, rev)
@@ -68,7 +68,7 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 		}
 		// Someone else deleted the key. Move the marker all the same, unless
 		// a late request of ours just did.
-		resp, err = c.cli.Txn(ctx).If(t.marker.at(markRev(gr.Kvs))).Then(t.marker.put(s, markGone(rev))).Commit()
+		resp, err = c.cli.Txn(ctx).If(t.marker.at(markRev(gr.Kvs))).Then(append(t.releaseOps(), t.marker.put(s, markGone(rev)))...).Commit()
 		if err != nil {
 			return leaseOr(s, err, 0)
 		}
@@ -91,7 +91,7 @@ func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev 
 	t.unmarked.Store(true)
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
-		Then(clientv3.OpDelete(t.key)).
+		Then(append(t.releaseOps(), clientv3.OpDelete(t.key))...).
 		Commit()
 	if err != nil {
 		return leaseOr(s, err, 0)

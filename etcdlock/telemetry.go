@@ -22,7 +22,7 @@ const instrumentationName = "github.com/fencelock/fencelock/etcdlock"
 // Attribute keys. Their values come from small fixed sets, except the lock
 // name, recorded only with WithNameAttribute.
 const (
-	attrKind    = attribute.Key("fencelock.kind")    // "lock", "read" or "election"
+	attrKind    = attribute.Key("fencelock.kind")    // "lock", "read", "semaphore" or "election"
 	attrOutcome = attribute.Key("fencelock.outcome") // of an acquisition
 	attrCause   = attribute.Key("fencelock.cause")   // of a loss
 	attrName    = attribute.Key("fencelock.name")
@@ -30,7 +30,7 @@ const (
 	attrLease   = attribute.Key("fencelock.lease") // spans only
 )
 
-var kinds = [...]string{kindLock: "lock", kindElection: "election", kindRead: "read"}
+var kinds = [...]string{kindLock: "lock", kindElection: "election", kindRead: "read", kindSemaphore: "semaphore"}
 
 // outcome is how an acquisition ended.
 type outcome uint8

@@ -23,6 +23,10 @@ func acquireSpan(sp spot) string {
 		return "etcdlock.TryRLock"
 	case sp.kind == kindRead:
 		return "etcdlock.RLock"
+	case sp.kind == kindSemaphore && !sp.wait:
+		return "etcdlock.TryAcquire"
+	case sp.kind == kindSemaphore:
+		return "etcdlock.Acquire"
 	case !sp.wait:
 		return "etcdlock.TryLock"
 	}
@@ -30,7 +34,7 @@ func acquireSpan(sp spot) string {
 }
 
 // releaseSpans name the span of a release, by kind.
-var releaseSpans = [...]string{kindLock: "etcdlock.Unlock", kindElection: "etcdlock.Resign", kindRead: "etcdlock.Unlock"}
+var releaseSpans = [...]string{kindLock: "etcdlock.Unlock", kindElection: "etcdlock.Resign", kindRead: "etcdlock.Unlock", kindSemaphore: "etcdlock.Unlock"}
 
 // acquisition is one Lock, TryLock or Campaign under way, from
 // [telemetry.acquiring] to [acquisition.done].

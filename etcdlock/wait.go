@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// waitTurn blocks until no key in t's queue was created before rev (ours),
-// starting from pred, the key queued just before ours.
+// waitTurn blocks until fewer of t's blockers than t.need were created
+// before rev (ours), starting from preds, the nearest of them.
 //
 // A watch that ends without telling anything (etcd refused or ended it, or
 // its stream ended) is followed by a read of the queue after a pause that
@@ -21,10 +21,10 @@ import (
 // at most while watches keep failing. A read of the queue that fails for
 // want of a leader is read again after the same pause (see
 // readPredecessor).
-func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64, pred *mvccpb.KeyValue) error {
+func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64, preds []*mvccpb.KeyValue) error {
 	backoff := watchBackoff()
-	for pred != nil {
-		gone, err := c.waitDeleted(ctx, s, pred)
+	for len(preds) >= t.need() {
+		gone, err := c.waitDeleted(ctx, s, preds)
 		var ended *watchEndedError
 		switch {
 		case errors.As(err, &ended):
@@ -39,25 +39,25 @@ func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64,
 		case gone:
 			backoff.reset()
 		}
-		if pred, err = c.readPredecessor(ctx, s, t, rev, &backoff); err != nil {
+		if preds, err = c.readPredecessors(ctx, s, t, rev, &backoff); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// readPredecessor is predecessor, read again after a pause (see session.pause) while
+// readPredecessors is predecessors, read again after a pause (see session.pause) while
 // it fails with codes.Unavailable: the member has no leader, lost it during
 // the read ("leader changed"), timed out, or went away. That is when a
 // watch ends early too (a member without a leader ends the streams opened
 // WithRequireLeader), and clientv3 does not retry a Txn itself; the read
 // changes nothing, and a waiter must not give up its place in the queue
 // for a failure that passes. ctx and the session bound the retries.
-func (c *Client) readPredecessor(ctx context.Context, s *session, t *ticket, rev int64, backoff *backoff) (*mvccpb.KeyValue, error) {
+func (c *Client) readPredecessors(ctx context.Context, s *session, t *ticket, rev int64, backoff *backoff) ([]*mvccpb.KeyValue, error) {
 	for {
-		pred, err := c.predecessor(ctx, s, t, rev)
+		preds, err := c.predecessors(ctx, s, t, rev)
 		if !unavailable(err) {
-			return pred, err
+			return preds, err
 		}
 		if err := s.pause(ctx, backoff); err != nil {
 			return nil, err
@@ -93,15 +93,16 @@ func (s *session) pause(ctx context.Context, b *backoff) error {
 	return sessionCause(s.Err())
 }
 
-// predecessor returns the key queued just before ours, or nil, and checks in
-// the same linearizable read that our own key still exists: a waiter whose
-// lease expired, or whose key was deleted, must never be handed the lock,
-// also when its view of the queue (the watch event that woke it) lags.
-func (c *Client) predecessor(ctx context.Context, s *session, t *ticket, rev int64) (*mvccpb.KeyValue, error) {
+// predecessors returns the t.need blockers queued nearest before ours (or
+// all, when fewer), and checks in the same linearizable read that our own
+// key still exists: a waiter whose lease expired, or whose key was
+// deleted, must never be handed the lock, also when its view of the queue
+// (the watch event that woke it) lags.
+func (c *Client) predecessors(ctx context.Context, s *session, t *ticket, rev int64) ([]*mvccpb.KeyValue, error) {
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
-		Then(t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1),
-			clientv3.WithMaxCreateRev(rev-1))).
+		Then(t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+			clientv3.WithLimit(int64(t.need())), clientv3.WithMaxCreateRev(rev-1))).
 		Commit()
 	if err != nil {
 		return nil, err
@@ -109,22 +110,24 @@ func (c *Client) predecessor(ctx context.Context, s *session, t *ticket, rev int
 	if !resp.Succeeded {
 		return nil, c.lostWhileWaiting(s)
 	}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		return kvs[0], nil
-	}
-	return nil, nil
+	return resp.Responses[0].GetResponseRange().Kvs, nil
 }
 
-// waitDeleted returns once the key pred is gone (true), or its watch ended
-// early (a *watchEndedError: the caller reads the queue again). It watches
-// on the Client's stream (see watcher) from the current revision (a watch
-// from an old revision is "unsynced", and etcd only catches those up every
-// 100 ms) and, once the watch is in place, reads pred again so that a
-// deletion just before the watch is not missed.
-func (c *Client) waitDeleted(ctx context.Context, s *session, pred *mvccpb.KeyValue) (bool, error) {
-	b := newWatchBox(watch{key: string(pred.Key)})
-	c.watches.add(ctx, &b.w, 0)
-	defer c.watches.remove(&b.w)
+// waitDeleted returns once one of the keys preds is gone (true), or a
+// watch ended early (a *watchEndedError: the caller reads the queue
+// again). It watches on the Client's stream (see watcher) from the current
+// revision (a watch from an old revision is "unsynced", and etcd only
+// catches those up every 100 ms) and, once the watches are in place, reads
+// preds again so that a deletion just before them is not missed.
+func (c *Client) waitDeleted(ctx context.Context, s *session, preds []*mvccpb.KeyValue) (bool, error) {
+	ws := make([]watch, len(preds))
+	for i, kv := range preds {
+		ws[i] = watch{key: string(kv.Key)}
+	}
+	b := newWatchBox(ws...)
+	b.add(ctx, c.watches, 0)
+	defer b.remove(c.watches)
+	created := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,21 +136,37 @@ func (c *Client) waitDeleted(ctx context.Context, s *session, pred *mvccpb.KeyVa
 			return false, c.lostWhileWaiting(s)
 		case <-b.note:
 		}
-		switch n := b.take(); {
+		n := b.take()
+		switch created += n.created; {
 		case n.deleted:
 			return true, nil
 		case n.ended:
 			return false, &watchEndedError{reason: n.reason}
-		case n.created:
-			resp, err := c.cli.Get(ctx, string(pred.Key))
-			if err != nil {
-				return false, err
-			}
-			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != pred.CreateRevision {
-				return true, nil
+		case n.created > 0 && created == len(preds):
+			if gone, err := c.anyGone(ctx, preds); gone || err != nil {
+				return gone, err
 			}
 		}
 	}
+}
+
+// anyGone reads the keys preds again: whether one of them is gone.
+func (c *Client) anyGone(ctx context.Context, preds []*mvccpb.KeyValue) (bool, error) {
+	ops := make([]clientv3.Op, len(preds))
+	for i, kv := range preds {
+		ops[i] = clientv3.OpGet(string(kv.Key), clientv3.WithKeysOnly())
+	}
+	resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return false, err
+	}
+	for i, kv := range preds {
+		kvs := resp.Responses[i].GetResponseRange().Kvs
+		if len(kvs) == 0 || kvs[0].CreateRevision != kv.CreateRevision {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // watchEndedError means a watch closed early (no leader, compaction,

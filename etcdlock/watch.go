@@ -203,11 +203,11 @@ func refusal(reason error) error {
 	return reason
 }
 
-// watchBox is the watchSink of a watch whose owner is one goroutine (a
-// waiter's, an observer's): it keeps what it is told until the owner,
-// woken by note, takes it.
+// watchBox is the watchSink of the watches of an owner that is one
+// goroutine (a waiter's, an observer's): it keeps what it is told until
+// the owner, woken by note, takes it.
 type watchBox struct {
-	w    watch
+	ws   []watch
 	note chan struct{} // buffer 1: something was told since the last take
 
 	mu   sync.Mutex
@@ -216,18 +216,35 @@ type watchBox struct {
 
 // watchNews is what a watchBox was told since the last take.
 type watchNews struct {
-	created bool            // the watch is in place
-	ended   bool            // the watch is over (see watchSink.watchEnded)
+	created int             // watches now in place
+	ended   bool            // a watch is over (see watchSink.watchEnded)
 	deleted bool            // a deletion ended it
-	reason  error           // etcd's reason, if it ended it with one
+	reason  error           // etcd's reason, if it ended one with one
 	events  []*mvccpb.Event // of a watch of every event, in order
 }
 
-// newWatchBox returns a box for a watch of w's key or range, not yet added.
-func newWatchBox(w watch) *watchBox {
-	b := &watchBox{w: w, note: make(chan struct{}, 1)}
-	b.w.sink = b
+// newWatchBox returns a box for watches of ws's keys or ranges, not yet
+// added.
+func newWatchBox(ws ...watch) *watchBox {
+	b := &watchBox{ws: ws, note: make(chan struct{}, 1)}
+	for i := range b.ws {
+		b.ws[i].sink = b
+	}
 	return b
+}
+
+// add adds the box's watches to e, from revision rev (see watcher.add).
+func (b *watchBox) add(ctx context.Context, e *watcher, rev int64) {
+	for i := range b.ws {
+		e.add(ctx, &b.ws[i], rev)
+	}
+}
+
+// remove removes the box's watches from e.
+func (b *watchBox) remove(e *watcher) {
+	for i := range b.ws {
+		e.remove(&b.ws[i])
+	}
 }
 
 func (b *watchBox) tell(f func(*watchNews)) {
@@ -240,14 +257,19 @@ func (b *watchBox) tell(f func(*watchNews)) {
 	}
 }
 
-func (b *watchBox) watchCreated(int64) { b.tell(func(n *watchNews) { n.created = true }) }
+func (b *watchBox) watchCreated(int64) { b.tell(func(n *watchNews) { n.created++ }) }
 
 func (b *watchBox) watchEvents(evs []*mvccpb.Event) {
 	b.tell(func(n *watchNews) { n.events = append(n.events, evs...) })
 }
 
 func (b *watchBox) watchEnded(deleted bool, reason error) {
-	b.tell(func(n *watchNews) { n.ended, n.deleted, n.reason = true, deleted, reason })
+	b.tell(func(n *watchNews) {
+		n.ended, n.deleted = true, n.deleted || deleted
+		if reason != nil {
+			n.reason = reason
+		}
+	})
 }
 
 // take returns what the box was told since the last take.

@@ -84,7 +84,7 @@ func (p *protocol) box(key string, all bool) *watchBox {
 	b := newWatchBox(watch{key: key, all: all})
 	p.e.c.wg.Add(1)
 	defer p.e.c.wg.Done()
-	p.e.add(context.Background(), &b.w, 0)
+	p.e.add(context.Background(), &b.ws[0], 0)
 	return b
 }
 
@@ -138,20 +138,20 @@ func TestWatchProtocolCreationsInOrder(t *testing.T) {
 		}
 		ids = append(ids, cr.WatchId)
 	}
-	if cr := a.w; len(ids) != 3 || ids[0] >= ids[1] || ids[1] >= ids[2] || cr.id != ids[0] {
+	if cr := a.ws[0]; len(ids) != 3 || ids[0] >= ids[1] || ids[1] >= ids[2] || cr.id != ids[0] {
 		t.Fatalf("watch IDs %v, not in order", ids)
 	}
 	// The second is refused (etcd answers with no ID, and a reason).
 	f.recv <- created(ids[0])
 	f.recv <- &pb.WatchResponse{Created: true, Canceled: true, WatchId: -1, CancelReason: rpctypes.ErrGRPCPermissionDenied.Error()}
 	f.recv <- created(ids[2])
-	if n := p.news(a); !n.created || n.ended {
+	if n := p.news(a); n.created == 0 || n.ended {
 		t.Errorf("first: got %+v, want created", n)
 	}
 	if n := p.news(b); !n.ended || n.deleted || !permanent(n.reason) {
 		t.Errorf("refused: got %+v, want ended with the permission refusal", n)
 	}
-	if n := p.news(c); !n.created {
+	if n := p.news(c); n.created == 0 {
 		t.Errorf("third: got %+v, want created", n)
 	}
 	// Events: a deletion ends a deletions-only watch; a watch of every
@@ -175,7 +175,7 @@ func TestWatchProtocolRemove(t *testing.T) {
 	a := p.box("a", false)
 	f := p.stream()
 	id := p.next(f).GetCreateRequest().WatchId
-	p.e.remove(&a.w)
+	p.e.remove(&a.ws[0])
 	if cr := p.next(f).GetCancelRequest(); cr == nil || cr.WatchId != id {
 		t.Fatalf("remove after the creation was sent: got %v, want a cancel of %d", cr, id)
 	}
@@ -184,13 +184,13 @@ func TestWatchProtocolRemove(t *testing.T) {
 	// remove the first before letting go.
 	b, c := newWatchBox(watch{key: "b"}), newWatchBox(watch{key: "c"})
 	p.e.mu.Lock()
-	for _, w := range []*watch{&b.w, &c.w} {
+	for _, w := range []*watch{&b.ws[0], &c.ws[0]} {
 		p.e.nextID++
 		w.id = p.e.nextID
 		p.e.watches[w.id] = w
 		p.e.cur.push(createRequest(w))
 	}
-	p.e.drop(&b.w)
+	p.e.drop(&b.ws[0])
 	p.e.mu.Unlock()
 	if cr := p.next(f).GetCreateRequest(); cr == nil || string(cr.Key) != "c" {
 		t.Fatalf("got %v, want the creation of c alone (b removed before it was sent)", cr)
@@ -228,7 +228,7 @@ func TestWatchProtocolStreamEndsMidBatch(t *testing.T) {
 	idB := p.next(f).GetCreateRequest().WatchId
 	p.next(f)
 	f.recv <- created(idB)
-	if n := p.news(b); !n.created {
+	if n := p.news(b); n.created == 0 {
 		t.Fatalf("got %+v, want created", n)
 	}
 	close(f.recv)

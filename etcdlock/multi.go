@@ -1,0 +1,150 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MultiLock is the hold of several named locks, taken all or none by
+// [Client.LockAll]. It is safe for concurrent use.
+type MultiLock struct {
+	locks []*Lock // in name order
+	done  chan struct{}
+	stops []func() bool
+
+	mu  sync.Mutex
+	err error
+}
+
+// LockAll acquires every lock named in names, or none: it returns once it
+// holds them all, and when it fails (ctx ended, a lock could not be
+// taken) it releases those it took and returns the error, leaving no key
+// behind (see [Client.Lock]).
+//
+// Callers asking for overlapping sets, in any order, do not deadlock:
+// LockAll takes the names in sorted order, each as [Client.Lock] does
+// (arrival order, each with its own token). Code that takes several locks
+// one by one should take them in the same order. While it waits for a
+// name it already holds the names sorted before it, as any waiter for
+// them would have to wait for it anyway.
+//
+// Duplicate names are taken once. An empty names fails with
+// [ErrInvalidArgument], an invalid name with [ErrInvalidName], before any
+// request. opts apply to every lock ([Shared] takes them all as a reader).
+func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption) (*MultiLock, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: LockAll: nil context", ErrInvalidArgument)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%w: LockAll: no names", ErrInvalidArgument)
+	}
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
+	for _, n := range names {
+		if err := validateName(n); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := lockOptionsOf(opts); err != nil {
+		return nil, err
+	}
+	m := &MultiLock{done: make(chan struct{})}
+	for _, n := range names {
+		l, err := c.Lock(ctx, n, opts...)
+		if err != nil {
+			m.release(ctx)
+			return nil, fmt.Errorf("etcdlock: LockAll %q: %w", names, err)
+		}
+		m.locks = append(m.locks, l)
+	}
+	for _, l := range m.locks {
+		m.stops = append(m.stops, context.AfterFunc(l.ctx, func() {
+			m.end(fmt.Errorf("etcdlock: %q: %w", l.Name(), l.Err()))
+		}))
+	}
+	return m, nil
+}
+
+// release unlocks the locks taken by a LockAll that failed, bounded by the
+// cleanup timeout.
+func (m *MultiLock) release(ctx context.Context) {
+	for _, l := range slices.Backward(m.locks) {
+		l.release(ctx)
+	}
+}
+
+// end closes done with cause, unless it was closed already.
+func (m *MultiLock) end(cause error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err == nil {
+		m.err = cause
+		close(m.done)
+	}
+}
+
+// Locks returns the locks held, one per name, sorted by name: the token of
+// each, and a [fence.Guard] of each ([fence.NewGuard]) for the resource
+// that name protects.
+func (m *MultiLock) Locks() []*Lock { return slices.Clone(m.locks) }
+
+// Lock returns the lock held for name, or nil if name is not one of them.
+func (m *MultiLock) Lock(name string) *Lock {
+	for _, l := range m.locks {
+		if l.Name() == name {
+			return l
+		}
+	}
+	return nil
+}
+
+// Done returns a channel that is closed as soon as any of the locks ends:
+// one of them was lost (see [Lock.Done]), or Unlock released them.
+func (m *MultiLock) Done() <-chan struct{} { return m.done }
+
+// Err returns nil while every lock is held. After Done is closed it
+// returns the first lock's end: [ErrUnlocked] after Unlock, or an error
+// that names the lock and matches its Err ([ErrLost] and its cause,
+// [ErrClosed]).
+func (m *MultiLock) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
+// ValidUntil returns the earliest validity deadline of the locks (see
+// [Lock.ValidUntil]).
+func (m *MultiLock) ValidUntil() time.Time {
+	var until time.Time
+	for _, l := range m.locks {
+		if u := l.ValidUntil(); until.IsZero() || u.Before(until) {
+			until = u
+		}
+	}
+	return until
+}
+
+// Unlock releases every lock, as [Lock.Unlock] does each, in reverse name
+// order. It returns nil when every key was deleted by this Unlock or an
+// earlier one, and otherwise the errors of the locks whose release failed
+// or that had been lost, joined (each matches what that lock's Unlock
+// returned). ctx bounds the requests.
+func (m *MultiLock) Unlock(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: Unlock: nil context", ErrInvalidArgument)
+	}
+	m.end(ErrUnlocked)
+	var errs []error
+	for _, l := range slices.Backward(m.locks) {
+		if err := l.Unlock(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, stop := range m.stops {
+		stop()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,260 @@
+package etcdlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// MaxPermits is the most permits a semaphore may have.
+const MaxPermits = 1024
+
+// ErrPermits is matched by the error of an acquisition whose semaphore is
+// used by others with another number of permits: callers of one name must
+// agree on it.
+var ErrPermits = errors.New("etcdlock: callers disagree on the semaphore's permits")
+
+// Semaphore is a counting semaphore on etcd: at most its number of permits
+// are held at once, by holders whose leases are alive, served in arrival
+// order. Get one with [Client.Semaphore]; it is safe for concurrent use.
+//
+// Each permit has a slot, 0 … permits−1 ([Lock.Slot]), held by one holder
+// at a time, and a permit's token ([Lock.Token]) is the create revision of
+// its slot's key: strictly greater than the token of every earlier holder
+// of the same slot. Fence a resource owned by slot i (shard i of a worker
+// pool) with the tokens of slot i. Holders of different slots hold at the
+// same time and carry unrelated tokens, so do not fence one resource that
+// every holder writes with "refuse anything lower": it would refuse the
+// innocent. The semaphore limits how many work at once; it does not fence
+// a resource they share.
+type Semaphore struct {
+	c       *Client
+	name    string
+	permits int
+}
+
+// Semaphore returns the semaphore called name with the given number of
+// permits (1 … [MaxPermits]). It does no I/O. Every caller of one name
+// must give the same number: an acquisition that meets another fails with
+// an error matching [ErrPermits]. Semaphores live under
+// prefix+"sem/"+name+"/", apart from locks and elections.
+func (c *Client) Semaphore(name string, permits int) (*Semaphore, error) {
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	if permits < 1 || permits > MaxPermits {
+		return nil, fmt.Errorf("%w: %d permits for %q, want 1 to %d", ErrInvalidArgument, permits, name, MaxPermits)
+	}
+	return &Semaphore{c: c, name: name, permits: permits}, nil
+}
+
+// Acquire takes a permit, waiting until fewer than the semaphore's permits
+// are held by acquisitions that came before it, or until ctx ends. It
+// behaves as [Client.Lock] does otherwise: arrival order, a cancelled call
+// leaves no key behind, a late or repeated request cannot land afterwards,
+// and the [Lock] it returns is released with Unlock and reports its loss
+// through Done and Err. Its Token is its slot's (see [Semaphore]).
+func (sm *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (*Lock, error) {
+	return sm.acquire(ctx, true, opts)
+}
+
+// TryAcquire takes a permit if one is free and no one waits for one, and
+// otherwise returns a [*LockedError] (matching [ErrLocked]) at once,
+// leaving no key behind.
+func (sm *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lock, error) {
+	return sm.acquire(ctx, false, opts)
+}
+
+func (sm *Semaphore) acquire(ctx context.Context, wait bool, opts []LockOption) (*Lock, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	o, err := lockOptionsOf(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.shared {
+		return nil, fmt.Errorf("%w: a semaphore has no readers (Shared)", ErrInvalidOption)
+	}
+	return sm.c.acquire(ctx, spot{kind: kindSemaphore, name: sm.name, q: sm.c.semQueue(sm.name), data: o.metadata,
+		wait: wait, noWatch: o.noWatch, permits: sm.permits})
+}
+
+// Inspect reads the semaphore's queue, as [Client.Inspect] does a lock's:
+// Holders are the acquisitions entitled to a permit (each with its Slot
+// once it has claimed one), Waiters the rest.
+func (sm *Semaphore) Inspect(ctx context.Context) (Queue, error) {
+	return sm.c.inspect(ctx, "Inspect", sm.name, sm.c.semQueue, 0, sm.permits)
+}
+
+// semQueue is the prefix under which the acquisitions of semaphore name
+// are queued; its permits' keys are under semPermits.
+func (c *Client) semQueue(name string) string   { return c.o.prefix + "sem/" + name + "/q/" }
+func (c *Client) semPermits(name string) string { return c.o.prefix + "sem/" + name + "/p/" }
+
+// Slot returns the slot of a semaphore's permit (see [Semaphore]), and 0
+// for a lock or a term.
+func (l *Lock) Slot() int {
+	if l.t.permit == nil {
+		return 0
+	}
+	return l.t.permit.slot
+}
+
+// permit is a semaphore acquisition's claim on one of its permits. The
+// claim puts the slot's key, on the session's lease, with the holder's id
+// as its value, while the slot's key does not exist and our queue key is
+// as created: the claim also rewrites our queue key's record (with the
+// slot), so that a copy of it, or of a claim of another slot, can never
+// land after one has (their compare of our key's mod revision fails), nor
+// after our key is deleted. Every release deletes, in its transaction, the
+// keys of the slots tried whose value is still ours.
+type permit struct {
+	dir   string       // the prefix of the slots' keys
+	id    string       // a slot key's value while ours
+	tried map[int]bool // slots whose claim was sent and may have landed
+	slot  int          // the slot held, once claimed
+}
+
+// permitValue is the value of a slot's key.
+type permitValue struct {
+	Key     string `json:"key"`
+	Rev     int64  `json:"rev"`
+	Permits int    `json:"permits"`
+}
+
+func (p *permit) key(slot int) string { return p.dir + strconv.Itoa(slot) }
+
+// holdKey is the key whose existence, with the Lock's token as its create
+// revision, is t's hold: its permit's key for a semaphore, else its own.
+func (t *ticket) holdKey() string {
+	if t.permit != nil {
+		return t.permit.key(t.permit.slot)
+	}
+	return t.key
+}
+
+// releaseOps are the operations a release of t adds to the deletion of its
+// key: the deletion of every slot's key of t's that a claim may have put.
+func (t *ticket) releaseOps() []clientv3.Op {
+	if t.permit == nil {
+		return nil
+	}
+	var ops []clientv3.Op
+	for slot := range t.permit.tried {
+		k := t.permit.key(slot)
+		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "=", t.permit.id)},
+			[]clientv3.Op{clientv3.OpDelete(k)}, nil))
+	}
+	return ops
+}
+
+// checkPermits fails when one of kvs, keys of t's queue, says its
+// semaphore has other permits than t.
+func checkPermits(t *ticket, kvs []*mvccpb.KeyValue) error {
+	for _, kv := range kvs {
+		if n := recordOf(kv.Value).Permits; n != 0 && n != t.permits {
+			return fmt.Errorf("etcdlock: semaphore %q: %w: %d asked, %s says %d", t.name, ErrPermits, t.permits, kv.Key, n)
+		}
+	}
+	return nil
+}
+
+// claim takes a free permit slot for t, whose key was created at rev and
+// is among the first t.permits of its queue, and returns the slot's token.
+// When every slot is taken (by a holder whose queue key someone deleted,
+// or by callers that disagree on the permits), it waits for one to be
+// freed.
+func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (int64, error) {
+	p := t.permit
+	backoff := watchBackoff()
+	for {
+		resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(p.dir, clientv3.WithPrefix()), clientv3.OpGet(t.key)).Commit()
+		if err != nil {
+			return 0, err
+		}
+		if ours := resp.Responses[1].GetResponseRange().Kvs; len(ours) == 0 || ours[0].CreateRevision != rev {
+			return 0, c.lostWhileWaiting(s)
+		}
+		taken := map[int]bool{}
+		for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+			slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), p.dir))
+			if err != nil {
+				continue // not a slot's key
+			}
+			if string(kv.Value) == p.id { // a claim of ours landed
+				p.slot, p.tried = slot, map[int]bool{slot: true}
+				return kv.CreateRevision, nil
+			}
+			var v permitValue
+			if json.Unmarshal(kv.Value, &v) == nil && v.Permits != t.permits {
+				return 0, fmt.Errorf("etcdlock: semaphore %q: %w: %d asked, slot %d held with %d", t.name, ErrPermits, t.permits, slot, v.Permits)
+			}
+			taken[slot] = true
+		}
+		free := -1
+		for slot := range t.permits {
+			if !taken[slot] {
+				free = slot
+				break
+			}
+		}
+		if free < 0 {
+			if _, err := c.waitRange(ctx, s, p.dir, resp.Header.Revision+1); err != nil {
+				return 0, err
+			}
+			if err := s.pause(ctx, &backoff); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		p.tried[free] = true
+		r := encodeRecordSlot(c.o.owner, t.at, t.data, t.permits, free)
+		cr, err := c.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev), clientv3.Compare(clientv3.ModRevision(t.key), "=", rev),
+				clientv3.Compare(clientv3.CreateRevision(p.key(free)), "=", 0)).
+			Then(clientv3.OpPut(p.key(free), p.id, clientv3.WithLease(s.id)), clientv3.OpPut(t.key, r, clientv3.WithIgnoreLease())).
+			Commit()
+		if err != nil {
+			return 0, err
+		}
+		if cr.Succeeded {
+			p.slot, p.tried = free, map[int]bool{free: true}
+			return cr.Header.Revision, nil
+		}
+		// Taken meanwhile, or a claim of ours landed, or our key is gone:
+		// the next read tells.
+	}
+}
+
+// waitRange waits until a key in [dir, end of prefix dir) is deleted after
+// revision from, or the watch ends (false).
+func (c *Client) waitRange(ctx context.Context, s *session, dir string, from int64) (bool, error) {
+	b := newWatchBox(watch{key: dir, end: clientv3.GetPrefixRangeEnd(dir)})
+	b.add(ctx, c.watches, from)
+	defer b.remove(c.watches)
+	for {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-s.done:
+			return false, c.lostWhileWaiting(s)
+		case <-b.note:
+		}
+		if n := b.take(); n.ended {
+			return n.deleted, nil
+		}
+	}
+}
+
+// newPermit returns t's permit claim, for a semaphore.
+func (c *Client) newPermit(t *ticket) *permit {
+	id, _ := json.Marshal(permitValue{Key: t.key, Rev: t.rev, Permits: t.permits})
+	return &permit{dir: c.semPermits(t.name), id: string(id), tried: map[int]bool{}}
+}
