@@ -208,11 +208,15 @@ func (c *Client) ticket(s *session, sp spot) *ticket {
 	if sp.kind == kindRead {
 		q += readerMark
 	}
-	return &ticket{
+	t := &ticket{
 		spot: sp, slot: slot, mark: mark,
 		key:    fmt.Sprintf("%s%016x-%d", q, int64(s.id), slot),
 		marker: markerKey(fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, int64(s.id), slot)),
 	}
+	if sp.kind == kindSemaphore {
+		t.permit = &permit{dir: c.semPermits(sp.name), tried: map[int]bool{}}
+	}
+	return t
 }
 
 // queue is the prefix under which the keys of lock name are queued.
@@ -245,8 +249,7 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	// The read that handed us the turn may predate the end of our session:
 	// never return a lock whose lease this process already knows is gone.
 	token := rev
-	if t.kind == kindSemaphore {
-		t.permit = c.newPermit(t)
+	if t.permit != nil {
 		if token, err = c.claim(ctx, s, t, rev); err != nil {
 			c.abandon(ctx, s, t, rev)
 			return nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
@@ -279,6 +282,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 		if !t.wait {
 			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithFirstCreate()...))
 		}
+		ops = t.permit.read(ops)
 		resp, err := c.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0), t.marker.at(t.mark)).
 			Then(ops...).
@@ -295,6 +299,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 			if !t.wait {
 				first = resp.Responses[2].GetResponseRange().Kvs[0]
 			}
+			t.permit.saw(resp)
 			for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 				if string(kv.Key) != t.key && len(preds) < t.need() {
 					preds = append(preds, kv)

@@ -116,10 +116,28 @@ func (l *Lock) Slot() int {
 // after our key is deleted. Every release deletes, in its transaction, the
 // keys of the slots tried whose value is still ours.
 type permit struct {
-	dir   string       // the prefix of the slots' keys
-	id    string       // a slot key's value while ours
-	tried map[int]bool // slots whose claim was sent and may have landed
-	slot  int          // the slot held, once claimed
+	dir   string                // the prefix of the slots' keys
+	id    string                // a slot key's value while ours; set once our key is created
+	tried map[int]bool          // slots whose claim was sent and may have landed
+	slot  int                   // the slot held, once claimed
+	seen  *clientv3.TxnResponse // the slots' keys, read by the last read of the queue; nil once used
+}
+
+// read adds to ops, the operations of a read of t's queue, a read of the
+// slots' keys, so that the claim that may follow needs no read of its
+// own; nothing for a ticket without a permit.
+func (p *permit) read(ops []clientv3.Op) []clientv3.Op {
+	if p == nil {
+		return ops
+	}
+	return append(ops, clientv3.OpGet(p.dir, clientv3.WithPrefix()))
+}
+
+// saw keeps the slots' keys a read (see read) returned.
+func (p *permit) saw(resp *clientv3.TxnResponse) {
+	if p != nil {
+		p.seen = resp
+	}
 }
 
 // permitValue is the value of a slot's key.
@@ -173,17 +191,27 @@ func checkPermits(t *ticket, kvs []*mvccpb.KeyValue) error {
 // freed.
 func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (int64, error) {
 	p := t.permit
+	if p.id == "" {
+		id, _ := json.Marshal(permitValue{Key: t.key, Rev: rev, Permits: t.permits})
+		p.id = string(id)
+	}
 	backoff := watchBackoff()
 	for {
-		resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(p.dir, clientv3.WithPrefix()), clientv3.OpGet(t.key)).Commit()
-		if err != nil {
-			return 0, err
-		}
-		if ours := resp.Responses[1].GetResponseRange().Kvs; len(ours) == 0 || ours[0].CreateRevision != rev {
-			return 0, c.lostWhileWaiting(s)
+		// The first pass uses the slots read with the queue, in the
+		// transaction that found our key alive and our turn come.
+		slotKeys, readRev := p.slotsSeen()
+		if slotKeys == nil {
+			resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(p.dir, clientv3.WithPrefix()), clientv3.OpGet(t.key)).Commit()
+			if err != nil {
+				return 0, err
+			}
+			if ours := resp.Responses[1].GetResponseRange().Kvs; len(ours) == 0 || ours[0].CreateRevision != rev {
+				return 0, c.lostWhileWaiting(s)
+			}
+			slotKeys, readRev = resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision
 		}
 		taken := map[int]bool{}
-		for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		for _, kv := range slotKeys {
 			slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), p.dir))
 			if err != nil {
 				continue // not a slot's key
@@ -206,7 +234,7 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 			}
 		}
 		if free < 0 {
-			if _, err := c.waitRange(ctx, s, p.dir, resp.Header.Revision+1); err != nil {
+			if _, err := c.waitRange(ctx, s, p.dir, readRev+1); err != nil {
 				return 0, err
 			}
 			if err := s.pause(ctx, &backoff); err != nil {
@@ -253,8 +281,13 @@ func (c *Client) waitRange(ctx context.Context, s *session, dir string, from int
 	}
 }
 
-// newPermit returns t's permit claim, for a semaphore.
-func (c *Client) newPermit(t *ticket) *permit {
-	id, _ := json.Marshal(permitValue{Key: t.key, Rev: t.rev, Permits: t.permits})
-	return &permit{dir: c.semPermits(t.name), id: string(id), tried: map[int]bool{}}
+// slotsSeen returns the slots' keys the last read of the queue returned,
+// and its revision, once: nil when there are none to use.
+func (p *permit) slotsSeen() ([]*mvccpb.KeyValue, int64) {
+	resp := p.seen
+	p.seen = nil
+	if resp == nil {
+		return nil, 0
+	}
+	return resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs, resp.Header.Revision
 }
