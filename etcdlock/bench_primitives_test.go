@@ -68,7 +68,9 @@ func kindContenders(b *testing.B, kind string, n int) []mutex {
 	p := prefix(b)
 	var ms []mutex
 	for i := range n {
-		c := func() *etcdlock.Client { return newLocker(b, cli, etcdlock.WithTTL(10*time.Second), etcdlock.WithPrefix(p)) }
+		c := func() *etcdlock.Client {
+			return newLocker(b, cli, etcdlock.WithTTL(10*time.Second), etcdlock.WithPrefix(p))
+		}
 		switch kind {
 		case "lock":
 			ms = append(ms, &fenced{c: c(), name: "bench"})
