@@ -43,3 +43,11 @@ func KeyWatchesForTest(c *Client) (n int, settled bool) {
 	s := c.watches.cur
 	return n, s != nil && len(s.queue) == 0 && len(s.sent) == 0
 }
+
+// JumpClockForTest moves the clock of validity deadlines (see instant) by
+// d, as a resume after a suspend of d does; jump back by -d at the end.
+func JumpClockForTest(d int64) { clockJump.Add(d) }
+
+// ClockSourceForTest names the clock of validity deadlines and reads it
+// (without any jump).
+func ClockSourceForTest() (string, int64) { return clockSource, readClock() }

@@ -33,7 +33,7 @@ type keepalive struct {
 // granted. It gives up at deadline, and when ctx ends. A stream whose auth
 // token etcd no longer accepts (a simple token unused for its TTL, an
 // expired JWT) is replaced by a new one, logged in afresh, at once.
-func (k *keepalive) renew(ctx context.Context, deadline time.Time) (time.Time, time.Duration, error) {
+func (k *keepalive) renew(ctx context.Context, deadline time.Time) (instant, time.Duration, error) {
 	sent, ttl, err := k.once(ctx, deadline)
 	if tokenRefused(err) {
 		sent, ttl, err = k.once(ctx, deadline)
@@ -41,10 +41,10 @@ func (k *keepalive) renew(ctx context.Context, deadline time.Time) (time.Time, t
 	return sent, ttl, err
 }
 
-func (k *keepalive) once(ctx context.Context, deadline time.Time) (time.Time, time.Duration, error) {
+func (k *keepalive) once(ctx context.Context, deadline time.Time) (instant, time.Duration, error) {
 	if k.stream == nil {
 		if err := k.open(ctx, deadline); err != nil {
-			return time.Time{}, 0, err
+			return 0, 0, err
 		}
 	}
 	// The only way to bound a Recv is to end its stream.
@@ -54,18 +54,18 @@ func (k *keepalive) once(ctx context.Context, deadline time.Time) (time.Time, ti
 			k.close()
 		}
 	}()
-	sent := time.Now()
+	sent := now()
 	if err := k.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(k.id)}); err != nil {
 		k.close()
-		return time.Time{}, 0, rpctypes.Error(err)
+		return 0, 0, rpctypes.Error(err)
 	}
 	resp, err := k.stream.Recv()
 	if err != nil {
 		k.close()
-		return time.Time{}, 0, rpctypes.Error(err)
+		return 0, 0, rpctypes.Error(err)
 	}
 	if resp.TTL <= 0 {
-		return time.Time{}, 0, rpctypes.ErrLeaseNotFound
+		return 0, 0, rpctypes.ErrLeaseNotFound
 	}
 	return sent, time.Duration(resp.TTL) * time.Second, nil
 }

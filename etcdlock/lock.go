@@ -110,6 +110,12 @@ func (l *Lock) TTL() time.Duration { return l.s.ttl }
 // leader's (clock rates, not wall-clock offsets, matter). After it passes with
 // no newer acknowledgement, Done is closed. It says nothing about whether the
 // lock was released or its key deleted: watch Done for that.
+//
+// The deadline is measured on a clock that counts the time the machine was
+// suspended (CLOCK_BOOTTIME on Linux), and returned as an instant of Go's
+// monotonic clock, computed at each call: after a suspend longer than what
+// was left, ValidUntil returns an instant already past, and Done closes
+// within half a second of the resume.
 func (l *Lock) ValidUntil() time.Time { return l.s.until() }
 
 // Done returns a channel that is closed when the lock is lost or may be lost

@@ -39,7 +39,7 @@ type session struct {
 	slots slots // guarded by its own mutex
 
 	mu         sync.Mutex
-	validUntil time.Time
+	validUntil instant // see instant
 	err        error
 	locks      map[*Lock]struct{} // held on this session; nil once it ended
 }
@@ -94,7 +94,7 @@ func newLeaseID() clientv3.LeaseID { return clientv3.LeaseID(rand.Int64N(math.Ma
 // delivery landed, so the lease is ours, granted no later than we sent the
 // request and with at least the TTL asked for.
 func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttlSeconds int64, tel *telemetry) (*session, error) {
-	sent := time.Now()
+	sent := now()
 	ttl := ttlSeconds
 	// WaitForReady, as clientv3 sends every request (cli.Grant included):
 	// without it a grant made while the connection is down fails at once,
@@ -117,17 +117,21 @@ func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, 
 		ctx:        sctx,
 		cancel:     cancel,
 		done:       make(chan struct{}),
-		validUntil: sent.Add(time.Duration(ttl) * time.Second),
+		validUntil: sent.add(time.Duration(ttl) * time.Second),
 	}
 	s.wg.Add(1)
 	go s.run()
 	return s, nil
 }
 
-func (s *session) until() time.Time {
+// until is the validity deadline as an instant of Go's monotonic clock.
+func (s *session) until() time.Time { return time.Now().Add(s.left()) }
+
+// left is the time to the validity deadline (negative once it passed).
+func (s *session) left() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.validUntil
+	return s.validUntil.sub(now())
 }
 
 // Err returns why the session ended, or nil while it is alive.
@@ -178,15 +182,23 @@ func (s *session) check() error {
 	if err := s.Err(); err != nil {
 		return err
 	}
-	if !time.Now().Before(s.until()) {
+	if s.left() <= 0 {
 		return ErrValidityExpired
 	}
 	return nil
 }
 
+// resumeCheck bounds how long the renewal goroutine sleeps: Go's timers run
+// on a clock that stops while the machine is suspended, so after a resume
+// a timer fires as late as the suspend lasted, and the deadline (see
+// instant) must be looked at again soon.
+const resumeCheck = 500 * time.Millisecond
+
 // run renews the lease until the session is closed or lost. It wakes at the
-// next renewal time or at the validity deadline, whichever is first, so done
-// closes no later than the deadline when no keepalive is acknowledged.
+// next renewal time or at the validity deadline, whichever is first (and
+// at least every resumeCheck), so done closes no later than the deadline
+// when no keepalive is acknowledged, and soon after a resume that finds it
+// passed.
 func (s *session) run() {
 	defer s.wg.Done()
 	defer s.ka.close()
@@ -194,14 +206,14 @@ func (s *session) run() {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		wake := min(time.Until(next), time.Until(s.until()))
+		wake := min(time.Until(next), s.left(), resumeCheck)
 		timer.Reset(max(wake, 0))
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-timer.C:
 		}
-		if !time.Now().Before(s.until()) {
+		if s.left() <= 0 {
 			s.end(ErrValidityExpired)
 			return
 		}
@@ -232,14 +244,14 @@ func (s *session) renew() error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	t := now()
 	s.mu.Lock()
-	if u := sent.Add(ttl); u.After(s.validUntil) {
+	if u := sent.add(ttl); s.validUntil.before(u) {
 		s.validUntil = u
 	}
-	margin := s.validUntil.Sub(now)
+	margin := s.validUntil.sub(t)
 	s.mu.Unlock()
-	s.tel.renewed(now.Sub(sent), margin)
+	s.tel.renewed(t.sub(sent), margin)
 	return nil
 }
 

@@ -1,0 +1,56 @@
+package etcdlock_test
+
+import (
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fencelock/fencelock/etcdlock"
+)
+
+// TestResumePastDeadline makes the clock of validity deadlines jump as a
+// resume after a 30 s suspend would: the lock's ValidUntil lies in the
+// past at once, and Done closes with ErrValidityExpired within a second,
+// though the session's timers (on Go's monotonic clock, which does not
+// count a suspend) still wait. On a deadline measured with time.Now the
+// jump would go unseen and Done stay open for the rest of the TTL.
+func TestResumePastDeadline(t *testing.T) {
+	c := newLocker(t, etcdClient(t), etcdlock.WithTTL(20*time.Second))
+	l := mustLock(t, c, "suspended")
+	defer l.Unlock(t.Context())
+	if time.Until(l.ValidUntil()) < 10*time.Second {
+		t.Fatalf("ValidUntil: %v from now, want about the 20 s TTL", time.Until(l.ValidUntil()))
+	}
+	const suspend = 30 * time.Second
+	etcdlock.JumpClockForTest(int64(suspend))
+	defer etcdlock.JumpClockForTest(-int64(suspend))
+	if d := time.Until(l.ValidUntil()); d > 0 {
+		t.Fatalf("ValidUntil after the resume: %v from now, want past", d)
+	}
+	start := time.Now()
+	waitClosed(t, l.Done(), 2*time.Second, "Done after a resume past the deadline")
+	if !errors.Is(l.Err(), etcdlock.ErrValidityExpired) {
+		t.Fatalf("Err: got %v, want ErrValidityExpired", l.Err())
+	}
+	t.Logf("Done closed %v after the resume", time.Since(start).Round(time.Millisecond))
+}
+
+// TestClockCountsSuspend checks that production builds measure deadlines
+// on CLOCK_BOOTTIME on Linux, the clock that counts a suspend.
+func TestClockCountsSuspend(t *testing.T) {
+	src, got := etcdlock.ClockSourceForTest()
+	if runtime.GOOS != "linux" {
+		t.Logf("clock on %s: %s", runtime.GOOS, src)
+		return
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		t.Fatal(err)
+	}
+	if src != "CLOCK_BOOTTIME" || time.Duration(ts.Nano()-got).Abs() > 50*time.Millisecond {
+		t.Fatalf("clock %s read %d, CLOCK_BOOTTIME %d: want CLOCK_BOOTTIME", src, got, ts.Nano())
+	}
+}
