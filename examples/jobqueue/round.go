@@ -63,7 +63,7 @@ func (l *lessonEnv) round(ctx context.Context, q queue) (roundResult, error) {
 	if err != nil {
 		return r, err
 	}
-	t.Say("%d jobs queued, %d worker processes start (each job takes %v)", jobs, workers, jobTime)
+	t.Say("%d jobs queued, %d worker processes starting (each job takes %v)", jobs, workers, jobTime)
 	if err := l.follow(t, q, procs, events, &r); err != nil {
 		return r, err
 	}
@@ -104,6 +104,7 @@ func (l *lessonEnv) startWorkers(q queue, events chan<- event) ([]*childproc.Pro
 // follow tells the round as the workers report it, until all have exited.
 func (l *lessonEnv) follow(t *story.Timeline, q queue, procs []*childproc.Proc, events <-chan event, r *roundResult) error {
 	var killed time.Time
+	ready := 0
 	deadline := time.After(timeout)
 	for exited := 0; exited < workers; {
 		var e event
@@ -120,9 +121,16 @@ func (l *lessonEnv) follow(t *story.Timeline, q queue, procs []*childproc.Proc, 
 					return fmt.Errorf("jobqueue: worker %d: %v: %s", e.worker, err, procs[e.worker-1].Output())
 				}
 			}
+		case e.word == "READY":
+			if ready++; ready == workers {
+				if err := start(procs); err != nil {
+					return err
+				}
+				t.Say("all %d workers connected; go", workers)
+			}
 		case e.word == "HELD":
 			r.held = e.job
-			t.Say("worker %d (pid %d) takes job %d and stops in the middle of it%s", e.worker, procs[e.worker-1].Pid(), e.job, stopsHow(q))
+			t.Say("worker %d (pid %d) takes job %d and hangs in the middle of it%s", e.worker, procs[e.worker-1].Pid(), e.job, stopsHow(q))
 		case e.word == "DONE" && r.held != 0 && killed.IsZero() && e.job > r.held:
 			t.Say("the others go on past it: worker %d finished job %d while job %d stayed claimed", e.worker, e.job, r.held)
 			killed = time.Now()
@@ -131,6 +139,16 @@ func (l *lessonEnv) follow(t *story.Timeline, q queue, procs []*childproc.Proc, 
 		case e.word == "TOOK" && !killed.IsZero() && e.job == r.held && r.takenBy == 0:
 			r.takenBy, r.handoff = e.worker, e.at.Sub(killed)
 			t.Say("worker %d takes job %d, %s after the kill%s", e.worker, e.job, story.Ms(r.handoff), takeHow(q))
+		}
+	}
+	return nil
+}
+
+// start lets every worker go.
+func start(procs []*childproc.Proc) error {
+	for _, p := range procs {
+		if err := p.Send(childproc.Go); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -39,8 +39,9 @@ type jobWorker struct {
 	taken int // jobs taken so far
 }
 
-// worker drains the jobs table, reporting TOOK and DONE with each job's
-// id; a victim reports HELD on its third job and goes no further.
+// worker connects, reports READY, and once told to go drains the jobs
+// table, reporting TOOK and DONE with each job's id; a victim reports HELD
+// on its third job and goes no further.
 func worker(js string, stdin io.Reader, stdout io.Writer) error {
 	w := &jobWorker{stdin: stdin, out: stdout}
 	if err := json.Unmarshal([]byte(js), &w.cfg); err != nil {
@@ -62,6 +63,12 @@ func worker(js string, stdin io.Reader, stdout io.Writer) error {
 			return err
 		}
 		defer w.locks.Close(ctx)
+	}
+	if err := childproc.Report(stdout, "READY", ""); err != nil {
+		return err
+	}
+	if err := childproc.AwaitGo(stdin); err != nil { // all workers start at once
+		return err
 	}
 	return w.drain(ctx)
 }
