@@ -152,4 +152,3 @@ func token(backend, v string) string {
 	}
 	return "token " + v
 }
-

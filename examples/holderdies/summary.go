@@ -32,7 +32,7 @@ func summarize(out io.Writer, hs []handoff) {
 	if err := fenceLateWrite(e); err != nil {
 		fmt.Fprintf(out, "  A resource that has seen %s refuses a late write with %s: %v\n", e.new, e.old, err)
 	}
-	fmt.Fprintln(out, "  So a holder that was only paused, not dead, cannot overwrite its successor: go run ./cmd/fencedemo")
+	fmt.Fprintln(out, "  So a holder that was only paused, not dead, cannot overwrite its successor where the resource\n  checks the token: go run ./cmd/fencedemo")
 }
 
 // fenceLateWrite plays the etcd tokens of a handoff against a resource

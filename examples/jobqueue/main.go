@@ -28,11 +28,11 @@ import (
 const envWorker = "JOBQUEUE_WORKER"
 
 const (
-	jobs    = 100                    // in the table
-	workers = 10                     // processes draining it
-	jobTime = 10 * time.Millisecond  // each job's work
-	lockTTL = 2 * time.Second        // of the lock-per-job queue's leases
-	timeout = 30 * time.Second       // bounds each wait for the workers
+	jobs    = 100                   // in the table
+	workers = 10                    // processes draining it
+	jobTime = 10 * time.Millisecond // each job's work
+	lockTTL = 2 * time.Second       // of the lock-per-job queue's leases
+	timeout = 30 * time.Second      // bounds each wait for the workers
 	schema  = `CREATE TABLE jobs (id int PRIMARY KEY, done_at timestamptz, done_by int, token bigint);
 		CREATE TABLE runs (job_id int NOT NULL, worker int NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`
 )
