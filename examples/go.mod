@@ -2,6 +2,10 @@ module github.com/fencelock/fencelock/examples
 
 go 1.26.0
 
+// The lessons: a module of its own, so that the Redis client is no
+// requirement of fencelock. Its path lies under the main module's, so it may
+// import the main module's internal packages (the test kit's servers and
+// child processes) like a package of that module.
 replace github.com/fencelock/fencelock => ../
 
 require (
