@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/examples/internal/redislock"
 	"github.com/fencelock/fencelock/examples/internal/story"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
 // handoff is one measured handoff: the holder stopped one way, the next
@@ -38,25 +39,13 @@ func (s *servers) handoffs(ctx context.Context) ([]handoff, error) {
 // here, stops the holder, and measures the wait.
 func (s *servers) handoff(ctx context.Context, backend string, graceful bool, key string) (handoff, error) {
 	h := handoff{backend: backend, graceful: graceful}
-	how := "SIGKILL (a crash: no cleanup)"
-	if graceful {
-		how = "SIGTERM (a graceful stop: the holder releases)"
-	}
-	fmt.Fprintf(s.out, "\n=== %s, holder stopped with %s\n", title(backend), how)
+	fmt.Fprintf(s.out, "\n=== %s, holder stopped with %s\n", title(backend), stopHow(graceful))
 	t := story.NewTimeline(s.out)
-	addr := s.redis.Addr()
-	if backend == "etcd" {
-		addr = s.etcd
-	}
-	p, err := startHolder(holderConfig{Backend: backend, Addr: addr, Key: key})
+	p, err := s.startHolder(t, &h, key)
 	if err != nil {
 		return h, err
 	}
 	defer p.Stop(5 * time.Second)
-	if h.old, err = p.Next(reportTimeout, "LOCKED"); err != nil {
-		return h, err
-	}
-	t.Say("holder (pid %d) takes %q, TTL %v, renewed every %v: %s", p.Pid(), key, ttl, (ttl / 3).Round(time.Millisecond), token(backend, h.old))
 	got := make(chan acquired, 1)
 	go func() { got <- s.waitFor(ctx, backend, key) }()
 	if err := s.awaitWaiter(ctx, backend, key); err != nil {
@@ -64,26 +53,55 @@ func (s *servers) handoff(ctx context.Context, backend string, graceful bool, ke
 	}
 	t.Say("B waits for it (%s)", waitHow(backend))
 	start := time.Now()
-	if graceful {
-		err = p.Signal(syscall.SIGTERM)
-	} else {
-		p.Kill()
-	}
-	if err != nil {
+	if err := stop(p, graceful); err != nil {
 		return h, err
 	}
-	t.Say("holder sent %s", how)
+	t.Say("holder sent %s", stopHow(graceful))
 	a := <-got
-	h.wait = time.Since(start)
+	h.wait, h.new = time.Since(start), a.token
 	if a.err != nil {
 		return h, a.err
 	}
-	h.new = a.token
 	t.Say("B holds %q %s after the signal: %s", key, story.Ms(h.wait), token(backend, h.new))
 	if graceful {
 		return h, p.Wait(reportTimeout)
 	}
 	return h, nil
+}
+
+// startHolder starts a holder process on key and waits until it holds it.
+func (s *servers) startHolder(t *story.Timeline, h *handoff, key string) (*childproc.Proc, error) {
+	addr := s.redis.Addr()
+	if h.backend == "etcd" {
+		addr = s.etcd
+	}
+	p, err := startHolder(holderConfig{Backend: h.backend, Addr: addr, Key: key})
+	if err != nil {
+		return nil, err
+	}
+	if h.old, err = p.Next(reportTimeout, "LOCKED"); err != nil {
+		_ = p.Stop(5 * time.Second)
+		return nil, err
+	}
+	t.Say("holder (pid %d) takes %q, TTL %v, renewed every %v: %s", p.Pid(), key, ttl, (ttl / 3).Round(time.Millisecond), token(h.backend, h.old))
+	return p, nil
+}
+
+// stop stops the holder: SIGTERM, or SIGKILL (which returns once it is
+// reaped).
+func stop(p *childproc.Proc, graceful bool) error {
+	if graceful {
+		return p.Signal(syscall.SIGTERM)
+	}
+	p.Kill()
+	return nil
+}
+
+func stopHow(graceful bool) string {
+	if graceful {
+		return "SIGTERM (a graceful stop: the holder releases)"
+	}
+	return "SIGKILL (a crash: no cleanup)"
 }
 
 // acquired is the next holder's token or value, or why it has none.

@@ -64,7 +64,8 @@ func (l *lessonEnv) round(ctx context.Context, q queue) (roundResult, error) {
 		return r, err
 	}
 	t.Say("%d jobs queued, %d worker processes starting (each job takes %v)", jobs, workers, jobTime)
-	if err := l.follow(t, q, procs, events, &r); err != nil {
+	f := &follower{t: t, q: q, procs: procs, r: &r}
+	if err := f.follow(events); err != nil {
 		return r, err
 	}
 	if err := l.check(ctx, &r); err != nil {
@@ -101,59 +102,6 @@ func (l *lessonEnv) startWorkers(q queue, events chan<- event) ([]*childproc.Pro
 	return procs, nil
 }
 
-// follow tells the round as the workers report it, until all have exited.
-func (l *lessonEnv) follow(t *story.Timeline, q queue, procs []*childproc.Proc, events <-chan event, r *roundResult) error {
-	var killed time.Time
-	ready := 0
-	deadline := time.After(timeout)
-	for exited := 0; exited < workers; {
-		var e event
-		select {
-		case e = <-events:
-		case <-deadline:
-			return fmt.Errorf("jobqueue: workers not done after %v", timeout)
-		}
-		switch {
-		case e.word == "EXIT":
-			exited++
-			if e.worker != victimID || !q.victim {
-				if err := procs[e.worker-1].Err(); err != nil {
-					return fmt.Errorf("jobqueue: worker %d: %v: %s", e.worker, err, procs[e.worker-1].Output())
-				}
-			}
-		case e.word == "READY":
-			if ready++; ready == workers {
-				if err := start(procs); err != nil {
-					return err
-				}
-				t.Say("all %d workers connected; go", workers)
-			}
-		case e.word == "HELD":
-			r.held = e.job
-			t.Say("worker %d (pid %d) takes job %d and hangs in the middle of it%s", e.worker, procs[e.worker-1].Pid(), e.job, stopsHow(q))
-		case e.word == "DONE" && r.held != 0 && killed.IsZero() && e.job > r.held:
-			t.Say("the others go on past it: worker %d finished job %d while job %d stayed claimed", e.worker, e.job, r.held)
-			killed = time.Now()
-			procs[victimID-1].Kill()
-			t.Say("worker %d SIGKILLed%s", victimID, killHow(q))
-		case e.word == "TOOK" && !killed.IsZero() && e.job == r.held && r.takenBy == 0:
-			r.takenBy, r.handoff = e.worker, e.at.Sub(killed)
-			t.Say("worker %d takes job %d, %s after the kill%s", e.worker, e.job, story.Ms(r.handoff), takeHow(q))
-		}
-	}
-	return nil
-}
-
-// start lets every worker go.
-func start(procs []*childproc.Proc) error {
-	for _, p := range procs {
-		if err := p.Send(childproc.Go); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // check reads what happened from the tables.
 func (l *lessonEnv) check(ctx context.Context, r *roundResult) error {
 	return l.pool.QueryRow(ctx, `SELECT
@@ -176,25 +124,4 @@ func (l *lessonEnv) tell(t *story.Timeline, q queue, r roundResult) {
 	default:
 		t.Conclude("no job ran twice; the killed worker's job waited %s for its lease (TTL %v) to run out", story.Ms(r.handoff), lockTTL)
 	}
-}
-
-func stopsHow(q queue) string {
-	if q.name == "skiplocked" {
-		return ": its transaction is open, the row locked"
-	}
-	return ": it holds the job's lock, its work outside the database"
-}
-
-func killHow(q queue) string {
-	if q.name == "skiplocked" {
-		return ": its connection drops, PostgreSQL aborts its transaction and the row lock goes with it"
-	}
-	return ": its lease is no longer renewed, but etcd keeps the lock until the lease runs out"
-}
-
-func takeHow(q queue) string {
-	if q.name == "skiplocked" {
-		return " (its next SELECT … SKIP LOCKED no longer skips it)"
-	}
-	return " (its TryLock is no longer refused)"
 }
