@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh makes sure the machine has what the test suite starts by itself:
 # PostgreSQL's server binaries (each test package runs a throwaway cluster
-# from them) and versitygw (the S3-compatible server the S3 tests run).
+# from them), etcd, redis-server (the lessons in examples/ start one) and
+# versitygw (the S3-compatible server the S3 tests run).
 # It installs only what is missing, so running it again is cheap.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -33,6 +34,19 @@ if ! command -v etcd >/dev/null 2>&1; then
 	$sudo service etcd stop >/dev/null 2>&1 || true
 fi
 command -v etcd >/dev/null 2>&1 || { echo "setup: etcd server binary still missing" >&2; exit 1; }
+
+# redis-server from Debian's package: the lessons in examples/ (naivelock,
+# holderdies) start their own server from it; the distribution's service is
+# not needed.
+if ! command -v redis-server >/dev/null 2>&1; then
+	echo "setup: installing redis-server (apt-get)" >&2
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+	$sudo service redis-server stop >/dev/null 2>&1 || true
+fi
+command -v redis-server >/dev/null 2>&1 || { echo "setup: redis-server binary still missing" >&2; exit 1; }
 
 export FENCELOCK_VERSITYGW="${FENCELOCK_VERSITYGW:-}"
 gw="$(sh "$here/install-versitygw.sh")"

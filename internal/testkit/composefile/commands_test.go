@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,7 +18,8 @@ var goFlags = []string{"run", "count", "race", "short", "tags", "v", "bench", "b
 
 // TestPageCommands checks the commands on README.md and the docs/ pages,
 // in code blocks and inline code, against the repository: the packages of
-// go run, go test, go install and go doc exist; each alternative of a go
+// go run, go test, go install and go doc exist (relative to go -C's
+// directory, for the examples' module); each alternative of a go
 // test -run pattern matches a test, example, benchmark or fuzz function of
 // those packages; every flag given to a command of cmd/ (fencelock as
 // installed, or go run ./cmd/NAME) is one it defines, and so is every
@@ -60,12 +62,16 @@ func checkCommand(t *testing.T, where string, args []string) bool {
 	if len(args) < 3 || args[0] != "go" {
 		return false
 	}
+	dir := "" // of go -C dir: the examples' module
+	if args[1] == "-C" && len(args) >= 4 {
+		dir, args = args[2], append([]string{"go"}, args[3:]...)
+	}
 	var pkgs []string
 	for _, a := range args[2:] {
 		if strings.HasPrefix(a, "./") || strings.HasPrefix(a, "github.com/fencelock/fencelock/") {
 			a = strings.TrimPrefix(strings.TrimPrefix(a, "github.com/fencelock/fencelock"), "/")
 			a, _, _ = strings.Cut(a, "@")
-			pkgs = append(pkgs, strings.TrimPrefix(a, "./"))
+			pkgs = append(pkgs, path.Join(dir, strings.TrimPrefix(a, "./")))
 		}
 	}
 	for _, dir := range pkgs {
