@@ -233,6 +233,9 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 				break
 			}
 		}
+		if free < 0 && !t.wait {
+			return 0, &LockedError{Name: t.name, Holder: Entry{Slot: -1, TTL: -1}} // TryAcquire does not wait for a slot
+		}
 		if free < 0 {
 			if _, err := c.waitRange(ctx, s, p.dir, readRev+1); err != nil {
 				return 0, err
