@@ -48,6 +48,13 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 command -v redis-server >/dev/null 2>&1 || { echo "setup: redis-server binary still missing" >&2; exit 1; }
 
+# etcd 3.5 and 3.6, built from their own Go modules (through the module
+# proxy): the lock, election and CLI tests run against them too
+# (TestKindsOnEveryEtcd, TestEngineOnOtherEtcd, TestCLIOnEveryEtcd).
+for v in v3.5.21 v3.6.16; do
+	sh "$here/install-etcd.sh" "$v" >/dev/null
+done
+
 export FENCELOCK_VERSITYGW="${FENCELOCK_VERSITYGW:-}"
 gw="$(sh "$here/install-versitygw.sh")"
 echo "setup: PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | head -1)  versitygw: $gw" >&2

@@ -7,9 +7,6 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,9 +17,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/testkit/childproc"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
-	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Observe sends only leaders that led at some revision: when one revision
@@ -84,58 +79,17 @@ func TestObserveSendsNoLeaderBetweenEventsOfOneRevision(t *testing.T) {
 	cancel()
 }
 
-// otherEtcd starts the etcd server of Debian's etcd-server package (3.4,
-// installed by .ci/setup.sh) on loopback ports for the test, or uses the one
-// at $FENCELOCK_OTHER_ETCD, and returns a client of it. Under CI=true a
-// missing server fails the test; elsewhere it skips, saying how to run it.
-func otherEtcd(t *testing.T) *clientv3.Client {
-	t.Helper()
-	if ep := os.Getenv("FENCELOCK_OTHER_ETCD"); ep != "" {
-		return etcdClient(t, ep)
-	}
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		testenv.Unavailable(t, "no etcd server binary on PATH: "+err.Error(),
-			"apt-get install etcd-server (bash .ci/setup.sh does), or set FENCELOCK_OTHER_ETCD to an etcd's client URL")
-	}
-	ports, err := childproc.FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	cmd := exec.Command(bin, "--name", "other", "--data-dir", t.TempDir(),
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "other="+peer, "--log-level", "error")
-	p, err := childproc.Start(cmd, func([]byte) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Stop(5 * time.Second) })
-	cli := etcdClient(t, client)
-	poll.Until(t, "the other etcd serving", func() bool {
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		defer cancel()
-		_, err := cli.Get(ctx, "health")
-		return err == nil
-	})
-	resp, err := cli.Status(t.Context(), client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("etcd %s at %s", resp.Version, client)
-	return cli
+// The engine on the etcd servers besides the embedded one (see
+// otherEtcds): a waiter takes the lock soon after its predecessor unlocks,
+// a held lock learns its key was deleted, and Observe sends a new leader.
+// The stream's client-chosen watch IDs need etcd 3.4 or later.
+//
+//	go test -run TestEngineOnOtherEtcd ./etcdlock  # needs etcd, etcd-3.5, etcd-3.6 (bash .ci/setup.sh), or FENCELOCK_OTHER_ETCD=URL
+func TestEngineOnOtherEtcd(t *testing.T) {
+	forEachEtcd(t, testEngineOn)
 }
 
-// The engine on another etcd server than the embedded one (Debian's 3.4):
-// a waiter takes the lock soon after its predecessor unlocks, a held lock
-// learns its key was deleted, and Observe sends a new leader. The stream's
-// client-chosen watch IDs need etcd 3.4 or later.
-//
-//	go test -run TestEngineOnOtherEtcd ./etcdlock  # needs /usr/bin/etcd, or FENCELOCK_OTHER_ETCD=URL
-func TestEngineOnOtherEtcd(t *testing.T) {
-	cli := otherEtcd(t)
+func testEngineOn(t *testing.T, cli *clientv3.Client) {
 	p := prefix(t)
 	c := newLockerAt(t, cli, p, etcdlock.WithTTL(3*time.Second))
 	w := newLockerAt(t, etcdClient(t, cli.Endpoints()...), p, etcdlock.WithTTL(3*time.Second))

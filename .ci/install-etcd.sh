@@ -1,0 +1,49 @@
+#!/bin/sh
+# install-etcd.sh VERSION builds the etcd server VERSION (3.5.x, 3.6.x) from
+# its own Go modules, through the module proxy as any dependency, and
+# installs it as etcd-MAJOR.MINOR next to the other Go binaries, unless it
+# is there already. It prints the binary's path on stdout.
+#
+# "go install go.etcd.io/etcd/server/v3@VERSION" is refused (etcd's go.mod
+# has replace directives), so it builds etcdmain.Main in a throwaway module
+# of its own: this repository's go.mod is neither read nor changed. The
+# lock tests run against these servers (see etcdlock's otherEtcds).
+set -eu
+
+version="$1"
+name="etcd-$(echo "$version" | cut -d. -f1,2)"
+
+gobin="$(go env GOBIN)"
+if [ -z "$gobin" ]; then
+	gobin="$(go env GOPATH | cut -d: -f1)/bin"
+fi
+if [ -x "$gobin/$name" ] && "$gobin/$name" --version 2>/dev/null | grep -q "etcd Version: ${version#v}"; then
+	echo "$gobin/$name"
+	exit 0
+fi
+
+echo "install-etcd: building etcd $version into $gobin/$name (a few minutes on a cold module cache)" >&2
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+cat >"$dir/main.go" <<'GO'
+// Command etcd is the etcd server, built from etcdmain for the tests.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+cat >"$dir/go.mod" <<MOD
+module etcdserver
+
+go 1.26.0
+
+require go.etcd.io/etcd/server/v3 $version
+MOD
+mkdir -p "$gobin"
+(cd "$dir" && GOFLAGS=-mod=mod go mod tidy >&2 && go build -o "$gobin/$name" . >&2)
+echo "$gobin/$name"
