@@ -3,12 +3,16 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // TestInspectSemaphore reads a semaphore's permits, its holders with their
@@ -146,4 +150,99 @@ func TestBreakSemaphoreNeedsBothKeys(t *testing.T) {
 			stuck.Unlock(context.Background())
 		})
 	}
+}
+
+// BreakSemaphore's transaction arriving late (after the holder released
+// and its Client took the permit again, reusing the same queue key and
+// slot), arriving twice, or losing its reply never frees a later permit:
+// it compares the create revisions of both keys.
+func TestBreakSemaphoreLateTwiceLostReply(t *testing.T) {
+	direct := etcdClient(t)
+	holder := semaphore(t, newLocker(t, direct), "one", 1)
+	fcli, in := faulty(t, 25)
+	op := newLocker(t, fcli)
+	slotKey := prefix(t) + "sem/one/p/0"
+	acquire := func(t *testing.T) *etcdlock.Lock {
+		t.Helper()
+		l, err := holder.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	// again is the holder's next permit, on the keys of the first.
+	again := func(t *testing.T, first *etcdlock.Lock) *etcdlock.Lock {
+		t.Helper()
+		l := acquire(t)
+		if l.Key() != first.Key() || l.Slot() != first.Slot() {
+			t.Fatalf("the later permit has key %q slot %d, not the first's %q slot %d: the case is not exercised", l.Key(), l.Slot(), first.Key(), first.Slot())
+		}
+		return l
+	}
+	stillHeld := func(t *testing.T, l *etcdlock.Lock) {
+		t.Helper()
+		sq, err := op.InspectSemaphore(t.Context(), "one")
+		if err != nil || sq.Holder == nil || sq.Holder.Key != l.Key() || sq.Holder.Token != l.Token() || l.Err() != nil {
+			t.Fatalf("semaphore: %+v (%v), lock Err %v; want the permit of token %d held", sq, err, l.Err(), l.Token())
+		}
+	}
+
+	t.Run("late", func(t *testing.T) {
+		first := acquire(t)
+		held := in.Hold(deletes(slotKey))
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		_, err := op.BreakSemaphore(ctx, "one", first.Token())
+		cancel()
+		if err == nil {
+			t.Fatal("BreakSemaphore whose delete was held: got nil, want an error")
+		}
+		<-held.Caught()
+		if err := first.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		l := again(t, first)
+		defer l.Unlock(context.Background())
+		if err := held.Release(t.Context()); err != nil {
+			t.Fatalf("delivering the late delete: %v", err)
+		}
+		stillHeld(t, l)
+	})
+
+	t.Run("twice", func(t *testing.T) {
+		first := acquire(t)
+		var dup atomic.Pointer[pb.TxnRequest]
+		in.Before(deletes(slotKey), func(req any) { dup.Store(req.(*pb.TxnRequest)) })
+		defer in.Heal()
+		if _, err := op.BreakSemaphore(t.Context(), "one", first.Token()); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, first.Done(), 2*time.Second, "broken permit's Done")
+		if err := first.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrLost) {
+			t.Fatalf("Unlock of the broken permit: got %v, want ErrLost", err)
+		}
+		l := again(t, first)
+		defer l.Unlock(context.Background())
+		if _, err := pb.NewKVClient(direct.ActiveConnection()).Txn(t.Context(), dup.Load()); err != nil {
+			t.Fatalf("delivering the break again: %v", err)
+		}
+		stillHeld(t, l)
+	})
+
+	t.Run("lost reply", func(t *testing.T) {
+		first := acquire(t)
+		in.Next(deletes(slotKey), reqfault.LostReply)
+		if _, err := op.BreakSemaphore(t.Context(), "one", first.Token()); err == nil {
+			t.Fatal("BreakSemaphore whose reply was lost: got nil, want an error")
+		}
+		waitClosed(t, first.Done(), 2*time.Second, "Done of the permit whose break landed unseen")
+		if err := first.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrLost) {
+			t.Fatalf("Unlock of the broken permit: got %v, want ErrLost", err)
+		}
+		l := again(t, first)
+		defer l.Unlock(context.Background())
+		if _, err := op.BreakSemaphore(t.Context(), "one", first.Token()); !errors.Is(err, etcdlock.ErrNotHolder) {
+			t.Fatalf("the retried break: got %v, want ErrNotHolder", err)
+		}
+		stillHeld(t, l)
+	})
 }
