@@ -48,13 +48,13 @@ func holding(kvs []*mvccpb.KeyValue) int {
 // A key written by something else than this package reads as an unknown
 // owner (see [Entry]), never as an error.
 func (c *Client) Inspect(ctx context.Context, name string) (Queue, error) {
-	return c.inspect(ctx, "Inspect", name, c.queue, 0, 0)
+	return c.inspect(ctx, "Inspect", name, c.queue, 0)
 }
 
 // InspectElection is [Client.Inspect] for the election called name: Holder
 // is the leader, Waiters the other candidates.
 func (c *Client) InspectElection(ctx context.Context, name string) (Queue, error) {
-	return c.inspect(ctx, "InspectElection", name, c.electionQueue, 0, 0)
+	return c.inspect(ctx, "InspectElection", name, c.electionQueue, 0)
 }
 
 // Leader returns the current leader of the election called name: its
@@ -70,7 +70,7 @@ func (c *Client) InspectElection(ctx context.Context, name string) (Queue, error
 // expires. To route work to a leader, route on a value it proclaims once
 // it has begun ([Term.Proclaim]), and fence what it writes.
 func (c *Client) Leader(ctx context.Context, name string) (Entry, error) {
-	q, err := c.inspect(ctx, "Leader", name, c.electionQueue, 1, 0)
+	q, err := c.inspect(ctx, "Leader", name, c.electionQueue, 1)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -81,9 +81,8 @@ func (c *Client) Leader(ctx context.Context, name string) (Entry, error) {
 }
 
 // inspect reads the queue of name under queue: its first limit keys (0:
-// all of them), the first permits of which hold it (0: see holding). op
-// names the call in errors.
-func (c *Client) inspect(ctx context.Context, op, name string, queue func(string) string, limit int64, permits int) (Queue, error) {
+// all of them). op names the call in errors.
+func (c *Client) inspect(ctx context.Context, op, name string, queue func(string) string, limit int64) (Queue, error) {
 	if ctx == nil {
 		return Queue{}, fmt.Errorf("%w: %s: nil context", ErrInvalidArgument, op)
 	}
@@ -98,9 +97,6 @@ func (c *Client) inspect(ctx context.Context, op, name string, queue func(string
 	q := Queue{Name: name, Rev: resp.Header.Revision}
 	ttls := map[clientv3.LeaseID]time.Duration{}
 	holders := holding(resp.Kvs)
-	if permits > 0 {
-		holders = min(permits, len(resp.Kvs))
-	}
 	for i, kv := range resp.Kvs {
 		e := entryOf(kv)
 		if e.TTL, err = c.leaseTTL(ctx, ttls, e.Lease); err != nil {

@@ -94,7 +94,9 @@ func (l *Lock) Key() string { return l.t.key }
 // Token returns the fencing token: the create revision of the lock's key. It
 // is unique to this acquisition, strictly greater than the token of every
 // earlier holder of the same name, and comparable across names (all come from
-// etcd's single revision counter).
+// etcd's single revision counter). A semaphore's permit's token is its
+// slot's key's instead: greater than every earlier holder's of the same
+// slot (see [Semaphore]).
 func (l *Lock) Token() fence.Token { return l.token }
 
 // Lease returns the ID of the session lease the lock's key is attached to.

@@ -87,10 +87,12 @@ func (sm *Semaphore) acquire(ctx context.Context, wait bool, opts []LockOption) 
 }
 
 // Inspect reads the semaphore's queue, as [Client.Inspect] does a lock's:
-// Holders are the acquisitions entitled to a permit (each with its Slot
-// once it has claimed one), Waiters the rest.
+// Holders are the acquisitions entitled to a permit, each with its Slot
+// and, as Token, its permit's token ([Lock.Token]) once it has claimed
+// one; Waiters the rest (see [Client.InspectSemaphore]).
 func (sm *Semaphore) Inspect(ctx context.Context) (Queue, error) {
-	return sm.c.inspect(ctx, "Inspect", sm.name, sm.c.semQueue, 0, sm.permits)
+	sq, err := sm.c.InspectSemaphore(ctx, sm.name)
+	return sq.Queue, err
 }
 
 // semQueue is the prefix under which the acquisitions of semaphore name

@@ -2,6 +2,8 @@
 // leader, and shows and breaks locks.
 //
 //	fencelock run [flags] NAME -- CMD [ARGS...]     run CMD while holding lock NAME
+//	fencelock run --read NAME -- CMD [ARGS...]      ... as one of its readers
+//	fencelock run --permits N NAME -- CMD [ARGS...] ... with one of semaphore NAME's N permits
 //	fencelock elect [flags] NAME -- CMD [ARGS...]   run CMD while leading election NAME
 //	fencelock status [--json] [NAME...]             holders and waiters
 //	fencelock break NAME --token N                  free a stuck lock, by its holder's token
@@ -18,9 +20,10 @@
 //
 // Exit status: the command's own (128+N when a signal N ended it), or 64
 // for bad usage, 69 when etcd cannot be reached or refuses the request, 75
-// when the lock was not acquired (held, with --try; or --wait elapsed), 79
-// when the lock or leadership was lost while the command ran (it was
-// stopped), 127 when the command cannot be started.
+// when the lock was not acquired (held, with --try; or --wait elapsed), 78
+// when a semaphore is in use with another number of permits than
+// --permits, 79 when the lock or leadership was lost while the command ran
+// (it was stopped), 127 when the command cannot be started.
 package main
 
 import (
@@ -37,6 +40,7 @@ const (
 	exitUsage       = 64  // EX_USAGE: bad flags or arguments
 	exitUnavailable = 69  // EX_UNAVAILABLE: etcd cannot be reached, or refused the request
 	exitNotAcquired = 75  // EX_TEMPFAIL: held by another (--try), or --wait elapsed
+	exitPermits     = 78  // EX_CONFIG: others use the semaphore with another number of permits
 	exitLost        = 79  // the lock or leadership was lost while the command ran
 	exitNoCommand   = 127 // the command cannot be started, as a shell's
 )
@@ -90,8 +94,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Long: `fencelock runs a program while it holds an etcd lock (run) or leads an
 election (elect), stopping it when the lock is lost, and passes it the lock's
 fencing token, which every write it makes should carry so that storage can
-refuse a late write from a holder that lost the lock. status shows holders
-and waiters; break frees a stuck lock by its holder's token.
+refuse a late write from a holder that lost the lock; run --read shares the
+lock with other readers, run --permits N takes one of a semaphore's N
+permits. status shows holders and waiters; break frees a stuck lock (or
+permit) by its holder's token.
 
 Connection flags accept, when not given, FENCELOCK_* environment variables
 and then etcdctl's ETCDCTL_* ones (FENCELOCK_ENDPOINTS, then
@@ -99,9 +105,9 @@ ETCDCTL_ENDPOINTS, ...; FENCELOCK_* take precedence). --prefix, --ttl and
 --owner are FENCELOCK_PREFIX, FENCELOCK_TTL and FENCELOCK_OWNER.
 
 Exit status: the command's own (128+N when signal N ended it); 64 bad usage;
-69 etcd unreachable or refusing; 75 lock not acquired (--try, --wait); 79
-lock or leadership lost while the command ran; 127 the command cannot be
-started.`,
+69 etcd unreachable or refusing; 75 lock not acquired (--try, --wait);
+78 semaphore in use with other permits than --permits; 79 lock or
+leadership lost while the command ran; 127 the command cannot be started.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

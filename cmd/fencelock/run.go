@@ -21,16 +21,23 @@ type runOptions struct {
 	try       bool
 	killAfter time.Duration
 	metadata  string
+	read      bool // as a reader (RLock)
+	permits   int  // a permit of a semaphore of this many (0: the lock)
+	semaphore bool // --permits given
 }
 
 func newRunCmd(g *globals) *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
 		Use:   "run [flags] NAME -- CMD [ARGS...]",
-		Short: "Run a command while holding lock NAME",
+		Short: "Run a command while holding lock NAME (or as a reader, or with a permit)",
 		Long: `run takes lock NAME (waiting in arrival order, up to --wait; --try gives up
 at once), runs CMD with its stdio passed through, and releases the lock when
-CMD exits. CMD gets in its environment:
+CMD exits. With --read it takes the lock as a reader: readers of NAME run
+together, a plain run of NAME (a writer) runs alone, and a waiting writer
+holds back the readers that come after it. With --permits N it takes one of
+the N permits of semaphore NAME instead (semaphores are apart from locks of
+the same name): at most N runs of NAME at once. CMD gets in its environment:
 
   FENCELOCK_TOKEN  the fencing token: the create revision of the lock's key,
                    greater than every earlier holder's. Put it in every write
@@ -40,6 +47,18 @@ CMD exits. CMD gets in its environment:
   FENCELOCK_KEY    the lock's etcd key
   FENCELOCK_LEASE  the session lease, in hex as etcdctl prints it
   FENCELOCK_TTL    the granted lease TTL, in seconds
+  FENCELOCK_SLOT   with --permits: the permit's slot, 0 to N-1, held by one
+                   run at a time. FENCELOCK_TOKEN is then the slot's token,
+                   greater than every earlier holder's of the same slot
+                   only: fence a resource owned by slot i (shard i) with it,
+                   not a resource every slot writes to (holders of other
+                   slots run at the same time with unrelated tokens).
+  FENCELOCK_PERMITS with --permits: N
+
+A reader's FENCELOCK_TOKEN is greater than every earlier writer's, and a
+writer's greater than every earlier holder's, readers included; readers
+running together carry different tokens, so do not fence a resource that
+readers write to with "refuse anything lower" across readers.
 
 When the lock is lost (the lease expired or no keepalive was acknowledged by
 its validity deadline, or the key was deleted, e.g. by fencelock break), CMD's
@@ -54,19 +73,25 @@ NAME. Without "--" right after NAME, fencelock notes on stderr a flag of its
 own that it finds between NAME and the next "--"; a CMD that is itself one of
 fencelock's flags ("run job --ttl 5s -- true") is refused as bad usage.
 --try and --wait contradict: given both, run refuses them (as etcdctl
-refuses contradicting flags) rather than let one silently win.
+refuses contradicting flags) rather than let one silently win; so do --read
+and --permits (a semaphore has no readers).
 
 Exit status: CMD's (128+N when signal N ended it); 75 when the lock was not
 acquired (--try found it held, or --wait elapsed); 79 when it was lost while
-CMD ran; 69 when etcd cannot be reached or refuses; 64 for bad usage; 127
-when CMD cannot be started.`,
+CMD ran; 78 when other runs or programs use semaphore NAME with another
+number of permits than --permits (they must agree; the message says theirs);
+69 when etcd cannot be reached or refuses; 64 for bad usage (--permits
+outside 1 to 1024 among it); 127 when CMD cannot be started.`,
 		Example: `  fencelock run --wait 30s nightly-report -- ./report.sh
   fencelock run --try nightly-report -- sh -c \
-    'psql "$DSN" -c "UPDATE reports SET state = 1, fence = $FENCELOCK_TOKEN WHERE id = 1 AND fence <= $FENCELOCK_TOKEN"'`,
+    'psql "$DSN" -c "UPDATE reports SET state = 1, fence = $FENCELOCK_TOKEN WHERE id = 1 AND fence <= $FENCELOCK_TOKEN"'
+  fencelock run --read config -- ./read-config.sh
+  fencelock run --permits 4 workers -- sh -c './work.sh --shard "$FENCELOCK_SLOT" --fence "$FENCELOCK_TOKEN"'`,
 		Args: nameAndCommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			noteFlagsAfterName(cmd, args)
 			name, argv := splitCommand(args)
+			o.semaphore = cmd.Flags().Changed("permits")
 			return runLocked(cmd.Context(), g, o, name, argv, cmd.ErrOrStderr())
 		},
 	}
@@ -76,6 +101,8 @@ when CMD cannot be started.`,
 	f.BoolVar(&o.try, "try", false, "fail at once (exit 75) if the lock is held or waited for; not with --wait")
 	f.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "after the lock is lost, SIGKILL CMD this long after SIGTERM")
 	f.StringVar(&o.metadata, "metadata", "", "text stored with the lock for status to show (at most 4 KiB)")
+	f.BoolVar(&o.read, "read", false, "take the lock as a reader: readers run together, writers (run without --read) alone")
+	f.IntVar(&o.permits, "permits", 0, "take a permit of semaphore NAME of this many permits (1 to 1024; every run of NAME must agree) instead of the lock")
 	return cmd
 }
 
@@ -167,6 +194,10 @@ func runLocked(ctx context.Context, g *globals, o runOptions, name string, argv 
 		return bad("--wait %v: must not be negative (0, the default, waits until interrupted)", o.wait)
 	case o.try && o.wait > 0:
 		return bad("--try and --wait %v cannot be set at the same time, choose one", o.wait)
+	case o.semaphore && o.read:
+		return bad("--read and --permits cannot be set at the same time: a semaphore has no readers")
+	case o.semaphore && (o.permits < 1 || o.permits > etcdlock.MaxPermits):
+		return bad("--permits %d: want 1 to %d", o.permits, etcdlock.MaxPermits)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -184,18 +215,22 @@ func runLocked(ctx context.Context, g *globals, o runOptions, name string, argv 
 	if err != nil {
 		return err
 	}
-	c, err := startChild(argv, childEnv(name, lock.Key(), lock.Token(), lock.Lease(), lock.TTL()))
+	env := childEnv(name, lock.Key(), lock.Token(), lock.Lease(), lock.TTL())
+	if o.semaphore {
+		env = append(env, "FENCELOCK_SLOT="+strconv.Itoa(lock.Slot()), "FENCELOCK_PERMITS="+strconv.Itoa(o.permits))
+	}
+	c, err := startChild(argv, env)
 	if err != nil {
 		unlock(lock)
 		return fail(exitNoCommand, "start %q: %v", argv[0], err)
 	}
 	if supervise(c, sigs, lock.Done(), o.killAfter) {
 		closeLocks = func() {} // no wait for a revoke through a link that may be cut: the lease is gone or expiring
-		return fail(exitLost, "lock %q (token %d) lost while the command ran: %v; the command was stopped", name, lock.Token(), lock.Err())
+		return fail(exitLost, "%s (token %d) lost while the command ran: %v; the command was stopped", o.what(name, lock), lock.Token(), lock.Err())
 	}
 	if err := unlock(lock); errors.Is(err, etcdlock.ErrLost) {
 		fmt.Fprintf(stderr, "fencelock: the command exited with status %d, but %v\n", c.status(), err)
-		return fail(exitLost, "lock %q (token %d) was lost before the command ended", name, lock.Token())
+		return fail(exitLost, "%s (token %d) was lost before the command ended", o.what(name, lock), lock.Token())
 	} else if err != nil {
 		fmt.Fprintf(stderr, "fencelock: %v\n", err)
 	}
@@ -210,35 +245,100 @@ func acquire(ctx context.Context, sigs *signals, locks *etcdlock.Client, o runOp
 		actx, cancel = context.WithTimeout(actx, o.wait)
 		defer cancel()
 	}
-	var lock *etcdlock.Lock
-	var err error
-	if o.try {
-		lock, err = locks.TryLock(actx, name, etcdlock.WithMetadata(o.metadata))
-	} else {
-		lock, err = locks.Lock(actx, name, etcdlock.WithMetadata(o.metadata))
-	}
+	lock, err := take(actx, locks, o, name)
 	switch {
 	case err == nil:
 		return lock, nil
 	case sigs.received() != 0:
-		return nil, sigs.interrupted(fmt.Sprintf("waiting for lock %q", name))
+		return nil, sigs.interrupted(fmt.Sprintf("waiting for %s", o.what(name, nil)))
+	case errors.Is(err, etcdlock.ErrPermits):
+		return nil, fail(exitPermits, "%s", permitsMismatch(ctx, locks, o, name))
+	case errors.Is(err, etcdlock.ErrLocked) && o.semaphore:
+		return nil, fail(exitNotAcquired, "%s: every permit is held or waited for%s", o.what(name, nil), heldBy(ctx, locks, o, name))
 	case errors.Is(err, etcdlock.ErrLocked):
 		return nil, fail(exitNotAcquired, "%v", err)
 	case errors.Is(err, context.DeadlineExceeded) && o.wait > 0 && ctx.Err() == nil:
-		holder := ""
-		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		if q, ierr := locks.Inspect(ictx, name); ierr == nil && q.Holder != nil {
-			holder = fmt.Sprintf(" (held by %v)", q.Holder)
-		}
-		return nil, fail(exitNotAcquired, "lock %q not acquired within --wait %v%s", name, o.wait, holder)
+		return nil, fail(exitNotAcquired, "%s not acquired within --wait %v%s", o.what(name, nil), o.wait, heldBy(ctx, locks, o, name))
 	case errors.Is(err, etcdlock.ErrInvalidName):
 		return nil, bad("lock name %q: %v", name, err)
 	case errors.Is(err, etcdlock.ErrInvalidData):
 		return nil, bad("%v", err)
 	default:
-		return nil, fail(exitUnavailable, "lock %q: %v", name, err)
+		return nil, fail(exitUnavailable, "%s: %v", o.what(name, nil), err)
 	}
+}
+
+// take is the library call the flags ask for.
+func take(ctx context.Context, locks *etcdlock.Client, o runOptions, name string) (*etcdlock.Lock, error) {
+	md := etcdlock.WithMetadata(o.metadata)
+	switch {
+	case o.semaphore:
+		sm, err := locks.Semaphore(name, o.permits)
+		if err != nil {
+			return nil, err
+		}
+		if o.try {
+			return sm.TryAcquire(ctx, md)
+		}
+		return sm.Acquire(ctx, md)
+	case o.read && o.try:
+		return locks.TryRLock(ctx, name, md)
+	case o.read:
+		return locks.RLock(ctx, name, md)
+	case o.try:
+		return locks.TryLock(ctx, name, md)
+	default:
+		return locks.Lock(ctx, name, md)
+	}
+}
+
+// what names what run takes (or holds, when lock is not nil), for messages.
+func (o runOptions) what(name string, lock *etcdlock.Lock) string {
+	switch {
+	case o.semaphore && lock != nil:
+		return fmt.Sprintf("permit of semaphore %q (slot %d of %d)", name, lock.Slot(), o.permits)
+	case o.semaphore:
+		return fmt.Sprintf("a permit of semaphore %q (%d permits)", name, o.permits)
+	case o.read:
+		return fmt.Sprintf("lock %q as a reader", name)
+	}
+	return fmt.Sprintf("lock %q", name)
+}
+
+// heldBy names the holders of what run waited for, when it can read them
+// within 2 s: " (held by ...)".
+func heldBy(ctx context.Context, locks *etcdlock.Client, o runOptions, name string) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var holders []etcdlock.Entry
+	if o.semaphore {
+		sq, err := locks.InspectSemaphore(ctx, name)
+		if err != nil {
+			return ""
+		}
+		holders = sq.Holders
+	} else if q, err := locks.Inspect(ctx, name); err == nil {
+		holders = q.Holders
+	}
+	if len(holders) == 0 {
+		return ""
+	}
+	var names []string
+	for _, h := range holders {
+		names = append(names, h.String())
+	}
+	return " (held by " + strings.Join(names, ", ") + ")"
+}
+
+// permitsMismatch says that others use semaphore name with other permits.
+func permitsMismatch(ctx context.Context, locks *etcdlock.Client, o runOptions, name string) string {
+	theirs := "another number of"
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if sq, err := locks.InspectSemaphore(ctx, name); err == nil && sq.Permits > 0 && sq.Permits != o.permits {
+		theirs = strconv.Itoa(sq.Permits)
+	}
+	return fmt.Sprintf("semaphore %q is in use with %s permits, not --permits %d: every run of a semaphore must give the same --permits", name, theirs, o.permits)
 }
 
 func unlock(lock *etcdlock.Lock) error {

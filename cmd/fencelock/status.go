@@ -18,24 +18,38 @@ func newStatusCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [--json] [NAME...]",
-		Short: "Show who holds each lock and leads each election, and who waits",
+		Short: "Show who holds each lock and semaphore and leads each election, and who waits",
 		Long: `status shows, for each lock NAME (all locks with a holder or a waiter when no
-NAME is given), the holder and the waiters in the order they will be served,
-and the same for elections (leader and candidates): owner, fencing token,
-how long ago it joined the queue (QUEUED), lease and its remaining TTL,
-metadata. A NAME with neither a lock holder nor a candidate shows as free.
+NAME is given), the holders and the waiters in the order they will be served,
+and the same for semaphores (holders of permits, waiters) and elections
+(leader and candidates): owner, fencing token, how long ago it joined the
+queue (QUEUED), lease and its remaining TTL, metadata. A NAME with no lock
+holder, no semaphore holder and no candidate shows as a free lock.
+
+ROLE is, for a lock: holder (a writer, or run without --read), reader (one
+of the readers holding it together, run --read), waiter, read-waiter (a
+reader waiting); for a semaphore: slot-I (the holder of the permit of slot
+I, whose TOKEN is that slot's token, FENCELOCK_TOKEN of its run), holder (a
+holder yet to claim its slot), waiter; for an election: leader, candidate.
 
 QUEUED counts from when the key was written, by the writer's clock: for a
 holder or leader that waited behind another, that is earlier than when it
 began to hold or lead, which etcd does not record.
 
---json prints one object: {"locks": [QUEUE...], "elections": [QUEUE...]},
-where QUEUE is {"name", "rev", "holder": ENTRY or null, "waiters": [ENTRY...]}
-and ENTRY is {"key", "token", "rev", "lease" (hex), "ttl_seconds" (-1: lease
-gone or none), "owner" ("" when unknown), "acquired" (RFC 3339, by the
-writer's clock: when it joined the queue, as QUEUED), "data"}.`,
+--json prints one object: {"locks": [QUEUE...], "elections": [QUEUE...],
+"semaphores": [QUEUE...]}, where QUEUE is {"name", "rev", "holder": ENTRY or
+null (the first holder), "holders": [ENTRY...] (every holder: readers
+sharing a lock, a semaphore's permits), "waiters": [ENTRY...]}, a
+semaphore's also "permits" (its number of permits), and ENTRY is {"key",
+"token", "rev", "lease" (hex), "ttl_seconds" (-1: lease gone or none),
+"owner" ("" when unknown), "acquired" (RFC 3339, by the writer's clock: when
+it joined the queue, as QUEUED), "data", "shared" (true for a reader),
+"slot" (a semaphore permit's slot; -1 for the rest, and for a semaphore
+holder yet to claim one)}. A semaphore holder's "token" is its slot's token
+and "key" its queue key.`,
 		Example: `  fencelock status
-  fencelock status --json nightly-report | jq '.locks[0].holder.token'`,
+  fencelock status --json nightly-report | jq '.locks[0].holder.token'
+  fencelock status --json workers | jq '.semaphores[0].holders[] | {slot, token, owner}'`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			return status(cmd.Context(), g, names, asJSON, cmd.OutOrStdout())
 		},
@@ -45,14 +59,17 @@ writer's clock: when it joined the queue, as QUEUED), "data"}.`,
 }
 
 type statusJSON struct {
-	Locks     []queueJSON `json:"locks"`
-	Elections []queueJSON `json:"elections"`
+	Locks      []queueJSON `json:"locks"`
+	Elections  []queueJSON `json:"elections"`
+	Semaphores []queueJSON `json:"semaphores"`
 }
 
 type queueJSON struct {
 	Name    string      `json:"name"`
 	Rev     int64       `json:"rev"`
+	Permits int         `json:"permits,omitempty"` // a semaphore's
 	Holder  *entryJSON  `json:"holder"`
+	Holders []entryJSON `json:"holders"`
 	Waiters []entryJSON `json:"waiters"`
 }
 
@@ -65,13 +82,18 @@ type entryJSON struct {
 	Owner      string    `json:"owner"`
 	Acquired   time.Time `json:"acquired"`
 	Data       string    `json:"data"`
+	Shared     bool      `json:"shared"`
+	Slot       int       `json:"slot"`
 }
 
 func toJSON(q etcdlock.Queue) queueJSON {
-	j := queueJSON{Name: q.Name, Rev: q.Rev, Waiters: []entryJSON{}}
+	j := queueJSON{Name: q.Name, Rev: q.Rev, Holders: []entryJSON{}, Waiters: []entryJSON{}}
 	if q.Holder != nil {
 		h := entryToJSON(*q.Holder)
 		j.Holder = &h
+	}
+	for _, h := range q.Holders {
+		j.Holders = append(j.Holders, entryToJSON(h))
 	}
 	for _, w := range q.Waiters {
 		j.Waiters = append(j.Waiters, entryToJSON(w))
@@ -85,7 +107,13 @@ func entryToJSON(e etcdlock.Entry) entryJSON {
 		ttl = int64(e.TTL / time.Second)
 	}
 	return entryJSON{Key: e.Key, Token: int64(e.Token), Rev: e.Rev, Lease: fmt.Sprintf("%016x", int64(e.Lease)),
-		TTLSeconds: ttl, Owner: e.Owner, Acquired: e.Acquired, Data: e.Data}
+		TTLSeconds: ttl, Owner: e.Owner, Acquired: e.Acquired, Data: e.Data, Shared: e.Shared, Slot: e.Slot}
+}
+
+// queues are the queues status shows.
+type queues struct {
+	locks, elections []etcdlock.Queue
+	semaphores       []etcdlock.SemaphoreQueue
 }
 
 func status(ctx context.Context, g *globals, names []string, asJSON bool, out io.Writer) error {
@@ -96,63 +124,94 @@ func status(ctx context.Context, g *globals, names []string, asJSON bool, out io
 	defer closeLocks()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	lockNames, electionNames := names, names
-	if len(names) == 0 {
-		if lockNames, err = locks.ListLocks(ctx); err != nil {
-			return fail(exitUnavailable, "%v", err)
-		}
-		if electionNames, err = locks.ListElections(ctx); err != nil {
-			return fail(exitUnavailable, "%v", err)
-		}
-	}
-	var rows [2][]etcdlock.Queue
-	for i, list := range [][]string{lockNames, electionNames} {
-		for _, name := range list {
-			q, err := inspect(ctx, locks, name, i == 1)
-			if err != nil {
-				return err
-			}
-			rows[i] = append(rows[i], q)
-		}
+	qs, err := readQueues(ctx, locks, names)
+	if err != nil {
+		return err
 	}
 	if len(names) > 0 {
-		rows[0], rows[1] = dropEmpty(rows[0], rows[1])
+		qs = dropEmpty(qs)
 	}
 	if asJSON {
-		res := statusJSON{Locks: []queueJSON{}, Elections: []queueJSON{}}
-		for _, q := range rows[0] {
-			res.Locks = append(res.Locks, toJSON(q))
-		}
-		for _, q := range rows[1] {
-			res.Elections = append(res.Elections, toJSON(q))
-		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return printJSON(out, qs)
 	}
-	return printStatus(out, rows[0], rows[1])
+	return printStatus(out, qs)
+}
+
+// readQueues reads the queues of names, or of every lock, election and
+// semaphore that has someone in it when names is empty.
+func readQueues(ctx context.Context, locks *etcdlock.Client, names []string) (queues, error) {
+	var qs queues
+	lists := [3][]string{names, names, names}
+	if len(names) == 0 {
+		for i, list := range []func(context.Context) ([]string, error){locks.ListLocks, locks.ListElections, locks.ListSemaphores} {
+			var err error
+			if lists[i], err = list(ctx); err != nil {
+				return qs, fail(exitUnavailable, "%v", err)
+			}
+		}
+	}
+	for i, kind := range []*[]etcdlock.Queue{&qs.locks, &qs.elections} {
+		for _, name := range lists[i] {
+			q, err := inspect(ctx, locks, name, i == 1)
+			if err != nil {
+				return qs, err
+			}
+			*kind = append(*kind, q)
+		}
+	}
+	for _, name := range lists[2] {
+		sq, err := locks.InspectSemaphore(ctx, name)
+		if err != nil {
+			return qs, inspectFailed(err)
+		}
+		qs.semaphores = append(qs.semaphores, sq)
+	}
+	return qs, nil
+}
+
+func printJSON(out io.Writer, qs queues) error {
+	res := statusJSON{Locks: []queueJSON{}, Elections: []queueJSON{}, Semaphores: []queueJSON{}}
+	for _, q := range qs.locks {
+		res.Locks = append(res.Locks, toJSON(q))
+	}
+	for _, q := range qs.elections {
+		res.Elections = append(res.Elections, toJSON(q))
+	}
+	for _, sq := range qs.semaphores {
+		j := toJSON(sq.Queue)
+		j.Permits = sq.Permits
+		res.Semaphores = append(res.Semaphores, j)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
 }
 
 // dropEmpty keeps, of the queues of NAMEs given on the command line, the
 // ones that have someone in them, and the lock of a NAME that has no one
-// in either queue, to show it free: a NAME is a lock's or an election's,
-// and the empty queue of the other kind is noise.
-func dropEmpty(lockQs, electionQs []etcdlock.Queue) ([]etcdlock.Queue, []etcdlock.Queue) {
-	elected := map[string]bool{}
-	var keptElections []etcdlock.Queue
-	for _, q := range electionQs {
+// in any queue, to show it free: a NAME is a lock's, an election's or a
+// semaphore's, and the empty queues of the other kinds are noise.
+func dropEmpty(qs queues) queues {
+	used := map[string]bool{}
+	kept := queues{}
+	for _, q := range qs.elections {
 		if !empty(q) {
-			elected[q.Name] = true
-			keptElections = append(keptElections, q)
+			used[q.Name] = true
+			kept.elections = append(kept.elections, q)
 		}
 	}
-	var keptLocks []etcdlock.Queue
-	for _, q := range lockQs {
-		if !empty(q) || !elected[q.Name] {
-			keptLocks = append(keptLocks, q)
+	for _, sq := range qs.semaphores {
+		if !empty(sq.Queue) {
+			used[sq.Name] = true
+			kept.semaphores = append(kept.semaphores, sq)
 		}
 	}
-	return keptLocks, keptElections
+	for _, q := range qs.locks {
+		if !empty(q) || !used[q.Name] {
+			kept.locks = append(kept.locks, q)
+		}
+	}
+	return kept
 }
 
 func empty(q etcdlock.Queue) bool { return q.Holder == nil && len(q.Waiters) == 0 }
@@ -166,34 +225,75 @@ func inspect(ctx context.Context, locks *etcdlock.Client, name string, election 
 		q, err = locks.Inspect(ctx, name)
 	}
 	if err != nil {
-		if errors.Is(err, etcdlock.ErrInvalidName) {
-			return q, bad("%v", err)
-		}
-		return q, fail(exitUnavailable, "%v", err)
+		return q, inspectFailed(err)
 	}
 	return q, nil
 }
 
-func printStatus(out io.Writer, locks, elections []etcdlock.Queue) error {
+// inspectFailed is the exit for a failed read of a queue.
+func inspectFailed(err error) error {
+	if errors.Is(err, etcdlock.ErrInvalidName) {
+		return bad("%v", err)
+	}
+	return fail(exitUnavailable, "%v", err)
+}
+
+func printStatus(out io.Writer, qs queues) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNAME\tROLE\tTOKEN\tOWNER\tQUEUED\tTTL\tLEASE\tDATA")
-	for i, qs := range [][]etcdlock.Queue{locks, elections} {
-		kind, head, tail := "lock", "holder", "waiter"
-		if i == 1 {
-			kind, head, tail = "election", "leader", "candidate"
-		}
-		for _, q := range qs {
-			if q.Holder == nil {
-				fmt.Fprintf(tw, "%s\t%s\tfree\t-\t-\t-\t-\t-\t-\n", kind, q.Name)
-				continue
-			}
-			printEntry(tw, kind, q.Name, head, *q.Holder)
-			for _, w := range q.Waiters {
-				printEntry(tw, kind, q.Name, tail, w)
-			}
-		}
+	for _, q := range qs.locks {
+		printQueue(tw, "lock", q, lockRole)
+	}
+	for _, q := range qs.elections {
+		printQueue(tw, "election", q, electionRole)
+	}
+	for _, sq := range qs.semaphores {
+		printQueue(tw, "semaphore", sq.Queue, semaphoreRole)
 	}
 	return tw.Flush()
+}
+
+// printQueue prints q's holders and waiters, role naming each.
+func printQueue(w io.Writer, kind string, q etcdlock.Queue, role func(e etcdlock.Entry, holds bool) string) {
+	if q.Holder == nil {
+		fmt.Fprintf(w, "%s\t%s\tfree\t-\t-\t-\t-\t-\t-\n", kind, q.Name)
+		return
+	}
+	for _, h := range q.Holders {
+		printEntry(w, kind, q.Name, role(h, true), h)
+	}
+	for _, e := range q.Waiters {
+		printEntry(w, kind, q.Name, role(e, false), e)
+	}
+}
+
+func lockRole(e etcdlock.Entry, holds bool) string {
+	switch {
+	case holds && e.Shared:
+		return "reader"
+	case holds:
+		return "holder"
+	case e.Shared:
+		return "read-waiter"
+	}
+	return "waiter"
+}
+
+func electionRole(_ etcdlock.Entry, holds bool) string {
+	if holds {
+		return "leader"
+	}
+	return "candidate"
+}
+
+func semaphoreRole(e etcdlock.Entry, holds bool) string {
+	switch {
+	case holds && e.Slot >= 0:
+		return fmt.Sprintf("slot-%d", e.Slot)
+	case holds:
+		return "holder"
+	}
+	return "waiter"
 }
 
 func printEntry(w io.Writer, kind, name, role string, e etcdlock.Entry) {

@@ -37,6 +37,13 @@ func TestUsageMessages(t *testing.T) {
 		{"flag as command", nil, []string{"run", "job", "--ttl", "5s", "--", "true"}, exitUsage,
 			`the command to run, "--ttl", is a fencelock flag: put fencelock's flags before NAME`},
 		{"flag as election command", nil, []string{"elect", "e", "--value=x", "true"}, exitUsage, `"--value=x", is a fencelock flag`},
+		{"permits 0", nil, []string{"run", "--permits", "0", "pool", "--", "true"}, exitUsage, "--permits 0: want 1 to 1024"},
+		{"permits too many", nil, []string{"run", "--permits", "1025", "pool", "--", "true"}, exitUsage, "--permits 1025: want 1 to 1024"},
+		{"permits negative", nil, []string{"run", "--permits=-2", "pool", "--", "true"}, exitUsage, "--permits -2: want 1 to 1024"},
+		{"permits and read", nil, []string{"run", "--read", "--permits", "2", "pool", "--", "true"}, exitUsage,
+			"--read and --permits cannot be set at the same time"},
+		{"break election and semaphore", nil, []string{"break", "--election", "--semaphore", "x", "--token", "5"}, exitUsage,
+			"--election and --semaphore cannot be set at the same time"},
 		{"try and wait", nil, []string{"run", "--try", "--wait", "5s", "job", "--", "true"}, exitUsage,
 			"--try and --wait 5s cannot be set at the same time, choose one"},
 	}
@@ -129,7 +136,7 @@ func TestHelpTexts(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"help"}, []string{"64 bad usage", "69 etcd", "75 lock not acquired", "79", "127 the command cannot be"}},
+		{[]string{"help"}, []string{"64 bad usage", "69 etcd", "75 lock not acquired", "78 semaphore", "79", "127 the command cannot be"}},
 		{[]string{"help", "run"}, []string{`Every argument after NAME is CMD's, flags included`}},
 		{[]string{"help", "elect"}, []string{"every argument after NAME is CMD's"}},
 		{[]string{"help", "status"}, []string{"QUEUED", "began to hold or lead"}},

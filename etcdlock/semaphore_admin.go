@@ -1,0 +1,217 @@
+package etcdlock
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// SemaphoreQueue is a semaphore's queue as an operator reads it
+// ([Client.InspectSemaphore]), without knowing its permits beforehand.
+type SemaphoreQueue struct {
+	// Queue's Holders are the acquisitions holding a permit or entitled
+	// to one, in arrival order, then any permit whose acquisition's queue
+	// key is gone (deleted by hand: it still holds its slot). A holder
+	// that has claimed its slot has Slot set and, as Token, its permit's
+	// token ([Lock.Token]: its slot key's create revision), the token it
+	// fences with; one yet to claim its slot, and a waiter, have Slot -1
+	// and their queue key's create revision.
+	Queue
+	// Permits is the semaphore's number of permits, as its first
+	// acquisition recorded it; 0 when no one holds or waits.
+	Permits int
+}
+
+// InspectSemaphore reads the semaphore called name, as [Semaphore.Inspect]
+// does, for a caller that does not know its permits (fencelock status):
+// they are read from the acquisitions' records. It reads the queue and the
+// slots' keys at one revision, then one lease TTL per distinct lease; ctx
+// bounds the requests. It only reads.
+func (c *Client) InspectSemaphore(ctx context.Context, name string) (SemaphoreQueue, error) {
+	if ctx == nil {
+		return SemaphoreQueue{}, fmt.Errorf("%w: InspectSemaphore: nil context", ErrInvalidArgument)
+	}
+	if err := validateName(name); err != nil {
+		return SemaphoreQueue{}, err
+	}
+	sq, _, err := c.readSemaphore(ctx, name)
+	if err != nil {
+		return SemaphoreQueue{}, fmt.Errorf("etcdlock: InspectSemaphore %q: %w", name, c.explain(err))
+	}
+	return sq, nil
+}
+
+// readSemaphore reads semaphore name's queue and permits at one revision,
+// and returns its slot keys by their tokens.
+func (c *Client) readSemaphore(ctx context.Context, name string) (SemaphoreQueue, map[fence.Token]heldSlot, error) {
+	resp, err := c.cli.Txn(ctx).Then(
+		clientv3.OpGet(c.semQueue(name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		clientv3.OpGet(c.semPermits(name), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return SemaphoreQueue{}, nil, err
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	sq := SemaphoreQueue{Queue: Queue{Name: name, Rev: resp.Header.Revision}}
+	if len(kvs) > 0 {
+		sq.Permits = recordOf(kvs[0].Value).Permits
+	}
+	byToken, slots := c.slotsOf(name, resp.Responses[1].GetResponseRange().Kvs)
+	orphans := maps.Clone(byToken)
+	for i, kv := range kvs {
+		e := entryOf(kv)
+		e.Slot = -1
+		p, ok := slots[e.Key]
+		claimed := ok && p.rev == kv.CreateRevision
+		if claimed {
+			e.Slot, e.Token = p.slot, fence.Token(p.kv.CreateRevision)
+			delete(orphans, e.Token)
+		}
+		if claimed || i < sq.Permits {
+			sq.Holders = append(sq.Holders, e)
+		} else {
+			sq.Waiters = append(sq.Waiters, e)
+		}
+	}
+	for _, p := range slices.SortedFunc(maps.Values(orphans), func(a, b heldSlot) int { return a.slot - b.slot }) { // permits whose queue key is gone
+		sq.Holders = append(sq.Holders, Entry{Key: p.queueKey, Token: fence.Token(p.kv.CreateRevision),
+			Rev: p.kv.ModRevision, Lease: clientv3.LeaseID(p.kv.Lease), TTL: -1, Slot: p.slot})
+	}
+	if err := c.fillTTLs(ctx, sq.Holders, sq.Waiters); err != nil {
+		return SemaphoreQueue{}, nil, err
+	}
+	if len(sq.Holders) > 0 {
+		sq.Holder = &sq.Holders[0]
+	}
+	return sq, byToken, nil
+}
+
+// heldSlot is one slot key of a semaphore, as read.
+type heldSlot struct {
+	kv       *mvccpb.KeyValue
+	slot     int
+	queueKey string // the queue key of the acquisition holding it
+	rev      int64  // that key's create revision
+}
+
+// slotsOf returns the slot keys among kvs by their tokens and by the
+// queue key holding each.
+func (c *Client) slotsOf(name string, kvs []*mvccpb.KeyValue) (map[fence.Token]heldSlot, map[string]heldSlot) {
+	dir := c.semPermits(name)
+	byToken, slots := map[fence.Token]heldSlot{}, map[string]heldSlot{}
+	for _, kv := range kvs {
+		slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), dir))
+		var v permitValue
+		if err != nil || json.Unmarshal(kv.Value, &v) != nil {
+			continue // not a slot's key of this package
+		}
+		h := heldSlot{kv: kv, slot: slot, queueKey: v.Key, rev: v.Rev}
+		slots[v.Key], byToken[fence.Token(kv.CreateRevision)] = h, h
+	}
+	return byToken, slots
+}
+
+// fillTTLs sets the TTL of every entry of lists, one request per lease.
+func (c *Client) fillTTLs(ctx context.Context, lists ...[]Entry) error {
+	ttls := map[clientv3.LeaseID]time.Duration{}
+	for _, list := range lists {
+		for i := range list {
+			ttl, err := c.leaseTTL(ctx, ttls, list[i].Lease)
+			if err != nil {
+				return err
+			}
+			list[i].TTL = ttl
+		}
+	}
+	return nil
+}
+
+// BreakSemaphore frees a permit of the semaphore called name from a holder
+// that is stuck, as [Client.Break] frees a lock: token is the permit's
+// token ([Lock.Token], as [Client.InspectSemaphore] and fencelock status
+// show it). In one transaction it deletes the permit's slot key, only while
+// its create revision is still token, and the holder's queue key, only
+// while its create revision is still the one the slot names: a
+// BreakSemaphore that arrives late, twice, or after the permit changed
+// hands deletes nothing. Both must go: the slot's key alone would leave the
+// holder's place among the permits, its queue key alone would leave the
+// slot taken. It returns the entry it freed.
+//
+// It fails with an error matching [ErrNotHolder] when no permit has token
+// (including a holder yet to claim its slot), and with one matching
+// [fence.ErrInvalidToken] (and [ErrInvalidArgument]) when token is not
+// positive. It needs no session. The broken holder, if alive and
+// connected, learns within about 150 ms (its Lock's Done closes); until
+// then it can still write, and a resource fenced with its slot's tokens
+// refuses its writes once the slot's next holder has written there.
+func (c *Client) BreakSemaphore(ctx context.Context, name string, token fence.Token) (Entry, error) {
+	if ctx == nil {
+		return Entry{}, fmt.Errorf("%w: BreakSemaphore: nil context", ErrInvalidArgument)
+	}
+	if err := validateName(name); err != nil {
+		return Entry{}, err
+	}
+	if err := token.Validate(); err != nil {
+		return Entry{}, fmt.Errorf("%w: BreakSemaphore %q: %w", ErrInvalidArgument, name, err)
+	}
+	e, ok, err := c.breakPermit(ctx, name, token)
+	if err != nil {
+		return Entry{}, fmt.Errorf("etcdlock: BreakSemaphore %q: %w", name, c.explain(err))
+	}
+	if !ok {
+		return Entry{}, c.notPermit(ctx, name, token)
+	}
+	return e, nil
+}
+
+// breakPermit deletes the permit with token and its queue key; false when
+// there is none (or it changed before the delete landed).
+func (c *Client) breakPermit(ctx context.Context, name string, token fence.Token) (Entry, bool, error) {
+	sq, byToken, err := c.readSemaphore(ctx, name)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	p, ok := byToken[token]
+	if !ok {
+		return Entry{}, false, nil
+	}
+	slotKey := string(p.kv.Key)
+	del, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(token))).
+		Then(clientv3.OpDelete(slotKey), clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(p.queueKey), "=", p.rev)},
+			[]clientv3.Op{clientv3.OpDelete(p.queueKey)}, nil)).
+		Commit()
+	if err != nil {
+		return Entry{}, false, err
+	}
+	i := slices.IndexFunc(sq.Holders, func(e Entry) bool { return e.Slot == p.slot && e.Token == token })
+	return sq.Holders[i], del.Succeeded, nil
+}
+
+// notPermit is BreakSemaphore's error when no permit has token.
+func (c *Client) notPermit(ctx context.Context, name string, token fence.Token) error {
+	sq, _, err := c.readSemaphore(ctx, name)
+	switch {
+	case err != nil || len(sq.Holders) == 0:
+		return fmt.Errorf("%w: semaphore %q has no permit with token %d", ErrNotHolder, name, token)
+	default:
+		var held []string
+		for _, e := range sq.Holders {
+			if e.Slot >= 0 {
+				held = append(held, fmt.Sprintf("slot %d: %v", e.Slot, e))
+			}
+		}
+		return fmt.Errorf("%w: semaphore %q has no permit with token %d (held: %s)", ErrNotHolder, name, token, strings.Join(held, "; "))
+	}
+}
