@@ -2,7 +2,10 @@ package etcdlock
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -34,3 +37,59 @@ func (t *telemetry) writeRefused(ctx context.Context, l *Lock, err error) {
 			"token", int64(l.token), "lease", leaseHex(l.s.id), "err", err)
 	}
 }
+
+var (
+	_ fence.TokenIssuer = (*Lock)(nil)
+	_ fence.TokenIssuer = (*Term)(nil)
+)
+
+// Issued implements [fence.TokenIssuer]: it reports whether etcd's current
+// revision has reached t (every token is a revision, so a token above it
+// was never issued by this cluster: it was replaced by a new one, or
+// restored from a snapshot taken before t). It reads the revision, one
+// request bounded by ctx. A [fence.Guard] calls it when a resource refuses
+// a write with a higher token than the lock's; a false answer is logged
+// at error level, with what to do.
+func (l *Lock) Issued(ctx context.Context, t fence.Token) (bool, error) {
+	tc, err := l.c.CheckToken(ctx, t)
+	if err != nil {
+		return false, err
+	}
+	if !tc.Issued && l.c.tel.log.Enabled(ctx, slog.LevelError) {
+		l.c.tel.log.ErrorContext(ctx, "etcdlock: a resource has accepted a token etcd never issued: etcd was replaced or restored from an earlier snapshot; "+
+			"every holder's writes are refused until etcd's revision passes it (restore with etcdutl snapshot restore --bump-revision; see docs/restore.md)",
+			"name", l.t.name, "token", int64(l.token), "resource_token", int64(t), "etcd_revision", tc.Revision,
+			"cluster_id", fmt.Sprintf("%x", tc.ClusterID))
+	}
+	return tc.Issued, nil
+}
+
+// TokenCheck is what [Client.CheckToken] found.
+type TokenCheck struct {
+	Revision  int64  // etcd's current revision
+	ClusterID uint64 // the cluster's ID, as etcd reports it
+	Issued    bool   // the revision has reached the token
+}
+
+// CheckToken compares token, a resource's highest accepted token, with
+// etcd's current revision: every token this package hands out is a
+// revision, so a token above it was never issued by this cluster, which
+// was then replaced by a new one or restored from a snapshot taken before
+// it (see docs/restore.md). It reads the revision, one request bounded by
+// ctx; a non-positive token fails with [fence.ErrInvalidToken].
+func (c *Client) CheckToken(ctx context.Context, token fence.Token) (TokenCheck, error) {
+	if ctx == nil {
+		return TokenCheck{}, fmt.Errorf("%w: CheckToken: nil context", ErrInvalidArgument)
+	}
+	if err := token.Validate(); err != nil {
+		return TokenCheck{}, fmt.Errorf("%w: CheckToken: %w", ErrInvalidArgument, err)
+	}
+	resp, err := c.cli.Get(ctx, c.o.prefix, clientv3.WithCountOnly())
+	if err != nil {
+		return TokenCheck{}, fmt.Errorf("etcdlock: CheckToken: %w", c.explain(err))
+	}
+	return TokenCheck{Revision: resp.Header.Revision, ClusterID: resp.Header.ClusterId, Issued: resp.Header.Revision >= int64(token)}, nil
+}
+
+// Issued implements [fence.TokenIssuer]; see [Lock.Issued].
+func (t *Term) Issued(ctx context.Context, tok fence.Token) (bool, error) { return t.l.Issued(ctx, tok) }

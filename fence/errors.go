@@ -22,6 +22,18 @@ var ErrInvalidArgument = errors.New("fence: invalid argument")
 // nothing. Retrying with the same token cannot succeed.
 var ErrStale = errors.New("fence: stale token: the resource has accepted a newer one")
 
+// ErrTokenRegressed means a resource refused a write for staleness with a
+// highest accepted token that the lock service never issued: the service
+// was replaced by a new cluster, or restored from a snapshot taken before
+// that token, and hands out tokens that are all lower. No newer holder
+// exists; every holder's writes will be refused until the service's tokens
+// pass the resource's again. It comes from a [Guard] whose holder is a
+// [TokenIssuer], always together with [ErrStale] (the write changed
+// nothing): retrying cannot succeed; the operator must act (see
+// docs/restore.md: restore etcd with a revision bump above the resource's
+// token, or move the resource's floor knowingly).
+var ErrTokenRegressed = errors.New("fence: the resource has accepted a token the lock service never issued (replaced or restored from a snapshot)")
+
 // ErrLockLost means a [Guard] refused a write locally, before any I/O, because
 // its holder already knows the lock is lost or its validity deadline has
 // passed. Nothing was sent to the resource.

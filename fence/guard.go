@@ -2,6 +2,7 @@ package fence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,6 +42,19 @@ type RefusalObserver interface {
 	WriteRefused(ctx context.Context, err error)
 }
 
+// TokenIssuer is implemented by holders whose lock service can tell
+// whether a token could have come from it: *etcdlock.Lock and
+// *etcdlock.Term (a token is a revision; etcd issued it if its current
+// revision has reached it). When the resource refuses a write of a
+// [Guard] with a [*StaleError] whose Current exceeds the guard's token,
+// the Guard asks the holder whether Current was issued; if not, its error
+// also matches [ErrTokenRegressed].
+type TokenIssuer interface {
+	// Issued reports whether the lock service has issued tokens up to t;
+	// false means t is beyond all of them. An error when it cannot tell.
+	Issued(ctx context.Context, t Token) (bool, error)
+}
+
 // Guard carries a holder's fencing token into storage writes.
 //
 // Before each write it checks, locally and without I/O, that the holder has
@@ -55,6 +69,7 @@ type RefusalObserver interface {
 type Guard struct {
 	h     Holder
 	obs   RefusalObserver // nil: h is not one
+	iss   TokenIssuer     // nil: h is not one
 	token Token
 }
 
@@ -69,7 +84,8 @@ func NewGuard(h Holder) (*Guard, error) {
 		return nil, fmt.Errorf("fence: NewGuard: %w", err)
 	}
 	obs, _ := h.(RefusalObserver)
-	return &Guard{h: h, obs: obs, token: t}, nil
+	iss, _ := h.(TokenIssuer)
+	return &Guard{h: h, obs: obs, iss: iss, token: t}, nil
 }
 
 // Token returns the holder's fencing token.
@@ -113,7 +129,23 @@ func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token To
 		}
 		return err
 	}
-	return write(ctx, g.token)
+	return g.explain(ctx, write(ctx, g.token))
+}
+
+// explain adds [ErrTokenRegressed] to a staleness refusal whose highest
+// accepted token the holder's lock service never issued (see TokenIssuer).
+// It costs a request to the lock service, and only on such a refusal.
+func (g *Guard) explain(ctx context.Context, err error) error {
+	var se *StaleError
+	if g.iss == nil || !errors.As(err, &se) || se.Current <= g.token {
+		return err
+	}
+	issued, ierr := g.iss.Issued(ctx, se.Current)
+	if ierr != nil || issued {
+		return err
+	}
+	return fmt.Errorf("%w: %w (the resource's highest token, %d, is above every token the lock service has issued: "+
+		"it was replaced or restored from an earlier snapshot; no newer holder exists, see docs/restore.md)", ErrTokenRegressed, err, se.Current)
 }
 
 // Put writes value to key in s with the guard's token, as [Guard.Do] does.

@@ -117,7 +117,7 @@ leadership lost while the command ran; 127 the command cannot be started.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	g.register(root)
-	root.AddCommand(newRunCmd(&g), newElectCmd(&g), newStatusCmd(&g), newBreakCmd(&g))
+	root.AddCommand(newRunCmd(&g), newElectCmd(&g), newStatusCmd(&g), newBreakCmd(&g), newCheckCmd(&g))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
 	return root
 }

@@ -74,3 +74,25 @@ func TestCLIOnEveryEtcd(t *testing.T) {
 		waitExit(t, cmd, 10*time.Second)
 	})
 }
+
+// check tells a resource's token this etcd issued from one it never did
+// (etcd replaced or restored): exit 0 and 1.
+func TestCheckToken(t *testing.T) {
+	locks, _ := locker(t)
+	l, err := locks.Lock(t.Context(), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(t.Context())
+	code, out, stderr := result(t, fencelock(t, nil, "check", "--token", strconv.FormatInt(int64(l.Token()), 10)))
+	if code != 0 || !strings.Contains(out, "ok:") {
+		t.Fatalf("check of an issued token: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	code, _, stderr = result(t, fencelock(t, nil, "check", "--token", strconv.FormatInt(int64(l.Token())+1_000_000, 10)))
+	if code != exitRegressed || !strings.Contains(stderr, "--bump-revision") {
+		t.Fatalf("check of a token never issued: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, _ := result(t, fencelock(t, nil, "check", "--token", "0")); code != exitUsage {
+		t.Fatalf("check --token 0: exit %d, want %d", code, exitUsage)
+	}
+}
