@@ -92,4 +92,6 @@ func (c *Client) CheckToken(ctx context.Context, token fence.Token) (TokenCheck,
 }
 
 // Issued implements [fence.TokenIssuer]; see [Lock.Issued].
-func (t *Term) Issued(ctx context.Context, tok fence.Token) (bool, error) { return t.l.Issued(ctx, tok) }
+func (t *Term) Issued(ctx context.Context, tok fence.Token) (bool, error) {
+	return t.l.Issued(ctx, tok)
+}
