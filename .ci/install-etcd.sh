@@ -1,23 +1,27 @@
 #!/bin/sh
-# install-etcd.sh VERSION builds the etcd server VERSION (3.5.x, 3.6.x) from
-# its own Go modules, through the module proxy as any dependency, and
-# installs it as etcd-MAJOR.MINOR next to the other Go binaries, unless it
-# is there already. It prints the binary's path on stdout.
+# install-etcd.sh VERSION builds the etcd server VERSION (3.5.x, 3.6.x) and
+# its etcdutl from their own Go modules, through the module proxy as any
+# dependency, and installs them as etcd-MAJOR.MINOR and etcdutl-MAJOR.MINOR
+# next to the other Go binaries, unless they are there already. It prints
+# the server's path on stdout.
 #
 # "go install go.etcd.io/etcd/server/v3@VERSION" is refused (etcd's go.mod
 # has replace directives), so it builds etcdmain.Main in a throwaway module
 # of its own: this repository's go.mod is neither read nor changed. The
-# lock tests run against these servers (see etcdlock's otherEtcds).
+# lock, election and CLI tests run against these servers (see
+# internal/testkit/otheretcd), and TestSnapshotRestore restores one with
+# etcdutl.
 set -eu
 
 version="$1"
-name="etcd-$(echo "$version" | cut -d. -f1,2)"
+minor="$(echo "${version#v}" | cut -d. -f1,2)"
+name="etcd-$minor"
 
 gobin="$(go env GOBIN)"
 if [ -z "$gobin" ]; then
 	gobin="$(go env GOPATH | cut -d: -f1)/bin"
 fi
-if [ -x "$gobin/$name" ] && "$gobin/$name" --version 2>/dev/null | grep -q "etcd Version: ${version#v}"; then
+if [ -x "$gobin/etcdutl-$minor" ] && [ -x "$gobin/$name" ] && "$gobin/$name" --version 2>/dev/null | grep -q "etcd Version: ${version#v}"; then
 	echo "$gobin/$name"
 	exit 0
 fi
@@ -42,8 +46,19 @@ module etcdserver
 
 go 1.26.0
 
-require go.etcd.io/etcd/server/v3 $version
+require (
+	go.etcd.io/etcd/etcdutl/v3 $version
+	go.etcd.io/etcd/server/v3 $version
+)
 MOD
+cat >"$dir/tools.go" <<'GO'
+//go:build tools
+
+package main
+
+import _ "go.etcd.io/etcd/etcdutl/v3"
+GO
 mkdir -p "$gobin"
-(cd "$dir" && GOFLAGS=-mod=mod go mod tidy >&2 && go build -o "$gobin/$name" . >&2)
+(cd "$dir" && GOFLAGS=-mod=mod go mod tidy >&2 && go build -o "$gobin/$name" . >&2 &&
+	go build -o "$gobin/etcdutl-$minor" go.etcd.io/etcd/etcdutl/v3 >&2)
 echo "$gobin/$name"

@@ -3,11 +3,19 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/otheretcd"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // TestTokensFromAReplacedCluster points a resource that a holder of one
@@ -64,4 +72,77 @@ func guardPut(t *testing.T, l *etcdlock.Lock, s fence.Store, key string) error {
 		t.Fatal(err)
 	}
 	return g.Put(context.Background(), s, key, []byte(l.Name()))
+}
+
+// TestSnapshotRestore restores etcd from a snapshot taken before the
+// resource's highest token, as an operator would (etcdutl snapshot restore
+// on etcd 3.6): without a revision bump the next holder is refused with
+// ErrStale and ErrTokenRegressed, and fencelock's advice holds: restored
+// with --bump-revision (and --mark-compacted), the next holder's tokens
+// pass the resource's again and its write lands.
+//
+//	go test -run TestSnapshotRestore ./etcdlock  # needs etcd-3.6 and etcdutl-3.6 (bash .ci/setup.sh)
+func TestSnapshotRestore(t *testing.T) {
+	server, err1 := otheretcd.Find("etcd-3.6")
+	etcdutl, err2 := otheretcd.Find("etcdutl-3.6")
+	if err := errors.Join(err1, err2); err != nil {
+		testenv.Unavailable(t, err.Error(), "bash .ci/setup.sh builds etcd-3.6 and etcdutl-3.6 (.ci/install-etcd.sh)")
+	}
+	ctx := t.Context()
+	srv := otheretcd.Start(t, server, "3.6", filepath.Join(t.TempDir(), "data"))
+	cli := etcdClient(t, srv.Endpoint)
+	c := newLocker(t, cli)
+	mustLock(t, c, "warmup").Unlock(ctx)
+	snap := filepath.Join(t.TempDir(), "snap.db")
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	f.Close()
+	store := fence.NewMemoryStore()
+	for range 20 { // the resource goes on past the snapshot
+		l := mustLock(t, c, "job")
+		if err := guardPut(t, l, store, "k"); err != nil {
+			t.Fatal(err)
+		}
+		l.Unlock(ctx)
+	}
+	floor, _ := store.Get(ctx, "k")
+	c.Close(ctx)
+	srv.Stop()
+
+	// The restored member's peer URL is not the one it will listen on: a
+	// single member never dials it.
+	restore := func(t *testing.T, args ...string) *clientv3.Client {
+		dir := filepath.Join(t.TempDir(), "restored")
+		out, err := exec.Command(etcdutl, append([]string{"snapshot", "restore", snap, "--data-dir", dir, "--name", "other",
+			"--initial-cluster", "other=http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2380"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("etcdutl snapshot restore %v: %v\n%s", args, err, out)
+		}
+		return etcdClient(t, otheretcd.Start(t, server, "3.6", dir).Endpoint)
+	}
+	t.Run("no bump", func(t *testing.T) {
+		l := mustLock(t, newLocker(t, restore(t)), "job")
+		defer l.Unlock(ctx)
+		err := guardPut(t, l, store, "k")
+		if !errors.Is(err, fence.ErrStale) || !errors.Is(err, fence.ErrTokenRegressed) {
+			t.Fatalf("after a restore without a bump: token %d against %d: got %v, want ErrStale and ErrTokenRegressed", l.Token(), floor.Token, err)
+		}
+	})
+	t.Run("bumped", func(t *testing.T) {
+		l := mustLock(t, newLocker(t, restore(t, "--bump-revision", "1000000", "--mark-compacted")), "job")
+		defer l.Unlock(ctx)
+		if err := guardPut(t, l, store, "k"); err != nil || l.Token() <= floor.Token {
+			t.Fatalf("after a restore with a bump: token %d against %d: %v, want the write accepted", l.Token(), floor.Token, err)
+		}
+	})
 }

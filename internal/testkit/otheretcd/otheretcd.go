@@ -46,18 +46,18 @@ func ForEach(t *testing.T, f func(t *testing.T, endpoint string)) {
 	}
 	for _, s := range Servers {
 		t.Run(s.Version, func(t *testing.T) {
-			bin, err := find(s.Bin)
+			bin, err := Find(s.Bin)
 			if err != nil {
 				testenv.Unavailable(t, err.Error(),
 					"bash .ci/setup.sh installs etcd (apt-get install etcd-server) and builds etcd-3.5 and etcd-3.6 (.ci/install-etcd.sh), or set "+EnvEndpoint+" to an etcd's client URL")
 			}
-			f(t, start(t, bin, s.Version))
+			f(t, Start(t, bin, s.Version, t.TempDir()).Endpoint)
 		})
 	}
 }
 
-// find looks for name on $PATH, in $GOBIN and in $GOPATH/bin.
-func find(name string) (string, error) {
+// Find looks for the binary name on $PATH, in $GOBIN and in $GOPATH/bin.
+func Find(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
@@ -76,9 +76,22 @@ func find(name string) (string, error) {
 	return "", fmt.Errorf("no %s binary on $PATH or in %v", name, dirs)
 }
 
-// start starts the server bin on loopback ports for the test, checks it is
-// of version, and returns its client URL.
-func start(t *testing.T, bin, version string) string {
+// Server is an etcd server started by [Start].
+type Server struct {
+	Endpoint string // its client URL
+	p        *childproc.Proc
+}
+
+// Stop kills the server (a test's: its data stays for a restart) and
+// waits for it to exit.
+func (s *Server) Stop() {
+	s.p.Kill()
+	s.p.Wait(5 * time.Second)
+}
+
+// Start starts the server bin, with its data in dir, on loopback ports for
+// the test (stopped when the test ends), and checks it is of version.
+func Start(t *testing.T, bin, version, dir string) *Server {
 	t.Helper()
 	ports, err := childproc.FreePorts(2)
 	if err != nil {
@@ -86,7 +99,7 @@ func start(t *testing.T, bin, version string) string {
 	}
 	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	cmd := exec.Command(bin, "--name", "other", "--data-dir", t.TempDir(),
+	cmd := exec.Command(bin, "--name", "other", "--data-dir", dir,
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "other="+peer, "--log-level", "error")
@@ -94,7 +107,8 @@ func start(t *testing.T, bin, version string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Kill(); p.Wait(5 * time.Second) }) // a test's server: its data dir goes with the test
+	srv := &Server{Endpoint: client, p: p}
+	t.Cleanup(srv.Stop)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -114,5 +128,5 @@ func start(t *testing.T, bin, version string) string {
 		t.Fatalf("%s is etcd %s, want %s", bin, resp.Version, version)
 	}
 	t.Logf("etcd %s at %s", resp.Version, client)
-	return client
+	return srv
 }
