@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 // with --min-hold the second run finds the lock held (exit 75) until the
 // hold has passed. The control, without --min-hold, runs both.
 func TestRunMinHold(t *testing.T) {
-	const hold = 2 * time.Second
+	const hold = 3 * time.Second // far longer than two runs of fencelock take
 	tests := []struct {
 		name     string
 		flags    []string
@@ -26,7 +27,7 @@ func TestRunMinHold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append(append([]string{"run", "--try"}, tt.flags...), "job", "--", "true")
+			args := append(append([]string{"run", "--try", "--metadata", "run 1"}, tt.flags...), "job", "--", "true")
 			start := time.Now()
 			if code, _, stderr := result(t, fencelock(t, nil, args...)); code != 0 {
 				t.Fatalf("first run: got exit %d (%s), want 0", code, stderr)
@@ -37,6 +38,16 @@ func TestRunMinHold(t *testing.T) {
 			}
 			if code == 0 {
 				return
+			}
+			// status shows the first run holding it, its TTL what is left.
+			code, out, stderr := result(t, fencelock(t, nil, "status", "--json", "job"))
+			var st statusJSON
+			if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+				t.Fatalf("status --json: exit %d (%s), output %q", code, stderr, out)
+			}
+			if len(st.Locks) != 1 || st.Locks[0].Holder == nil || st.Locks[0].Holder.Data != "run 1" ||
+				st.Locks[0].Holder.TTLSeconds <= 0 || st.Locks[0].Holder.TTLSeconds > int64(hold/time.Second) {
+				t.Fatalf("status: got %+v, want the first run holding job with a TTL in (0, %v]", st.Locks, hold)
 			}
 			_, cli := locker(t)
 			poll.Until(t, "the lock free", func() bool {
