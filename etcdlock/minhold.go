@@ -39,7 +39,9 @@ const MaxMinHold = 366 * 24 * time.Hour
 // can run again elsewhere. If the move fails (etcd unreachable or out of
 // space), Unlock returns the error and keeps trying in the background, as
 // a failed release does; the key stays on the session's lease meanwhile,
-// and once d has passed the retry deletes it.
+// and once d has passed the retry deletes it. Done closes once the move
+// (or the deletion) has landed; a Client closed before then revokes the
+// session's lease, and the key with it.
 //
 // It applies to [Client.Lock], [Client.TryLock], [Client.RLock],
 // [Client.TryRLock], [Client.Do] and each lock of [Client.LockAll]; a
