@@ -126,8 +126,8 @@ func (l *Lock) releaseKey(ctx context.Context) (released, error) {
 	l.t.moved(resp.Header.Revision)
 	// The slot's key stays until the lease expires: a later use of the
 	// slot would find it, and delete it, before then.
-	s, t := l.s, l.t
-	time.AfterFunc(ttl, func() { l.c.freeSlot(s, t) })
+	c, s, t := l.c, l.s, l.t
+	time.AfterFunc(ttl, func() { c.freeSlot(s, t) })
 	return heldOn, nil
 }
 
