@@ -100,3 +100,14 @@ func TestLedgerRefusesCallWithoutToken(t *testing.T) {
 		t.Fatalf("got %v and balance %d, want ErrMissing and 100", err, balanceOf(t, pool))
 	}
 }
+
+// A call that holds another lock than the account's is refused, however
+// high its token: the ledger fences on the account, and checks the name.
+func TestLedgerRefusesOtherLock(t *testing.T) {
+	url, pool := ledgerServer(t, true)
+	client := &http.Client{Transport: &propagate.Transport{}}
+	ctx := withFencing(t, propagate.Fencing{Name: "acct-8", Token: 1 << 40})
+	if err := setBalance(ctx, client, url, 1); err == nil || balanceOf(t, pool) != 100 {
+		t.Fatalf("got %v and balance %d, want a refusal and 100", err, balanceOf(t, pool))
+	}
+}

@@ -40,24 +40,29 @@ const ledgerSchema = `CREATE TABLE accounts (id text PRIMARY KEY, balance bigint
 	CREATE TABLE fencelock_fences (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0));`
 
 // newLedger returns the ledger service: PUT /accounts/{id}?balance=N sets
-// an account's balance. Fenced, the write is postgres.Exec's, fenced on
-// the lock's name with the token the call carries, and a stale one is
-// answered 409; unfenced (the control), it is a plain UPDATE, and the
-// token is only read.
+// an account's balance. The call must hold the account's lock (named
+// after the account). Fenced, the write is postgres.Exec's, fenced on the
+// account with the token the call carries, and a stale one is answered
+// 409; unfenced (the control), it is a plain UPDATE.
 func newLedger(pool *pgxpool.Pool, fenced bool) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /accounts/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
 		balance, err := strconv.ParseInt(r.URL.Query().Get("balance"), 10, 64)
 		if err != nil {
 			http.Error(w, "bad balance", http.StatusBadRequest)
 			return
 		}
-		f, _ := propagate.FromContext(r.Context()) // required: NewHandler refused calls without one
+		f, _ := propagate.FromContext(r.Context()) // there: NewHandler refused calls without one
+		if f.Name != id {
+			http.Error(w, fmt.Sprintf("the call holds lock %q, not the account's", f.Name), http.StatusForbidden)
+			return
+		}
 		const update = "UPDATE accounts SET balance = $1 WHERE id = $2"
 		if fenced {
-			_, err = postgres.Exec(r.Context(), pool, f.Name, f.Token, update, balance, r.PathValue("id"))
+			_, err = postgres.Exec(r.Context(), pool, id, f.Token, update, balance, id)
 		} else {
-			_, err = pool.Exec(r.Context(), update, balance, r.PathValue("id"))
+			_, err = pool.Exec(r.Context(), update, balance, id)
 		}
 		if propagate.WriteStale(w, err) {
 			return
