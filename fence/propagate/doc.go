@@ -29,7 +29,11 @@
 //
 //	h, err := propagate.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 //		f, _ := propagate.FromContext(r.Context())
-//		_, err := postgres.Exec(r.Context(), pool, f.Name, f.Token, "UPDATE accounts SET balance = $1 WHERE id = $2", b, id)
+//		if f.Name != id { // the lock that guards the account is named after it
+//			http.Error(w, "not the account's lock", http.StatusForbidden)
+//			return
+//		}
+//		_, err := postgres.Exec(r.Context(), pool, id, f.Token, "UPDATE accounts SET balance = $1 WHERE id = $2", b, id)
 //		if propagate.WriteStale(w, err) {
 //			return
 //		}
@@ -40,6 +44,11 @@
 // interceptors, which carry the same value in the "fencing-token"
 // metadata entry, are in fence/propagate/fencegrpc, so that a program
 // that uses only HTTP does not link gRPC.
+//
+// Fence on the resource the call writes, by the service's own name for it
+// (the account above), and check that the call's lock is the one that
+// guards it: fencing on whatever name a caller sends gives every name its
+// own floor, and the holders of two locks would not fence each other out.
 //
 // What the token buys depends on the service's storage, as for the holder's
 // own writes: it must refuse a write whose token is older than one it has

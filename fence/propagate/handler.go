@@ -41,7 +41,7 @@ func WithRequired(required bool) Option {
 //
 //	ledger, err := propagate.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 //		f, _ := propagate.FromContext(r.Context()) // there: required by default
-//		_, err := postgres.Exec(r.Context(), pool, f.Name, f.Token, "UPDATE ...")
+//		_, err := postgres.Exec(r.Context(), pool, "invoice-42", f.Token, "UPDATE ...") // fenced on the resource
 //		if propagate.WriteStale(w, err) {
 //			return // 409: a newer holder wrote first
 //		}

@@ -24,7 +24,7 @@
 //	srv := grpc.NewServer(fi.ServerOptions()...)
 //	// in a handler:
 //	f, _ := propagate.FromContext(ctx)
-//	_, err := postgres.Exec(ctx, pool, f.Name, f.Token, "UPDATE ...")
+//	_, err := postgres.Exec(ctx, pool, "invoice-42", f.Token, "UPDATE ...") // fenced on the resource
 //	return nil, err // stale: Aborted, with the tokens in an ErrorInfo
 //
 // The errors the client interceptors return keep their status (status.Code
