@@ -76,7 +76,9 @@ func (c *Client) lock(ctx context.Context, name string, k kind, wait bool, opts 
 	if o.shared {
 		k = kindRead
 	}
-	return c.acquire(ctx, spot{kind: k, name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch})
+	l, err := c.acquire(ctx, spot{kind: k, name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch})
+	l.keepAtLeast(o.minHold) // minhold.go
+	return l, err
 }
 
 // spot is what an acquisition asks for: a place in the queue q of a lock

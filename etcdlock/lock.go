@@ -40,6 +40,8 @@ type Lock struct {
 	gaveUp    atomic.Bool // etcd refused the release for good (permission): it never landed
 
 	kw keyWatch // the watch of the key
+
+	hold minHold // WithMinHold (minhold.go); set before the caller gets l
 }
 
 // newLock registers the lock with its session, which closes its Done when
@@ -210,7 +212,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 		return l.unlockErr
 	}
 	l.unlocking.Store(true)
-	r, err := l.c.release(ctx, l.s, l.t, l.t.rev)
+	r, err := l.releaseKey(ctx)
 	if err != nil {
 		l.c.tel.releaseFailed(l, err)
 		if permanent(err) {
@@ -235,6 +237,8 @@ func (l *Lock) settle(r released) {
 	case byUs:
 		l.c.freeSlot(l.s, l.t)
 		lostBefore = nil // the key was still ours: nothing was lost
+	case heldOn: // moved onto its own lease (minhold.go), which frees the slot later
+		lostBefore = nil
 	case goneBefore:
 		l.c.freeSlot(l.s, l.t)
 		if lostBefore == nil {
@@ -276,7 +280,7 @@ func (l *Lock) tryUnlock() bool {
 	}
 	ctx, cancel := context.WithTimeout(l.s.ctx, l.c.o.cleanupTimeout)
 	defer cancel()
-	r, err := l.c.release(ctx, l.s, l.t, l.t.rev)
+	r, err := l.releaseKey(ctx)
 	if err != nil {
 		if permanent(err) {
 			l.gaveUp.Store(true)

@@ -162,6 +162,7 @@ type lockOptions struct {
 	metadata string
 	noWatch  bool
 	shared   bool
+	minHold  time.Duration // WithMinHold (minhold.go)
 }
 
 type lockOptionFunc func(*lockOptions)
@@ -205,6 +206,9 @@ func lockOptionsOf(opts []LockOption) (lockOptions, error) {
 			return o, fmt.Errorf("%w: nil LockOption", ErrInvalidOption)
 		}
 		opt.applyLock(&o)
+	}
+	if err := o.checkMinHold(); err != nil {
+		return o, err
 	}
 	return o, validateData("metadata", o.metadata)
 }

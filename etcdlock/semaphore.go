@@ -82,6 +82,9 @@ func (sm *Semaphore) acquire(ctx context.Context, wait bool, opts []LockOption) 
 	if o.shared {
 		return nil, fmt.Errorf("%w: a semaphore has no readers (Shared)", ErrInvalidOption)
 	}
+	if o.minHold != 0 {
+		return nil, fmt.Errorf("%w: a semaphore has no minimum hold (WithMinHold)", ErrInvalidOption)
+	}
 	return sm.c.acquire(ctx, spot{kind: kindSemaphore, name: sm.name, q: sm.c.semQueue(sm.name), data: o.metadata,
 		wait: wait, noWatch: o.noWatch, permits: sm.permits})
 }

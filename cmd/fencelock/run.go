@@ -24,6 +24,7 @@ type runOptions struct {
 	read      bool // as a reader (RLock)
 	permits   int  // a permit of a semaphore of this many (0: the lock)
 	semaphore bool // --permits given
+	minHold   time.Duration
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -72,6 +73,14 @@ Every argument after NAME is CMD's, flags included, with or without "--"
 NAME. Without "--" right after NAME, fencelock notes on stderr a flag of its
 own that it finds between NAME and the next "--"; a CMD that is itself one of
 fencelock's flags ("run job --ttl 5s -- true") is refused as bad usage.
+With --min-hold D, the lock's key stays in etcd until at least D after the
+lock was taken, however soon CMD exits and fencelock with it: a job run from
+cron on several machines (fencelock run --try --min-hold 50m job -- CMD,
+every hour) runs once per period even when it takes a millisecond and the
+clocks differ by less than D. If fencelock is killed while CMD runs, the
+lock goes with its lease as without the flag. A semaphore (--permits) has
+no minimum hold.
+
 --try and --wait contradict: given both, run refuses them (as etcdctl
 refuses contradicting flags) rather than let one silently win; so do --read
 and --permits (a semaphore has no readers).
@@ -103,6 +112,7 @@ outside 1 to 1024 among it); 127 when CMD cannot be started.`,
 	f.StringVar(&o.metadata, "metadata", "", "text stored with the lock for status to show (at most 4 KiB)")
 	f.BoolVar(&o.read, "read", false, "take the lock as a reader: readers run together, writers (run without --read) alone")
 	f.IntVar(&o.permits, "permits", 0, "take a permit of semaphore NAME of this many permits (1 to 1024; every run of NAME must agree) instead of the lock")
+	f.DurationVar(&o.minHold, "min-hold", 0, "keep the lock until at least this long after it was taken, even once CMD exited (0: release when CMD exits)")
 	return cmd
 }
 
@@ -192,10 +202,14 @@ func runLocked(ctx context.Context, g *globals, o runOptions, name string, argv 
 		return bad("--kill-after %v: must be positive", o.killAfter)
 	case o.wait < 0:
 		return bad("--wait %v: must not be negative (0, the default, waits until interrupted)", o.wait)
+	case o.minHold < 0 || o.minHold > etcdlock.MaxMinHold:
+		return bad("--min-hold %v: must be between 0 and %v", o.minHold, etcdlock.MaxMinHold)
 	case o.try && o.wait > 0:
 		return bad("--try and --wait %v cannot be set at the same time, choose one", o.wait)
 	case o.semaphore && o.read:
 		return bad("--read and --permits cannot be set at the same time: a semaphore has no readers")
+	case o.semaphore && o.minHold > 0:
+		return bad("--min-hold and --permits cannot be set at the same time: a semaphore has no minimum hold")
 	case o.semaphore && (o.permits < 1 || o.permits > etcdlock.MaxPermits):
 		return bad("--permits %d: want 1 to %d", o.permits, etcdlock.MaxPermits)
 	}
@@ -271,6 +285,7 @@ func acquire(ctx context.Context, sigs *signals, locks *etcdlock.Client, o runOp
 // take is the library call the flags ask for.
 func take(ctx context.Context, locks *etcdlock.Client, o runOptions, name string) (*etcdlock.Lock, error) {
 	md := etcdlock.WithMetadata(o.metadata)
+	hold := etcdlock.WithMinHold(o.minHold)
 	switch {
 	case o.semaphore:
 		sm, err := locks.Semaphore(name, o.permits)
@@ -282,13 +297,13 @@ func take(ctx context.Context, locks *etcdlock.Client, o runOptions, name string
 		}
 		return sm.Acquire(ctx, md)
 	case o.read && o.try:
-		return locks.TryRLock(ctx, name, md)
+		return locks.TryRLock(ctx, name, md, hold)
 	case o.read:
-		return locks.RLock(ctx, name, md)
+		return locks.RLock(ctx, name, md, hold)
 	case o.try:
-		return locks.TryLock(ctx, name, md)
+		return locks.TryLock(ctx, name, md, hold)
 	default:
-		return locks.Lock(ctx, name, md)
+		return locks.Lock(ctx, name, md, hold)
 	}
 }
 

@@ -38,6 +38,8 @@ var goPackages = map[string]string{
 	"fencetest":    "fence/fencetest",
 	"postgres":     "fence/postgres",
 	"s3fence":      "fence/s3",
+	"propagate":    "fence/propagate",
+	"fencegrpc":    "fence/propagate/fencegrpc",
 }
 
 // api is what a package declares: its exported top-level names, and the
@@ -134,7 +136,7 @@ func typeMembers(e ast.Expr) []string {
 }
 
 var (
-	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	memberRe    = regexp.MustCompile(`^\*?([A-Z]\w*)\.([A-Z]\w*)(?:\(|$)`)
 )
 

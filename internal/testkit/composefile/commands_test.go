@@ -14,7 +14,7 @@ import (
 )
 
 // goFlags are the go command's own flags the pages use.
-var goFlags = []string{"run", "count", "race", "short", "tags", "v", "bench", "benchmem", "timeout", "cpu"}
+var goFlags = []string{"run", "count", "race", "short", "tags", "v", "bench", "benchmem", "timeout", "cpu", "fuzz", "fuzztime"}
 
 // TestPageCommands checks the commands on README.md and the docs/ pages,
 // in code blocks and inline code, against the repository: the packages of

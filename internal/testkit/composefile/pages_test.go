@@ -169,6 +169,8 @@ func TestPageCode(t *testing.T) {
 		"README.md docs/quickstart/schema.sql ",
 		"docs/s3.md fence/s3/example_test.go newS3Client",
 		"docs/s3.md fence/s3/example_test.go createBucket",
+		"docs/propagation.md fence/propagate/main_test.go newLedger",
+		"docs/propagation.md fence/propagate/main_test.go setBalance",
 	} {
 		if !seen[want] {
 			t.Errorf("no marked block %q: the page's code is then checked by nothing", want)

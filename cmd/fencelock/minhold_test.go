@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/internal/testkit/poll"
+)
+
+// A cron job run by fencelock run --try on two machines in one period: the
+// first run's command takes no time and its fencelock process exits, yet
+// with --min-hold the second run finds the lock held (exit 75) until the
+// hold has passed. The control, without --min-hold, runs both.
+func TestRunMinHold(t *testing.T) {
+	const hold = 3 * time.Second // far longer than two runs of fencelock take
+	tests := []struct {
+		name     string
+		flags    []string
+		wantCode int
+	}{
+		{"min hold", []string{"--min-hold", hold.String()}, exitNotAcquired},
+		{"control: none", nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append(append([]string{"run", "--try", "--metadata", "run 1"}, tt.flags...), "job", "--", "true")
+			start := time.Now()
+			if code, _, stderr := result(t, fencelock(t, nil, args...)); code != 0 {
+				t.Fatalf("first run: got exit %d (%s), want 0", code, stderr)
+			}
+			code, _, stderr := result(t, fencelock(t, nil, args...))
+			if code != tt.wantCode {
+				t.Fatalf("second run in the period: got exit %d (%s), want %d", code, stderr, tt.wantCode)
+			}
+			if code == 0 {
+				return
+			}
+			// status shows the first run holding it, its TTL what is left.
+			code, out, stderr := result(t, fencelock(t, nil, "status", "--json", "job"))
+			var st statusJSON
+			if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+				t.Fatalf("status --json: exit %d (%s), output %q", code, stderr, out)
+			}
+			if len(st.Locks) != 1 || st.Locks[0].Holder == nil || st.Locks[0].Holder.Data != "run 1" ||
+				st.Locks[0].Holder.TTLSeconds <= 0 || st.Locks[0].Holder.TTLSeconds > int64(hold/time.Second) {
+				t.Fatalf("status: got %+v, want the first run holding job with a TTL in (0, %v]", st.Locks, hold)
+			}
+			_, cli := locker(t)
+			poll.Until(t, "the lock free", func() bool {
+				resp, err := cli.Get(t.Context(), prefix(t)+"lock/job/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+				return err == nil && resp.Count == 0
+			})
+			if held := time.Since(start); held < hold {
+				t.Fatalf("lock free %v after the first run started, want at least %v", held, hold)
+			}
+			if code, _, stderr := result(t, fencelock(t, nil, args...)); code != 0 {
+				t.Fatalf("run in the next period: got exit %d (%s), want 0", code, stderr)
+			}
+		})
+	}
+}
+
+func TestRunMinHoldUsage(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--min-hold", "-1s", "job", "--", "true"}, "--min-hold -1s: must be between 0 and"},
+		{[]string{"run", "--min-hold", "1s", "--permits", "2", "job", "--", "true"}, "--min-hold and --permits cannot be set at the same time"},
+	}
+	for _, tt := range tests {
+		code, _, stderr := result(t, fencelock(t, nil, tt.args...))
+		if code != exitUsage || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%q: got exit %d, stderr %q; want %d and %q", tt.args, code, stderr, exitUsage, tt.want)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package propagate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/propagate"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
+)
+
+// Two workers hold the lock "acct-7" in turn and call a ledger service,
+// which writes PostgreSQL with the token each call carries. Worker A is
+// paused after taking the lock; its lease expires meanwhile (here it is
+// revoked, as etcd does when it expires), and B takes the lock and calls.
+// A then wakes and makes its late call: the fenced ledger's database
+// refuses it (409, which A's client sees as fence.ErrStale); the unfenced
+// one, the control, lets it overwrite B's write.
+func Example_ledger() {
+	ctx := context.Background()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: embedetcd.Shared().Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	client := &http.Client{Transport: &propagate.Transport{}}
+
+	for _, fenced := range []bool{true, false} {
+		url, pool, done := exampleLedger(fenced)
+		a, b := exampleLocker(cli, fenced), exampleLocker(cli, fenced)
+
+		lockA, err := a.Lock(ctx, "acct-7")
+		if err != nil {
+			log.Fatal(err)
+		}
+		ctxA, err := propagate.NewContext(ctx, propagate.Fencing{Name: lockA.Name(), Token: lockA.Token()})
+		if err != nil {
+			log.Fatal(err)
+		}
+		// A pauses; its lease expires.
+		if _, err := cli.Revoke(ctx, lockA.Lease()); err != nil {
+			log.Fatal(err)
+		}
+
+		lockB, err := b.Lock(ctx, "acct-7")
+		if err != nil {
+			log.Fatal(err)
+		}
+		ctxB, _ := propagate.NewContext(ctx, propagate.Fencing{Name: lockB.Name(), Token: lockB.Token()})
+		errB := setBalance(ctxB, client, url, 120)
+
+		errA := setBalance(ctxA, client, url, 90) // A wakes: its late call
+		var balance int64
+		if err := pool.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = 'acct-7'").Scan(&balance); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("fenced %v: B's call: %v; A's late call stale: %v; balance %d\n", fenced, errB, errors.Is(errA, fence.ErrStale), balance)
+
+		lockB.Unlock(ctx)
+		a.Close(ctx)
+		b.Close(ctx)
+		done()
+	}
+	// Output:
+	// fenced true: B's call: <nil>; A's late call stale: true; balance 120
+	// fenced false: B's call: <nil>; A's late call stale: false; balance 90
+}
+
+// exampleLocker returns an etcdlock client on cli, in a key space of the
+// run's own.
+func exampleLocker(cli *clientv3.Client, fenced bool) *etcdlock.Client {
+	c, err := etcdlock.New(cli, etcdlock.WithTTL(time.Second), etcdlock.WithPrefix(fmt.Sprintf("/example-ledger-%v/", fenced)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c
+}
+
+// exampleLedger starts the ledger on a fresh database; done stops it and
+// drops the database.
+func exampleLedger(fenced bool) (url string, pool *pgxpool.Pool, done func()) {
+	ctx := context.Background()
+	srv := pgtest.Shared()
+	name, dsn, err := srv.CreateDatabase(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if pool, err = pgxpool.New(ctx, dsn); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, ledgerSchema); err != nil {
+		log.Fatal(err)
+	}
+	h, err := newLedger(pool, fenced)
+	if err != nil {
+		log.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	return hs.URL, pool, func() {
+		hs.Close()
+		pool.Close()
+		_ = srv.DropDatabase(ctx, name)
+	}
+}
