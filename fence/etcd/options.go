@@ -1,6 +1,13 @@
 package etcdfence
 
-import "fmt"
+import (
+	"fmt"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
+)
 
 // DefaultMaxRequestBytes is etcd's default --max-request-bytes, 1.5 MiB,
 // and the default of [WithMaxRequestBytes].
@@ -16,6 +23,9 @@ type Option interface {
 
 type options struct {
 	maxRequestBytes int
+	meters          metric.MeterProvider // nil: the global one
+	tracers         trace.TracerProvider // nil: the global one
+	nilProvider     bool                 // a provider option was given nil
 }
 
 func defaultOptions() options { return options{maxRequestBytes: DefaultMaxRequestBytes} }
@@ -37,8 +47,30 @@ func WithMaxRequestBytes(n int) Option {
 	return optionFunc(func(o *options) { o.maxRequestBytes = n })
 }
 
+// WithMeterProvider sets the OpenTelemetry meter provider for the metrics
+// of the Store's writes: fencelock.writes and fencelock.write.duration
+// (attributes fencelock.adapter "etcd", fencelock.operation put or
+// delete, fencelock.outcome accepted, stale, unknown or error). A write
+// refused for its arguments, before any I/O, is not counted. Default: the
+// global provider (otel.GetMeterProvider), which records nothing until the
+// application installs an SDK. nil (a typed nil too) makes [New] fail.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(o *options) { o.meters, o.nilProvider = mp, o.nilProvider || nilcheck.IsNil(mp) })
+}
+
+// WithTracerProvider sets the OpenTelemetry tracer provider for the span
+// of each write (etcd.put, etcd.delete: children of the caller's context,
+// with the token and the resource key). Default: the global provider. nil
+// (a typed nil too) makes [New] fail.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(o *options) { o.tracers, o.nilProvider = tp, o.nilProvider || nilcheck.IsNil(tp) })
+}
+
 // validate checks the recorded options, once, in [New].
 func (o *options) validate() error {
+	if o.nilProvider {
+		return fmt.Errorf("%w: nil meter or tracer provider", ErrInvalidOption)
+	}
 	if o.maxRequestBytes <= 0 {
 		return fmt.Errorf("%w: WithMaxRequestBytes(%d): must be positive", ErrInvalidOption, o.maxRequestBytes)
 	}

@@ -107,6 +107,17 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token, s
 //     fenced against each other, and etcd's client never sends a Txn again
 //     once it may have reached the server.)
 func (s *Store) fencedWrite(ctx context.Context, what, key string, token fence.Token, op clientv3.Op) error {
+	ctx, w := s.tel.Op(what).Start(ctx, token)
+	if w.Recording() {
+		w.SetResource(key)
+	}
+	err := s.write(ctx, what, key, token, op)
+	w.End(err)
+	return err
+}
+
+// write is fencedWrite's transaction.
+func (s *Store) write(ctx context.Context, what, key string, token fence.Token, op clientv3.Op) error {
 	floor, tok := s.FloorKey(key), padToken(token)
 	resp, err := s.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.Value(floor), ">", tok)).

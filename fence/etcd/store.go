@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/nilcheck"
+	"github.com/fencelock/fencelock/internal/tel"
 )
 
 // The two key spaces under a Store's prefix.
@@ -29,6 +30,7 @@ type Store struct {
 	kv     clientv3.KV
 	prefix string
 	opts   options
+	tel    *tel.Recorder
 }
 
 var _ fence.Store = (*Store)(nil)
@@ -59,7 +61,11 @@ func New(kv clientv3.KV, prefix string, opts ...Option) (*Store, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv, prefix: prefix, opts: o}, nil
+	r, err := tel.New("etcd", "github.com/fencelock/fencelock/fence/etcd", o.meters, o.tracers, "put", "delete")
+	if err != nil {
+		return nil, fmt.Errorf("%w: creating instruments: %w", ErrInvalidOption, err)
+	}
+	return &Store{kv: kv, prefix: prefix, opts: o, tel: r}, nil
 }
 
 // Prefix returns the prefix of the store's keys.

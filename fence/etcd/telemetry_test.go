@@ -1,0 +1,57 @@
+package etcdfence_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/fencelock/fencelock/fence"
+	etcdfence "github.com/fencelock/fencelock/fence/etcd"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
+)
+
+// Every write is counted by operation and outcome and traced as a child of
+// the caller's span, with its token and key.
+func TestTelemetry(t *testing.T) {
+	otel := oteltest.New(t)
+	s := mustNew(t, etcdClient(t), prefix(t), etcdfence.WithMeterProvider(otel.Meters), etcdfence.WithTracerProvider(otel.Tracers))
+	ctx, parent := otel.Tracers.Tracer("test").Start(t.Context(), "caller")
+	if err := s.Put(ctx, "k", 5, []byte("v5")); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+	if err := s.Put(t.Context(), "k", 3, []byte("v3")); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("Put(3) after 5: got %v", err)
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	s.Put(cancelled, "k", 6, nil) // refused before any I/O: not counted
+	if err := s.Delete(t.Context(), "k", 7); err != nil {
+		t.Fatal(err)
+	}
+	put := attribute.String("fencelock.operation", "put")
+	for _, tt := range []struct {
+		want int64
+		attr []attribute.KeyValue
+	}{
+		{1, []attribute.KeyValue{put, attribute.String("fencelock.outcome", "accepted")}},
+		{1, []attribute.KeyValue{put, attribute.String("fencelock.outcome", "stale")}},
+		{1, []attribute.KeyValue{attribute.String("fencelock.operation", "delete"), attribute.String("fencelock.adapter", "etcd")}},
+	} {
+		if got := otel.Sum(t, "fencelock.writes", tt.attr...); got != tt.want {
+			t.Errorf("fencelock.writes %v: got %d, want %d", tt.attr, got, tt.want)
+		}
+	}
+	first := otel.Span(t, "etcd.put")
+	if first.Parent().SpanID() != parent.SpanContext().SpanID() {
+		t.Fatalf("etcd.put span: %v, want a child of the caller's", first)
+	}
+	if tok, _ := oteltest.Attr(first, "fencelock.token"); tok.AsInt64() != 5 {
+		t.Fatalf("etcd.put span's token: got %v, want 5", tok)
+	}
+	if _, err := etcdfence.New(etcdClient(t), "p/", etcdfence.WithMeterProvider(nil)); !errors.Is(err, etcdfence.ErrInvalidOption) {
+		t.Fatalf("New with a nil meter provider: got %v, want ErrInvalidOption", err)
+	}
+}
