@@ -249,6 +249,9 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 		t.permit = c.newPermit(t)
 		if token, err = c.claim(ctx, s, t, rev); err != nil {
 			c.abandon(ctx, s, t, rev)
+			if le := (*LockedError)(nil); errors.As(err, &le) {
+				return nil, le // TryAcquire, every slot held: as TryLock answers
+			}
 			return nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
 	}

@@ -205,6 +205,13 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 				break
 			}
 		}
+		if free < 0 && !t.wait {
+			// TryAcquire answers at once: every slot is held, by a holder
+			// whose queue key someone deleted (it keeps its slot's key), or
+			// by callers that disagree on the permits. Waiting here for a
+			// slot would hold TryAcquire until its context ended.
+			return 0, &LockedError{Name: t.name, Holder: entryOf(resp.Responses[0].GetResponseRange().Kvs[0])}
+		}
 		if free < 0 {
 			if _, err := c.waitRange(ctx, s, p.dir, resp.Header.Revision+1); err != nil {
 				return 0, err
