@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -88,4 +89,38 @@ func TestLockAllLostWhileWaiting(t *testing.T) {
 		t.Fatalf("LockAll: got %v, want ErrKeyDeleted (a's)", r.err)
 	}
 	poll.Until(t, "no key left", func() bool { return len(keys(t, cli, prefix(t)+"lock/")) == 0 })
+}
+
+// TestSemaphoreUnlockAfterSlotTaken checks that Unlock tells a holder
+// whose permit slot key someone deleted (etcdctl del) that it had lost the
+// permit, also when it had not noticed yet (here: no key watch), as
+// Unlock does for a lock whose key was deleted. Its release compared only
+// its queue key, still there, and reported a hold kept throughout.
+func TestSemaphoreUnlockAfterSlotTaken(t *testing.T) {
+	cli := etcdClient(t)
+	sm := semaphore(t, newLocker(t, cli), "taken", 2)
+	l, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(t.Context(), prefix(t)+"sem/taken/p/"+strconv.Itoa(l.Slot())); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+		t.Fatalf("Unlock after the slot key was deleted: got %v, want ErrKeyDeleted", err)
+	}
+	if !errors.Is(l.Err(), etcdlock.ErrKeyDeleted) {
+		t.Fatalf("Err: got %v, want ErrKeyDeleted", l.Err())
+	}
+	if ks := keys(t, cli, prefix(t)+"sem/"); len(ks) != 0 {
+		t.Fatalf("keys left: %v", ks)
+	}
+	// The control: a holder whose slot is its own is told so.
+	l, err = sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil || !errors.Is(l.Err(), etcdlock.ErrUnlocked) {
+		t.Fatalf("Unlock of a held permit: got %v (Err %v), want nil (ErrUnlocked)", err, l.Err())
+	}
 }
