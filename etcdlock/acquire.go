@@ -121,7 +121,7 @@ const readerMark = "r"
 // the writers' for a reader.
 func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
 	end := clientv3.WithPrefix()
-	if t.kind == kindRead {
+	if t.kind == kindRead || (t.kind == kindLock && writersIgnoreReaders.Load()) {
 		end = clientv3.WithRange(t.q + readerMark)
 	}
 	return clientv3.OpGet(t.q, append(opts, end)...)

@@ -218,7 +218,8 @@ func TestSemaphoreInvalid(t *testing.T) {
 		t.Errorf("Semaphore with an empty name: got %v", err)
 	}
 	sm, _ := c.Semaphore("x", 2)
-	if _, err := sm.Acquire(nil); !errors.Is(err, etcdlock.ErrInvalidArgument) { //lint:ignore SA1012 the nil context is the test
+	//lint:ignore SA1012 the nil context is the test
+	if _, err := sm.Acquire(nil); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 		t.Errorf("Acquire(nil): got %v", err)
 	}
 }
