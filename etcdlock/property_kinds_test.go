@@ -253,6 +253,12 @@ func runKinds(t *testing.T, cfg kindsConfig) propStats {
 func kindAcquire(ctx context.Context, rng *rand.Rand, c *etcdlock.Client, sems []*etcdlock.Semaphore, cfg kindsConfig) (*etcdlock.Lock, bool, error) {
 	n := rng.IntN(cfg.names)
 	d := time.Duration(5+rng.IntN(250)) * time.Millisecond
+	if raceEnabled {
+		// The race detector slows the embedded etcd server too: an
+		// acquisition takes several of its requests, and with the fixed
+		// runs' deadlines most would fail, few be granted.
+		d *= 4
+	}
 	var lctx context.Context
 	var cancel context.CancelFunc
 	if rng.IntN(2) == 0 {
