@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -351,4 +352,93 @@ func settleKinds(t *testing.T, cfg kindsConfig, tr *kindTracker, rec *kindRecord
 		}
 	}
 	return bad
+}
+
+// TestLockAllFaultProperty drives LockAll of random overlapping sets of
+// names in random orders under the same request faults, cancellations and
+// failed Unlocks, and checks with TestRequestFaultProperty's record and
+// tracker: every lock of every MultiLock granted was its queue's head with
+// its key alive (no partial MultiLock), no two holders of a name while
+// both leases live, no deadlock (the acquisitions finish), nothing left
+// behind.
+func TestLockAllFaultProperty(t *testing.T) {
+	seed := seedOf(t, "TestLockAllFaultProperty")
+	want := int64(300)
+	if raceEnabled {
+		want = 100
+	}
+	eps := propServer(t)
+	direct := etcdClient(t, eps...)
+	fcli, in := faulty(t, seed, eps...)
+	rec, err := watchRecord(t.Context(), direct, prefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	owners := make([]*etcdlock.Client, propOwners)
+	for i := range owners {
+		owners[i] = newLocker(t, fcli, etcdlock.WithTTL(propTTL), etcdlock.WithCleanupTimeout(propCleanup))
+	}
+	in.Random(0.04, propMaxLate, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var sets, locks, errs atomic.Int64
+	var unlocked sync.Map
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 2 * propOwners {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		c := owners[i%propOwners]
+		wg.Go(func() {
+			for ctx.Err() == nil && sets.Load() < want {
+				m, err := lockAllRandom(ctx, rng, c)
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				sets.Add(1)
+				for _, l := range m.Locks() {
+					locks.Add(1)
+					tr.grant(l)
+				}
+				time.Sleep(time.Duration(rng.IntN(3)) * 500 * time.Microsecond) // the work under the locks
+				for _, l := range m.Locks() {
+					tr.release(l)
+				}
+				uctx, ucancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				if m.Unlock(uctx) != nil {
+					for _, l := range m.Locks() {
+						unlocked.Store(l, true)
+					}
+				}
+				ucancel()
+			}
+		})
+	}
+	wg.Wait()
+	st := propStats{elapsed: time.Since(start)}
+	in.Heal()
+	st.faults = in.Counts()
+	bad := append(slices.Clone(tr.violations), settleProperty(t, tr, rec, owners, in, &unlocked, &st)...)
+	t.Logf("%d MultiLocks (%d locks), %d errors of LockAll, faults %v, in %v", sets.Load(), locks.Load(), errs.Load(), st.faults, st.elapsed.Round(time.Millisecond))
+	if len(bad) > 0 {
+		t.Fatalf("%d violations (seed %d), first: %v", len(bad), seed, bad[:min(10, len(bad))])
+	}
+	if sets.Load() < want {
+		t.Fatalf("%d MultiLocks in 60s, want %d: deadlocked or starved", sets.Load(), want)
+	}
+}
+
+// lockAllRandom takes 2 or 3 of 8 names, in a random order, under a random
+// deadline.
+func lockAllRandom(ctx context.Context, rng *rand.Rand, c *etcdlock.Client) (*etcdlock.MultiLock, error) {
+	names := []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6", "n7"}
+	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	d := time.Duration(20+rng.IntN(500)) * time.Millisecond
+	if raceEnabled {
+		d *= 4
+	}
+	lctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return c.LockAll(lctx, names[:2+rng.IntN(2)])
 }
