@@ -124,3 +124,28 @@ func TestSemaphoreUnlockAfterSlotTaken(t *testing.T) {
 		t.Fatalf("Unlock of a held permit: got %v (Err %v), want nil (ErrUnlocked)", err, l.Err())
 	}
 }
+
+// TestSemaphorePermitsDisagreeWithSlot checks that a caller with other
+// permits is refused also when the queue shows no one (the holder's queue
+// key was deleted, etcdctl del, and it keeps its slot's key): the claim
+// reads the permits from the slot's key, and no slot beyond the holder's
+// count is taken.
+func TestSemaphorePermitsDisagreeWithSlot(t *testing.T) {
+	cli := etcdClient(t)
+	h, err := semaphore(t, newLocker(t, cli), "mix", 1).Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Unlock(t.Context())
+	if _, err := cli.Delete(t.Context(), h.Key()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := semaphore(t, newLocker(t, cli), "mix", 2).Acquire(ctx); !errors.Is(err, etcdlock.ErrPermits) {
+		t.Fatalf("Acquire with 2 permits beside a slot held with 1: got %v, want ErrPermits", err)
+	}
+	if ks := keys(t, cli, prefix(t)+"sem/mix/"); len(ks) != 1 {
+		t.Fatalf("keys: %v, want only the holder's slot key", ks)
+	}
+}
