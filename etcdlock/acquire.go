@@ -123,7 +123,7 @@ const readerMark = "r"
 // the writers' for a reader.
 func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
 	end := clientv3.WithPrefix()
-	if t.kind == kindRead {
+	if t.kind == kindRead || (t.kind == kindLock && writersIgnoreReaders.Load()) {
 		end = clientv3.WithRange(t.q + readerMark)
 	}
 	return clientv3.OpGet(t.q, append(opts, end)...)
@@ -254,6 +254,9 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	if t.permit != nil {
 		if token, err = c.claim(ctx, s, t, rev); err != nil {
 			c.abandon(ctx, s, t, rev)
+			if le := (*LockedError)(nil); errors.As(err, &le) {
+				return nil, le // TryAcquire, every slot held: as TryLock answers
+			}
 			return nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
 	}

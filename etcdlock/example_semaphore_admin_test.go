@@ -38,14 +38,14 @@ func ExampleClient_BreakSemaphore() {
 		log.Fatal(err)
 	}
 	h := sq.Holders[0]
-	fmt.Printf("%d permits; slot %d held by %s, its token the worker's: %v\n", sq.Permits, h.Slot, h.Owner, h.Token == stuck.Token())
+	fmt.Printf("%d permits; the worker's slot held by %s: %v, its token the worker's: %v\n", sq.Permits, h.Owner, h.Slot == stuck.Slot(), h.Token == stuck.Token())
 
 	e, err := locks.BreakSemaphore(ctx, "workers", h.Token)
-	fmt.Println("broke slot", e.Slot, err)
+	fmt.Println("broke the worker's slot:", e.Slot == stuck.Slot(), err)
 	<-stuck.Done()
 	fmt.Println("the worker learns:", stuck.Err())
 	// Output:
-	// 3 permits; slot 0 held by worker-1, its token the worker's: true
-	// broke slot 0 <nil>
+	// 3 permits; the worker's slot held by worker-1: true, its token the worker's: true
+	// broke the worker's slot: true <nil>
 	// the worker learns: etcdlock: lock lost: etcdlock: lock key deleted by someone else
 }

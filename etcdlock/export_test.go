@@ -7,6 +7,15 @@ import "context"
 // key is in their slot, not only the one with their create revision.
 var UnconditionalReleaseForTest = &unconditionalRelease
 
+// UnconditionalSlotReleaseForTest reverts the value compare of a
+// semaphore's release, for its property test's control run: a release
+// deletes every permit slot key its claims tried, whoever holds it now.
+var UnconditionalSlotReleaseForTest = &unconditionalSlotRelease
+
+// WritersIgnoreReadersForTest reverts the writer's wait for the readers
+// queued before it, for the read/write property test's control run.
+var WritersIgnoreReadersForTest = &writersIgnoreReaders
+
 // LockOnEndedSessionForTest calls newLock as enqueue does when the session
 // ends (its lease revoked) between enqueue's check of it and newLock.
 func LockOnEndedSessionForTest(ctx context.Context, c *Client, name string, noWatch bool) (*Lock, error) {

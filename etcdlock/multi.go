@@ -60,6 +60,16 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 		}
 		m.locks = append(m.locks, l)
 	}
+	// A lock taken first may have been lost while LockAll waited for the
+	// next (its key deleted, say): never return a MultiLock that this
+	// process knows is held only in part, as Lock never returns a lock it
+	// knows lost. A loss from now on closes Done (below).
+	for _, l := range m.locks {
+		if err := l.Err(); err != nil {
+			m.release(ctx)
+			return nil, fmt.Errorf("etcdlock: LockAll %q: %q lost while waiting for the rest: %w", names, l.Name(), err)
+		}
+	}
 	for _, l := range m.locks {
 		m.stops = append(m.stops, context.AfterFunc(l.ctx, func() {
 			m.end(fmt.Errorf("etcdlock: %q: %w", l.Name(), l.Err()))

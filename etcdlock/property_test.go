@@ -119,6 +119,7 @@ type propStats struct {
 	faults                               map[reqfault.Kind]int
 	violations                           []string
 	elapsed                              time.Duration
+	most                                 int // the most holders of one name at once (property_kinds_test.go)
 }
 
 func (s propStats) totalFaults() int {

@@ -46,7 +46,7 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 	for range maxReleasePasses {
 		resp, err := c.cli.Txn(ctx).
 			If(cmp).
-			Then(append(t.releaseOps(), clientv3.OpDelete(t.key), t.marker.put(s, markOurs(rev)))...).
+			Then(append([]clientv3.Op{t.releaseMark(s, rev)}, append(t.releaseOps(), clientv3.OpDelete(t.key))...)...).
 			Commit()
 		if errors.Is(err, rpctypes.ErrNoSpace) {
 			return c.releaseNoSpace(ctx, s, t, rev)
@@ -56,6 +56,9 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 		}
 		if resp.Succeeded {
 			t.moved(resp.Header.Revision)
+			if slotTaken(resp) {
+				return goneBefore, nil // a semaphore's slot key was deleted by someone else
+			}
 			return byUs, nil
 		}
 		gr, err := c.cli.Get(ctx, string(t.marker))
@@ -147,6 +150,12 @@ func (c *Client) block(ctx context.Context, s *session, t *ticket) (int64, error
 
 // unconditionalRelease is set only by the property test's control run.
 var unconditionalRelease atomic.Bool
+
+// Set only by the control runs of the semaphore's and the read/write
+// lock's property tests: a release deletes every slot key it tried,
+// whoever's it is now (see ticket.releaseOps); a writer waits only for
+// the writers queued before it (see ticket.blockers).
+var unconditionalSlotRelease, writersIgnoreReaders atomic.Bool
 
 // leaseOr turns etcd's report that the session's lease is gone into
 // leaseGone (ending the session), and returns r, err otherwise.

@@ -125,6 +125,7 @@ type permit struct {
 	id    string                // a slot key's value while ours; set once our key is created
 	tried map[int]bool          // slots whose claim was sent and may have landed
 	slot  int                   // the slot held, once claimed
+	token int64                 // the slot key's create revision, once claimed (0 before)
 	seen  *clientv3.TxnResponse // the slots' keys, read by the last read of the queue; nil once used
 }
 
@@ -172,10 +173,38 @@ func (t *ticket) releaseOps() []clientv3.Op {
 	var ops []clientv3.Op
 	for slot := range t.permit.tried {
 		k := t.permit.key(slot)
-		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(k), "=", t.permit.id)},
-			[]clientv3.Op{clientv3.OpDelete(k)}, nil))
+		cmp := clientv3.Compare(clientv3.Value(k), "=", t.permit.id)
+		if unconditionalSlotRelease.Load() {
+			cmp = clientv3.Compare(clientv3.CreateRevision(k), "!=", 0)
+		}
+		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpDelete(k)}, nil))
 	}
 	return ops
+}
+
+// releaseMark is the marker write of a release of t's use that deletes
+// its queue key, created at rev: markOurs(rev), and for a semaphore's
+// claimed permit markGone(rev) when the slot's key is no longer the one it
+// claimed. A permit is held by its slot's key, not its queue key: when
+// someone deleted the slot's key (etcdctl del), another acquisition may
+// have held the slot since, and the release must say the permit was lost
+// (see slotTaken), as it does for a lock whose key was deleted. etcd
+// evaluates a transaction's nested compares before any of its operations,
+// so the deletion of the slot's key in the same transaction does not
+// change the answer.
+func (t *ticket) releaseMark(s *session, rev int64) clientv3.Op {
+	if t.permit == nil || t.permit.token == 0 {
+		return t.marker.put(s, markOurs(rev))
+	}
+	return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.permit.key(t.permit.slot)), "=", t.permit.token)},
+		[]clientv3.Op{t.marker.put(s, markOurs(rev))}, []clientv3.Op{t.marker.put(s, markGone(rev))})
+}
+
+// slotTaken reports whether a release's response, whose first operation
+// was releaseMark's, says the permit's slot key had been deleted.
+func slotTaken(resp *clientv3.TxnResponse) bool {
+	n := resp.Responses[0].GetResponseTxn()
+	return n != nil && !n.Succeeded
 }
 
 // checkPermits fails when one of kvs, keys of t's queue, says its
@@ -222,7 +251,7 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 				continue // not a slot's key
 			}
 			if string(kv.Value) == p.id { // a claim of ours landed
-				p.slot, p.tried = slot, map[int]bool{slot: true}
+				p.slot, p.tried, p.token = slot, map[int]bool{slot: true}, kv.CreateRevision
 				return kv.CreateRevision, nil
 			}
 			var v permitValue
@@ -231,15 +260,23 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 			}
 			taken[slot] = true
 		}
+		// Start the search at a slot of our own (by our key's create
+		// revision), not at 0: waiters given their turn by the same
+		// releases read the same free slots, and if all chose the lowest,
+		// all but one claim would be refused and read again.
 		free := -1
-		for slot := range t.permits {
-			if !taken[slot] {
+		for i := range t.permits {
+			if slot := (int(rev%int64(t.permits)) + i) % t.permits; !taken[slot] {
 				free = slot
 				break
 			}
 		}
 		if free < 0 && !t.wait {
-			return 0, &LockedError{Name: t.name, Holder: Entry{Slot: -1, TTL: -1}} // TryAcquire does not wait for a slot
+			// TryAcquire answers at once: every slot is held, by a holder
+			// whose queue key someone deleted (it keeps its slot's key), or
+			// by callers that disagree on the permits. Waiting here for a
+			// slot would hold TryAcquire until its context ended.
+			return 0, &LockedError{Name: t.name, Holder: entryOf(slotKeys[0])}
 		}
 		if free < 0 {
 			if _, err := c.waitRange(ctx, s, p.dir, readRev+1); err != nil {
@@ -261,7 +298,7 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 			return 0, err
 		}
 		if cr.Succeeded {
-			p.slot, p.tried = free, map[int]bool{free: true}
+			p.slot, p.tried, p.token = free, map[int]bool{free: true}, cr.Header.Revision
 			return cr.Header.Revision, nil
 		}
 		// Taken meanwhile, or a claim of ours landed, or our key is gone:

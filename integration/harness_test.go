@@ -36,7 +36,7 @@ func TestHarnessShort(t *testing.T) {
 	if testing.Short() && !testenv.InCI() { // CI runs it, -short or not
 		testenv.Unavailable(t, "the fault harness takes about two minutes and -short is set", "run without -short")
 	}
-	harnessPair(t, false, 4) // then TestHarnessShortElection's two runs
+	harnessPair(t, nil, 8) // then the six runs of the tests below
 }
 
 // TestHarnessShortElection is TestHarnessShort with the workers as
@@ -46,18 +46,39 @@ func TestHarnessShortElection(t *testing.T) {
 	if testing.Short() && !testenv.InCI() {
 		testenv.Unavailable(t, "the fault harness takes about two minutes and -short is set", "run without -short")
 	}
-	harnessPair(t, true, 2)
+	harnessPair(t, func(c *harness.Config) { c.Election = true }, 6)
+}
+
+// TestHarnessShortSemaphore is TestHarnessShort with the workers taking a
+// permit of one semaphore with a permit per key, each writing its slot's
+// key with its token: a resource is fenced by one slot's tokens.
+func TestHarnessShortSemaphore(t *testing.T) {
+	if testing.Short() && !testenv.InCI() {
+		testenv.Unavailable(t, "the fault harness takes about two minutes and -short is set", "run without -short")
+	}
+	harnessPair(t, func(c *harness.Config) { c.Kind = harness.KindSemaphore }, 4)
+}
+
+// TestHarnessShortRW is TestHarnessShort with read/write locks: half the
+// sections a writer, writing with its token, half a reader, reading only;
+// the resources are fenced by the writers' tokens.
+func TestHarnessShortRW(t *testing.T) {
+	if testing.Short() && !testenv.InCI() {
+		testenv.Unavailable(t, "the fault harness takes about two minutes and -short is set", "run without -short")
+	}
+	harnessPair(t, func(c *harness.Config) { c.Kind = harness.KindRW }, 2)
 }
 
 // harnessPair runs the fenced run and its control and checks the verdict;
 // runsLeft counts them and the harness runs of the tests after this one.
-func harnessPair(t *testing.T, election bool, runsLeft int) {
+// set, when not nil, adapts the short preset (the workers' kind of lock).
+func harnessPair(t *testing.T, set func(*harness.Config), runsLeft int) {
 	t.Helper()
 	srv := harnessServers(t)
 	seed := harnessSeed(t)
 	t.Logf("seed %d (replay: FENCECHECK_SEED=%d)", seed, seed)
-	fenced := runHarness(t, srv, seed, election, true, runsLeft)
-	control := runHarness(t, srv, seed, election, false, runsLeft-1)
+	fenced := runHarness(t, srv, seed, set, true, runsLeft)
+	control := runHarness(t, srv, seed, set, false, runsLeft-1)
 	var table strings.Builder
 	check.PrintSummary(&table, fenced, control)
 	t.Logf("seed %d\n%s", seed, table.String())
@@ -91,10 +112,13 @@ func harnessSeed(t *testing.T) int64 {
 // runHarness runs one of the runsLeft runs still to come, capped so that
 // all of them end before the test's deadline: a run cut short by the test
 // timeout would panic instead of saying which minimums it missed.
-func runHarness(t *testing.T, srv harness.Servers, seed int64, election, fenced bool, runsLeft int) *check.Report {
+func runHarness(t *testing.T, srv harness.Servers, seed int64, set func(*harness.Config), fenced bool, runsLeft int) *check.Report {
 	t.Helper()
 	cfg := harness.Short(seed)
-	cfg.Fenced, cfg.Election = fenced, election
+	if set != nil {
+		set(&cfg)
+	}
+	cfg.Fenced = fenced
 	if dl, ok := t.Deadline(); ok {
 		const wrapUp = 45 * time.Second // stopping the workers and checking, per run
 		if left := time.Until(dl)/time.Duration(runsLeft) - wrapUp; left < cfg.MaxDuration {

@@ -19,6 +19,9 @@ type Config struct {
 	// leading with etcdlock's Client.Run and writing with its term's token,
 	// instead of lock holders.
 	Election bool
+	// Kind, when set, makes the workers take another kind of lock than
+	// Lock: [KindSemaphore] or [KindRW]. Not with Election.
+	Kind string
 	// Workers is the number of worker processes running at once.
 	Workers int
 	// Keys is the number of locks; each guards one resource of every kind.
@@ -46,6 +49,20 @@ type Config struct {
 	// Events, when set, receives every worker event as a JSON line.
 	Events io.Writer
 }
+
+// The kinds of lock a run's workers may take instead of Lock (Config.Kind).
+const (
+	// KindSemaphore: a permit of one semaphore with a permit per key; a
+	// holder writes the resources of its slot's key (slot i, key i) with
+	// its token, so each resource is fenced by one slot's tokens, which
+	// increase from holder to holder of the slot.
+	KindSemaphore = "semaphore"
+	// KindRW: a key's read/write lock, half the time as a writer, which
+	// writes the key's resources with its token, half the time as a
+	// reader, which only reads them: the resources are fenced by the
+	// writers' tokens, each greater than every earlier holder's.
+	KindRW = "rw"
+)
 
 // ShortMinimums are the short mode's: what CI requires, and what the verdict
 // of every run (short or long) requires.
@@ -85,6 +102,10 @@ func (c *Config) validate() error {
 		return errors.New("harness: Keys and WritesPerLock must be positive")
 	case c.TTL < time.Second || c.LockTimeout <= 0:
 		return errors.New("harness: TTL must be at least 1s and LockTimeout positive")
+	case c.Kind != "" && c.Kind != KindSemaphore && c.Kind != KindRW:
+		return fmt.Errorf("harness: Kind %q; want %q, %q or none", c.Kind, KindSemaphore, KindRW)
+	case c.Kind != "" && c.Election:
+		return errors.New("harness: Kind and Election exclude each other")
 	case c.MaxDuration < c.MinDuration:
 		return errors.New("harness: MaxDuration is shorter than MinDuration")
 	}

@@ -74,8 +74,15 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 // in an election run, leads the key's election for one term.
 func (w *worker) section(ctx context.Context) {
 	key := w.cfg.Keys[w.rng.IntN(len(w.cfg.Keys))]
-	if w.cfg.Election {
+	switch {
+	case w.cfg.Election:
 		w.elect(ctx, key)
+		return
+	case w.cfg.Kind == KindSemaphore:
+		w.permit(ctx)
+		return
+	case w.cfg.Kind == KindRW && w.rng.IntN(2) == 0:
+		w.share(ctx, key)
 		return
 	}
 	lock := w.lock(ctx, key)
@@ -160,15 +167,24 @@ func (w *worker) read(ctx context.Context, kind check.ResKind, key string) {
 }
 
 func (w *worker) lock(ctx context.Context, key string) *etcdlock.Lock {
+	return w.acquire(ctx, key, func(ctx context.Context) (*etcdlock.Lock, error) { return w.locks.Lock(ctx, key) })
+}
+
+// acquire takes a lock with take, bounded by LockTimeout, and logs the
+// call's event for key ("": the key of the permit's slot).
+func (w *worker) acquire(ctx context.Context, key string, take func(context.Context) (*etcdlock.Lock, error)) *etcdlock.Lock {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.LockTimeout)
 	defer cancel()
 	start := time.Now()
-	lock, err := w.locks.Lock(ctx, key)
+	lock, err := take(ctx)
 	e := check.Event{Ev: check.EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), OK: err == nil}
 	if err != nil {
 		e.Err = err.Error()
 	} else {
 		e.Token = int64(lock.Token())
+		if key == "" {
+			e.Key = w.cfg.Keys[lock.Slot()]
+		}
 	}
 	w.log.emit(e)
 	return lock

@@ -23,6 +23,7 @@ type workerConfig struct {
 	Keys          []string
 	Fenced        bool
 	Election      bool
+	Kind          string // Config.Kind
 	TTL           time.Duration
 	LockTimeout   time.Duration
 	WritesPerLock int

@@ -33,7 +33,8 @@ func (c *Counts) add(a Attempt) {
 type Report struct {
 	Seed     int64
 	Fenced   bool
-	Election bool // the workers were election candidates (Config.Election)
+	Election bool   // the workers were election candidates (Config.Election)
+	Kind     string // the kind of lock the workers took, if not Lock (Config.Kind)
 	Duration time.Duration
 	Writes   map[ResKind]*Counts
 	Faults   map[FaultKind]int
@@ -146,6 +147,9 @@ func (r *Report) name() string {
 	}
 	if r.Election {
 		name += " (election)"
+	}
+	if r.Kind != "" {
+		name += " (" + r.Kind + ")"
 	}
 	return name
 }
