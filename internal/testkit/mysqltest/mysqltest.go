@@ -111,7 +111,7 @@ func Start(ctx context.Context) (*Server, error) {
 // Main returns m wrapped for TestMain, as pgtest.Main does: one server for
 // the package's tests, stopped before goleak looks for leaked goroutines.
 // See [testenv.Main] for what happens without a server.
-func Main(m *testing.M) testenv.Main {
+func Main(m testenv.Runner) testenv.Main {
 	return testenv.Main{
 		M: m, Name: "mysqltest", Unavailable: ErrUnavailable, HowToEnable: howToEnable,
 		Start: func(ctx context.Context) (io.Closer, error) {

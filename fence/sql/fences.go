@@ -1,0 +1,155 @@
+package sqlfence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// DefaultFenceTable is the fence table [CreateSchema] creates.
+const DefaultFenceTable = "fencelock_fences"
+
+// Fences is a fence table: one row per resource (a lock name, an invoice,
+// a tenant) holding the highest token any fenced transaction on it
+// carried. A fenced transaction first raises its resource's row to its
+// token, and is rolled back with [fence.ErrStale] if the row is already
+// higher. The row lock this takes serialises fenced transactions on one
+// resource until they end, so a stale one can never commit after a newer
+// one. (SQLite has one writer at a time anyway: a fenced transaction holds
+// the database's write lock from its first statement to its end.)
+//
+// The table is (resource PRIMARY KEY, token BIGINT NOT NULL); see
+// [Fences.CreateTable]. Create a Fences with [NewFences]; the zero Fences
+// is not usable. A Fences holds no connection and is safe for concurrent
+// use.
+type Fences struct {
+	d       Dialect
+	name    string
+	label   string
+	alias   string
+	retries int
+}
+
+// NewFences returns the [Fences] kept in the table called name, in dialect
+// d. It fails with [ErrInvalidIdentifier] on an unusable name, and with
+// [ErrInvalidOption] on an invalid option or dialect, before any I/O.
+func NewFences(d Dialect, name Identifier, opts ...Option) (*Fences, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	q, err := quoteName(d, "fence table", name)
+	if err != nil {
+		return nil, err
+	}
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	alias, _ := quoteIdent(d, "alias", "fencelock_cur")
+	return &Fences{d: d, name: q, label: strings.Join(name, "."), alias: alias, retries: o.retries}, nil
+}
+
+// CreateTable creates the fence table if it does not exist. ctx bounds the
+// call.
+func (f *Fences) CreateTable(ctx context.Context, db DB) error {
+	if err := checkDB(db); err != nil {
+		return err
+	}
+	if err := checkCtx(ctx); err != nil {
+		return err
+	}
+	ddl := "CREATE TABLE IF NOT EXISTS " + f.name + " (" + f.d.keyColumnDDL("resource") + ", token BIGINT NOT NULL CHECK (token > 0))" + f.d.tableSuffix()
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("sqlfence: create fence table %s: %w", f.label, f.d.classify(err))
+	}
+	return nil
+}
+
+// Advance raises resource's fence to token, or returns a
+// [*fence.StaleError] (Current filled) when it is already higher. Run it
+// first in a transaction you manage yourself, as [Fences.RunInTx] does;
+// roll the transaction back when it fails. ctx bounds the call.
+//
+// Outside a transaction the statement commits by itself, and a lost
+// connection or a ctx that ended mid-request gives an error matching
+// [fence.ErrUnknownOutcome].
+func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fence.Token) error {
+	if err := checkWrite(ctx, db, resource, token); err != nil {
+		return err
+	}
+	return withConn(ctx, db, func(c DB) error {
+		if inTx(c) {
+			return f.advance(ctx, c, resource, token)
+		}
+		return retry(ctx, f.d, f.retries, func() error { return f.advance(ctx, c, resource, token) })
+	})
+}
+
+func (f *Fences) advance(ctx context.Context, db DB, resource string, token fence.Token) error {
+	s := &stmt{d: f.d}
+	if f.d == MySQL {
+		s.sql("INSERT INTO ", f.name, " (resource, token) VALUES (").arg(resource).sql(", ").arg(int64(token)).
+			sql(") ON DUPLICATE KEY UPDATE token = IF(token <= VALUES(token), VALUES(token), token)")
+	} else {
+		s.sql("INSERT INTO ", f.name, " AS ", f.alias, " (resource, token) VALUES (").arg(resource).sql(", ").arg(int64(token)).
+			sql(") ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE ", f.alias, ".token <= excluded.token")
+	}
+	res, err := db.ExecContext(ctx, s.String(), s.args...)
+	if err != nil {
+		return f.d.upsertError(ctx, db, resource, token, err)
+	}
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil:
+	case f.d == MySQL && n == 2, f.d != MySQL && n == 1:
+		return nil
+	}
+	// MySQL counts 1 for a new row (or, with clientFoundRows, for one left
+	// as it was) and 0 for one left as it was: read it back, with a locking
+	// read that sees past a REPEATABLE READ snapshot.
+	cur, err := f.current(ctx, db, resource, f.d == MySQL)
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqlfence: advance fence %s changed no row, and reading it back failed: %w", resource, err)
+	case cur == token && f.d == MySQL:
+		return nil
+	case cur > token:
+		return &fence.StaleError{Resource: resource, Token: token, Current: cur}
+	}
+	return fmt.Errorf("sqlfence: advance fence %s changed no row, and its token %d is not above %d", resource, cur, token)
+}
+
+// Current returns the highest token accepted for resource, or an error
+// matching [fence.ErrNotFound] if none was. ctx bounds the call.
+func (f *Fences) Current(ctx context.Context, db DB, resource string) (fence.Token, error) {
+	if err := checkDB(db); err != nil {
+		return 0, err
+	}
+	if resource == "" {
+		return 0, fmt.Errorf("%w: empty resource", fence.ErrInvalidKey)
+	}
+	if err := checkCtx(ctx); err != nil {
+		return 0, err
+	}
+	return f.current(ctx, db, resource, false)
+}
+
+func (f *Fences) current(ctx context.Context, db DB, resource string, locking bool) (fence.Token, error) {
+	s := (&stmt{d: f.d}).sql("SELECT token FROM ", f.name, " WHERE resource = ").arg(resource)
+	if locking {
+		s.sql(" FOR UPDATE")
+	}
+	var tok int64
+	err := db.QueryRowContext(ctx, s.String(), s.args...).Scan(&tok)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("%w: no fence for %q in %s", fence.ErrNotFound, resource, f.label)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlfence: read fence %s: %w", resource, f.d.classify(err))
+	}
+	return fence.Token(tok), nil
+}
