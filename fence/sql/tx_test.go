@@ -197,3 +197,20 @@ func TestRunInTxContention(t *testing.T) {
 		}
 	})
 }
+
+func TestExec(t *testing.T) {
+	eachServer(t, func(t *testing.T, srv server) {
+		db, f := newLedger(t, srv)
+		ctx := t.Context()
+		insert := fmt.Sprintf("INSERT INTO ledger (seq, token, note) VALUES (%s, %s, 'exec')", ph(srv.d, 1), ph(srv.d, 2))
+		n, err := f.Exec(ctx, db, "r", 4, insert, 1, 4)
+		if err != nil || n != 1 {
+			t.Fatalf("Exec: got %d, %v, want 1, nil", n, err)
+		}
+		_, err = f.Exec(ctx, db, "r", 3, insert, 2, 3)
+		fencewant.Stale(t, err, 3, 4)
+		if got := fmt.Sprint(ledger(t, db)); got != "[4]" {
+			t.Fatalf("ledger: got %s, want [4]", got)
+		}
+	})
+}
