@@ -15,7 +15,8 @@
 //     the resource's row in a fence table; a stale transaction is rolled
 //     back before the function runs. [Fences.Exec] is RunInTx for one
 //     statement.
-//   - [Store] implements [fence.Store] on a table of its own.
+//
+// [Store] implements [fence.Store] on a table of its own.
 //
 //	accounts, err := sqlfence.NewTable(sqlfence.MySQL, sqlfence.Identifier{"accounts"}, sqlfence.WithKeyColumn("id"))
 //	...
