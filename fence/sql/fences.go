@@ -93,7 +93,7 @@ func (f *Fences) advance(ctx context.Context, db DB, resource string, token fenc
 	s := &stmt{d: f.d}
 	if f.d == MySQL {
 		s.sql("INSERT INTO ", f.name, " (resource, token) VALUES (").arg(resource).sql(", ").arg(int64(token)).
-			sql(") ON DUPLICATE KEY UPDATE token = IF(token <= VALUES(token), VALUES(token), token)")
+			sql(") ON DUPLICATE KEY UPDATE token = IF(token <= VALUES(token), VALUES(token), LAST_INSERT_ID(token))")
 	} else {
 		s.sql("INSERT INTO ", f.name, " AS ", f.alias, " (resource, token) VALUES (").arg(resource).sql(", ").arg(int64(token)).
 			sql(") ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE ", f.alias, ".token <= excluded.token")
@@ -102,25 +102,19 @@ func (f *Fences) advance(ctx context.Context, db DB, resource string, token fenc
 	if err != nil {
 		return f.d.upsertError(ctx, db, resource, token, err)
 	}
-	n, err := res.RowsAffected()
-	switch {
-	case err != nil:
-	case f.d == MySQL && n == 2, f.d != MySQL && n == 1:
+	if f.d == MySQL {
+		// MySQL's count cannot tell a refusal from a rewrite of the same
+		// token; the refusal sets the insert id to the fence instead.
+		return signalled(res, resource, token)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 1 {
 		return nil
 	}
-	// MySQL counts 1 for a new row (or, with clientFoundRows, for one left
-	// as it was) and 0 for one left as it was: read it back, with a locking
-	// read that sees past a REPEATABLE READ snapshot.
-	cur, err := f.current(ctx, db, resource, f.d == MySQL)
-	switch {
-	case err != nil:
-		return fmt.Errorf("sqlfence: advance fence %s changed no row, and reading it back failed: %w", resource, err)
-	case cur == token && f.d == MySQL:
-		return nil
-	case cur > token:
-		return &fence.StaleError{Resource: resource, Token: token, Current: cur}
+	se := &fence.StaleError{Resource: resource, Token: token}
+	if cur, err := f.current(ctx, db, resource); err == nil && cur > token {
+		se.Current = cur
 	}
-	return fmt.Errorf("sqlfence: advance fence %s changed no row, and its token %d is not above %d", resource, cur, token)
+	return se
 }
 
 // Current returns the highest token accepted for resource, or an error
@@ -135,14 +129,11 @@ func (f *Fences) Current(ctx context.Context, db DB, resource string) (fence.Tok
 	if err := checkCtx(ctx); err != nil {
 		return 0, err
 	}
-	return f.current(ctx, db, resource, false)
+	return f.current(ctx, db, resource)
 }
 
-func (f *Fences) current(ctx context.Context, db DB, resource string, locking bool) (fence.Token, error) {
+func (f *Fences) current(ctx context.Context, db DB, resource string) (fence.Token, error) {
 	s := (&stmt{d: f.d}).sql("SELECT token FROM ", f.name, " WHERE resource = ").arg(resource)
-	if locking {
-		s.sql(" FOR UPDATE")
-	}
 	var tok int64
 	err := db.QueryRowContext(ctx, s.String(), s.args...).Scan(&tok)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -27,10 +27,21 @@ type server struct {
 	open func(t *testing.T) *sql.DB // a fresh, empty database
 }
 
+// servers[0] is MariaDB with the driver's defaults; "MariaDB found rows"
+// is the same server with clientFoundRows=true, which changes what
+// MySQL's affected-rows counts mean.
 var servers = []server{
 	{"MariaDB", sqlfence.MySQL, func(t *testing.T) *sql.DB { return mysqltest.NewDB(t) }},
+	{"MariaDB found rows", sqlfence.MySQL, openMariaDBFoundRows},
 	{"SQLite", sqlfence.SQLite, openSQLite},
 	{"PostgreSQL", sqlfence.PostgreSQL, openPostgres},
+}
+
+func openMariaDBFoundRows(t *testing.T) *sql.DB {
+	t.Helper()
+	cfg := mysqltest.New(t).NewDatabase(t)
+	cfg.ClientFoundRows = true
+	return mysqltest.Open(t, cfg)
 }
 
 // eachServer runs fn as a subtest per server.

@@ -47,6 +47,7 @@ func NewStore(db DB, d Dialect, table Identifier, opts ...Option) (*Store, error
 	if err != nil {
 		return nil, err
 	}
+	t.signal = true // CreateTable makes no AUTO_INCREMENT column
 	value, _ := quoteIdent(d, "column", "value")
 	get := &stmt{d: d}
 	get.sql("SELECT ", value, ", ", t.fence, ", ", value, " IS NULL FROM ", t.name, " WHERE ", t.key, " = ").arg("")

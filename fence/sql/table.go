@@ -30,6 +30,11 @@ type Table struct {
 	keyRaw  string
 	fenRaw  string
 	retries int
+	// signal is set for the Store's own table, which has no
+	// AUTO_INCREMENT column: a refused MySQL upsert then reports the
+	// row's fence as its insert id (LAST_INSERT_ID(fence)), so no read
+	// back is needed.
+	signal bool
 }
 
 // NewTable returns a fenced view of the table name in dialect d. It fails
@@ -144,6 +149,9 @@ func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, s
 		if err != nil {
 			return t.d.upsertError(ctx, c, t.resource(key), token, err)
 		}
+		if t.signal && t.d == MySQL {
+			return signalled(res, t.resource(key), token)
+		}
 		n, err := res.RowsAffected()
 		switch {
 		case err != nil:
@@ -228,6 +236,10 @@ func (t *Table) upsertStmt(key any, token fence.Token, cols []string, set []Assi
 		for _, c := range cols {
 			s.sql(c, " = IF(", ok, ", VALUES(", c, "), ", c, "), ")
 		}
+		if t.signal {
+			s.sql(t.fence, " = IF(", ok, ", VALUES(", t.fence, "), LAST_INSERT_ID(", t.fence, "))")
+			return s
+		}
 		s.sql(t.fence, " = IF(", ok, ", VALUES(", t.fence, "), ", t.fence, ")")
 		return s
 	}
@@ -290,3 +302,19 @@ func checkWrite(ctx context.Context, db DB, key any, token fence.Token) error {
 }
 
 func (t *Table) resource(key any) string { return fmt.Sprintf("%s/%v", t.label, key) }
+
+// signalled reads the outcome of a MySQL upsert whose refusal sets the
+// insert id to the row's fence (LAST_INSERT_ID(fence)) on a table with no
+// AUTO_INCREMENT column, where an insert or an accepted update reports 0:
+// whatever the affected-rows count (0, 1 or 2, with or without
+// clientFoundRows), an insert id above 0 is a refusal by that fence.
+func signalled(res sql.Result, resource string, token fence.Token) error {
+	id, err := res.LastInsertId()
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqlfence: upsert of %s: reading its insert id: %w", resource, err)
+	case id > 0:
+		return &fence.StaleError{Resource: resource, Token: token, Current: fence.Token(id)}
+	}
+	return nil
+}

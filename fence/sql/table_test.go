@@ -174,3 +174,31 @@ func TestMySQLRepeatableReadSnapshot(t *testing.T) {
 	}
 	wantAccount(t, srv, db, "a", 200, 9)
 }
+
+// TestMySQLRepeatableReadFence: the same for a fence row raised by a
+// transaction whose snapshot predates the newer holder's commit: the
+// upsert reads the newest row and is refused, with its fence.
+func TestMySQLRepeatableReadFence(t *testing.T) {
+	for _, srv := range servers[:2] {
+		t.Run(srv.name, func(t *testing.T) {
+			db, f := newLedger(t, srv)
+			ctx := t.Context()
+			if err := f.Advance(ctx, db, "r", 5); err != nil {
+				t.Fatal(err)
+			}
+			old, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer old.Rollback()
+			var snap int64
+			if err := old.QueryRowContext(ctx, "SELECT token FROM fencelock_fences WHERE resource = 'r'").Scan(&snap); err != nil || snap != 5 {
+				t.Fatalf("snapshot: got %d, %v, want 5", snap, err)
+			}
+			if err := f.Advance(ctx, db, "r", 9); err != nil {
+				t.Fatal(err)
+			}
+			fencewant.Stale(t, f.Advance(ctx, old, "r", 5), 5, 9)
+		})
+	}
+}
