@@ -89,7 +89,43 @@ func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fenc
 	})
 }
 
+// advance raises the fence with an UPDATE of the resource's row, the
+// usual case and the cheapest statement, and only when that finds no row
+// it may raise (none, or one above the token) with an upsert.
 func (f *Fences) advance(ctx context.Context, db DB, resource string, token fence.Token) error {
+	s := &stmt{d: f.d}
+	if f.d == MySQL {
+		// MySQL counts rows changed, and a rewrite of the same token
+		// changes none: the insert id says what happened instead, the
+		// token when raised, the higher fence when refused, 0 for no row.
+		s.sql("UPDATE ", f.name, " SET token = IF(token <= ").arg(int64(token)).sql(", LAST_INSERT_ID(").arg(int64(token)).
+			sql("), LAST_INSERT_ID(token)) WHERE resource = ").arg(resource)
+	} else {
+		s.sql("UPDATE ", f.name, " SET token = ").arg(int64(token)).sql(" WHERE resource = ").arg(resource).sql(" AND token <= ").arg(int64(token))
+	}
+	res, err := db.ExecContext(ctx, s.String(), s.args...)
+	if err != nil {
+		return f.d.writeError(db, "advance fence", resource, token, err)
+	}
+	if f.d == MySQL {
+		id, err := res.LastInsertId()
+		switch {
+		case err != nil:
+			return fmt.Errorf("sqlfence: advance fence %s: reading its insert id: %w", resource, err)
+		case id == int64(token):
+			return nil
+		case id > int64(token):
+			return &fence.StaleError{Resource: resource, Token: token, Current: fence.Token(id)}
+		}
+	} else if n, err := res.RowsAffected(); err == nil && n == 1 {
+		return nil
+	}
+	return f.upsert(ctx, db, resource, token)
+}
+
+// upsert raises the fence when the UPDATE of advance found no row to
+// raise: it inserts the row, or finds it refused (or created meanwhile).
+func (f *Fences) upsert(ctx context.Context, db DB, resource string, token fence.Token) error {
 	s := &stmt{d: f.d}
 	if f.d == MySQL {
 		s.sql("INSERT INTO ", f.name, " (resource, token) VALUES (").arg(resource).sql(", ").arg(int64(token)).
@@ -103,8 +139,7 @@ func (f *Fences) advance(ctx context.Context, db DB, resource string, token fenc
 		return f.d.upsertError(ctx, db, resource, token, err)
 	}
 	if f.d == MySQL {
-		// MySQL's count cannot tell a refusal from a rewrite of the same
-		// token; the refusal sets the insert id to the fence instead.
+		// The refusal sets the insert id to the fence.
 		return signalled(res, resource, token)
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 1 {

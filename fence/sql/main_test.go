@@ -24,20 +24,20 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(mysqltest.Main(m
 type server struct {
 	name string
 	d    sqlfence.Dialect
-	open func(t *testing.T) *sql.DB // a fresh, empty database
+	open func(t testing.TB) *sql.DB // a fresh, empty database
 }
 
 // servers[0] is MariaDB with the driver's defaults; "MariaDB found rows"
 // is the same server with clientFoundRows=true, which changes what
 // MySQL's affected-rows counts mean.
 var servers = []server{
-	{"MariaDB", sqlfence.MySQL, func(t *testing.T) *sql.DB { return mysqltest.NewDB(t) }},
+	{"MariaDB", sqlfence.MySQL, func(t testing.TB) *sql.DB { return mysqltest.NewDB(t) }},
 	{"MariaDB found rows", sqlfence.MySQL, openMariaDBFoundRows},
 	{"SQLite", sqlfence.SQLite, openSQLite},
 	{"PostgreSQL", sqlfence.PostgreSQL, openPostgres},
 }
 
-func openMariaDBFoundRows(t *testing.T) *sql.DB {
+func openMariaDBFoundRows(t testing.TB) *sql.DB {
 	t.Helper()
 	cfg := mysqltest.New(t).NewDatabase(t)
 	cfg.ClientFoundRows = true
@@ -55,12 +55,12 @@ func eachServer(t *testing.T, fn func(t *testing.T, srv server)) {
 // openSQLite opens a fresh database file in WAL mode and with no
 // busy_timeout, so that a writer that finds another's lock gets
 // SQLITE_BUSY at once: the package must cope without the user's help.
-func openSQLite(t *testing.T) *sql.DB {
+func openSQLite(t testing.TB) *sql.DB {
 	t.Helper()
 	return openSQLiteDSN(t, "?_pragma=journal_mode(WAL)")
 }
 
-func openSQLiteDSN(t *testing.T, params string) *sql.DB {
+func openSQLiteDSN(t testing.TB, params string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "test.db")+params)
 	if err != nil {
@@ -70,7 +70,7 @@ func openSQLiteDSN(t *testing.T, params string) *sql.DB {
 	return db
 }
 
-func openPostgres(t *testing.T) *sql.DB {
+func openPostgres(t testing.TB) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("pgx", pgtest.New(t).NewDatabase(t))
 	if err != nil {
