@@ -147,4 +147,3 @@ func BenchmarkStorePut(b *testing.B) {
 		})
 	})
 }
-
