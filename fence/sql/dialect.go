@@ -12,10 +12,10 @@ type Dialect int
 
 const (
 	// MySQL is MySQL and MariaDB (github.com/go-sql-driver/mysql).
-	// Identifiers are quoted with backticks. The driver's default
-	// affected-rows count is rows changed, not rows matched, so a write
-	// that changes nothing is read back before it is called refused; it
-	// works with and without clientFoundRows=true.
+	// Identifiers are quoted with backticks. The server's affected-rows
+	// count is rows changed, not rows matched, unless the client sets
+	// clientFoundRows; fenced writes work either way (see "Where the
+	// servers differ" in the package documentation).
 	MySQL Dialect = iota + 1
 	// SQLite is SQLite 3.24.0 or later (modernc.org/sqlite, or any driver
 	// for it). Identifiers are quoted with double quotes.

@@ -40,9 +40,12 @@
 //     rewrite of identical values with the same token both count 0, and
 //     INSERT ... ON DUPLICATE KEY UPDATE counts 1 for an insert, 2 for an
 //     update and 0 (or 1 with clientFoundRows) for a row left as it was.
-//     A write that does not count as landed is read back (is the row at
-//     this token, with these values?) before it is called refused, so it
-//     works whichever the DSN says.
+//     A [Table] write that does not count as landed is read back (is the
+//     row at this token, with these values?) before it is called refused;
+//     the [Store] and the fence table, which have no AUTO_INCREMENT
+//     column, have a refusal report the row's fence as the statement's
+//     insert id (LAST_INSERT_ID(fence)) and need no read back. Either way
+//     it works whichever the DSN says.
 //   - MySQL's default isolation is REPEATABLE READ: a plain SELECT in the
 //     caller's transaction reads the snapshot of its first read, while
 //     UPDATE reads the newest row. The read back is a locking read (FOR
@@ -124,9 +127,14 @@
 //
 // # What a refused write leaves
 //
-// A refused write changes no row, but not nothing: statement triggers,
-// sequences and auto-increment counters, and the binary log can still
-// see it. See docs/sql.md in the repository for the table per store.
+// A refused write changes no row, but not nothing. In MySQL a refused
+// [Table.Upsert] fires the table's BEFORE INSERT, BEFORE UPDATE and AFTER
+// UPDATE row triggers and takes an AUTO_INCREMENT value; a refused
+// [Table.Update] fires none. In SQLite neither fires a trigger or takes an
+// id. PostgreSQL's statement triggers fire for every statement, and a
+// sequence's nextval() is never given back. [Fences.RunInTx] refuses on
+// the fence table, before any statement of yours. docs/sql.md in the
+// repository has the table for every store, binary logs included.
 //
 // # SQLite driver
 //

@@ -129,7 +129,10 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 //
 // MySQL's count for it is 1 for an insert, 2 for an update, and 0 (1 with
 // clientFoundRows) for a row left as it was, refused or rewritten with the
-// same values: anything but 2 is read back as for Update. In MySQL, ON
+// same values: anything but 2 is read back as for Update. (The [Store]'s
+// table, which has no AUTO_INCREMENT column, has the refusal set the
+// insert id to the row's fence instead: fence = IF(..., VALUES(fence),
+// LAST_INSERT_ID(fence)).) In MySQL, ON
 // DUPLICATE KEY fires on any unique index: a Table written with Upsert
 // must have no unique index but the key column's that a new row could
 // collide on.

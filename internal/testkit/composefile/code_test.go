@@ -38,6 +38,7 @@ var goPackages = map[string]string{
 	"fencetest":    "fence/fencetest",
 	"postgres":     "fence/postgres",
 	"s3fence":      "fence/s3",
+	"sqlfence":     "fence/sql",
 }
 
 // api is what a package declares: its exported top-level names, and the
@@ -134,7 +135,7 @@ func typeMembers(e ast.Expr) []string {
 }
 
 var (
-	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|sqlfence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	memberRe    = regexp.MustCompile(`^\*?([A-Z]\w*)\.([A-Z]\w*)(?:\(|$)`)
 )
 
