@@ -30,29 +30,6 @@ var (
 	_ TxBeginner = (*sql.Conn)(nil)
 )
 
-// pool is a *sql.DB. A write takes a connection of its own from it, so
-// that a failure to get one (nothing sent) is told from a failure of the
-// statement.
-type pool interface {
-	Conn(ctx context.Context) (*sql.Conn, error)
-}
-
-// withConn runs fn on db, or on a connection taken from db when db is a
-// pool. An error taking the connection is returned as it is: nothing was
-// sent.
-func withConn(ctx context.Context, db DB, fn func(DB) error) error {
-	p, ok := db.(pool)
-	if !ok {
-		return fn(db)
-	}
-	c, err := p.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("sqlfence: get a connection: %w", err)
-	}
-	defer c.Close()
-	return fn(c)
-}
-
 // inTx reports whether db is the caller's transaction.
 func inTx(db DB) bool {
 	_, ok := db.(*sql.Tx)

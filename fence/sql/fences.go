@@ -81,12 +81,10 @@ func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fenc
 	if err := checkWrite(ctx, db, resource, token); err != nil {
 		return err
 	}
-	return withConn(ctx, db, func(c DB) error {
-		if inTx(c) {
-			return f.advance(ctx, c, resource, token)
-		}
-		return retry(ctx, f.d, f.retries, func() error { return f.advance(ctx, c, resource, token) })
-	})
+	if inTx(db) {
+		return f.advance(ctx, db, resource, token)
+	}
+	return retry(ctx, f.d, f.retries, func() error { return f.advance(ctx, db, resource, token) })
 }
 
 // advance raises the fence with an UPDATE of the resource's row, the

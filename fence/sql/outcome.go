@@ -11,6 +11,10 @@ import (
 // may have reached the server and no answer came back (the connection
 // broke, the context ended mid-request), otherwise the classified error.
 //
+// A context that ends while database/sql waits for a free connection of
+// the pool is reported the same way: nothing was sent then, but the error
+// does not say so, and an unknown outcome is the safe reading.
+//
 // A statement run in the caller's own *sql.Tx lands only if that
 // transaction commits, and none can after such a failure: database/sql
 // rolls the transaction back when its context ends, and a transaction

@@ -106,8 +106,8 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 		if err != nil {
 			return t.d.writeError(c, "update", t.resource(key), token, err)
 		}
-		if n, err := res.RowsAffected(); err == nil && n == 1 {
-			return nil
+		if n, err := res.RowsAffected(); err == nil && n >= 1 {
+			return nil // the key column is unique: n is 1
 		}
 		return t.readBack(ctx, c, key, token, cols, set, true)
 	})
@@ -165,15 +165,15 @@ func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, s
 	})
 }
 
-// run runs write on a connection of db's, retried on [ErrRetryable] unless
-// db is the caller's transaction.
+// run runs write on db, retried on [ErrRetryable] unless db is the
+// caller's transaction. On a *sql.DB each try takes any connection of the
+// pool; a read back after it may take another, which in autocommit sees
+// the same rows.
 func (t *Table) run(ctx context.Context, db DB, write func(DB) error) error {
-	return withConn(ctx, db, func(c DB) error {
-		if inTx(c) {
-			return write(c)
-		}
-		return retry(ctx, t.d, t.retries, func() error { return write(c) })
-	})
+	if inTx(db) {
+		return write(db)
+	}
+	return retry(ctx, t.d, t.retries, func() error { return write(db) })
 }
 
 // readBack tells why a fenced write counted no row: the row holds exactly
