@@ -101,9 +101,9 @@ func BenchmarkRowUpdate(b *testing.B) {
 		// statement prepared (modernc.org/sqlite) would otherwise favour
 		// it whenever it follows plain.
 		// "conn" is the plain update through a connection taken from the
-		// pool for it, as the fenced one is (db.Conn): in SQLite, with
-		// modernc.org/sqlite, that path alone moves the time by tens of
-		// percent either way, so fenced ÷ conn is the fence's own cost.
+		// pool for it (db.Conn), as the fenced one was before it used the
+		// pool directly: in SQLite that path alone moved the time by tens
+		// of percent, which this arm keeps in view.
 		again, viaConn := plain+" ", plain+"  "
 		interleave(b, []string{"plain", "fenced", "again", "conn"}, []func(int) error{
 			func(i int) error { _, err := db.ExecContext(ctx, plain, 4*i, 1, "a"); return err },
