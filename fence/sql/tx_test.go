@@ -135,7 +135,7 @@ func TestRunInTxStaleHolder(t *testing.T) {
 // raceTx runs writers fenced transactions at once, on resources of their
 // own when distinct is set, and returns their errors. Each appends its
 // token to the ledger.
-func raceTx(t *testing.T, srv server, db *sql.DB, f *sqlfence.Fences, writers int, distinct bool) []error {
+func raceTx(t *testing.T, srv server, db *sql.DB, f *sqlfence.Fences, writers int, distinct bool, opts ...sqlfence.TxOption) []error {
 	t.Helper()
 	ctx := t.Context()
 	errs := make([]error, writers)
@@ -149,7 +149,7 @@ func raceTx(t *testing.T, srv server, db *sql.DB, f *sqlfence.Fences, writers in
 		}
 		wg.Go(func() {
 			<-start
-			errs[w] = f.RunInTx(ctx, db, res, tok, func(tx *sql.Tx) error { return appendLedger(ctx, srv, tx, tok, "race") })
+			errs[w] = f.RunInTx(ctx, db, res, tok, func(tx *sql.Tx) error { return appendLedger(ctx, srv, tx, tok, "race") }, opts...)
 		})
 	}
 	close(start)
@@ -213,4 +213,45 @@ func TestExec(t *testing.T) {
 			t.Fatalf("ledger: got %s, want [4]", got)
 		}
 	})
+}
+
+// TestRunInTxRepeatableRead: under REPEATABLE READ, PostgreSQL fails a
+// transaction that waited on the fence row behind a newer one with a
+// serialization failure (40001) before its function runs; RunInTx begins
+// it again, and it is then refused as stale. No transaction may see
+// ErrRetryable, and the ledger stays in token order. The control, with
+// WithRetries(0), shows the serialization failures reaching the caller.
+func TestRunInTxRepeatableRead(t *testing.T) {
+	rr := sqlfence.WithTxOptions(sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	for _, srv := range []server{servers[0], servers[3]} {
+		t.Run(srv.name, func(t *testing.T) {
+			db, f := newLedger(t, srv)
+			for w, err := range raceTx(t, srv, db, f, 8, false, rr) {
+				if err != nil && (w == 7 || !errors.Is(err, fence.ErrStale)) {
+					t.Errorf("RunInTx with token %d: got %v, want nil or fence.ErrStale (nil for the highest)", w+1, err)
+				}
+			}
+			toks := ledger(t, db)
+			for i := 1; i < len(toks); i++ {
+				if toks[i] < toks[i-1] {
+					t.Fatalf("ledger %v: token %d committed after %d", toks, toks[i], toks[i-1])
+				}
+			}
+			if srv.d != sqlfence.PostgreSQL {
+				return // InnoDB's fence UPDATE reads the newest row: no conflict
+			}
+			bareDB, bare := newLedger(t, srv, sqlfence.WithRetries(0))
+			failed := 0
+			for range 5 {
+				for _, err := range raceTx(t, srv, bareDB, bare, 8, false, rr) {
+					if errors.Is(err, sqlfence.ErrRetryable) {
+						failed++
+					}
+				}
+			}
+			if failed == 0 {
+				t.Errorf("control, WithRetries(0): no transaction failed with ErrRetryable, want serialization failures")
+			}
+		})
+	}
 }
