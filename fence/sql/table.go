@@ -215,6 +215,8 @@ func (t *Table) readBack(ctx context.Context, db DB, key any, token fence.Token,
 		return &fence.StaleError{Resource: resource, Token: token, Current: fence.Token(cur.Int64)}
 	case t.d == MySQL && fence.Token(cur.Int64) == token && same.Valid && same.Bool:
 		return nil // the row holds this write: MySQL counted it unchanged
+	case t.d == MySQL && fence.Token(cur.Int64) == token:
+		return fmt.Errorf("sqlfence: %s changed no row, and now holds this token with other values (another write with the same token came between)", resource)
 	case update:
 		return fmt.Errorf("%w: %s (a row appeared since)", ErrRowNotFound, resource)
 	}
