@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # setup.sh makes sure the machine has what the test suite starts by itself:
 # PostgreSQL's server binaries (each test package runs a throwaway cluster
-# from them), etcd, redis-server (the lessons in examples/ start one) and
-# versitygw (the S3-compatible server the S3 tests run).
+# from them), MariaDB's (the same, for fence/sql), etcd, redis-server (the
+# lessons in examples/ start one) and versitygw (the S3-compatible server the
+# S3 tests run).
 # It installs only what is missing, so running it again is cheap.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -54,6 +55,22 @@ command -v redis-server >/dev/null 2>&1 || { echo "setup: redis-server binary st
 for v in v3.5.21 v3.6.16; do
 	sh "$here/install-etcd.sh" "$v" >/dev/null
 done
+
+# MariaDB from Debian's mariadb-server package: fence/sql's MySQL tests
+# start their own throwaway server from its binaries (internal/testkit/mysqltest);
+# the distribution's service is not needed.
+have_mariadb() {
+	command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || [ -x /usr/sbin/mysqld ]
+}
+if ! have_mariadb; then
+	echo "setup: installing mariadb-server (apt-get)" >&2
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq mariadb-server >/dev/null
+	$sudo service mariadb stop >/dev/null 2>&1 || true
+fi
+have_mariadb || { echo "setup: MariaDB server binary still missing" >&2; exit 1; }
 
 export FENCELOCK_VERSITYGW="${FENCELOCK_VERSITYGW:-}"
 gw="$(sh "$here/install-versitygw.sh")"

@@ -40,6 +40,7 @@ var goPackages = map[string]string{
 	"s3fence":      "fence/s3",
 	"propagate":    "fence/propagate",
 	"fencegrpc":    "fence/propagate/fencegrpc",
+	"sqlfence":     "fence/sql",
 }
 
 // api is what a package declares: its exported top-level names, and the
@@ -136,7 +137,7 @@ func typeMembers(e ast.Expr) []string {
 }
 
 var (
-	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc|sqlfence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	memberRe    = regexp.MustCompile(`^\*?([A-Z]\w*)\.([A-Z]\w*)(?:\(|$)`)
 )
 

@@ -106,7 +106,7 @@ func Start(ctx context.Context) (*Server, error) {
 // stops the server before goleak looks for leaked goroutines, and fits
 // goleak.VerifyTestMain. See [testenv.Main] for what happens without a
 // server.
-func Main(m *testing.M) testenv.Main {
+func Main(m testenv.Runner) testenv.Main {
 	return testenv.Main{
 		M: m, Name: "pgtest", Unavailable: ErrUnavailable,
 		HowToEnable: "install PostgreSQL's server binaries (bash .ci/setup.sh) or set " + EnvDSN,

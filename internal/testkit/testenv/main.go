@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"testing"
 	"time"
 )
 
@@ -15,7 +14,9 @@ import (
 // (PostgreSQL, S3): wrap m, and pass the result to goleak.VerifyTestMain,
 // which calls Run.
 type Main struct {
-	M *testing.M
+	// M is the tests: a *testing.M, or another Main, so that one package's
+	// tests can share two servers (pgtest.Main(mysqltest.Main(m))).
+	M Runner
 	// Name names the server in messages ("pgtest", "s3test", "embedetcd").
 	Name string
 	// Start starts the server; an error matching Unavailable means there is
@@ -27,6 +28,10 @@ type Main struct {
 	// why there is none; and with nil, nil after them.
 	Set func(srv io.Closer, err error)
 }
+
+// Runner runs a package's tests and returns the exit code: *testing.M
+// and [Main] are both one.
+type Runner interface{ Run() int }
 
 // startTimeout bounds Start.
 const startTimeout = 2 * time.Minute

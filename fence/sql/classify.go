@@ -1,0 +1,112 @@
+package sqlfence
+
+import (
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// kind is what a server error means to a fenced write.
+type kind int
+
+const (
+	kindOther     kind = iota
+	kindRetryable      // nothing written; the statement may be run again
+	kindSchema         // a table, column or unique constraint is missing
+)
+
+// sqliteError is modernc.org/sqlite's *sqlite.Error (and any driver's
+// error with a SQLite result code), read without importing the driver.
+type sqliteError interface{ Code() int }
+
+// sqlStateError is pgx's *pgconn.PgError (and any error with a SQLSTATE),
+// read without importing pgx.
+type sqlStateError interface{ SQLState() string }
+
+// serverError reports whether err is the server's answer to a statement:
+// an error the statement failed with, after which it changed nothing. A
+// transport error, a context that ended, anything else is not.
+func (d Dialect) serverError(err error) (kind, bool) {
+	switch d {
+	case MySQL:
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) {
+			return kindOther, false
+		}
+		switch me.Number {
+		case 1213, 1205: // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
+			return kindRetryable, true
+		case 1146, 1054: // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
+			return kindSchema, true
+		}
+		// 1927 (connection killed), 1053 (server shutdown) arrive after a
+		// commit may have happened.
+		return kindOther, me.Number != 1927 && me.Number != 1053
+	case SQLite:
+		var se sqliteError
+		if !errors.As(err, &se) {
+			return kindOther, false
+		}
+		switch se.Code() & 0xff {
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return kindRetryable, true
+		case 1: // SQLITE_ERROR: schema errors have no code of their own
+			msg := err.Error()
+			if strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column") ||
+				strings.Contains(msg, "has no column named") || strings.Contains(msg, "ON CONFLICT clause does not match") {
+				return kindSchema, true
+			}
+		}
+		return kindOther, true
+	case PostgreSQL:
+		var pe sqlStateError
+		if !errors.As(err, &pe) {
+			return kindOther, false
+		}
+		code := pe.SQLState()
+		switch code {
+		case "40001", "40P01":
+			return kindRetryable, true
+		case "42P01", "42703", "42P10":
+			return kindSchema, true
+		}
+		// Class 08 (connection exception), 57P (shutdown, terminated) and
+		// XX (internal) end the session: they may arrive after a commit.
+		return kindOther, !strings.HasPrefix(code, "08") && !strings.HasPrefix(code, "57P") && !strings.HasPrefix(code, "XX")
+	}
+	return kindOther, false
+}
+
+// notSent reports whether err says the request never left: the driver
+// found the connection broken before writing (database/sql's
+// driver.ErrBadConn), or pgx's errors that are safe to retry.
+func notSent(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) {
+		return true
+	}
+	var s interface{ SafeToRetry() bool }
+	return errors.As(err, &s) && s.SafeToRetry()
+}
+
+// classify marks server errors callers act on ([ErrRetryable],
+// [ErrSchema]); the driver's error stays reachable.
+func (d Dialect) classify(err error) error {
+	k, _ := d.serverError(err)
+	switch k {
+	case kindRetryable:
+		return fmt.Errorf("%w: %w", ErrRetryable, err)
+	case kindSchema:
+		return fmt.Errorf("%w: %w", ErrSchema, err)
+	}
+	return err
+}
+
+// retryable reports whether err is a server error after which the write
+// may simply be run again.
+func (d Dialect) retryable(err error) bool {
+	k, ok := d.serverError(err)
+	return ok && k == kindRetryable
+}

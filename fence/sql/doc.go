@@ -1,0 +1,153 @@
+// Package sqlfence makes writes through database/sql fenced: a write
+// carrying an older [fence.Token] than one the database has already
+// accepted is refused by the database itself, atomically, however late it
+// arrives. It is fence/postgres for any *sql.DB, in three dialects:
+// [MySQL] (MySQL and MariaDB), [SQLite] and [PostgreSQL] (through a
+// database/sql driver such as pgx's stdlib).
+//
+// It offers the forms fence/postgres has, all working with a *sql.DB, a
+// *sql.Conn or (for the row writes) a *sql.Tx ([DB], [TxBeginner]):
+//
+//   - [Table.Update] and [Table.Upsert] write one row of your own table
+//     that has a fence column, in one statement:
+//     UPDATE t SET ..., fence = ? WHERE key = ? AND fence <= ?.
+//   - [Fences.RunInTx] runs a function in a transaction that first raises
+//     the resource's row in a fence table; a stale transaction is rolled
+//     back before the function runs. [Fences.Exec] is RunInTx for one
+//     statement.
+//
+// [Store] implements [fence.Store] on a table of its own.
+//
+//	accounts, err := sqlfence.NewTable(sqlfence.MySQL, sqlfence.Identifier{"accounts"}, sqlfence.WithKeyColumn("id"))
+//	...
+//	err = accounts.Update(ctx, db, "acct-7", lock.Token(), sqlfence.Set("balance", 120))
+//	switch {
+//	case errors.Is(err, fence.ErrStale):
+//		// A newer holder wrote first; nothing changed.
+//	case errors.Is(err, sqlfence.ErrRowNotFound):
+//		// No such account.
+//	case errors.Is(err, fence.ErrUnknownOutcome):
+//		// Read back before deciding.
+//	}
+//
+// # Where the servers differ
+//
+// Each difference below has a test against the real server that fails
+// without the handling described.
+//
+//   - MySQL's affected-rows count is rows changed, not rows matched,
+//     unless the client sets clientFoundRows: a refused update and a
+//     rewrite of identical values with the same token both count 0, and
+//     INSERT ... ON DUPLICATE KEY UPDATE counts 1 for an insert, 2 for an
+//     update and 0 (or 1 with clientFoundRows) for a row left as it was.
+//     A [Table] write that does not count as landed is read back (is the
+//     row at this token, with these values?) before it is called refused;
+//     the [Store] and the fence table, which have no AUTO_INCREMENT
+//     column, have a refusal report the row's fence as the statement's
+//     insert id (LAST_INSERT_ID(fence)) and need no read back. Either way
+//     it works whichever the DSN says.
+//   - MySQL's default isolation is REPEATABLE READ: a plain SELECT in the
+//     caller's transaction reads the snapshot of its first read, while
+//     UPDATE reads the newest row. The read back is a locking read (FOR
+//     UPDATE), which sees a newer holder's committed fence; a plain one
+//     could show the old row and call a refused write accepted.
+//   - MySQL's upserts take gap and next-key locks on a key not yet there;
+//     upserts waiting on a row whose insert is rolled back deadlock, and
+//     the server rolls one back (error 1213). SQLite has one writer: a
+//     writer that finds the lock taken gets SQLITE_BUSY at once unless the
+//     connection has a busy_timeout. Both leave nothing written, so a
+//     single-statement write outside the caller's transaction, and a
+//     fenced transaction before its function runs, are tried again
+//     ([WithRetries]); elsewhere the error matches [ErrRetryable].
+//   - SQLite's upsert (ON CONFLICT DO UPDATE) needs 3.24.0; this package
+//     uses no RETURNING (3.35.0). On an older SQLite an upsert fails with
+//     [ErrUnsupported], naming the version.
+//   - MySQL's default collations compare case-insensitively and ignore
+//     trailing spaces; the key columns this package creates (the
+//     [Store]'s, the fence table's) are VARBINARY, so "a", "A" and "a "
+//     are three keys with three floors. A [Table]'s key column is yours:
+//     its collation decides which keys are one row.
+//   - In MySQL, ON DUPLICATE KEY UPDATE fires on any unique index: a
+//     [Table] written with Upsert must have no other unique index a new
+//     row could collide on, or the upsert may update that other row.
+//
+// # Errors
+//
+// A refused write returns an error matching [fence.ErrStale]; errors.As
+// finds a [*fence.StaleError] with the current token. A write whose
+// outcome cannot be known (the connection broke or the context ended
+// after the statement or COMMIT was sent) matches
+// [fence.ErrUnknownOutcome]. A statement run through the caller's own
+// *sql.Tx lands only if that transaction commits, and after such a
+// failure it cannot (database/sql rolls back a transaction whose context
+// ended; a broken connection cannot commit): that failure is a definite
+// one. Deadlocks, serialization failures and busy locks match
+// [ErrRetryable]; missing tables and columns [ErrSchema]. The driver's
+// error stays reachable with errors.As (*mysql.MySQLError,
+// *sqlite.Error, *pgconn.PgError). Bad input (a nil context or handle, a
+// typed nil *sql.DB too, an empty key, a token <= 0, an unusable name, an
+// unknown [Dialect]) gives an error matching [ErrInvalidArgument] (and
+// fence.ErrInvalidArgument) before any I/O, never a panic.
+//
+// # Schema
+//
+// [CreateSchema] creates the package's own tables; in MySQL:
+//
+//	CREATE TABLE IF NOT EXISTS fencelock_fences (
+//		resource VARBINARY(767) NOT NULL PRIMARY KEY,
+//		token    BIGINT NOT NULL CHECK (token > 0)) ENGINE=InnoDB;
+//	CREATE TABLE IF NOT EXISTS fencelock_store (
+//		`key`    VARBINARY(767) NOT NULL PRIMARY KEY,
+//		token    BIGINT NOT NULL CHECK (token > 0),
+//		value    LONGBLOB) ENGINE=InnoDB; -- NULL: a tombstone (Store.Delete)
+//
+// and in SQLite and PostgreSQL the same with TEXT keys and a BLOB (BYTEA)
+// value. A table written through [Table] needs a unique key column and a
+// fence column that starts below every token:
+//
+//	ALTER TABLE accounts ADD COLUMN fence BIGINT NOT NULL DEFAULT 0;
+//
+// Table and column names are quoted for the dialect (backticks in MySQL,
+// double quotes in SQLite and PostgreSQL, the quote character doubled
+// inside); values are always sent as parameters.
+//
+// # One floor per resource
+//
+// Each form keeps its own floor: a [Table] row's fence column, or a fence
+// table row per resource name for [Fences.RunInTx], [Fences.Exec] and
+// [Fences.Advance]. They do not know of each other: if a newer holder
+// changes a Table's row with SQL inside RunInTx, the row's fence column
+// stays where it was and an older holder's [Table.Update] still lands. So
+// a row written through a Table must be written only through it (inside
+// RunInTx too: pass the *sql.Tx to Table.Update with the same token).
+// Rows of other tables have the floor of the resource name their
+// transactions use: use one name per resource. A DELETE of a fenced row
+// removes its floor with it; delete softly, as [Store.Delete]'s tombstone
+// does.
+//
+// # What a refused write leaves
+//
+// A refused write changes no row, but not nothing. In MySQL a refused
+// [Table.Upsert] fires the table's BEFORE INSERT, BEFORE UPDATE and AFTER
+// UPDATE row triggers and takes an AUTO_INCREMENT value; a refused
+// [Table.Update] fires none. In SQLite neither fires a trigger or takes an
+// id. PostgreSQL's statement triggers fire for every statement, and a
+// sequence's nextval() is never given back. [Fences.RunInTx] refuses on
+// the fence table, before any statement of yours. docs/sql.md in the
+// repository has the table for every store, binary logs included.
+//
+// # SQLite driver
+//
+// The tests use modernc.org/sqlite: SQLite translated to Go, so it needs
+// no cgo and no C toolchain, cross-compiles, and links into static
+// CGO_ENABLED=0 binaries (the edge and single-node tools SQLite serves).
+// mattn/go-sqlite3 needs cgo; ncruces/go-sqlite3 is cgo-free too, but runs
+// SQLite as WebAssembly in an embedded runtime. This package imports no
+// SQLite driver: it reads SQLite's result codes through the error's
+// Code() method, so any driver that has one fits. Open the database in
+// WAL mode with a busy_timeout (and _txlock=immediate for your own
+// transactions) so that plain writes wait for the lock as fenced ones do.
+//
+// This package imports go-sql-driver/mysql, for its error type, and
+// nothing else outside the standard library and package fence.
+package sqlfence

@@ -1,0 +1,52 @@
+package sqlfence
+
+import (
+	"errors"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/errfamily"
+)
+
+// ErrInvalidArgument means a call was given something it cannot use: a nil
+// handle, function or context, an empty or duplicated column assignment.
+// Nothing was sent to the server. It matches [fence.ErrInvalidArgument],
+// and [ErrInvalidOption] and [ErrInvalidIdentifier] match it.
+var ErrInvalidArgument = errfamily.New("sqlfence: invalid argument", fence.ErrInvalidArgument)
+
+// ErrInvalidOption means an option was nil or had an invalid value (a
+// negative retry count, a read-only transaction), or a [Dialect] was not
+// one of this package's. Nothing was sent to the server.
+var ErrInvalidOption = errfamily.New("sqlfence: invalid option", ErrInvalidArgument)
+
+// ErrInvalidIdentifier means a table or column name was empty, had an
+// empty part, contained a NUL byte, was not valid UTF-8 or was longer than
+// the dialect allows (64 characters in MySQL, 63 bytes in PostgreSQL).
+// Nothing was sent to the server.
+var ErrInvalidIdentifier = errfamily.New("sqlfence: invalid identifier", ErrInvalidArgument)
+
+// ErrRowNotFound means a fenced update ([Table.Update]) found no row with
+// the given key. Nothing was written.
+var ErrRowNotFound = errors.New("sqlfence: no row with that key")
+
+// ErrSchema means the server reported that a table or column the call
+// names does not exist, or that the key column has no unique constraint
+// for an upsert. Nothing was written. The driver's error stays reachable
+// with errors.As.
+var ErrSchema = errors.New("sqlfence: table, column or key constraint missing")
+
+// ErrRetryable means the server rolled a statement or transaction back to
+// break a deadlock or a serialization conflict (MySQL 1213, PostgreSQL
+// 40001 and 40P01), gave up waiting for a lock (MySQL 1205), or could not
+// take SQLite's write lock (SQLITE_BUSY, SQLITE_LOCKED). Nothing was
+// written by the statement. Single-statement writes and the start of a
+// fenced transaction are tried again by this package ([WithRetries]); the
+// error is returned when the tries run out, when it hit a statement of the
+// caller's own transaction or function (MySQL then has rolled back the
+// whole transaction), or during COMMIT. Running the whole write again with
+// the same token is safe.
+var ErrRetryable = errors.New("sqlfence: rolled back by the server (deadlock, serialization failure or busy lock); retry it")
+
+// ErrUnsupported means the server lacks a feature the call needs: SQLite
+// before 3.24.0 has no INSERT ... ON CONFLICT DO UPDATE. Nothing was
+// written.
+var ErrUnsupported = errors.New("sqlfence: the server does not support this statement")

@@ -1,0 +1,130 @@
+package sqlfence
+
+import (
+	"database/sql"
+	"fmt"
+)
+
+// Option configures a [Table], [Fences] or [Store]. Create one with
+// [WithRetries]; the interface is sealed. The constructor checks every
+// option and fails, with an error matching [ErrInvalidOption], on the
+// first invalid one.
+type Option interface {
+	TableOption
+	apply(*options)
+}
+
+// TableOption configures a [Table]: [WithKeyColumn], [WithFenceColumn],
+// or any [Option].
+type TableOption interface{ applyTable(*tableOptions) }
+
+// TxOption configures one fenced transaction ([Fences.RunInTx]). Create
+// one with [WithTxOptions].
+type TxOption interface{ applyTx(*sql.TxOptions) }
+
+type options struct{ retries int }
+
+type tableOptions struct {
+	key, fence string
+	options
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options)           { f(o) }
+func (f optionFunc) applyTable(o *tableOptions) { f(&o.options) }
+
+type tableOptionFunc func(*tableOptions)
+
+func (f tableOptionFunc) applyTable(o *tableOptions) { f(o) }
+
+type txOptionFunc func(*sql.TxOptions)
+
+func (f txOptionFunc) applyTx(o *sql.TxOptions) { f(o) }
+
+// defaultRetries is how often a write the server rolled back for a
+// deadlock or a busy lock is tried again.
+const defaultRetries = 20
+
+// WithRetries sets how many times a write that the server rolled back
+// without writing anything ([ErrRetryable]: a deadlock, SQLITE_BUSY) is
+// tried again, after a short pause that grows, when that is safe: a
+// single-statement write outside the caller's transaction, or a fenced
+// transaction before its function ran. Default 20; 0 tries once and
+// returns the error. Negative makes the constructor fail.
+func WithRetries(n int) Option { return optionFunc(func(o *options) { o.retries = n }) }
+
+// WithKeyColumn names the column that identifies a row of a [Table]. It
+// must be unique by itself (the primary key, or a unique index on it
+// alone). Default "key".
+func WithKeyColumn(name string) TableOption {
+	return tableOptionFunc(func(o *tableOptions) { o.key = name })
+}
+
+// WithFenceColumn names the BIGINT column of a [Table] that holds the
+// highest token written to each row; declare it NOT NULL DEFAULT 0.
+// Default "fence". The key column's name makes [NewTable] fail.
+func WithFenceColumn(name string) TableOption {
+	return tableOptionFunc(func(o *tableOptions) { o.fence = name })
+}
+
+// WithTxOptions sets the options a fenced transaction begins with, as
+// database/sql's BeginTx takes them. Default: the server's defaults
+// (REPEATABLE READ in MySQL and MariaDB, READ COMMITTED in PostgreSQL,
+// SERIALIZABLE in SQLite). ReadOnly is refused: a fenced transaction
+// writes its fence first.
+func WithTxOptions(opts sql.TxOptions) TxOption {
+	return txOptionFunc(func(o *sql.TxOptions) { *o = opts })
+}
+
+func (o options) check() error {
+	if o.retries < 0 {
+		return fmt.Errorf("%w: WithRetries(%d): want 0 or more", ErrInvalidOption, o.retries)
+	}
+	return nil
+}
+
+func newOptions(opts []Option) (options, error) {
+	o := options{retries: defaultRetries}
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		opt.apply(&o)
+	}
+	return o, o.check()
+}
+
+func newTableOptions(d Dialect, opts []TableOption) (tableOptions, error) {
+	o := tableOptions{key: "key", fence: "fence", options: options{retries: defaultRetries}}
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil TableOption", ErrInvalidOption)
+		}
+		opt.applyTable(&o)
+	}
+	if err := checkIdent(d, "key column", o.key); err != nil {
+		return o, fmt.Errorf("%w: WithKeyColumn: %w", ErrInvalidOption, err)
+	}
+	if err := checkIdent(d, "fence column", o.fence); err != nil {
+		return o, fmt.Errorf("%w: WithFenceColumn: %w", ErrInvalidOption, err)
+	}
+	if o.key == o.fence {
+		return o, fmt.Errorf("%w: key and fence column are both %q", ErrInvalidOption, o.key)
+	}
+	return o, o.check()
+}
+
+func newTxOptions(opts []TxOption) (*sql.TxOptions, error) {
+	var o sql.TxOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil TxOption", ErrInvalidOption)
+		}
+		opt.applyTx(&o)
+	}
+	if o.ReadOnly {
+		return nil, fmt.Errorf("%w: read-only transaction: a fenced transaction writes its fence", ErrInvalidOption)
+	}
+	return &o, nil
+}

@@ -1,0 +1,39 @@
+package sqlfence
+
+import (
+	"fmt"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// writeError turns the error of a single write statement run on db into
+// the error to return: an [*fence.UnknownOutcomeError] when the statement
+// may have reached the server and no answer came back (the connection
+// broke, the context ended mid-request), otherwise the classified error.
+//
+// A context that ends while database/sql waits for a free connection of
+// the pool is reported the same way: nothing was sent then, but the error
+// does not say so, and an unknown outcome is the safe reading.
+//
+// A statement run in the caller's own *sql.Tx lands only if that
+// transaction commits, and none can after such a failure: database/sql
+// rolls the transaction back when its context ends, and a transaction
+// whose connection broke cannot commit. Its failure is a definite one.
+func (d Dialect) writeError(db DB, what, resource string, token fence.Token, err error) error {
+	if _, answered := d.serverError(err); !answered && !notSent(err) {
+		if inTx(db) {
+			return fmt.Errorf("sqlfence: %s %s failed inside the caller's transaction, which cannot commit it now; nothing was written: %w",
+				what, resource, err)
+		}
+		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: err}
+	}
+	return fmt.Errorf("sqlfence: %s %s: %w", what, resource, d.classify(err))
+}
+
+// commitError turns the error of a COMMIT into the error to return.
+func (d Dialect) commitError(resource string, token fence.Token, err error) error {
+	if _, answered := d.serverError(err); !answered && !notSent(err) {
+		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: err}
+	}
+	return fmt.Errorf("sqlfence: commit on %s: %w", resource, d.classify(err))
+}

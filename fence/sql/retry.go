@@ -1,0 +1,31 @@
+package sqlfence
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// retry runs attempt until it returns an error that d does not call
+// retryable, tries more than retries times, or ctx ends. Only writes that
+// changed nothing when they failed that way may be retried: a single
+// statement in autocommit, or a fenced transaction before its function.
+// The pause between tries grows from about 1 ms to about 50 ms, jittered
+// so that writers that collided do not collide again.
+func retry(ctx context.Context, d Dialect, retries int, attempt func() error) error {
+	pause := time.Millisecond
+	for try := 0; ; try++ {
+		err := attempt()
+		if err == nil || try >= retries || !d.retryable(err) {
+			return err
+		}
+		t := time.NewTimer(pause/2 + rand.N(pause))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}

@@ -1,0 +1,98 @@
+package sqlfence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// RunInTx begins a transaction on db, raises resource's fence to token as
+// its first statement, runs fn and commits. If the fence is already
+// higher, it rolls back and returns a [*fence.StaleError] (matching
+// [fence.ErrStale]) without calling fn: none of fn's writes can land.
+// Until the transaction ends, fenced transactions on the same resource
+// wait for it, so a stale one cannot commit after a newer one, under every
+// isolation level.
+//
+// A deadlock or busy lock ([ErrRetryable]) while beginning or raising the
+// fence, before fn runs, is retried ([WithRetries]): in SQLite a fenced
+// transaction that finds another writer's lock waits its turn this way even
+// without busy_timeout. Once fn has run, such an error is returned.
+//
+// fn must not commit or roll back tx itself: RunInTx then returns an error
+// matching [ErrInvalidArgument]. If fn returns an error or panics, the
+// transaction is rolled back and the error returned (a panic goes on after
+// the rollback). If COMMIT was sent and no answer came back, the error
+// matches [fence.ErrUnknownOutcome]: the transaction may have committed.
+// Any earlier failure leaves nothing written.
+//
+// ctx bounds the call; fn should use the same ctx for its statements.
+// When ctx ends before COMMIT is sent, database/sql rolls the transaction
+// back.
+func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(*sql.Tx) error, opts ...TxOption) error {
+	if err := checkTx(ctx, db, resource, token, fn); err != nil {
+		return err
+	}
+	o, err := newTxOptions(opts)
+	if err != nil {
+		return err
+	}
+	var tx *sql.Tx
+	err = retry(ctx, f.d, f.retries, func() error {
+		tx, err = f.begin(ctx, db, resource, token, o)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// After a commit this is a no-op; after a panic in fn it runs before
+	// the panic goes on.
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return f.d.classify(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlfence: fenced transaction on %s not committed: %w", resource, err)
+	}
+	if err := tx.Commit(); err != nil {
+		if errors.Is(err, sql.ErrTxDone) {
+			return fmt.Errorf("%w: the function ended the fenced transaction on %s itself (Commit or Rollback); leave that to RunInTx: %w",
+				ErrInvalidArgument, resource, err)
+		}
+		return f.d.commitError(resource, token, err)
+	}
+	return nil
+}
+
+// begin begins the transaction and raises the fence; on failure nothing is
+// left open.
+func (f *Fences) begin(ctx context.Context, db TxBeginner, resource string, token fence.Token, o *sql.TxOptions) (*sql.Tx, error) {
+	tx, err := db.BeginTx(ctx, o)
+	if err != nil {
+		return nil, fmt.Errorf("sqlfence: begin fenced transaction on %s: %w", resource, f.d.classify(err))
+	}
+	if err := f.advance(ctx, tx, resource, token); err != nil {
+		_ = tx.Rollback()
+		return nil, err
+	}
+	return tx, nil
+}
+
+func checkTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(*sql.Tx) error) error {
+	if err := checkDB(db); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", ErrInvalidArgument)
+	}
+	if resource == "" {
+		return fmt.Errorf("%w: empty resource", fence.ErrInvalidKey)
+	}
+	if err := token.Validate(); err != nil {
+		return err
+	}
+	return checkCtx(ctx)
+}
