@@ -80,9 +80,14 @@ func (n *nemesis) restartMember(ctx context.Context, rng *rand.Rand) bool {
 func (n *nemesis) replaceMember(ctx context.Context, rng *rand.Rand) bool {
 	n.members.Lock()
 	defer n.members.Unlock()
-	i := n.etcd.Leader(ctx)
+	leader := n.etcd.Leader(ctx)
+	i := leader
 	if i < 0 || rng.IntN(2) == 0 {
 		i = rng.IntN(len(n.etcd.Members))
+	}
+	role := "a follower"
+	if i == leader {
+		role = "the leader"
 	}
 	// Not cut short by the end of the run: a member left removed or a
 	// learner would leave two voters, and the next crash without quorum.
@@ -92,7 +97,7 @@ func (n *nemesis) replaceMember(ctx context.Context, rng *rand.Rand) bool {
 	for {
 		err := n.etcd.Replace(rctx, i)
 		if err == nil {
-			n.cfg.logf("nemesis: replaced etcd member %d in %v", i, time.Since(start).Round(time.Millisecond))
+			n.cfg.logf("nemesis: replaced etcd member %d (%s) in %v", i, role, time.Since(start).Round(time.Millisecond))
 			return true
 		}
 		n.cfg.logf("nemesis: replacing etcd member %d: %v", i, err)
