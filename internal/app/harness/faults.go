@@ -86,7 +86,10 @@ func (n *nemesis) replaceMember(ctx context.Context, rng *rand.Rand) bool {
 		i = rng.IntN(len(n.etcd.Members))
 	}
 	role := "a follower"
-	if i == leader {
+	switch {
+	case leader < 0:
+		role = "no leader known"
+	case i == leader:
 		role = "the leader"
 	}
 	// Not cut short by the end of the run: a member left removed or a
