@@ -25,8 +25,9 @@ func init() {
 
 // TestHarnessShort runs the fault harness's short mode (what go run
 // ./cmd/fencecheck runs): worker processes lock and write to PostgreSQL and
-// S3 while the nemesis pauses, kills and partitions them and crashes
-// (SIGKILL) and restarts etcd member processes. Each run goes on until it
+// S3 while the nemesis pauses, kills and partitions them, crashes
+// (SIGKILL) and restarts etcd member processes, and replaces members
+// through etcd's membership API. Each run goes on until it
 // reaches harness.ShortMinimums: about a minute on a loaded 2-core machine,
 // so about two minutes for the pair (each is capped; see runHarness).
 // Fenced, the checker must find no violation; with fencing off and the same

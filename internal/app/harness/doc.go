@@ -15,8 +15,8 @@
 //     report every attempt to the harness as an event ([check.Event]) in
 //     childproc's worker protocol;
 //   - the nemesis, driven by a seeded random source, injects faults of every
-//     kind (pauses, kills, etcd member crashes, partitions, request faults)
-//     until the run has reached its minimums of faults and writes
+//     kind (pauses, kills, etcd member crashes, partitions, request faults,
+//     etcd member replacements) until the run has reached its minimums of faults and writes
 //     ([Config.Until]), or its cap ([Config.MaxDuration]);
 //   - the checker (package check, a pure function of the history) compares
 //     the workers' attempts with the storage's history: PostgreSQL's

@@ -14,6 +14,7 @@ const (
 	faultMember    check.FaultKind = "member"
 	faultPartition check.FaultKind = "partition"
 	faultRequest   check.FaultKind = "request"
+	faultReplace   check.FaultKind = "replace"
 )
 
 // faultKind is how the nemesis injects one kind of fault. Adding a kind is
@@ -35,13 +36,16 @@ type faultKind struct {
 
 // faultKinds lists every kind, in report order. Pauses are the slowest
 // fault (the lease must run out each time), so two loops pause two
-// different workers at once.
+// different workers at once. A replacement takes seconds (the learner must
+// catch up before it is promoted) and excludes member crashes while it
+// runs, so fewer of them are asked for.
 var faultKinds = []faultKind{
 	{faultPause, "SIGSTOP a holder after its guard check, past its lease; SIGCONT", 2, 20, 120, (*nemesis).pause},
 	{faultKill, "SIGKILL a holder as it writes; start a fresh worker", 1, 20, 120, (*nemesis).kill},
 	{faultMember, "SIGKILL an etcd member process (the leader half the time); restart it", 1, 20, 120, (*nemesis).restartMember},
 	{faultPartition, "black-hole a worker's etcd traffic past its lease, then delay it, then heal", 1, 20, 120, (*nemesis).partition},
 	{faultRequest, "deliver a worker's next etcd request after its caller gave up, drop its reply, or send it twice", 1, 20, 120, (*nemesis).request},
+	{faultReplace, "replace an etcd member: MemberRemove (the leader half the time), a learner added and promoted", 1, 5, 40, (*nemesis).replaceMember},
 }
 
 // faultDescs lists every kind, in report order, with what one fault is.

@@ -16,13 +16,16 @@ const holdTimeout = 5 * time.Second
 
 // nemesis injects faults, in loops of each kind ([faultKinds]).
 type nemesis struct {
-	cfg    *Config
-	fleet  *fleet
-	etcd   *embedetcd.Cluster
-	hist   *history // the workers' writes so far
-	start  time.Time
-	counts map[check.FaultKind]*atomic.Int64
-	failed atomic.Int64 // faults given up on (no worker reached a write in time)
+	cfg   *Config
+	fleet *fleet
+	etcd  *embedetcd.Cluster
+	// members is held through each member crash and each replacement: one
+	// member of three down at a time, so the cluster never loses quorum.
+	members sync.Mutex
+	hist    *history // the workers' writes so far
+	start   time.Time
+	counts  map[check.FaultKind]*atomic.Int64
+	failed  atomic.Int64 // faults given up on (no worker reached a write in time)
 }
 
 func newNemesis(cfg *Config, f *fleet, etcd *embedetcd.Cluster, hist *history) *nemesis {

@@ -42,6 +42,11 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 	metrics := installMetrics()
 	inj := reqfault.New(uint64(cfg.Seed)) // armed by the nemesis, one request at a time
 	defer inj.Close()
+	// The endpoints are the worker's own proxies, one per member slot, and
+	// stay right through member replacements (a replacement keeps its
+	// slot's URLs). No AutoSyncInterval: a sync would swap them for the
+	// members' advertised URLs and route around the proxies, and partitions
+	// would cut nothing.
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Etcd, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
 		DialOptions: inj.DialOptions()})
 	if err != nil {

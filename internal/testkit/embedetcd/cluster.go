@@ -21,6 +21,8 @@ import (
 // use.
 type Cluster struct {
 	Members []*Member
+
+	replacing sync.Mutex // held by Replace
 }
 
 // Start starts an n-member cluster with data under dir and waits until

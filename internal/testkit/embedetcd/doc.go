@@ -10,7 +10,8 @@
 //     [Cluster.Restart] a new process on the same data dir, so a member
 //     crash is a real crash and cannot take the caller down with it (an
 //     embedded member stopped under in-flight reads can panic its whole
-//     process: etcd-io/etcd#17223).
+//     process: etcd-io/etcd#17223). [Cluster.Replace] changes membership:
+//     a member removed, and a new one added as a learner and promoted.
 //   - [Server]: one member inside this process, for callers that never stop
 //     it (the etcdlock tests and benchmarks, the demo).
 //
@@ -23,4 +24,5 @@
 //	i := c.Leader(ctx)       // asked over the client API; -1 if none
 //	c.Stop(i)                // SIGKILL
 //	err := c.Restart(ctx, i) // a new process on its data dir
+//	err = c.Replace(ctx, i)  // MemberRemove; a new member, learner then voter
 package embedetcd

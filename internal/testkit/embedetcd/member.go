@@ -14,7 +14,8 @@ import (
 const readyReport = "READY"
 
 // Member is one etcd member of a [Cluster], running as its own process.
-// Its name and URLs stay the same across restarts.
+// Its name and URLs stay the same across restarts and across
+// [Cluster.Replace], which puts a new member in its place.
 type Member struct {
 	Name      string // m0, m1, ...
 	ClientURL string // http://127.0.0.1:port
