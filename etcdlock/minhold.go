@@ -44,7 +44,9 @@ const MaxMinHold = 366 * 24 * time.Hour
 // session's lease, and the key with it.
 //
 // It applies to [Client.Lock], [Client.TryLock], [Client.RLock],
-// [Client.TryRLock], [Client.Do] and each lock of [Client.LockAll]; a
+// [Client.TryRLock], [Client.Do] and each lock of [Client.LockAll] (a
+// LockAll that fails releases the locks it took at once, without the
+// hold: its caller never got them); a
 // [Semaphore], whose permit is a second key, refuses it with
 // [ErrInvalidOption]. Negative d, or d over [MaxMinHold], makes the call
 // fail with [ErrInvalidOption] before any request.
@@ -72,6 +74,13 @@ func (l *Lock) keepAtLeast(d time.Duration) {
 	if l != nil && d > 0 {
 		l.hold = minHold{d: d, from: time.Now(), lease: newLeaseID()}
 	}
+}
+
+// dropHold removes l's minimum hold, before l was handed to the caller.
+func (l *Lock) dropHold() {
+	l.unlockMu.Lock()
+	defer l.unlockMu.Unlock()
+	l.hold = minHold{}
 }
 
 // heldOn is how a key released by moving it onto its own lease ended (see
