@@ -50,3 +50,29 @@ func TestMinHoldFailedLockAllKeepsNothing(t *testing.T) {
 		})
 	}
 }
+
+// A minimum-hold lock whose key someone else deleted before Unlock: Unlock
+// reports the loss, and the hold's lease, granted for the move that found
+// no key, does not stay behind (empty, for as long as the hold, which may
+// be a year) once Unlock returns.
+func TestMinHoldLostLeavesNoLease(t *testing.T) {
+	cli := etcdClient(t)
+	a := newLocker(t, cli)
+	l, err := a.TryLock(t.Context(), "job", etcdlock.WithMinHold(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(t.Context(), l.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrLost) {
+		t.Fatalf("Unlock of a deleted key: got %v, want ErrLost", err)
+	}
+	resp, err := cli.TimeToLive(t.Context(), etcdlock.HoldLeaseForTest(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.TTL != -1 {
+		t.Fatalf("hold's lease after Unlock: TTL %d s, want none (-1)", resp.TTL)
+	}
+}
