@@ -72,3 +72,32 @@ func TestCheckResponseStatusDisagrees(t *testing.T) {
 		})
 	}
 }
+
+// A Fencing-Token set by hand under a key Go does not canonicalize (the
+// map written directly, as code ported from HTTP/2's lower-case names
+// does) is replaced by the context's like any other: the server sees one
+// token, the context's. Kept, it would go out as a second header, and the
+// server would refuse the call as invalid. The control sets it the usual
+// way.
+func TestTransportReplacesHandSetHeaderOfAnyCase(t *testing.T) {
+	srv, _ := echoServer(t)
+	client := &http.Client{Transport: &propagate.Transport{}}
+	for _, key := range []string{"fencing-token", "FENCING-TOKEN", propagate.Header} {
+		t.Run(key, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(withFencing(t, propagate.Fencing{Name: "acct-7", Token: 812}), http.MethodGet, srv.URL, nil)
+			req.Header[key] = []string{`name="acct-7"; token=3`}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK || string(b) != "acct-7 812" {
+				t.Fatalf("got %s %q, want 200 \"acct-7 812\"", resp.Status, b)
+			}
+			if got := req.Header[key]; len(got) != 1 {
+				t.Fatalf("caller's request after RoundTrip: got %q under %s, want it kept", got, key)
+			}
+		})
+	}
+}
