@@ -76,3 +76,41 @@ func TestMinHoldLostLeavesNoLease(t *testing.T) {
 		t.Fatalf("hold's lease after Unlock: TTL %d s, want none (-1)", resp.TTL)
 	}
 }
+
+// Close while a minimum hold's move is on its way: Close returns, revoking
+// the session's lease and the key with it (the move had not landed), Done
+// is closed, and the move, delivered late, finds no key to move.
+func TestMinHoldCloseDuringMove(t *testing.T) {
+	direct := etcdClient(t)
+	fcli, in := faulty(t, 1)
+	a := newLocker(t, fcli, etcdlock.WithCleanupTimeout(300*time.Millisecond))
+	l, err := a.TryLock(t.Context(), "job", etcdlock.WithMinHold(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := in.Hold(moves)
+	unlocked := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		unlocked <- l.Unlock(ctx)
+	}()
+	<-held.Caught()
+	if err := a.Close(t.Context()); err != nil {
+		t.Fatalf("Close during the move: got %v, want nil", err)
+	}
+	t.Logf("Unlock: %v", <-unlocked)
+	if err := held.Release(t.Context()); err != nil {
+		t.Logf("late move: %v", err)
+	}
+	waitClosed(t, l.Done(), time.Second, "Done after Close")
+	resp, err := direct.Get(t.Context(), l.Key())
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("key after Close and the late move: got %d keys (%v), want none", len(resp.Kvs), err)
+	}
+	ttl, err := direct.TimeToLive(t.Context(), etcdlock.HoldLeaseForTest(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("hold's lease after Close: TTL %d s (-1: none)", ttl.TTL)
+}
