@@ -119,7 +119,10 @@ func (l *Lock) TTL() time.Duration { return l.s.ttl }
 // suspended (CLOCK_BOOTTIME on Linux), and returned as an instant of Go's
 // monotonic clock, computed at each call: after a suspend longer than what
 // was left, ValidUntil returns an instant already past, and Done closes
-// within half a second of the resume.
+// within half a second of the resume. An instant it returned before a
+// suspend still lies as far ahead after it (Go's clock did not count the
+// sleep): compare a fresh ValidUntil each time, as [fence.Guard] does,
+// rather than one kept.
 func (l *Lock) ValidUntil() time.Time { return l.s.until() }
 
 // Done returns a channel that is closed when the lock is lost or may be lost

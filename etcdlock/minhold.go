@@ -44,7 +44,9 @@ const MaxMinHold = 366 * 24 * time.Hour
 // session's lease, and the key with it.
 //
 // It applies to [Client.Lock], [Client.TryLock], [Client.RLock],
-// [Client.TryRLock], [Client.Do] and each lock of [Client.LockAll]; a
+// [Client.TryRLock], [Client.Do] and each lock of [Client.LockAll] (a
+// LockAll that fails releases the locks it took at once, without the
+// hold: its caller never got them); a
 // [Semaphore], whose permit is a second key, refuses it with
 // [ErrInvalidOption]. Negative d, or d over [MaxMinHold], makes the call
 // fail with [ErrInvalidOption] before any request.
@@ -74,6 +76,13 @@ func (l *Lock) keepAtLeast(d time.Duration) {
 	}
 }
 
+// dropHold removes l's minimum hold, before l was handed to the caller.
+func (l *Lock) dropHold() {
+	l.unlockMu.Lock()
+	defer l.unlockMu.Unlock()
+	l.hold = minHold{}
+}
+
 // heldOn is how a key released by moving it onto its own lease ended (see
 // released): by us, but the key and the slot stay until the lease expires.
 const heldOn released = leaseGone + 1
@@ -90,8 +99,9 @@ var unconditionalMove atomic.Bool
 // the move compares the key's create revision with the token, so that it
 // moves no other acquisition's key (a later use of the same session slot
 // reuses the key's name), and writes the slot's marker as a release does.
-// A grant that lands and is never used leaves an empty lease that expires
-// within the hold.
+// A grant that lands and is never used (the move found the key gone) is
+// revoked; one that cannot be leaves an empty lease that expires within
+// the hold.
 func (l *Lock) releaseKey(ctx context.Context) (released, error) {
 	rev := l.t.rev // the key's create revision (the token, for a lock)
 	left := l.hold.d - time.Since(l.hold.from)
@@ -120,7 +130,13 @@ func (l *Lock) releaseKey(ctx context.Context) (released, error) {
 		return 0, err
 	case !resp.Succeeded:
 		// The key is gone (the lease expired, or someone else deleted it):
-		// the release tells, and moves the marker.
+		// the release tells, and moves the marker. The hold's lease then
+		// holds nothing (only this key is ever put on it, and a late move
+		// compares the same create revision), so it is revoked rather than
+		// left, empty, for as long as the hold; best effort, as it expires
+		// anyway. Not so on ErrLeaseNotFound above: the session's lease
+		// may be the missing one, with the key on the hold's already.
+		l.c.cli.Revoke(ctx, l.hold.lease)
 		return l.c.release(ctx, l.s, l.t, rev)
 	}
 	l.t.moved(resp.Header.Revision)

@@ -79,9 +79,12 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 }
 
 // release unlocks the locks taken by a LockAll that failed, bounded by the
-// cleanup timeout.
+// cleanup timeout. It drops their minimum hold first: the caller never got
+// them, so nothing ran under them, and keeping their keys for the hold
+// would use up the period of a job that did not run.
 func (m *MultiLock) release(ctx context.Context) {
 	for _, l := range slices.Backward(m.locks) {
+		l.dropHold()
 		l.release(ctx)
 	}
 }

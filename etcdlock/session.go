@@ -199,14 +199,21 @@ const resumeCheck = 500 * time.Millisecond
 // at least every resumeCheck), so done closes no later than the deadline
 // when no keepalive is acknowledged, and soon after a resume that finds it
 // passed.
+//
+// The renewal time is on the deadline's clock (see instant), not Go's:
+// after a resume that leaves the deadline ahead, the renewal that was due
+// during the suspend goes out at the first wakeup, while etcd, which did
+// not sleep, may still have the lease. On Go's clock it would wait for as
+// long as the suspend lasted, past the deadline of a suspend longer than
+// two thirds of the TTL, and the lock would be given up needlessly.
 func (s *session) run() {
 	defer s.wg.Done()
 	defer s.ka.close()
-	next := time.Now().Add(s.ttl / 3)
+	next := now().add(s.ttl / 3)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
-		wake := min(time.Until(next), s.left(), resumeCheck)
+		wake := min(next.sub(now()), s.left(), resumeCheck)
 		timer.Reset(max(wake, 0))
 		select {
 		case <-s.ctx.Done():
@@ -217,17 +224,17 @@ func (s *session) run() {
 			s.end(ErrValidityExpired)
 			return
 		}
-		if time.Now().Before(next) {
+		if now().before(next) {
 			continue
 		}
 		switch err := s.renew(); {
 		case err == nil:
-			next = time.Now().Add(s.ttl / 3)
+			next = now().add(s.ttl / 3)
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			s.end(ErrLeaseExpired)
 			return
 		default:
-			next = time.Now().Add(s.retryInterval())
+			next = now().add(s.retryInterval())
 		}
 	}
 }

@@ -26,8 +26,11 @@ var ErrStale = errors.New("fence: stale token: the resource has accepted a newer
 // highest accepted token that the lock service never issued: the service
 // was replaced by a new cluster, or restored from a snapshot taken before
 // that token, and hands out tokens that are all lower. No newer holder
-// exists; every holder's writes will be refused until the service's tokens
-// pass the resource's again. It comes from a [Guard] whose holder is a
+// of this service exists; every holder's writes will be refused until the
+// service's tokens pass the resource's again. The one other cause is a
+// resource fenced by two lock services at once (a second etcd cluster
+// whose holders write it too): there the refusal may be a newer holder's
+// doing, and the resource's floor must not be moved down. It comes from a [Guard] whose holder is a
 // [TokenIssuer], always together with [ErrStale] (the write changed
 // nothing): retrying cannot succeed; the operator must act (see
 // docs/restore.md: restore etcd with a revision bump above the resource's

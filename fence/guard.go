@@ -145,7 +145,7 @@ func (g *Guard) explain(ctx context.Context, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w (the resource's highest token, %d, is above every token the lock service has issued: "+
-		"it was replaced or restored from an earlier snapshot; no newer holder exists, see docs/restore.md)", ErrTokenRegressed, err, se.Current)
+		"it was replaced or restored from an earlier snapshot; no newer holder of it exists, unless another lock service fences this resource too; see docs/restore.md)", ErrTokenRegressed, err, se.Current)
 }
 
 // Put writes value to key in s with the guard's token, as [Guard.Do] does.

@@ -121,3 +121,23 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJoined checks that two valid values joined as a proxy joins repeated
+// headers (RFC 9110 §5.3: with a comma) never parse as one: the second
+// call's token must not be read for the first's, nor either pass.
+func FuzzJoined(f *testing.F) {
+	f.Add("a", int64(1), "b", int64(2), ", ")
+	f.Add(`x,"y`, int64(7), `name="z"; token=3`, int64(9), ",")
+	f.Fuzz(func(t *testing.T, n1 string, t1 int64, n2 string, t2 int64, sep string) {
+		a := propagate.Fencing{Name: n1, Token: fence.Token(t1)}
+		b := propagate.Fencing{Name: n2, Token: fence.Token(t2)}
+		if a.Validate() != nil || b.Validate() != nil || !strings.Contains(sep, ",") {
+			return
+		}
+		for _, v := range []string{a.String() + sep + b.String(), "token=" + a.Token.String() + sep + b.String()} {
+			if got, err := propagate.Parse(v); err == nil {
+				t.Fatalf("Parse(%q): got %+v, want ErrInvalidHeader", v, got)
+			}
+		}
+	})
+}

@@ -46,6 +46,12 @@ func WriteStale(w http.ResponseWriter, err error) bool {
 //   - missing (400): an error matching [ErrMissing];
 //   - invalid (400): an error matching [ErrInvalidHeader].
 //
+// A response whose status is not that of the refusal its Fencing-Refused
+// header names (a 202 carrying "stale", as from code that copied a
+// downstream refusal's headers into its own answer) gives an error
+// matching [fence.ErrUnknownOutcome], never fence.ErrStale: the status
+// may say the write was taken.
+//
 // It reads up to 512 bytes of a refusal's body, for the error's message,
 // and leaves closing the body to the caller. A nil resp gives an error
 // matching [fence.ErrInvalidArgument].
@@ -59,7 +65,16 @@ func CheckResponse(resp *http.Response) error {
 	}
 	msg := body(resp)
 	kind, params, _ := strings.Cut(why, ";")
-	switch strings.TrimSpace(kind) {
+	kind = strings.TrimSpace(kind)
+	if want, ok := refusalStatus[kind]; ok && resp.StatusCode != want {
+		// The header alone is not a refusal: code that copies a refusal's
+		// headers into its own answer (forwarding a downstream call's
+		// response) may still have taken the write. Reading a 2xx as
+		// fence.ErrStale would tell the caller nothing changed.
+		return fmt.Errorf("%w: propagate: status %s disagrees with %s: %.32q (a refusal's status is %d): %s",
+			fence.ErrUnknownOutcome, resp.Status, RefusedHeader, why, want, msg)
+	}
+	switch kind {
 	case "stale":
 		se := &fence.StaleError{}
 		if resp.Request != nil {
@@ -78,6 +93,9 @@ func CheckResponse(resp *http.Response) error {
 	}
 	return fmt.Errorf("propagate: refused by the server for its fencing token (%s: %.32q): %s %s", RefusedHeader, why, resp.Status, msg)
 }
+
+// refusalStatus is the status of each kind of refusal.
+var refusalStatus = map[string]int{"stale": StatusStale, "missing": http.StatusBadRequest, "invalid": http.StatusBadRequest}
 
 // body returns the start of a refusal's body, trimmed.
 func body(resp *http.Response) string {

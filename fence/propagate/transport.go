@@ -1,6 +1,9 @@
 package propagate
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+)
 
 // Transport is an http.RoundTripper that sends the [Fencing] of each
 // request's context ([FromContext]) in its Fencing-Token header, as
@@ -14,7 +17,8 @@ import "net/http"
 //
 // A request whose context carries no Fencing is sent as it is (a
 // Fencing-Token header set by hand stays); one whose context carries one
-// is sent with that header, replacing any other. The caller's request is
+// is sent with that header, replacing any other (under any case of its
+// name). The caller's request is
 // not modified: a copy is sent. Transport does not read the response: use
 // [CheckResponse] to learn whether the service refused the call for its
 // token.
@@ -37,6 +41,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return base.RoundTrip(req)
 	}
 	r := req.Clone(req.Context()) // RoundTrip must not modify req; the body is shared, and read once
+	for k := range r.Header {
+		// Set replaces the canonical key alone; one written into the map
+		// in another case would go out too, as a second header, and the
+		// service would refuse the call as invalid.
+		if strings.EqualFold(k, Header) {
+			delete(r.Header, k)
+		}
+	}
 	r.Header.Set(Header, f.String())
 	return base.RoundTrip(r)
 }

@@ -182,3 +182,28 @@ func TestNilOption(t *testing.T) {
 		t.Fatalf("NewInterceptor(nil): got %v, want fence.ErrInvalidArgument", err)
 	}
 }
+
+// A fencing-token entry put in the outgoing metadata by hand under another
+// case of its key (an MD map written directly) is replaced by the
+// context's Fencing like any other: the service sees the context's token.
+// The control puts it with metadata.Pairs, which lower-cases the key.
+func TestClientReplacesHandSetEntryOfAnyCase(t *testing.T) {
+	in, err := fencegrpc.NewInterceptor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, client := serve(t, in.ServerOptions(), fencegrpc.DialOptions())
+	for _, md := range []metadata.MD{{"Fencing-Token": {`name="old"; token=3`}}, metadata.Pairs("Fencing-Token", `name="old"; token=3`)} {
+		ctx := metadata.NewOutgoingContext(t.Context(), md)
+		ctx, err := propagate.NewContext(ctx, propagate.Fencing{Name: "acct-7", Token: 812})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("Check with %v set by hand: got %v, want nil", md, err)
+		}
+		if got, err := svc.store.Get(t.Context(), "k"); err != nil || got.Token != 812 {
+			t.Fatalf("store after Check with %v set by hand: got %+v, %v; want token 812", md, got, err)
+		}
+	}
+}
