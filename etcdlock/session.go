@@ -40,6 +40,9 @@ type session struct {
 
 	mu         sync.Mutex
 	validUntil instant // see instant
+
+	anchorMono time.Time // the clocks read together when the session began (see until); read-only
+	anchorBoot instant
 	err        error
 	locks      map[*Lock]struct{} // held on this session; nil once it ended
 }
@@ -95,6 +98,7 @@ func newLeaseID() clientv3.LeaseID { return clientv3.LeaseID(rand.Int64N(math.Ma
 // request and with at least the TTL asked for.
 func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttlSeconds int64, tel *telemetry) (*session, error) {
 	sent := now()
+	anchorMono, anchorBoot := time.Now(), now()
 	ttl := ttlSeconds
 	// WaitForReady, as clientv3 sends every request (cli.Grant included):
 	// without it a grant made while the connection is down fails at once,
@@ -118,6 +122,8 @@ func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, 
 		cancel:     cancel,
 		done:       make(chan struct{}),
 		validUntil: sent.add(time.Duration(ttl) * time.Second),
+		anchorMono: anchorMono,
+		anchorBoot: anchorBoot,
 	}
 	s.wg.Add(1)
 	go s.run()
@@ -125,7 +131,28 @@ func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, 
 }
 
 // until is the validity deadline as an instant of Go's monotonic clock.
-func (s *session) until() time.Time { return time.Now().Add(s.left()) }
+//
+// It is computed from an anchor, a reading of both clocks taken together
+// when the session began, so that it is the same instant at every call
+// while the machine is not suspended (two readings of two clocks a few
+// nanoseconds apart would make it wander): the deadline's distance from
+// the anchor on the deadline's clock, less the time the machine was
+// suspended since, which moves the monotonic clock behind (counted from
+// suspendSlack, so that reading jitter is not taken for a suspend).
+func (s *session) until() time.Time {
+	s.mu.Lock()
+	ahead := s.validUntil.sub(s.anchorBoot)
+	s.mu.Unlock()
+	suspended := now().sub(s.anchorBoot) - time.Since(s.anchorMono)
+	if suspended < suspendSlack {
+		suspended = 0
+	}
+	return s.anchorMono.Add(ahead - suspended.Truncate(time.Millisecond))
+}
+
+// suspendSlack is the least gap between the two clocks taken for a
+// suspend (see until).
+const suspendSlack = 50 * time.Millisecond
 
 // left is the time to the validity deadline (negative once it passed).
 func (s *session) left() time.Duration {

@@ -54,3 +54,19 @@ func TestClockCountsSuspend(t *testing.T) {
 		t.Fatalf("clock %s read %d, CLOCK_BOOTTIME %d: want CLOCK_BOOTTIME", src, got, ts.Nano())
 	}
 }
+
+// TestValidUntilStable checks that ValidUntil is one instant between
+// renewals, not one that wanders with each call (it is converted from the
+// deadline's clock; code that waits for it to move, as a renewal moves it,
+// must not see it move by itself).
+func TestValidUntilStable(t *testing.T) {
+	c := newLocker(t, etcdClient(t), etcdlock.WithTTL(30*time.Second)) // the first renewal is 10 s away
+	l := mustLock(t, c, "stable")
+	defer l.Unlock(t.Context())
+	first := l.ValidUntil()
+	for range 1000 {
+		if u := l.ValidUntil(); !u.Equal(first) {
+			t.Fatalf("ValidUntil moved by %v between two calls with no renewal", u.Sub(first))
+		}
+	}
+}
