@@ -151,8 +151,18 @@ func (c *Client) waitDeleted(ctx context.Context, s *session, preds []*mvccpb.Ke
 	}
 }
 
-// anyGone reads the keys preds again: whether one of them is gone.
+// anyGone reads the keys preds again: whether one of them is gone. One
+// key (a lock's, a term's predecessor) is read with a plain range
+// request, which costs etcd less than a transaction; several (a
+// semaphore's) in one transaction.
 func (c *Client) anyGone(ctx context.Context, preds []*mvccpb.KeyValue) (bool, error) {
+	if len(preds) == 1 {
+		resp, err := c.cli.Get(ctx, string(preds[0].Key), clientv3.WithKeysOnly())
+		if err != nil {
+			return false, err
+		}
+		return len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != preds[0].CreateRevision, nil
+	}
 	ops := make([]clientv3.Op, len(preds))
 	for i, kv := range preds {
 		ops[i] = clientv3.OpGet(string(kv.Key), clientv3.WithKeysOnly())
