@@ -134,19 +134,33 @@ func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token To
 
 // explain adds [ErrTokenRegressed] to a staleness refusal whose highest
 // accepted token the holder's lock service never issued (see TokenIssuer).
-// It costs a request to the lock service, and only on such a refusal.
+// It costs a request to the lock service, and only on such a refusal of a
+// holder that has not learnt it lost the lock: a holder that did (a paused
+// one, the usual stale writer) has a newer holder to blame, and may be cut
+// off from the lock service too. The request is bounded by
+// issuedTimeout, so that the write's answer is never held up long.
 func (g *Guard) explain(ctx context.Context, err error) error {
 	var se *StaleError
 	if g.iss == nil || !errors.As(err, &se) || se.Current <= g.token {
 		return err
 	}
-	issued, ierr := g.iss.Issued(ctx, se.Current)
+	select {
+	case <-g.h.Done():
+		return err
+	default:
+	}
+	ictx, cancel := context.WithTimeout(ctx, issuedTimeout)
+	defer cancel()
+	issued, ierr := g.iss.Issued(ictx, se.Current)
 	if ierr != nil || issued {
 		return err
 	}
 	return fmt.Errorf("%w: %w (the resource's highest token, %d, is above every token the lock service has issued: "+
 		"it was replaced or restored from an earlier snapshot; no newer holder of it exists, unless another lock service fences this resource too; see docs/restore.md)", ErrTokenRegressed, err, se.Current)
 }
+
+// issuedTimeout bounds the question explain asks the lock service.
+const issuedTimeout = time.Second
 
 // Put writes value to key in s with the guard's token, as [Guard.Do] does.
 func (g *Guard) Put(ctx context.Context, s Store, key string, value []byte) error {
