@@ -279,7 +279,7 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 			return 0, &LockedError{Name: t.name, Holder: entryOf(slotKeys[0])}
 		}
 		if free < 0 {
-			if _, err := c.waitRange(ctx, s, p.dir, readRev+1); err != nil {
+			if err := c.waitRange(ctx, s, p.dir, readRev+1); err != nil {
 				return 0, err
 			}
 			if err := s.pause(ctx, &backoff); err != nil {
@@ -306,22 +306,22 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 	}
 }
 
-// waitRange waits until a key in [dir, end of prefix dir) is deleted after
-// revision from, or the watch ends (false).
-func (c *Client) waitRange(ctx context.Context, s *session, dir string, from int64) (bool, error) {
+// waitRange waits until a key under prefix dir is deleted after revision
+// from, or the watch ends (the caller reads again either way).
+func (c *Client) waitRange(ctx context.Context, s *session, dir string, from int64) error {
 	b := newWatchBox(watch{key: dir, end: clientv3.GetPrefixRangeEnd(dir)})
 	b.add(ctx, c.watches, from)
 	defer b.remove(c.watches)
 	for {
 		select {
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return ctx.Err()
 		case <-s.done:
-			return false, c.lostWhileWaiting(s)
+			return c.lostWhileWaiting(s)
 		case <-b.note:
 		}
-		if n := b.take(); n.ended {
-			return n.deleted, nil
+		if b.take().ended {
+			return nil
 		}
 	}
 }
