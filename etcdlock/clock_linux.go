@@ -13,9 +13,13 @@ var clockSource = "CLOCK_BOOTTIME"
 
 var monoStart = time.Now()
 
+// boottime is set when CLOCK_BOOTTIME can be read (kernels since 2.6.39).
+var boottime bool
+
 func init() {
 	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil { // kernels before 2.6.39
+	boottime = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil
+	if !boottime {
 		clockSource = "monotonic"
 	}
 }
@@ -23,7 +27,7 @@ func init() {
 // readClock reads CLOCK_BOOTTIME, which counts the time the machine was
 // suspended (or, without it, Go's monotonic clock from the first reading).
 func readClock() int64 {
-	if clockSource != "CLOCK_BOOTTIME" {
+	if !boottime {
 		return int64(time.Since(monoStart))
 	}
 	var ts unix.Timespec

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/fencelock/fencelock/fence"
 )
 
@@ -84,7 +82,7 @@ func (c *Client) CheckToken(ctx context.Context, token fence.Token) (TokenCheck,
 	if err := token.Validate(); err != nil {
 		return TokenCheck{}, fmt.Errorf("%w: CheckToken: %w", ErrInvalidArgument, err)
 	}
-	resp, err := c.cli.Get(ctx, c.o.prefix, clientv3.WithCountOnly())
+	resp, err := c.cli.Get(ctx, c.o.prefix) // one key: only the header's revision is wanted
 	if err != nil {
 		return TokenCheck{}, fmt.Errorf("etcdlock: CheckToken: %w", c.explain(err))
 	}

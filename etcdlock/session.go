@@ -98,7 +98,7 @@ func newLeaseID() clientv3.LeaseID { return clientv3.LeaseID(rand.Int64N(math.Ma
 // request and with at least the TTL asked for.
 func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttlSeconds int64, tel *telemetry) (*session, error) {
 	sent := now()
-	anchorMono, anchorBoot := time.Now(), now()
+	anchorMono, anchorBoot := time.Now(), sent
 	ttl := ttlSeconds
 	// WaitForReady, as clientv3 sends every request (cli.Grant included):
 	// without it a grant made while the connection is down fails at once,
