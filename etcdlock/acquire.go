@@ -241,7 +241,7 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	if len(preds) >= t.need() {
 		if !t.wait {
 			c.abandon(ctx, s, t, rev)
-			return nil, &LockedError{Name: t.name, Holder: entryOf(first)}
+			return nil, &LockedError{Name: t.name, Holder: t.permit.holder(entryOf(first))}
 		}
 		if err := c.waitTurn(ctx, s, t, rev, preds); err != nil {
 			c.abandon(ctx, s, t, rev)

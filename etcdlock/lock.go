@@ -16,8 +16,9 @@ import (
 // Lock is one held acquisition of a named lock. It is a [fence.Holder] and a
 // [fence.Expirer], so [fence.NewGuard] accepts it.
 //
-// A Lock is safe for concurrent use. It is created by [Client.Lock] or
-// [Client.TryLock]; the zero Lock is not usable.
+// A Lock is safe for concurrent use. It is created by [Client.Lock],
+// [Client.TryLock], [Client.RLock], [Client.TryRLock], a [Semaphore]'s
+// Acquire and TryAcquire, and [Client.LockAll]; the zero Lock is not usable.
 type Lock struct {
 	c        *Client
 	s        *session

@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
 )
 
 // MaxPermits is the most permits a semaphore may have.
@@ -104,7 +106,7 @@ func (c *Client) semQueue(name string) string   { return c.o.prefix + "sem/" + n
 func (c *Client) semPermits(name string) string { return c.o.prefix + "sem/" + name + "/p/" }
 
 // Slot returns the slot of a semaphore's permit (see [Semaphore]), and 0
-// for a lock or a term.
+// for any other lock.
 func (l *Lock) Slot() int {
 	if l.t.permit == nil {
 		return 0
@@ -210,6 +212,9 @@ func slotTaken(resp *clientv3.TxnResponse) bool {
 // checkPermits fails when one of kvs, keys of t's queue, says its
 // semaphore has other permits than t.
 func checkPermits(t *ticket, kvs []*mvccpb.KeyValue) error {
+	if t.permit == nil {
+		return nil // not a semaphore: its queue holds no semaphore's keys
+	}
 	for _, kv := range kvs {
 		if n := recordOf(kv.Value).Permits; n != 0 && n != t.permits {
 			return fmt.Errorf("etcdlock: semaphore %q: %w: %d asked, %s says %d", t.name, ErrPermits, t.permits, kv.Key, n)
@@ -324,6 +329,23 @@ func (c *Client) waitRange(ctx context.Context, s *session, dir string, from int
 			return nil
 		}
 	}
+}
+
+// holder returns e, a queue key's entry, with the slot and the permit's
+// token (the one its holder fences with) when the slots read with the
+// queue show it holds one.
+func (p *permit) holder(e Entry) Entry {
+	if p == nil || p.seen == nil {
+		return e
+	}
+	for _, kv := range p.seen.Responses[len(p.seen.Responses)-1].GetResponseRange().Kvs {
+		var v permitValue
+		slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), p.dir))
+		if err == nil && json.Unmarshal(kv.Value, &v) == nil && v.Key == e.Key && v.Rev == int64(e.Token) {
+			e.Slot, e.Token = slot, fence.Token(kv.CreateRevision)
+		}
+	}
+	return e
 }
 
 // slotsSeen returns the slots' keys the last read of the queue returned,

@@ -223,3 +223,19 @@ func TestSemaphoreInvalid(t *testing.T) {
 		t.Errorf("Acquire(nil): got %v", err)
 	}
 }
+
+// TestTryAcquireNamesPermitToken checks that a refused TryAcquire names the
+// holder by the token it fences with (its permit's), as Inspect does.
+func TestTryAcquireNamesPermitToken(t *testing.T) {
+	cli := etcdClient(t)
+	l, err := semaphore(t, newLocker(t, cli), "named", 1).Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(t.Context())
+	_, err = semaphore(t, newLocker(t, cli), "named", 1).TryAcquire(t.Context())
+	var le *etcdlock.LockedError
+	if !errors.As(err, &le) || le.Holder.Token != l.Token() || le.Holder.Slot != l.Slot() {
+		t.Fatalf("TryAcquire: got %v (holder %+v), want the holder named with token %d, slot %d", err, le, l.Token(), l.Slot())
+	}
+}
