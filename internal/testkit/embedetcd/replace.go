@@ -25,7 +25,7 @@ const memberCallTimeout = 2 * time.Second
 // MemberAddAsLearner of the new member, the new member started on the empty
 // dir with initial-cluster-state=existing, and MemberPromote retried until
 // the learner has caught up with the leader. It returns once the new member
-// votes, or an error when ctx ends first; the cluster is then left with
+// votes and serves requests itself, or an error when ctx ends first; the cluster is then left with
 // member i removed or still a learner, and a later Replace of i finishes the
 // job.
 //
@@ -85,7 +85,27 @@ func (c *Cluster) Replace(ctx context.Context, i int) error {
 	if err := promote(ctx, cli, id); err != nil {
 		return fmt.Errorf("embedetcd: replace %s: promote learner %x: %w", m.Name, id, err)
 	}
+	// The promotion is committed once MemberPromote answers, but the new
+	// member applies it a moment later and refuses requests as a learner
+	// until then ("rpc not supported for learner").
+	if err := awaitVoter(ctx, m.ClientURL); err != nil {
+		return fmt.Errorf("embedetcd: replace %s: promoted, but it does not serve: %w", m.Name, err)
+	}
 	return nil
+}
+
+// awaitVoter waits until the member at clientURL answers a linearizable
+// read itself, which a learner refuses.
+func awaitVoter(ctx context.Context, clientURL string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{clientURL}, DialTimeout: memberCallTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return retry(ctx, func(ctx context.Context) (bool, error) {
+		_, err := cli.Get(ctx, "embedetcd-voter-probe")
+		return err == nil, err
+	})
 }
 
 // initialCluster returns the members as etcd's initial-cluster flag lists
