@@ -15,7 +15,8 @@ const readyReport = "READY"
 
 // Member is one etcd member of a [Cluster], running as its own process.
 // Its name and URLs stay the same across restarts and across
-// [Cluster.Replace], which puts a new member in its place.
+// [Cluster.Replace], which puts a new member in its place; [Cluster.Move]
+// gives the new member URLs of its own.
 type Member struct {
 	Name      string // m0, m1, ...
 	ClientURL string // http://127.0.0.1:port

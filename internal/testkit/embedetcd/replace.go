@@ -46,6 +46,21 @@ const memberCallTimeout = 2 * time.Second
 // members down at once out of three is a loss of quorum, and the change
 // waits until one comes back. Concurrent calls of Replace are serialised.
 func (c *Cluster) Replace(ctx context.Context, i int) error {
+	return c.replace(ctx, i, false)
+}
+
+// Move is [Cluster.Replace] onto new addresses: the new member listens on
+// fresh client and peer ports, as a replacement machine with an address
+// of its own does, and member i's ClientURL and PeerURL change to them
+// before the new member is added. Endpoints taken before no longer reach
+// it: a client follows the cluster only if it syncs its endpoints
+// (clientv3's AutoSyncInterval or Sync). Member i's URLs must not be read
+// while Move runs.
+func (c *Cluster) Move(ctx context.Context, i int) error {
+	return c.replace(ctx, i, true)
+}
+
+func (c *Cluster) replace(ctx context.Context, i int, move bool) error {
 	if i < 0 || i >= len(c.Members) {
 		return fmt.Errorf("embedetcd: replace member %d of %d", i, len(c.Members))
 	}
@@ -71,6 +86,16 @@ func (c *Cluster) Replace(ctx context.Context, i int) error {
 	m.kill()
 	if err := os.RemoveAll(m.cfg.Dir); err != nil {
 		return fmt.Errorf("embedetcd: replace %s: %w", m.Name, err)
+	}
+	if move {
+		mc, err := newMemberConfig(m.Name, m.cfg.Dir)
+		if err != nil {
+			return fmt.Errorf("embedetcd: move %s: %w", m.Name, err)
+		}
+		m.mu.Lock()
+		m.cfg.ClientURL, m.cfg.PeerURL = mc.ClientURL, mc.PeerURL
+		m.ClientURL, m.PeerURL = mc.ClientURL, mc.PeerURL
+		m.mu.Unlock()
 	}
 	id, err := addLearner(ctx, cli, m.PeerURL)
 	if err != nil {
