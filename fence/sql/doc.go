@@ -148,6 +148,16 @@
 // WAL mode with a busy_timeout (and _txlock=immediate for your own
 // transactions) so that plain writes wait for the lock as fenced ones do.
 //
-// This package imports go-sql-driver/mysql, for its error type, and
-// nothing else outside the standard library and package fence.
+// # Telemetry
+//
+// Every fenced write is a span (sql.update, sql.upsert, sql.tx, sql.exec,
+// sql.put, sql.delete) and is counted in fencelock.writes and
+// fencelock.write.duration with fencelock.adapter "sql", as fence/postgres
+// and fence/s3 count theirs; rollbacks the server asked to retry are
+// counted in fencelock.sql.retryable_errors. They go to OpenTelemetry's
+// global providers unless [WithMeterProvider] and [WithTracerProvider]
+// name others, and cost nothing measurable until an SDK is installed.
+//
+// Outside the standard library and package fence, this package imports
+// go-sql-driver/mysql, for its error type, and the OpenTelemetry API.
 package sqlfence

@@ -20,14 +20,14 @@ func (f *Fences) Exec(ctx context.Context, db TxBeginner, resource string, token
 		return 0, fmt.Errorf("%w: Exec: empty statement", ErrInvalidArgument)
 	}
 	var n int64
-	err := f.RunInTx(ctx, db, resource, token, func(tx *sql.Tx) error {
+	err := f.runInTx(ctx, f.tel.exec, db, resource, token, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
 		n, err = res.RowsAffected()
 		return err
-	})
+	}, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -32,6 +32,7 @@ type Fences struct {
 	label   string
 	alias   string
 	retries int
+	tel     *sqlTelemetry
 }
 
 // NewFences returns the [Fences] kept in the table called name, in dialect
@@ -50,7 +51,11 @@ func NewFences(d Dialect, name Identifier, opts ...Option) (*Fences, error) {
 		return nil, err
 	}
 	alias, _ := quoteIdent(d, "alias", "fencelock_cur")
-	return &Fences{d: d, name: q, label: strings.Join(name, "."), alias: alias, retries: o.retries}, nil
+	tel, err := o.telemetry()
+	if err != nil {
+		return nil, err
+	}
+	return &Fences{d: d, name: q, label: strings.Join(name, "."), alias: alias, retries: o.retries, tel: tel}, nil
 }
 
 // CreateTable creates the fence table if it does not exist. ctx bounds the
@@ -84,7 +89,7 @@ func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fenc
 	if inTx(db) {
 		return f.advance(ctx, db, resource, token)
 	}
-	return retry(ctx, f.d, f.retries, func() error { return f.advance(ctx, db, resource, token) })
+	return retry(ctx, f.d, f.retries, f.tel, func() error { return f.advance(ctx, db, resource, token) })
 }
 
 // advance raises the fence with an UPDATE of the resource's row, the

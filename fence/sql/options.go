@@ -3,10 +3,16 @@ package sqlfence
 import (
 	"database/sql"
 	"fmt"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // Option configures a [Table], [Fences] or [Store]. Create one with
-// [WithRetries]; the interface is sealed. The constructor checks every
+// [WithRetries], [WithMeterProvider] or [WithTracerProvider]; the
+// interface is sealed. The constructor checks every
 // option and fails, with an error matching [ErrInvalidOption], on the
 // first invalid one.
 type Option interface {
@@ -22,7 +28,12 @@ type TableOption interface{ applyTable(*tableOptions) }
 // one with [WithTxOptions].
 type TxOption interface{ applyTx(*sql.TxOptions) }
 
-type options struct{ retries int }
+type options struct {
+	retries     int
+	meters      metric.MeterProvider // nil: the global one
+	tracers     trace.TracerProvider // nil: the global one
+	nilProvider bool                 // a provider option was given nil
+}
 
 type tableOptions struct {
 	key, fence string
@@ -77,7 +88,36 @@ func WithTxOptions(opts sql.TxOptions) TxOption {
 	return txOptionFunc(func(o *sql.TxOptions) { *o = opts })
 }
 
+// WithMeterProvider sets the OpenTelemetry meter provider for the metrics
+// of the writes of a [Table], [Fences] or [Store]: fencelock.writes and
+// fencelock.write.duration (attributes fencelock.adapter "sql",
+// fencelock.operation update, upsert, tx, exec, put or delete,
+// fencelock.outcome accepted, stale, unknown or error), as fence/postgres
+// and fence/s3 report theirs, and fencelock.sql.retryable_errors, each
+// rollback the server asked to retry ([ErrRetryable]) whether or not it
+// was retried. A write refused for its arguments, before any I/O, is not
+// counted. Default: the global provider (otel.GetMeterProvider), which
+// records nothing until the application installs an SDK. nil (a typed nil
+// too) makes the constructor fail, and so does a provider that fails to
+// create an instrument.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(o *options) { o.meters, o.nilProvider = mp, o.nilProvider || nilcheck.IsNil(mp) })
+}
+
+// WithTracerProvider sets the OpenTelemetry tracer provider for the span of
+// each fenced write of a [Table], [Fences] or [Store] (sql.update,
+// sql.upsert, sql.tx, sql.exec, sql.put, sql.delete: children of the
+// caller's context, with the token and the resource as attributes).
+// Default: the global provider. nil (a typed nil too) makes the
+// constructor fail.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(o *options) { o.tracers, o.nilProvider = tp, o.nilProvider || nilcheck.IsNil(tp) })
+}
+
 func (o options) check() error {
+	if o.nilProvider {
+		return fmt.Errorf("%w: nil meter or tracer provider", ErrInvalidOption)
+	}
 	if o.retries < 0 {
 		return fmt.Errorf("%w: WithRetries(%d): want 0 or more", ErrInvalidOption, o.retries)
 	}

@@ -11,12 +11,17 @@ import (
 // changed nothing when they failed that way may be retried: a single
 // statement in autocommit, or a fenced transaction before its function.
 // The pause between tries grows from about 1 ms to about 50 ms, jittered
-// so that writers that collided do not collide again.
-func retry(ctx context.Context, d Dialect, retries int, attempt func() error) error {
+// so that writers that collided do not collide again. Each retryable
+// error is counted on t.
+func retry(ctx context.Context, d Dialect, retries int, t *sqlTelemetry, attempt func() error) error {
 	pause := time.Millisecond
 	for try := 0; ; try++ {
 		err := attempt()
-		if err == nil || try >= retries || !d.retryable(err) {
+		if err == nil || !d.retryable(err) {
+			return err
+		}
+		t.retried(ctx)
+		if try >= retries {
 			return err
 		}
 		t := time.NewTimer(pause/2 + rand.N(pause))

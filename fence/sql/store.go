@@ -80,7 +80,7 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 	if value == nil {
 		value = []byte{}
 	}
-	return s.table.Upsert(ctx, s.db, key, token, Set("value", value))
+	return s.table.upsert(ctx, s.db, s.table.tel.put, key, token, []Assignment{Set("value", value)})
 }
 
 // Delete removes the record under key, fenced like [Store.Put]: it leaves
@@ -90,7 +90,7 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 // it as [fence.ErrNotFound]. A plain DELETE of the row removes the floor
 // with it.
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
-	return s.table.Upsert(ctx, s.db, key, token, Set("value", nil))
+	return s.table.upsert(ctx, s.db, s.table.tel.delete, key, token, []Assignment{Set("value", nil)})
 }
 
 // Get returns the record under key, or an error matching

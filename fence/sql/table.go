@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/tel"
 )
 
 // Table is a user table whose rows are written with fencing: each row has
@@ -30,6 +31,7 @@ type Table struct {
 	keyRaw  string
 	fenRaw  string
 	retries int
+	tel     *sqlTelemetry
 	// signal is set for the Store's own table, which has no
 	// AUTO_INCREMENT column: a refused MySQL upsert then reports the
 	// row's fence as its insert id (LAST_INSERT_ID(fence)), so no read
@@ -56,8 +58,12 @@ func NewTable(d Dialect, name Identifier, opts ...TableOption) (*Table, error) {
 	key, _ := quoteIdent(d, "key column", o.key)
 	fen, _ := quoteIdent(d, "fence column", o.fence)
 	alias, _ := quoteIdent(d, "alias", "fencelock_cur")
+	tel, err := o.telemetry()
+	if err != nil {
+		return nil, err
+	}
 	return &Table{d: d, name: qname, label: strings.Join(name, "."), alias: alias,
-		key: key, fence: fen, keyRaw: o.key, fenRaw: o.fence, retries: o.retries}, nil
+		key: key, fence: fen, keyRaw: o.key, fenRaw: o.fence, retries: o.retries, tel: tel}, nil
 }
 
 // Assignment sets one column in a fenced write. Create it with [Set].
@@ -101,7 +107,7 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 		s.sql(c, " = ").arg(set[i].value).sql(", ")
 	}
 	s.sql(t.fence, " = ").arg(int64(token)).sql(" WHERE ", t.key, " = ").arg(key).sql(" AND ", t.fence, " <= ").arg(int64(token))
-	return t.run(ctx, db, func(c DB) error {
+	return t.run(ctx, db, t.tel.update, key, token, func(ctx context.Context, c DB) error {
 		res, err := c.ExecContext(ctx, s.String(), s.args...)
 		if err != nil {
 			return t.d.writeError(c, "update", t.resource(key), token, err)
@@ -142,12 +148,17 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 // new row. Errors are those of [Table.Update], but for [ErrRowNotFound],
 // which it never returns.
 func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
+	return t.upsert(ctx, db, t.tel.upsert, key, token, set)
+}
+
+// upsert is [Table.Upsert], reported as op.
+func (t *Table) upsert(ctx context.Context, db DB, op *tel.Op, key any, token fence.Token, set []Assignment) error {
 	cols, err := t.prepare(ctx, db, key, token, set)
 	if err != nil {
 		return err
 	}
 	s := t.upsertStmt(key, token, cols, set)
-	return t.run(ctx, db, func(c DB) error {
+	return t.run(ctx, db, op, key, token, func(ctx context.Context, c DB) error {
 		res, err := c.ExecContext(ctx, s.String(), s.args...)
 		if err != nil {
 			return t.d.upsertError(ctx, c, t.resource(key), token, err)
@@ -166,14 +177,16 @@ func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, s
 }
 
 // run runs write on db, retried on [ErrRetryable] unless db is the
-// caller's transaction. On a *sql.DB each try takes any connection of the
-// pool; a read back after it may take another, which in autocommit sees
-// the same rows.
-func (t *Table) run(ctx context.Context, db DB, write func(DB) error) error {
-	if inTx(db) {
-		return write(db)
-	}
-	return retry(ctx, t.d, t.retries, func() error { return write(db) })
+// caller's transaction, as one write of op with token in the telemetry.
+// On a *sql.DB each try takes any connection of the pool; a read back
+// after it may take another, which in autocommit sees the same rows.
+func (t *Table) run(ctx context.Context, db DB, op *tel.Op, key any, token fence.Token, write func(context.Context, DB) error) error {
+	return t.tel.write(ctx, op, token, func() string { return t.resource(key) }, func(ctx context.Context) error {
+		if inTx(db) {
+			return write(ctx, db)
+		}
+		return retry(ctx, t.d, t.retries, t.tel, func() error { return write(ctx, db) })
+	})
 }
 
 // readBack tells why a fenced write counted no row: the row holds exactly

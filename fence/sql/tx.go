@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/tel"
 )
 
 // RunInTx begins a transaction on db, raises resource's fence to token as
@@ -33,6 +34,11 @@ import (
 // When ctx ends before COMMIT is sent, database/sql rolls the transaction
 // back.
 func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(*sql.Tx) error, opts ...TxOption) error {
+	return f.runInTx(ctx, f.tel.tx, db, resource, token, fn, opts)
+}
+
+// runInTx is [Fences.RunInTx], reported as op.
+func (f *Fences) runInTx(ctx context.Context, op *tel.Op, db TxBeginner, resource string, token fence.Token, fn func(*sql.Tx) error, opts []TxOption) error {
 	if err := checkTx(ctx, db, resource, token, fn); err != nil {
 		return err
 	}
@@ -40,8 +46,17 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err != nil {
 		return err
 	}
+	return f.tel.write(ctx, op, token, func() string { return resource }, func(ctx context.Context) error {
+		return f.commit(ctx, db, resource, token, fn, o)
+	})
+}
+
+// commit runs the fenced transaction of runInTx, whose arguments are
+// checked.
+func (f *Fences) commit(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(*sql.Tx) error, o *sql.TxOptions) error {
 	var tx *sql.Tx
-	err = retry(ctx, f.d, f.retries, func() error {
+	var err error
+	err = retry(ctx, f.d, f.retries, f.tel, func() error {
 		tx, err = f.begin(ctx, db, resource, token, o)
 		return err
 	})
