@@ -33,6 +33,7 @@ type Fences struct {
 	alias   string
 	retries int
 	tel     *sqlTelemetry
+	stmts   *prepared
 }
 
 // NewFences returns the [Fences] kept in the table called name, in dialect
@@ -55,7 +56,7 @@ func NewFences(d Dialect, name Identifier, opts ...Option) (*Fences, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fences{d: d, name: q, label: strings.Join(name, "."), alias: alias, retries: o.retries, tel: tel}, nil
+	return &Fences{d: d, name: q, label: strings.Join(name, "."), alias: alias, retries: o.retries, tel: tel, stmts: newPrepared(d, o)}, nil
 }
 
 // CreateTable creates the fence table if it does not exist. ctx bounds the
@@ -87,26 +88,18 @@ func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fenc
 		return err
 	}
 	if inTx(db) {
-		return f.advance(ctx, db, resource, token)
+		return f.advance(ctx, nil, db, resource, token)
 	}
-	return retry(ctx, f.d, f.retries, f.tel, func() error { return f.advance(ctx, db, resource, token) })
+	return retry(ctx, f.d, f.retries, f.tel, func() error { return f.advance(ctx, nil, db, resource, token) })
 }
 
 // advance raises the fence with an UPDATE of the resource's row, the
 // usual case and the cheapest statement, and only when that finds no row
-// it may raise (none, or one above the token) with an upsert.
-func (f *Fences) advance(ctx context.Context, db DB, resource string, token fence.Token) error {
-	s := &stmt{d: f.d}
-	if f.d == MySQL {
-		// MySQL counts rows changed, and a rewrite of the same token
-		// changes none: the insert id says what happened instead, the
-		// token when raised, the higher fence when refused, 0 for no row.
-		s.sql("UPDATE ", f.name, " SET token = IF(token <= ").arg(int64(token)).sql(", LAST_INSERT_ID(").arg(int64(token)).
-			sql("), LAST_INSERT_ID(token)) WHERE resource = ").arg(resource)
-	} else {
-		s.sql("UPDATE ", f.name, " SET token = ").arg(int64(token)).sql(" WHERE resource = ").arg(resource).sql(" AND token <= ").arg(int64(token))
-	}
-	res, err := db.ExecContext(ctx, s.String(), s.args...)
+// it may raise (none, or one above the token) with an upsert. pool, when
+// not nil, is the pool db is a transaction of.
+func (f *Fences) advance(ctx context.Context, pool *sql.DB, db DB, resource string, token fence.Token) error {
+	s := f.advanceStmt(resource, token)
+	res, err := f.stmts.exec(ctx, pool, db, s.String(), s.args...)
 	if err != nil {
 		return f.d.writeError(db, "advance fence", resource, token, err)
 	}
@@ -124,6 +117,22 @@ func (f *Fences) advance(ctx context.Context, db DB, resource string, token fenc
 		return nil
 	}
 	return f.upsert(ctx, db, resource, token)
+}
+
+// advanceStmt is advance's UPDATE; its text is the same for every resource
+// and token.
+func (f *Fences) advanceStmt(resource string, token fence.Token) *stmt {
+	s := &stmt{d: f.d}
+	if f.d == MySQL {
+		// MySQL counts rows changed, and a rewrite of the same token
+		// changes none: the insert id says what happened instead, the
+		// token when raised, the higher fence when refused, 0 for no row.
+		s.sql("UPDATE ", f.name, " SET token = IF(token <= ").arg(int64(token)).sql(", LAST_INSERT_ID(").arg(int64(token)).
+			sql("), LAST_INSERT_ID(token)) WHERE resource = ").arg(resource)
+		return s
+	}
+	s.sql("UPDATE ", f.name, " SET token = ").arg(int64(token)).sql(" WHERE resource = ").arg(resource).sql(" AND token <= ").arg(int64(token))
+	return s
 }
 
 // upsert raises the fence when the UPDATE of advance found no row to

@@ -11,8 +11,8 @@ import (
 )
 
 // Option configures a [Table], [Fences] or [Store]. Create one with
-// [WithRetries], [WithMeterProvider] or [WithTracerProvider]; the
-// interface is sealed. The constructor checks every
+// [WithRetries], [WithoutPrepare], [WithMeterProvider] or
+// [WithTracerProvider]; the interface is sealed. The constructor checks every
 // option and fails, with an error matching [ErrInvalidOption], on the
 // first invalid one.
 type Option interface {
@@ -30,6 +30,7 @@ type TxOption interface{ applyTx(*sql.TxOptions) }
 
 type options struct {
 	retries     int
+	noPrepare   bool
 	meters      metric.MeterProvider // nil: the global one
 	tracers     trace.TracerProvider // nil: the global one
 	nilProvider bool                 // a provider option was given nil
@@ -87,6 +88,18 @@ func WithFenceColumn(name string) TableOption {
 func WithTxOptions(opts sql.TxOptions) TxOption {
 	return txOptionFunc(func(o *sql.TxOptions) { *o = opts })
 }
+
+// WithoutPrepare makes a [Table], [Fences] or [Store] send each fenced
+// statement unprepared, as database/sql's ExecContext does, rather than
+// keeping it prepared per connection. By default the statements are kept
+// prepared in SQLite and MySQL/MariaDB (never in PostgreSQL, where pgx
+// keeps its own statement cache, under the exec mode the application
+// chose): in SQLite that saves parsing each one again, and with the MySQL
+// driver's defaults, which prepare and close every statement with
+// arguments on the server, a round trip per write. Use it behind a proxy
+// that does not support server-side prepared statements, or when the DSN
+// sets interpolateParams to avoid them.
+func WithoutPrepare() Option { return optionFunc(func(o *options) { o.noPrepare = true }) }
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the metrics
 // of the writes of a [Table], [Fences] or [Store]: fencelock.writes and

@@ -32,6 +32,7 @@ type Table struct {
 	fenRaw  string
 	retries int
 	tel     *sqlTelemetry
+	stmts   *prepared
 	// signal is set for the Store's own table, which has no
 	// AUTO_INCREMENT column: a refused MySQL upsert then reports the
 	// row's fence as its insert id (LAST_INSERT_ID(fence)), so no read
@@ -63,7 +64,7 @@ func NewTable(d Dialect, name Identifier, opts ...TableOption) (*Table, error) {
 		return nil, err
 	}
 	return &Table{d: d, name: qname, label: strings.Join(name, "."), alias: alias,
-		key: key, fence: fen, keyRaw: o.key, fenRaw: o.fence, retries: o.retries, tel: tel}, nil
+		key: key, fence: fen, keyRaw: o.key, fenRaw: o.fence, retries: o.retries, tel: tel, stmts: newPrepared(d, o.options)}, nil
 }
 
 // Assignment sets one column in a fenced write. Create it with [Set].
@@ -108,7 +109,7 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 	}
 	s.sql(t.fence, " = ").arg(int64(token)).sql(" WHERE ", t.key, " = ").arg(key).sql(" AND ", t.fence, " <= ").arg(int64(token))
 	return t.run(ctx, db, t.tel.update, key, token, func(ctx context.Context, c DB) error {
-		res, err := c.ExecContext(ctx, s.String(), s.args...)
+		res, err := t.stmts.exec(ctx, nil, c, s.String(), s.args...)
 		if err != nil {
 			return t.d.writeError(c, "update", t.resource(key), token, err)
 		}
@@ -159,7 +160,7 @@ func (t *Table) upsert(ctx context.Context, db DB, op *tel.Op, key any, token fe
 	}
 	s := t.upsertStmt(key, token, cols, set)
 	return t.run(ctx, db, op, key, token, func(ctx context.Context, c DB) error {
-		res, err := c.ExecContext(ctx, s.String(), s.args...)
+		res, err := t.stmts.exec(ctx, nil, c, s.String(), s.args...)
 		if err != nil {
 			return t.d.upsertError(ctx, c, t.resource(key), token, err)
 		}

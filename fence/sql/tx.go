@@ -85,11 +85,18 @@ func (f *Fences) commit(ctx context.Context, db TxBeginner, resource string, tok
 // begin begins the transaction and raises the fence; on failure nothing is
 // left open.
 func (f *Fences) begin(ctx context.Context, db TxBeginner, resource string, token fence.Token, o *sql.TxOptions) (*sql.Tx, error) {
+	// The fence's statement is prepared on the pool before the
+	// transaction holds a connection of it: preparing it inside would
+	// wait for a second connection, forever in a pool of one.
+	pool, _ := db.(*sql.DB) // nil for a *sql.Conn
+	if pool != nil {
+		f.stmts.stmt(ctx, pool, f.advanceStmt("", 1).String())
+	}
 	tx, err := db.BeginTx(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("sqlfence: begin fenced transaction on %s: %w", resource, f.d.classify(err))
 	}
-	if err := f.advance(ctx, tx, resource, token); err != nil {
+	if err := f.advance(ctx, pool, tx, resource, token); err != nil {
 		_ = tx.Rollback()
 		return nil, err
 	}
