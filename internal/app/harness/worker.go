@@ -62,7 +62,7 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 		cfg: cfg, log: &eventLog{w: stdout}, ctl: readControl(stdin, inj),
 		locks: locks, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)),
 	}
-	res, err := openResources(ctx, cfg, w.hold)
+	res, err := openResources(ctx, cfg, cli, w.hold)
 	if err != nil {
 		return err
 	}
