@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"maps"
 	"sync"
 
 	"github.com/fencelock/fencelock/internal/app/harness/check"
@@ -13,8 +14,8 @@ type history struct {
 	events   []check.Event
 	accepted map[check.ResKind]int
 	refused  int
-	landed   int                 // writes accepted after a newer token's had returned (control runs)
-	newest   map[resKey]newestOK // per resource, the accepted write with the highest token
+	landed   map[check.ResKind]int // writes accepted after a newer token's had returned (control runs)
+	newest   map[resKey]newestOK   // per resource, the accepted write with the highest token
 }
 
 type resKey struct {
@@ -59,7 +60,10 @@ func (h *history) noteAccepted(e check.Event) {
 	case !ok || e.Token > n.token:
 		h.newest[k] = newestOK{e.Token, e.Time}
 	case e.Token < n.token && e.Time > n.time:
-		h.landed++
+		if h.landed == nil {
+			h.landed = map[check.ResKind]int{}
+		}
+		h.landed[e.Res]++
 	}
 }
 
@@ -67,10 +71,7 @@ func (h *history) noteAccepted(e check.Event) {
 func (h *history) progress() check.Progress {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p := check.Progress{Accepted: map[check.ResKind]int{}, Refused: h.refused, Landed: h.landed}
-	for k, n := range h.accepted {
-		p.Accepted[k] = n
-	}
+	p := check.Progress{Accepted: maps.Clone(h.accepted), Refused: h.refused, Landed: maps.Clone(h.landed)}
 	return p
 }
 

@@ -69,7 +69,8 @@ func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
 // done reports whether the loops of kind may stop: the kind has its
 // minimum and MinDuration has passed. Stale writes need faults, so every
 // kind also goes on while a fenced run has too few refused, or a control
-// run too few landed (without them the control proves nothing). The other
+// run too few landed on some resource kind (without them the control
+// proves nothing for that kind). The other
 // write minimums do not keep faults coming: more faults would only slow the
 // writes down (crashed members most of all).
 func (n *nemesis) done(kind check.FaultKind) bool {
@@ -80,7 +81,12 @@ func (n *nemesis) done(kind check.FaultKind) bool {
 	if n.cfg.Fenced {
 		return p.Refused >= n.cfg.Until.RefusedOverall
 	}
-	return p.Landed >= n.cfg.Until.RefusedOverall
+	for _, k := range check.ResKinds {
+		if p.Landed[k] < n.cfg.Until.RefusedOverall {
+			return false
+		}
+	}
+	return true
 }
 
 // counted returns how many faults of each kind were injected.
