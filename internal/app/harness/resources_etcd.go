@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -16,6 +17,12 @@ import (
 // (the run's own, so one prefix serves every run). Nothing else writes
 // under it.
 const etcdPrefix = "fencecheck/store/"
+
+// etcdTimeout bounds one etcd write or read of a worker, from after its
+// nemesis hold: a request the nemesis makes late is delivered only once its
+// caller gives up, and a holder should not sit on its lock for the whole
+// writeTimeout meanwhile.
+const etcdTimeout = 3 * time.Second
 
 // etcdResource is a key of the run's etcd cluster, written through the
 // worker's own client: fenced, with fence/etcd's Store (one Txn comparing
@@ -32,6 +39,8 @@ func newEtcdResource(kv clientv3.KV) (etcdResource, error) {
 }
 
 func (e etcdResource) write(ctx context.Context, fenced bool, key string, tok fence.Token, val string) error {
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
 	if fenced {
 		return e.store.Put(ctx, key, tok, []byte(val))
 	}
@@ -42,6 +51,8 @@ func (e etcdResource) write(ctx context.Context, fenced bool, key string, tok fe
 // read returns the key's value: a linearizable Get, through the worker's
 // proxies.
 func (e etcdResource) read(ctx context.Context, key string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
 	rec, err := e.store.Get(ctx, key)
 	if errors.Is(err, fence.ErrNotFound) {
 		return "", nil
