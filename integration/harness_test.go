@@ -24,14 +24,15 @@ func init() {
 }
 
 // TestHarnessShort runs the fault harness's short mode (what go run
-// ./cmd/fencecheck runs): worker processes lock and write to PostgreSQL and
-// S3 while the nemesis pauses, kills and partitions them, crashes
+// ./cmd/fencecheck runs): worker processes lock and write to PostgreSQL,
+// S3, etcd and SQLite while the nemesis pauses, kills and partitions them, crashes
 // (SIGKILL) and restarts etcd member processes, and replaces members
 // through etcd's membership API. Each run goes on until it
 // reaches harness.ShortMinimums: about a minute on a loaded 2-core machine,
 // so about two minutes for the pair (each is capped; see runHarness).
 // Fenced, the checker must find no violation; with fencing off and the same
-// seed (the control), it must find some. FENCECHECK_SEED replays a seed; go
+// seed (the control), it must find a stale write landing on every kind of
+// resource. FENCECHECK_SEED replays a seed; go
 // test -short skips the test outside CI.
 func TestHarnessShort(t *testing.T) {
 	if testing.Short() && !testenv.InCI() { // CI runs it, -short or not

@@ -1,8 +1,8 @@
 // Command fencecheck runs fencelock's fault harness: worker processes take
-// etcd locks and write to PostgreSQL and S3 with their fencing tokens while
-// a nemesis pauses, kills and partitions them and crashes (SIGKILL) and
-// restarts etcd member processes;
-// a checker then reads what the storage accepted and counts stale writes
+// etcd locks and write to PostgreSQL, S3, the run's etcd cluster and a
+// SQLite file with their fencing tokens while a nemesis pauses, kills and
+// partitions them and crashes (SIGKILL) and restarts etcd member
+// processes; a checker then reads what the storage accepted and counts stale writes
 // that landed. It runs the workload fenced, then again with fencing off
 // (the control), with the same seed, and prints a summary table and the
 // lock and write metrics the workers reported through OpenTelemetry.

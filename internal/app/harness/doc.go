@@ -1,7 +1,10 @@
 // Package harness is a Jepsen-style fault harness for fencelock: worker
 // processes take etcdlock locks and write, with their fencing tokens, to a
-// PostgreSQL row, a fenced PostgreSQL transaction and an S3 object, while a
-// nemesis pauses, kills and partitions them and restarts etcd members. A
+// PostgreSQL row, a fenced PostgreSQL transaction, an S3 object, a key of
+// the run's own etcd cluster (through the worker's own etcd client, so its
+// request faults and partitions hit these writes too) and a row of a SQLite
+// database file all workers share, while a nemesis pauses, kills and
+// partitions them and restarts etcd members. A
 // checker then reads the storage's own record of what it accepted and looks
 // for stale writes that landed.
 //
@@ -20,10 +23,15 @@
 //     ([Config.Until]), or its cap ([Config.MaxDuration]);
 //   - the checker (package check, a pure function of the history) compares
 //     the workers' attempts with the storage's history: PostgreSQL's
-//     append-only log written in the same transaction as each write, and
-//     the object versions of a versioned S3 bucket.
+//     append-only log written in the same transaction as each write, the
+//     object versions of a versioned S3 bucket, every revision of each etcd
+//     key (etcd's MVCC store; the harness's cluster is never compacted, and
+//     a compacted history fails the read), and SQLite's log, written by
+//     triggers in the same statement as each write.
 //
 // With Config.Fenced false the workers write without fencing (a plain
-// UPDATE, an unfenced transaction, a plain PutObject): the control run, in
-// which the checker must find violations.
+// UPDATE, an unfenced transaction, a plain PutObject, a plain etcd Put of
+// the record the Store would write, a plain SQLite upsert): the control
+// run, in which the checker must find stale writes landing on every kind
+// of resource.
 package harness

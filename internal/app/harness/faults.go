@@ -3,7 +3,10 @@ package harness
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"time"
+
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
@@ -11,9 +14,18 @@ import (
 
 // pause freezes a worker right after its guard check, keeps it stopped past
 // its lease, and lets it go on: the GC pause. Its write then carries a
-// token older than the next holder's.
+// token older than the next holder's. The write paused is one of a
+// resource kind on which no stale write has yet been refused (fenced) or
+// landed (control), while there is one: a pause makes a stale write only
+// now and then (when another worker takes the key and writes that kind
+// before the paused one goes on), and five kinds left to chance would take
+// many more pauses before each had one.
 func (n *nemesis) pause(ctx context.Context, rng *rand.Rand) bool {
-	s, p := n.heldWorker(ctx, rng)
+	var kind check.ResKind
+	if lacking := n.hist.lacking(n.cfg.Fenced); len(lacking) > 0 {
+		kind = lacking[rng.IntN(len(lacking))]
+	}
+	s, p := n.heldWorker(ctx, rng, kind)
 	if p == nil {
 		return false
 	}
@@ -33,7 +45,7 @@ func (n *nemesis) pause(ctx context.Context, rng *rand.Rand) bool {
 // that the kill lands before, during or just after the write, and starts a
 // fresh worker in its place.
 func (n *nemesis) kill(ctx context.Context, rng *rand.Rand) bool {
-	s, p := n.heldWorker(ctx, rng)
+	s, p := n.heldWorker(ctx, rng, "")
 	if p == nil {
 		return false
 	}
@@ -152,15 +164,15 @@ func (n *nemesis) request(ctx context.Context, rng *rand.Rand) bool {
 }
 
 // heldWorker claims a worker, arms it, and waits until it holds before a
-// write. It returns the claimed slot and its process, or nil (and releases
-// the claim) when no worker got there in time.
-func (n *nemesis) heldWorker(ctx context.Context, rng *rand.Rand) (*slot, *childproc.Proc) {
+// write of kind ("": any). It returns the claimed slot and its process, or
+// nil (and releases the claim) when no worker got there in time.
+func (n *nemesis) heldWorker(ctx context.Context, rng *rand.Rand, kind check.ResKind) (*slot, *childproc.Proc) {
 	s := n.fleet.claim(rng)
 	if s == nil {
 		return nil, nil
 	}
 	p := s.current()
-	if awaitHold(ctx, s, p) {
+	if awaitHold(ctx, s, p, kind) {
 		return s, p
 	}
 	s.release()
@@ -169,9 +181,9 @@ func (n *nemesis) heldWorker(ctx context.Context, rng *rand.Rand) (*slot, *child
 
 // awaitHold arms p and reports whether it held within holdTimeout. When it
 // did not, p is disarmed, or released if its hold came in the meantime.
-func awaitHold(ctx context.Context, s *slot, p *childproc.Proc) bool {
+func awaitHold(ctx context.Context, s *slot, p *childproc.Proc, kind check.ResKind) bool {
 	s.waiting.Store(true)
-	_ = p.Send(cmdArm)
+	_ = p.Send(strings.TrimSpace(cmdArm + " " + string(kind)))
 	t := time.NewTimer(holdTimeout)
 	defer t.Stop()
 	select {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"maps"
 	"sync"
 
 	"github.com/fencelock/fencelock/internal/app/harness/check"
@@ -12,9 +13,9 @@ type history struct {
 	mu       sync.Mutex
 	events   []check.Event
 	accepted map[check.ResKind]int
-	refused  int
-	landed   int                 // writes accepted after a newer token's had returned (control runs)
-	newest   map[resKey]newestOK // per resource, the accepted write with the highest token
+	refused  map[check.ResKind]int
+	landed   map[check.ResKind]int // writes accepted after a newer token's had returned (control runs)
+	newest   map[resKey]newestOK   // per resource, the accepted write with the highest token
 }
 
 type resKey struct {
@@ -40,7 +41,10 @@ func (h *history) add(e check.Event) {
 		h.accepted[e.Res]++
 		h.noteAccepted(e)
 	case check.OutStale:
-		h.refused++
+		if h.refused == nil {
+			h.refused = map[check.ResKind]int{}
+		}
+		h.refused[e.Res]++
 	}
 }
 
@@ -59,7 +63,10 @@ func (h *history) noteAccepted(e check.Event) {
 	case !ok || e.Token > n.token:
 		h.newest[k] = newestOK{e.Token, e.Time}
 	case e.Token < n.token && e.Time > n.time:
-		h.landed++
+		if h.landed == nil {
+			h.landed = map[check.ResKind]int{}
+		}
+		h.landed[e.Res]++
 	}
 }
 
@@ -67,11 +74,29 @@ func (h *history) noteAccepted(e check.Event) {
 func (h *history) progress() check.Progress {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p := check.Progress{Accepted: map[check.ResKind]int{}, Refused: h.refused, Landed: h.landed}
-	for k, n := range h.accepted {
-		p.Accepted[k] = n
+	p := check.Progress{Accepted: maps.Clone(h.accepted), Landed: maps.Clone(h.landed)}
+	for _, n := range h.refused {
+		p.Refused += n
 	}
 	return p
+}
+
+// lacking lists the resource kinds, in report order, on which no stale
+// write has been refused yet (fenced) or has landed (control).
+func (h *history) lacking(fenced bool) []check.ResKind {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	got := h.landed
+	if fenced {
+		got = h.refused
+	}
+	var out []check.ResKind
+	for _, k := range check.ResKinds {
+		if got[k] == 0 {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func (h *history) snapshot() []check.Event {

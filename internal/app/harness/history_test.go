@@ -19,12 +19,14 @@ func TestHistoryLanded(t *testing.T) {
 	ok("k", check.ResRow, 4, 15) // returned before 6 did: may have landed first
 	ok("k", check.ResS3, 3, 40)  // another resource
 	ok("j", check.ResRow, 1, 50) // another key
-	if got := h.progress().Landed; got != 0 {
-		t.Fatalf("landed: got %d, want 0", got)
+	if got := h.progress().Landed; len(got) != 0 {
+		t.Fatalf("landed: got %v, want none", got)
 	}
 	ok("k", check.ResRow, 5, 30)
 	h.add(check.Event{Ev: check.EvDone, Outcome: check.OutStale, Key: "k", Res: check.ResRow, Token: 5, Time: 31})
-	if p := h.progress(); p.Landed != 1 || p.Refused != 1 {
-		t.Fatalf("landed, refused: got %d, %d, want 1, 1", p.Landed, p.Refused)
+	ok("k", check.ResSQL, 9, 60)
+	ok("k", check.ResSQL, 8, 70)
+	if p := h.progress(); p.Landed[check.ResRow] != 1 || p.Landed[check.ResSQL] != 1 || len(p.Landed) != 2 || p.Refused != 1 {
+		t.Fatalf("landed, refused: got %v, %d, want row 1 and sql 1, 1", p.Landed, p.Refused)
 	}
 }

@@ -68,19 +68,21 @@ func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
 
 // done reports whether the loops of kind may stop: the kind has its
 // minimum and MinDuration has passed. Stale writes need faults, so every
-// kind also goes on while a fenced run has too few refused, or a control
-// run too few landed (without them the control proves nothing). The other
-// write minimums do not keep faults coming: more faults would only slow the
+// kind also goes on while a fenced run has refused too few
+// (Until.RefusedOverall), or a control run has not had one land on every
+// resource kind: without them the control proves nothing for that kind.
+// (The fenced run's pauses go to kinds with no refusal yet too, but do
+// not wait for one on each: that would double the run.) The other write
+// minimums do not keep faults coming: more faults would only slow the
 // writes down (crashed members most of all).
 func (n *nemesis) done(kind check.FaultKind) bool {
 	if n.counts[kind].Load() < int64(n.cfg.Until.Faults[kind]) || time.Since(n.start) < n.cfg.MinDuration {
 		return false
 	}
-	p := n.hist.progress()
 	if n.cfg.Fenced {
-		return p.Refused >= n.cfg.Until.RefusedOverall
+		return n.hist.progress().Refused >= n.cfg.Until.RefusedOverall
 	}
-	return p.Landed >= n.cfg.Until.RefusedOverall
+	return len(n.hist.lacking(false)) == 0
 }
 
 // counted returns how many faults of each kind were injected.

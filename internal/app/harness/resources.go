@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
@@ -18,9 +19,10 @@ import (
 )
 
 // resources is what a worker writes to: for every key a PostgreSQL row, a
-// PostgreSQL transaction's register and an S3 object. Fenced, each write
-// goes through the fence/postgres and fence/s3 adapters; in the control,
-// through plain statements and PutObject that check nothing.
+// PostgreSQL transaction's register, an S3 object, an etcd key and a
+// SQLite row. Fenced, each write goes through the fence/postgres, fence/s3,
+// fence/etcd and fence/sql adapters; in the control, through plain
+// statements, PutObject and Put that check nothing.
 type resources struct {
 	fenced    bool
 	pool      *pgxpool.Pool
@@ -29,10 +31,14 @@ type resources struct {
 	bucket    string
 	store     *s3fence.Store
 	closeIdle func()
+	etcd      etcdResource
+	sql       sqlResource
 	// hold is where a nemesis pause or kill lands for S3 writes: just
 	// before the PUT goes out, after the fenced store has read the object's
 	// ETag and token, so that the conditional PUT is what has to refuse a
-	// stale write. PostgreSQL writes hold before their single statement.
+	// stale write. PostgreSQL, etcd and SQLite writes hold before their
+	// single statement or transaction: never while SQLite's write lock is
+	// held, which a frozen worker would keep from every other.
 	hold func()
 }
 
@@ -51,7 +57,10 @@ func (c holdingClient) PutObject(ctx context.Context, in *s3.PutObjectInput, opt
 	return c.Client.PutObject(ctx, in, opts...)
 }
 
-func openResources(ctx context.Context, cfg workerConfig, hold func()) (*resources, error) {
+// openResources opens what a worker writes to; its etcd writes go through
+// cli, the worker's own client, so that its request faults and partitions
+// apply to them too.
+func openResources(ctx context.Context, cfg workerConfig, cli *clientv3.Client, hold func()) (*resources, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
 		return nil, err
@@ -71,12 +80,23 @@ func openResources(ctx context.Context, cfg workerConfig, hold func()) (*resourc
 		r.close()
 		return nil, err
 	}
+	if r.etcd, err = newEtcdResource(cli); err != nil {
+		r.close()
+		return nil, err
+	}
+	if r.sql, err = openSQLResource(cfg.SQLite); err != nil {
+		r.close()
+		return nil, err
+	}
 	return r, nil
 }
 
 func (r *resources) close() {
 	r.pool.Close()
 	r.closeIdle()
+	if r.sql.db != nil {
+		_ = r.sql.db.Close()
+	}
 }
 
 // write writes val with token tok to key's resource of the given kind.
@@ -88,6 +108,12 @@ func (r *resources) write(ctx context.Context, kind check.ResKind, key string, t
 		return r.writeTx(ctx, key, tok, val)
 	case check.ResS3:
 		return r.writeS3(ctx, key, tok, val)
+	case check.ResEtcd:
+		r.hold()
+		return r.etcd.write(ctx, r.fenced, key, tok, val)
+	case check.ResSQL:
+		r.hold()
+		return r.sql.write(ctx, r.fenced, key, tok, val)
 	}
 	return fmt.Errorf("harness: unknown resource kind %q", kind)
 }
@@ -146,6 +172,10 @@ func (r *resources) read(ctx context.Context, kind check.ResKind, key string) (s
 		return readValue(ctx, r.pool, "SELECT val FROM harness_txreg WHERE key = $1", key)
 	case check.ResS3:
 		return readObject(ctx, r.s3, r.bucket, key)
+	case check.ResEtcd:
+		return r.etcd.read(ctx, key)
+	case check.ResSQL:
+		return r.sql.read(ctx, key)
 	}
 	return "", fmt.Errorf("harness: unknown resource kind %q", kind)
 }

@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/internal/app/harness/check"
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
@@ -72,7 +75,12 @@ func runID(cfg Config) string {
 
 func (r *runner) setUp(ctx context.Context) error {
 	var err error
-	if r.dir, err = os.MkdirTemp("", "fencecheck-etcd-"); err != nil {
+	// The run's directory holds its etcd members' data dirs and its
+	// SQLite database file.
+	if r.dir, err = os.MkdirTemp("", "fencecheck-run-"); err != nil {
+		return err
+	}
+	if err := createSQLiteSchema(ctx, r.sqlitePath()); err != nil {
 		return err
 	}
 	if r.etcd, err = embedetcd.Start(ctx, r.dir, 3); err != nil {
@@ -95,9 +103,11 @@ func (r *runner) setUp(ctx context.Context) error {
 	return err
 }
 
+func (r *runner) sqlitePath() string { return filepath.Join(r.dir, "harness.db") }
+
 func (r *runner) workerConfig() workerConfig {
 	return workerConfig{
-		DSN: r.srv.PostgresDSN, S3: r.srv.S3, Keys: r.keys, Fenced: r.cfg.Fenced, Election: r.cfg.Election, Kind: r.cfg.Kind, TTL: r.cfg.TTL,
+		DSN: r.srv.PostgresDSN, S3: r.srv.S3, SQLite: r.sqlitePath(), Keys: r.keys, Fenced: r.cfg.Fenced, Election: r.cfg.Election, Kind: r.cfg.Kind, TTL: r.cfg.TTL,
 		LockTimeout: r.cfg.LockTimeout, WritesPerLock: r.cfg.WritesPerLock, Seed: r.cfg.Seed,
 	}
 }
@@ -144,7 +154,24 @@ func (r *runner) readStorage(ctx context.Context) (*check.Storage, error) {
 	if err := readS3(ctx, st, c, r.srv.S3.Bucket, r.id+"-"); err != nil {
 		return nil, err
 	}
+	if err := r.readEtcd(ctx, st); err != nil {
+		return nil, err
+	}
+	if err := readSQL(ctx, st, r.sqlitePath()); err != nil {
+		return nil, err
+	}
 	return st, nil
+}
+
+// readEtcd reads the etcd keys' history from the cluster's members
+// directly, not through a worker's proxies.
+func (r *runner) readEtcd(ctx context.Context, st *check.Storage) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: r.etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return readEtcd(ctx, st, cli, r.keys)
 }
 
 func (r *runner) close() {

@@ -34,6 +34,7 @@ type worker struct {
 	res   *resources
 	rng   *rand.Rand
 	seq   int64
+	kind  check.ResKind // of the write under way, for hold
 }
 
 // runWorker loops lock -> writes -> unlock until stdin is closed.
@@ -62,7 +63,7 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 		cfg: cfg, log: &eventLog{w: stdout}, ctl: readControl(stdin, inj),
 		locks: locks, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 1)),
 	}
-	res, err := openResources(ctx, cfg, w.hold)
+	res, err := openResources(ctx, cfg, cli, w.hold)
 	if err != nil {
 		return err
 	}
@@ -204,13 +205,14 @@ func (w *worker) unlock(ctx context.Context, lock *etcdlock.Lock) {
 // hold, when the nemesis has armed this worker, reports the hold and waits
 // to be let go; the nemesis freezes or kills the worker meanwhile.
 func (w *worker) hold() {
-	w.ctl.hold(func() { w.log.emit(check.Event{Ev: check.EvHold, Worker: w.cfg.ID, Seq: w.seq}) })
+	w.ctl.hold(w.kind, func() { w.log.emit(check.Event{Ev: check.EvHold, Worker: w.cfg.ID, Seq: w.seq}) })
 }
 
 // write makes one fenced (or, in the control, unfenced) write with a value
 // no other write carries, logging its invocation and its outcome.
 func (w *worker) write(ctx context.Context, g *fence.Guard, kind check.ResKind, key string) check.Outcome {
 	w.seq++
+	w.kind = kind
 	tok := g.Token()
 	e := check.Event{Worker: w.cfg.ID, Key: key, Res: kind, Token: int64(tok), Seq: w.seq}
 	e.Value = fmt.Sprintf("%s/t%d/s%d", w.cfg.ID, tok, w.seq)

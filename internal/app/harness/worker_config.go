@@ -20,6 +20,7 @@ type workerConfig struct {
 	Etcd          []string // the worker's own proxies, one per member
 	DSN           string
 	S3            s3test.Config // Bucket is versioned
+	SQLite        string        // the run's SQLite database file, which every worker opens
 	Keys          []string
 	Fenced        bool
 	Election      bool

@@ -3,7 +3,7 @@ package harness
 import (
 	"encoding/json"
 	"io"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/app/harness/check"
@@ -14,7 +14,7 @@ import (
 // Commands the harness sends to a worker's stdin (childproc's worker
 // protocol), besides childproc.Go: a held write may go on.
 const (
-	cmdArm      = "arm"      // hold before the next write, after the guard check
+	cmdArm      = "arm"      // [+ " " + a check.ResKind]: hold before the next write (of that kind), after the guard check
 	cmdDisarm   = "disarm"   // never mind
 	cmdReqFault = "reqfault" // + " " + a reqfault.Kind: give the next etcd request that fault
 )
@@ -23,7 +23,9 @@ const (
 // asks the worker to finish its current lock and exit.
 type control struct {
 	inj     *reqfault.Injector // the worker's etcd client's
-	armed   atomic.Bool
+	mu      sync.Mutex
+	armed   bool
+	kind    check.ResKind // when armed: the kind of write to hold before; "" for any
 	release chan struct{} // one "go"
 	stop    chan struct{} // closed at EOF
 }
@@ -44,9 +46,9 @@ func (c *control) handle(word, arg string) {
 			c.inj.Next(reqfault.Any, k)
 		}
 	case cmdArm:
-		c.armed.Store(true)
+		c.arm(true, check.ResKind(arg))
 	case cmdDisarm:
-		c.armed.Store(false)
+		c.arm(false, "")
 	case childproc.Go:
 		select {
 		case c.release <- struct{}{}:
@@ -55,11 +57,29 @@ func (c *control) handle(word, arg string) {
 	}
 }
 
-// hold, when armed, reports the hold and waits for "go" (or EOF). This is
-// where the nemesis freezes or kills the worker: after its guard check,
-// before its write.
-func (c *control) hold(report func()) {
-	if !c.armed.CompareAndSwap(true, false) {
+func (c *control) arm(on bool, kind check.ResKind) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armed, c.kind = on, kind
+}
+
+// disarm disarms c if it is armed for a write of kind, and reports
+// whether it was.
+func (c *control) disarm(kind check.ResKind) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.armed || c.kind != "" && c.kind != kind {
+		return false
+	}
+	c.armed = false
+	return true
+}
+
+// hold, when armed for a write of kind, reports the hold and waits for
+// "go" (or EOF). This is where the nemesis freezes or kills the worker:
+// after its guard check, before its write.
+func (c *control) hold(kind check.ResKind, report func()) {
+	if !c.disarm(kind) {
 		return
 	}
 	report()

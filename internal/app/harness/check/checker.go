@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // ViolationKind is a kind of safety failure.
@@ -24,6 +25,12 @@ type Violation struct {
 	Resource string
 	Kind     ViolationKind
 	Detail   string
+}
+
+// ResKind returns the kind of the violation's resource.
+func (v Violation) ResKind() ResKind {
+	kind, _, _ := strings.Cut(v.Resource, ":")
+	return ResKind(kind)
 }
 
 func (v Violation) String() string { return fmt.Sprintf("%s %s: %s", v.Resource, v.Kind, v.Detail) }

@@ -65,3 +65,50 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// The etcd and SQLite histories are checked as the others are: a stale
+// write that landed after a newer token's (the control's plain Put, or
+// plain upsert, of a paused holder) is a token-order violation in etcd's
+// mod-revision order and in the SQLite log's, and the register it leaves
+// is not linearizable; the same attempts with the stale write refused and
+// absent from storage are clean.
+func TestCheckEtcdAndSQLHistories(t *testing.T) {
+	for _, res := range []ResKind{ResEtcd, ResSQL} {
+		on := func(a Attempt) Attempt { a.Res = res; return a }
+		name := ResourceName(res, "k")
+		tests := []struct {
+			name  string
+			atts  []Attempt
+			recs  []Record
+			final string
+			kinds []ViolationKind
+		}{
+			{"stale write landed", []Attempt{
+				on(w("w0/t1/s1", 1, 0, 10, OutOK)),
+				on(w("w0/t1/s2", 1, 20, 500, OutOK)), // paused past its lease
+				on(w("w1/t2/s1", 2, 100, 110, OutOK)),
+			}, []Record{{1, "w0/t1/s1"}, {2, "w1/t2/s1"}, {1, "w0/t1/s2"}}, "w0/t1/s2",
+				[]ViolationKind{vioTokenOrder, vioLinearizable}},
+			{"stale write refused", []Attempt{
+				on(w("w0/t1/s1", 1, 0, 10, OutOK)),
+				on(w("w0/t1/s2", 1, 20, 500, OutStale)),
+				on(w("w1/t2/s1", 2, 100, 110, OutOK)),
+			}, []Record{{1, "w0/t1/s1"}, {2, "w1/t2/s1"}}, "w1/t2/s1", nil},
+		}
+		for _, tt := range tests {
+			t.Run(string(res)+"/"+tt.name, func(t *testing.T) {
+				st := NewStorage()
+				st.Writes[name], st.Final[name] = tt.recs, tt.final
+				vs := Check(tt.atts, st)
+				if len(vs) != len(tt.kinds) {
+					t.Fatalf("violations: got %v, want %v", vs, tt.kinds)
+				}
+				for i, v := range vs {
+					if v.Kind != tt.kinds[i] || v.Resource != name {
+						t.Fatalf("violation %d: got %v, want %s on %s", i, v, tt.kinds[i], name)
+					}
+				}
+			})
+		}
+	}
+}

@@ -42,10 +42,16 @@ const (
 	ResRow ResKind = "row" // a PostgreSQL row: postgres.Table.Upsert
 	ResTx  ResKind = "tx"  // a PostgreSQL transaction: postgres.RunInTx
 	ResS3  ResKind = "s3"  // an S3 object: s3fence.Store.Put
+	// ResEtcd is an etcd key of the harness's own cluster:
+	// etcdfence.Store.Put through the worker's etcd client.
+	ResEtcd ResKind = "etcd"
+	// ResSQL is a row of a SQLite database file shared by the workers:
+	// sqlfence.Table.Upsert.
+	ResSQL ResKind = "sql"
 )
 
 // ResKinds lists the resource kinds, in report order.
-var ResKinds = []ResKind{ResRow, ResTx, ResS3}
+var ResKinds = []ResKind{ResRow, ResTx, ResS3, ResEtcd, ResSQL}
 
 // Event is one JSON line of a worker's log. Times are Unix nanoseconds of
 // the wall clock, which all processes of a run share.

@@ -98,6 +98,15 @@ func (r *Report) violationsByKind() map[ViolationKind]int {
 	return m
 }
 
+// violationsByRes counts the violations on each resource kind.
+func (r *Report) violationsByRes() map[ResKind]int {
+	m := map[ResKind]int{}
+	for _, v := range r.Violations {
+		m[v.ResKind()]++
+	}
+	return m
+}
+
 // PrintSummary writes the summary table of a fenced run and, if not nil,
 // its control run, and what one fault of each kind is (a member crash is
 // SIGKILL of its process, for instance), as fenced.FaultKinds says.
@@ -107,17 +116,18 @@ func PrintSummary(w io.Writer, fenced, control *Report) {
 		runs = append(runs, control)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "run\tresource\tattempted\taccepted\trefused (stale)\tlock lost\tunknown\terror\t\n")
+	fmt.Fprintf(tw, "run\tresource\tattempted\taccepted\trefused (stale)\tlock lost\tunknown\terror\tviolations\t\n")
 	for _, r := range runs {
+		vs := r.violationsByRes()
 		for _, k := range ResKinds {
 			c := r.Writes[k]
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.name(), k, c.Attempted, c.Accepted, c.Refused, c.LockLost, c.Unknown, c.Errors)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.name(), k, c.Attempted, c.Accepted, c.Refused, c.LockLost, c.Unknown, c.Errors, vs[k])
 		}
 	}
-	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
-	fmt.Fprintf(tw, "run\tduration\tfaults (%s)\tlocks\tlock wait p50\tp99\tviolations\t\t\n", fenced.faultHeader())
+	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\t\n")
+	fmt.Fprintf(tw, "run\tduration\tfaults (%s)\tlocks\tlock wait p50\tp99\tviolations\t\t\t\n", fenced.faultHeader())
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t\t\n", r.name(), r.duration(), r.faultCounts(fenced.FaultKinds),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t\t\t\n", r.name(), r.duration(), r.faultCounts(fenced.FaultKinds),
 			r.Locks, r.LockP50.Round(time.Microsecond*100), r.LockP99.Round(time.Millisecond), len(r.Violations))
 	}
 	_ = tw.Flush()

@@ -22,8 +22,11 @@ type Minimums struct {
 type Progress struct {
 	Accepted map[ResKind]int
 	Refused  int
-	Landed   int // live runs only: writes accepted after a newer token's had returned (fencing off)
-	Faults   map[FaultKind]int
+	// Landed counts, per resource kind, the writes accepted after a newer
+	// token's write to the same resource had returned (live runs with
+	// fencing off only: the control's stopping rule).
+	Landed map[ResKind]int
+	Faults map[FaultKind]int
 }
 
 // WriteShortfalls lists the write minimums p has not reached. Refused
@@ -67,7 +70,8 @@ func (m Minimums) Shortfalls(p Progress, fenced bool) []string {
 
 // Verdict returns why the pair of runs proves nothing or shows a stale
 // write, or nil when the fenced run is clean and exercised, and the control
-// (if any) caught a stale write landing. A porcupine timeout fails the
+// (if any) caught a stale write landing on every resource kind: a kind on
+// which the control shows none is a kind the checker proved nothing for. A porcupine timeout fails the
 // fenced run (it proves nothing) and does not count for the control.
 func Verdict(fenced, control *Report, min Minimums) []string {
 	var why []string
@@ -81,18 +85,29 @@ func Verdict(fenced, control *Report, min Minimums) []string {
 	if len(short) > 0 && fenced.Capped > 0 {
 		why = append(why, fmt.Sprintf("fenced run: stopped by its %v cap before reaching the minimums above (a slow or overloaded machine, or stuck workers; replay with seed %d)", fenced.Capped, fenced.Seed))
 	}
-	if control != nil && !control.caughtStaleWrite() {
-		why = append(why, "control run: no stale write caught (no token-order or not-linearizable violation): the checker proved nothing")
+	if control == nil {
+		return why
+	}
+	if missed := control.uncaught(); len(missed) > 0 {
+		why = append(why, fmt.Sprintf("control run: no stale write caught on %v (no token-order or not-linearizable violation): the checker proved nothing for them (replay with seed %d)", missed, control.Seed))
 	}
 	return why
 }
 
-// caughtStaleWrite reports whether the checker found a stale write landing.
-func (r *Report) caughtStaleWrite() bool {
+// uncaught lists the resource kinds, in report order, on which the checker
+// found no stale write landing.
+func (r *Report) uncaught() []ResKind {
+	caught := map[ResKind]bool{}
 	for _, v := range r.Violations {
 		if v.Kind == vioTokenOrder || v.Kind == vioLinearizable {
-			return true
+			caught[v.ResKind()] = true
 		}
 	}
-	return false
+	var missed []ResKind
+	for _, k := range ResKinds {
+		if !caught[k] {
+			missed = append(missed, k)
+		}
+	}
+	return missed
 }
