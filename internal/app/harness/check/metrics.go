@@ -35,9 +35,8 @@ var writeOutcomes = []string{tel.Accepted, tel.Stale, tel.LockLost, tel.Unknown,
 // PrintMetrics prints the lock and write metrics the run's workers
 // reported through OpenTelemetry: acquisitions, losses by cause, and fenced
 // writes by adapter and outcome (stale: refused by the resource; lock_lost:
-// refused by the guard before any I/O). fence/sql has no instruments of
-// its own: its writes the guard refused are in the guard's row, the others
-// in no row.
+// refused by the guard before any I/O), one row per adapter and one for
+// the guard.
 func PrintMetrics(w io.Writer, r *Report) {
 	m := r.Metrics
 	fmt.Fprintf(w, "\nmetrics (OpenTelemetry, as of each worker's last finished section):\n")
@@ -52,7 +51,7 @@ func PrintMetrics(w io.Writer, r *Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "  writes\t%s\t\n", strings.Join(writeOutcomes, "\t"))
 	var stale int64
-	for _, adapter := range []string{"postgres", "s3", "etcd", "guard"} {
+	for _, adapter := range []string{"postgres", "s3", "etcd", "sql", "guard"} {
 		row := []string{}
 		for _, o := range writeOutcomes {
 			row = append(row, fmt.Sprint(m["writes/"+adapter+"/"+o]))
