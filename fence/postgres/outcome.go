@@ -82,9 +82,10 @@ func commitError(resource string, token fence.Token, err error, savepoint bool) 
 		return fmt.Errorf("postgres: transaction on %s was already aborted, commit rolled it back: %w", resource, err)
 	case errors.Is(err, pgx.ErrTxClosed):
 		// fn called Commit or Rollback itself. Its commit, if any, was
-		// fenced (the fence came first), but which it was is unknown here.
-		return fmt.Errorf("%w: the function ended the fenced transaction on %s itself (Commit or Rollback); leave that to RunInTx: %w",
-			ErrInvalidArgument, resource, err)
+		// fenced (the fence came first), but which it was is unknown here:
+		// the writes may have landed.
+		return &fence.UnknownOutcomeError{Resource: resource, Token: token,
+			Err: fmt.Errorf("postgres: the function ended the fenced transaction itself (Commit or Rollback), so whether it committed is not known here; leave that to RunInTx: %w", err)}
 	case !answered(err) && !savepoint:
 		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: classify(err)}
 	}

@@ -29,8 +29,9 @@ func RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 // ([WithIsolation], [WithTxOptions]).
 //
 // fn must not commit or roll back tx itself: RunInTx then returns an error
-// matching [ErrInvalidArgument] (fn's own Commit, if it made one, was
-// fenced all the same).
+// matching [fence.ErrUnknownOutcome], since it cannot tell which fn did
+// (fn's own Commit, if it made one, was fenced all the same, and its
+// writes landed).
 //
 // If fn returns an error or panics, the transaction is rolled back and the
 // error returned (a panic goes on after the rollback). Errors that carry a serialization

@@ -12,15 +12,17 @@ import (
 )
 
 // TestRunInTxFnEndsTx: fn must leave the transaction to RunInTx. If it
-// commits or rolls back itself, RunInTx says so clearly, as a misuse, not as
-// an unknown outcome.
+// commits or rolls back itself, RunInTx cannot tell which it did: the error
+// matches fence.ErrUnknownOutcome, not ErrInvalidArgument (which says
+// nothing was sent), and names the misuse. A Commit of fn's landed.
 func TestRunInTxFnEndsTx(t *testing.T) {
 	tests := []struct {
-		name string
-		end  func(context.Context, pgx.Tx) error
+		name   string
+		end    func(context.Context, pgx.Tx) error
+		landed int
 	}{
-		{"Commit", func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }},
-		{"Rollback", func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) }},
+		{"Commit", func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }, 1},
+		{"Rollback", func(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) }, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,8 +34,12 @@ func TestRunInTxFnEndsTx(t *testing.T) {
 				}
 				return tt.end(ctx, tx)
 			})
-			if !errors.Is(err, postgres.ErrInvalidArgument) || errors.Is(err, fence.ErrUnknownOutcome) {
-				t.Fatalf("RunInTx whose fn called %s: got %v, want postgres.ErrInvalidArgument, not fence.ErrUnknownOutcome", tt.name, err)
+			if !errors.Is(err, fence.ErrUnknownOutcome) || errors.Is(err, postgres.ErrInvalidArgument) {
+				t.Fatalf("RunInTx whose fn called %s: got %v, want fence.ErrUnknownOutcome, not postgres.ErrInvalidArgument", tt.name, err)
+			}
+			var n int
+			if err := pool.QueryRow(ctx, "SELECT count(*) FROM ledger").Scan(&n); err != nil || n != tt.landed {
+				t.Fatalf("ledger rows after fn's own %s: got %d, %v; want %d", tt.name, n, err, tt.landed)
 			}
 		})
 	}

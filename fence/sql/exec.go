@@ -16,6 +16,9 @@ import (
 // transaction: BEGIN, the fence, query, COMMIT. Errors are those of
 // RunInTx.
 func (f *Fences) Exec(ctx context.Context, db TxBeginner, resource string, token fence.Token, query string, args ...any) (int64, error) {
+	if err := f.check(); err != nil {
+		return 0, err
+	}
 	if query == "" {
 		return 0, fmt.Errorf("%w: Exec: empty statement", ErrInvalidArgument)
 	}

@@ -62,6 +62,9 @@ func NewFences(d Dialect, name Identifier, opts ...Option) (*Fences, error) {
 // CreateTable creates the fence table if it does not exist. ctx bounds the
 // call.
 func (f *Fences) CreateTable(ctx context.Context, db DB) error {
+	if err := f.check(); err != nil {
+		return err
+	}
 	if err := checkDB(db); err != nil {
 		return err
 	}
@@ -84,6 +87,9 @@ func (f *Fences) CreateTable(ctx context.Context, db DB) error {
 // connection or a ctx that ended mid-request gives an error matching
 // [fence.ErrUnknownOutcome].
 func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fence.Token) error {
+	if err := f.check(); err != nil {
+		return err
+	}
 	if err := checkWrite(ctx, db, resource, token); err != nil {
 		return err
 	}
@@ -117,6 +123,14 @@ func (f *Fences) advance(ctx context.Context, pool *sql.DB, db DB, resource stri
 		return nil
 	}
 	return f.upsert(ctx, db, resource, token)
+}
+
+// check refuses a nil or zero Fences, which would otherwise panic.
+func (f *Fences) check() error {
+	if f == nil || f.stmts == nil {
+		return fmt.Errorf("%w: a nil or zero Fences; create one with NewFences", ErrInvalidArgument)
+	}
+	return nil
 }
 
 // advanceStmt is advance's UPDATE; its text is the same for every resource
@@ -167,6 +181,9 @@ func (f *Fences) upsert(ctx context.Context, db DB, resource string, token fence
 // Current returns the highest token accepted for resource, or an error
 // matching [fence.ErrNotFound] if none was. ctx bounds the call.
 func (f *Fences) Current(ctx context.Context, db DB, resource string) (fence.Token, error) {
+	if err := f.check(); err != nil {
+		return 0, err
+	}
 	if err := checkDB(db); err != nil {
 		return 0, err
 	}

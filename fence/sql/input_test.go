@@ -144,3 +144,34 @@ func TestMissingTable(t *testing.T) {
 		}
 	})
 }
+
+// A zero or nil Table, Fences or Store, which the docs call not usable,
+// gives ErrInvalidArgument on every method, not a panic.
+func TestZeroValues(t *testing.T) {
+	ctx := t.Context()
+	db := openSQLite(t)
+	var nilTable *sqlfence.Table
+	var nilFences *sqlfence.Fences
+	var nilStore *sqlfence.Store
+	body := func(*sql.Tx) error { return nil }
+	for name, call := range map[string]func() error{
+		"Table.Update":       func() error { return (&sqlfence.Table{}).Update(ctx, db, "k", 1) },
+		"Table.Upsert":       func() error { return (&sqlfence.Table{}).Upsert(ctx, db, "k", 1) },
+		"nil Table.Update":   func() error { return nilTable.Update(ctx, db, "k", 1) },
+		"Fences.RunInTx":     func() error { return (&sqlfence.Fences{}).RunInTx(ctx, db, "r", 1, body) },
+		"Fences.Exec":        func() error { _, err := (&sqlfence.Fences{}).Exec(ctx, db, "r", 1, "SELECT 1"); return err },
+		"Fences.Advance":     func() error { return (&sqlfence.Fences{}).Advance(ctx, db, "r", 1) },
+		"Fences.Current":     func() error { _, err := (&sqlfence.Fences{}).Current(ctx, db, "r"); return err },
+		"Fences.CreateTable": func() error { return (&sqlfence.Fences{}).CreateTable(ctx, db) },
+		"nil Fences.RunInTx": func() error { return nilFences.RunInTx(ctx, db, "r", 1, body) },
+		"Store.Put":          func() error { return (&sqlfence.Store{}).Put(ctx, "k", 1, nil) },
+		"Store.Delete":       func() error { return (&sqlfence.Store{}).Delete(ctx, "k", 1) },
+		"Store.Get":          func() error { _, err := (&sqlfence.Store{}).Get(ctx, "k"); return err },
+		"Store.CreateTable":  func() error { return (&sqlfence.Store{}).CreateTable(ctx) },
+		"nil Store.Put":      func() error { return nilStore.Put(ctx, "k", 1, nil) },
+	} {
+		if err := call(); !errors.Is(err, sqlfence.ErrInvalidArgument) {
+			t.Errorf("%s on a zero value: got %v, want ErrInvalidArgument", name, err)
+		}
+	}
+}

@@ -96,9 +96,11 @@ func WithTxOptions(opts sql.TxOptions) TxOption {
 // keeps its own statement cache, under the exec mode the application
 // chose): in SQLite that saves parsing each one again, and with the MySQL
 // driver's defaults, which prepare and close every statement with
-// arguments on the server, a round trip per write. Use it behind a proxy
-// that does not support server-side prepared statements, or when the DSN
-// sets interpolateParams to avoid them.
+// arguments on the server, a round trip per write. Use it when no
+// server-side prepared statements may be used at all: behind a proxy that
+// does not support them, or where the DSN sets interpolateParams for that
+// reason (interpolateParams alone affects only statements sent
+// unprepared, so this package's would stay prepared).
 func WithoutPrepare() Option { return optionFunc(func(o *options) { o.noPrepare = true }) }
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the metrics

@@ -63,6 +63,9 @@ func NewStore(db DB, d Dialect, table Identifier, opts ...Option) (*Store, error
 // CreateTable creates the store's table if it does not exist. ctx bounds
 // the call.
 func (s *Store) CreateTable(ctx context.Context) error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	if err := checkCtx(ctx); err != nil {
 		return err
 	}
@@ -77,6 +80,9 @@ func (s *Store) CreateTable(ctx context.Context) error {
 // statement and its errors. A nil value is stored as an empty one. ctx
 // bounds the call, retries included.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	if value == nil {
 		value = []byte{}
 	}
@@ -90,12 +96,18 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 // it as [fence.ErrNotFound]. A plain DELETE of the row removes the floor
 // with it.
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
+	if err := s.check(); err != nil {
+		return err
+	}
 	return s.table.upsert(ctx, s.db, s.table.tel.delete, key, token, []Assignment{Set("value", nil)})
 }
 
 // Get returns the record under key, or an error matching
 // [fence.ErrNotFound]. ctx bounds the call.
 func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
+	if err := s.check(); err != nil {
+		return fence.Record{}, err
+	}
 	if key == "" {
 		return fence.Record{}, fmt.Errorf("%w: empty key", fence.ErrInvalidKey)
 	}
@@ -117,4 +129,12 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	}
 	r.Token = fence.Token(tok)
 	return r, nil
+}
+
+// check refuses a nil or zero Store, which would otherwise panic.
+func (s *Store) check() error {
+	if s == nil || s.table == nil {
+		return fmt.Errorf("%w: a nil or zero Store; create one with NewStore", ErrInvalidArgument)
+	}
+	return nil
 }

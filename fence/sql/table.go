@@ -149,7 +149,18 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 // new row. Errors are those of [Table.Update], but for [ErrRowNotFound],
 // which it never returns.
 func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
+	if err := t.check(); err != nil {
+		return err
+	}
 	return t.upsert(ctx, db, t.tel.upsert, key, token, set)
+}
+
+// check refuses a nil or zero Table, which would otherwise panic.
+func (t *Table) check() error {
+	if t == nil || t.stmts == nil {
+		return fmt.Errorf("%w: a nil or zero Table; create one with NewTable", ErrInvalidArgument)
+	}
+	return nil
 }
 
 // upsert is [Table.Upsert], reported as op.
@@ -283,6 +294,9 @@ func (t *Table) upsertStmt(key any, token fence.Token, cols []string, set []Assi
 // prepare checks a fenced row write's arguments, before any I/O, and
 // returns the assigned columns, quoted.
 func (t *Table) prepare(ctx context.Context, db DB, key any, token fence.Token, set []Assignment) ([]string, error) {
+	if err := t.check(); err != nil {
+		return nil, err
+	}
 	if err := checkWrite(ctx, db, key, token); err != nil {
 		return nil, err
 	}

@@ -24,7 +24,9 @@ import (
 // without busy_timeout. Once fn has run, such an error is returned.
 //
 // fn must not commit or roll back tx itself: RunInTx then returns an error
-// matching [ErrInvalidArgument]. If fn returns an error or panics, the
+// matching [fence.ErrUnknownOutcome], since it cannot tell which fn did
+// (fn's own Commit, if it made one, was fenced all the same, and its
+// writes landed). If fn returns an error or panics, the
 // transaction is rolled back and the error returned (a panic goes on after
 // the rollback). If COMMIT was sent and no answer came back, the error
 // matches [fence.ErrUnknownOutcome]: the transaction may have committed.
@@ -34,6 +36,9 @@ import (
 // When ctx ends before COMMIT is sent, database/sql rolls the transaction
 // back.
 func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(*sql.Tx) error, opts ...TxOption) error {
+	if err := f.check(); err != nil {
+		return err
+	}
 	return f.runInTx(ctx, f.tel.tx, db, resource, token, fn, opts)
 }
 
@@ -74,8 +79,10 @@ func (f *Fences) commit(ctx context.Context, db TxBeginner, resource string, tok
 	}
 	if err := tx.Commit(); err != nil {
 		if errors.Is(err, sql.ErrTxDone) {
-			return fmt.Errorf("%w: the function ended the fenced transaction on %s itself (Commit or Rollback); leave that to RunInTx: %w",
-				ErrInvalidArgument, resource, err)
+			// Its commit, if it made one, was fenced (the fence came
+			// first) and its writes landed; which it was is not known here.
+			return &fence.UnknownOutcomeError{Resource: resource, Token: token,
+				Err: fmt.Errorf("sqlfence: the function ended the fenced transaction itself (Commit or Rollback), so whether it committed is not known here; leave that to RunInTx: %w", err)}
 		}
 		return f.d.commitError(resource, token, err)
 	}

@@ -255,3 +255,39 @@ func TestRunInTxRepeatableRead(t *testing.T) {
 		})
 	}
 }
+
+// A function that commits the fenced transaction itself gets an error that
+// says the outcome is not known (its writes did land), not one that says
+// nothing was sent; one that rolls it back gets the same, and nothing
+// landed.
+func TestRunInTxFunctionEndsTx(t *testing.T) {
+	eachServer(t, func(t *testing.T, srv server) {
+		db, f := newLedger(t, srv)
+		ctx := t.Context()
+		err := f.RunInTx(ctx, db, "r", 3, func(tx *sql.Tx) error {
+			if err := appendLedger(ctx, srv, tx, 3, "self-committed"); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
+		if !errors.Is(err, fence.ErrUnknownOutcome) || errors.Is(err, fence.ErrInvalidArgument) {
+			t.Fatalf("RunInTx whose function committed: got %v, want fence.ErrUnknownOutcome and not ErrInvalidArgument", err)
+		}
+		if got := fmt.Sprint(ledger(t, db)); got != "[3]" {
+			t.Fatalf("ledger after the function's own commit: got %s, want [3]", got)
+		}
+		err = f.RunInTx(ctx, db, "r", 4, func(tx *sql.Tx) error {
+			if err := appendLedger(ctx, srv, tx, 4, "rolled back"); err != nil {
+				return err
+			}
+			return tx.Rollback()
+		})
+		if !errors.Is(err, fence.ErrUnknownOutcome) {
+			t.Fatalf("RunInTx whose function rolled back: got %v, want fence.ErrUnknownOutcome", err)
+		}
+		if got := fmt.Sprint(ledger(t, db)); got != "[3]" {
+			t.Fatalf("ledger after the function's own rollback: got %s, want [3]", got)
+		}
+		fencewant.Stale(t, f.RunInTx(ctx, db, "r", 2, func(*sql.Tx) error { return nil }), 2, 3)
+	})
+}
