@@ -3,6 +3,7 @@ package sqlfence
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
 )
 
@@ -21,9 +22,10 @@ const maxPrepared = 64
 // that would be sent unprepared, with the same arguments, so nothing about
 // its outcome changes.
 type prepared struct {
-	off bool // statements are sent unprepared: PostgreSQL, or WithoutPrepare
-	mu  sync.Mutex
-	m   map[preparedKey]*sql.Stmt
+	off    bool // statements are sent unprepared: PostgreSQL, or WithoutPrepare
+	mu     sync.Mutex
+	m      map[preparedKey]*sql.Stmt
+	misses int // statements not found since the last sweep of a full cache
 }
 
 func newPrepared(d Dialect, o options) *prepared {
@@ -80,6 +82,9 @@ func (p *prepared) stmt(ctx context.Context, pool *sql.DB, text string) *sql.Stm
 	k := preparedKey{pool, text}
 	p.mu.Lock()
 	st, ok := p.m[k]
+	if !ok {
+		p.sweepLocked()
+	}
 	full := len(p.m) >= maxPrepared
 	p.mu.Unlock()
 	if ok || full {
@@ -104,4 +109,46 @@ func (p *prepared) stmt(ctx context.Context, pool *sql.DB, text string) *sql.Stm
 	}
 	p.m[k] = st
 	return st
+}
+
+// sweepLocked drops the statements of pools that were closed: the cache
+// would otherwise keep each closed pool (and its statements) reachable for
+// as long as the Table or Fences lives, and take one of its maxPrepared
+// places. It runs on a statement not found in the cache: every time while
+// the cache has room (a miss then prepares, a round trip dearer than the
+// sweep), and once every maxPrepared misses when it is full.
+func (p *prepared) sweepLocked() {
+	if len(p.m) >= maxPrepared {
+		if p.misses++; p.misses < maxPrepared {
+			return
+		}
+	}
+	p.misses = 0
+	for k, st := range p.m {
+		if poolClosed(k.pool) {
+			_ = st.Close()
+			delete(p.m, k)
+		}
+	}
+}
+
+// ended is a context that has ended, for poolClosed.
+var ended = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// poolClosed reports whether db was closed, without I/O and without
+// waiting: database/sql checks that a pool is open before it looks at the
+// context, so asking for a connection with a context that has ended fails
+// with the context's error on an open pool, and with another on a closed
+// one (TestPreparedClosedPoolReleased fails if that order changes).
+func poolClosed(db *sql.DB) bool {
+	c, err := db.Conn(ended)
+	if c != nil { // not with an ended context; if ever, give it back
+		_ = c.Close()
+		return false
+	}
+	return !errors.Is(err, context.Canceled)
 }
