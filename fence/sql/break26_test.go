@@ -1,12 +1,16 @@
 package sqlfence_test
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"testing"
 
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/mysqltest"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
@@ -66,4 +70,87 @@ func writeAndClose(t *testing.T, tbl *sqlfence.Table, path string, collected cha
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// With interpolateParams=true the MySQL driver needs no server-side
+// statement for a statement with arguments. When the server refuses to
+// prepare more (max_prepared_stmt_count, global to the server, reached by
+// any application), a statement kept prepared on one connection and run
+// on another must not fail where the unprepared one works: the refusal
+// (1461) ran nothing, and the write is sent unprepared. The control,
+// WithoutPrepare, is what the write did before statements were kept.
+func TestPreparedStmtLimitInterpolated(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []sqlfence.Option
+	}{
+		{"prepared", nil},
+		{"WithoutPrepare (control)", []sqlfence.Option{sqlfence.WithoutPrepare()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testStmtLimit(t, tc.opts) })
+	}
+}
+
+func testStmtLimit(t *testing.T, opts []sqlfence.Option) {
+	ctx := t.Context()
+	cfg := mysqltest.New(t).NewDatabase(t)
+	cfg.InterpolateParams = true
+	db := mysqltest.Open(t, cfg)
+	mustExec(t, db, accountsDDL(sqlfence.MySQL))
+	mustExec(t, db, "INSERT INTO accounts (id, balance, fence) VALUES ('a', 0, 1)")
+	var topts []sqlfence.TableOption
+	for _, o := range opts {
+		topts = append(topts, o)
+	}
+	tbl, err := sqlfence.NewTable(sqlfence.MySQL, sqlfence.Identifier{"accounts"}, append(topts, sqlfence.WithKeyColumn("id"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fences, err := sqlfence.NewFences(sqlfence.MySQL, sqlfence.Identifier{sqlfence.DefaultFenceTable}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fences.CreateTable(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	// Kept prepared on the pool's one connection.
+	if err := tbl.Update(ctx, db, "a", 2, sqlfence.Set("balance", 2)); err != nil {
+		t.Fatalf("Update 2: got %v, want nil", err)
+	}
+	if err := fences.RunInTx(ctx, db, "r", 2, func(*sql.Tx) error { return nil }); err != nil {
+		t.Fatalf("RunInTx 2: got %v, want nil", err)
+	}
+	limitPreparedStmts(t, db, 0)
+	// The first connection is taken: the writes get another, where the
+	// statements are not prepared yet.
+	held, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Close() }()
+	if err := tbl.Update(ctx, db, "a", 3, sqlfence.Set("balance", 3)); err != nil {
+		t.Fatalf("Update 3 with no room for a prepared statement: got %v, want nil", err)
+	}
+	if err := fences.RunInTx(ctx, db, "r", 3, func(*sql.Tx) error { return nil }); err != nil {
+		t.Fatalf("RunInTx 3 with no room for a prepared statement: got %v, want nil", err)
+	}
+	fencewant.Stale(t, tbl.Update(ctx, db, "a", 2, sqlfence.Set("balance", 0)), 2, 3)
+	fencewant.Stale(t, fences.RunInTx(ctx, db, "r", 2, func(*sql.Tx) error { return nil }), 2, 3)
+	wantAccount(t, server{d: sqlfence.MySQL}, db, "a", 3, 3)
+}
+
+// limitPreparedStmts sets MariaDB's max_prepared_stmt_count to n until t
+// ends.
+func limitPreparedStmts(t *testing.T, db *sql.DB, n int) {
+	t.Helper()
+	var old int
+	if err := db.QueryRowContext(t.Context(), "SELECT @@GLOBAL.max_prepared_stmt_count").Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, fmt.Sprintf("SET GLOBAL max_prepared_stmt_count = %d", n))
+	t.Cleanup(func() {
+		if _, err := db.ExecContext(context.Background(), fmt.Sprintf("SET GLOBAL max_prepared_stmt_count = %d", old)); err != nil {
+			t.Errorf("restoring max_prepared_stmt_count: %v", err)
+		}
+	})
 }

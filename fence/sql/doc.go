@@ -159,6 +159,9 @@
 // transaction is run prepared only if it was prepared before; nothing is
 // prepared while a transaction holds a connection of the pool. PostgreSQL
 // statements are sent as database/sql sends them (pgx keeps its own cache).
+// A statement the server refuses to prepare (MySQL's
+// max_prepared_stmt_count reached) is sent unprepared, as it would be
+// without the cache; a pool that was closed has its statements dropped.
 // [WithoutPrepare] turns this off, e.g. behind a proxy without
 // server-side prepared statements.
 //

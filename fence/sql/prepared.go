@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"sync"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // maxPrepared bounds the statements one [Table] or [Fences] keeps
@@ -45,25 +47,46 @@ type preparedKey struct {
 // second connection of the pool while the transaction holds one, and
 // wait forever in a pool of one. A failed prepare is not kept: the
 // unprepared statement then fails with the server's error, classified as
-// before.
+// before. A statement kept prepared that the server refuses to prepare
+// again on another connection (MySQL's max_prepared_stmt_count) is sent
+// unprepared too: the refusal ran nothing, and with interpolateParams the
+// unprepared statement needs no server-side statement at all.
 func (p *prepared) exec(ctx context.Context, pool *sql.DB, db DB, text string, args ...any) (sql.Result, error) {
-	if p.off {
-		return db.ExecContext(ctx, text, args...)
-	}
-	switch h := db.(type) {
-	case *sql.DB:
-		if st := p.stmt(ctx, h, text); st != nil {
-			return st.ExecContext(ctx, args...)
-		}
-	case *sql.Tx:
-		if pool == nil {
-			break
-		}
-		if st := p.prepared(pool, text); st != nil {
-			return h.StmtContext(ctx, st).ExecContext(ctx, args...)
+	if st := p.lookup(ctx, pool, db, text); st != nil {
+		res, err := st.ExecContext(ctx, args...)
+		if !prepareRefused(err) {
+			return res, err
 		}
 	}
 	return db.ExecContext(ctx, text, args...)
+}
+
+// lookup returns the statement exec runs text with on db, or nil to send
+// it unprepared.
+func (p *prepared) lookup(ctx context.Context, pool *sql.DB, db DB, text string) *sql.Stmt {
+	if p.off {
+		return nil
+	}
+	switch h := db.(type) {
+	case *sql.DB:
+		return p.stmt(ctx, h, text)
+	case *sql.Tx:
+		if pool == nil {
+			return nil
+		}
+		if st := p.prepared(pool, text); st != nil {
+			return h.StmtContext(ctx, st)
+		}
+	}
+	return nil
+}
+
+// prepareRefused reports whether err is the server's refusal to prepare a
+// statement for want of room (MySQL's ER_MAX_PREPARED_STMT_COUNT_REACHED),
+// which only a prepare can fail with: nothing was run.
+func prepareRefused(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1461
 }
 
 // prepared returns text prepared on pool, or nil if it is not.
