@@ -3,11 +3,13 @@ package sqlfence_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
 	"testing"
 
+	"github.com/fencelock/fencelock/fence"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/mysqltest"
@@ -152,5 +154,23 @@ func limitPreparedStmts(t *testing.T, db *sql.DB, n int) {
 		if _, err := db.ExecContext(context.Background(), fmt.Sprintf("SET GLOBAL max_prepared_stmt_count = %d", old)); err != nil {
 			t.Errorf("restoring max_prepared_stmt_count: %v", err)
 		}
+	})
+}
+
+// An argument the driver cannot convert fails before anything is sent: it
+// is bad input, not a write of unknown outcome.
+func TestUnconvertibleArgument(t *testing.T) {
+	eachServer(t, func(t *testing.T, srv server) {
+		db, tbl := newAccounts(t, srv)
+		mustExec(t, db, "INSERT INTO accounts (id, balance, fence) VALUES ('a', 0, 1)")
+		err := tbl.Update(t.Context(), db, "a", 2, sqlfence.Set("balance", struct{ X int }{1}))
+		if !errors.Is(err, sqlfence.ErrInvalidArgument) || !errors.Is(err, fence.ErrInvalidArgument) || errors.Is(err, fence.ErrUnknownOutcome) {
+			t.Fatalf("Update with an unconvertible value: got %v, want sqlfence.ErrInvalidArgument", err)
+		}
+		err = tbl.Upsert(t.Context(), db, "b", 2, sqlfence.Set("balance", make(chan int)))
+		if !errors.Is(err, sqlfence.ErrInvalidArgument) || errors.Is(err, fence.ErrUnknownOutcome) {
+			t.Fatalf("Upsert with an unconvertible value: got %v, want sqlfence.ErrInvalidArgument", err)
+		}
+		wantAccount(t, srv, db, "a", 0, 1)
 	})
 }

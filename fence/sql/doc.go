@@ -87,7 +87,9 @@
 // *sqlite.Error, *pgconn.PgError). Bad input (a nil context or handle, a
 // typed nil *sql.DB too, an empty key, a token <= 0, an unusable name, an
 // unknown [Dialect]) gives an error matching [ErrInvalidArgument] (and
-// fence.ErrInvalidArgument) before any I/O, never a panic.
+// fence.ErrInvalidArgument) before any I/O, never a panic; so does a value
+// or key the driver cannot convert (a struct, a channel), which fails
+// before the statement runs.
 //
 // # Schema
 //
