@@ -5,9 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fencelock/fencelock/fence"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
@@ -157,6 +161,129 @@ func limitPreparedStmts(t *testing.T, db *sql.DB, n int) {
 	})
 }
 
+// Every connection of the pool killed on the server (its statements gone
+// with them): the next writes prepare again on new connections and fence
+// as before; none fails or reports an unknown outcome, since the driver
+// finds a killed connection dead before it writes to it.
+func TestPreparedConnectionsKilled(t *testing.T) {
+	ctx := t.Context()
+	srv := servers[0]
+	db, tbl := newAccounts(t, srv)
+	fences, err := sqlfence.NewFences(srv.d, sqlfence.Identifier{sqlfence.DefaultFenceTable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fences.CreateTable(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	admin := mysqltest.Open(t, mysqltest.New(t).Config(""))
+	var name string
+	if err := db.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	for tok := int64(1); tok <= 3; tok++ {
+		if err := tbl.Upsert(ctx, db, "a", fence.Token(tok), sqlfence.Set("balance", tok)); err != nil {
+			t.Fatalf("Upsert %d: got %v, want nil", tok, err)
+		}
+		if err := fences.RunInTx(ctx, db, "r", fence.Token(tok), func(*sql.Tx) error { return nil }); err != nil {
+			t.Fatalf("RunInTx %d: got %v, want nil", tok, err)
+		}
+		if n := killConnections(t, admin, name); n == 0 {
+			t.Fatalf("killed no connection of database %s", name)
+		}
+	}
+	fencewant.Stale(t, tbl.Update(ctx, db, "a", 2, sqlfence.Set("balance", 0)), 2, 3)
+	fencewant.Stale(t, fences.RunInTx(ctx, db, "r", 2, func(*sql.Tx) error { return nil }), 2, 3)
+	wantAccount(t, srv, db, "a", 3, 3)
+}
+
+// killConnections kills every connection using database name, and returns
+// how many.
+func killConnections(t *testing.T, admin *sql.DB, name string) int {
+	t.Helper()
+	rows, err := admin.QueryContext(t.Context(), "SELECT id FROM information_schema.processlist WHERE db = ?", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	_ = rows.Close()
+	for _, id := range ids {
+		mustExec(t, admin, fmt.Sprintf("KILL CONNECTION %d", id))
+	}
+	return len(ids)
+}
+
+// Statements kept prepared in SQLite hold no read transaction open: after
+// many fenced writes through a pool of several connections, a checkpoint
+// from another handle copies the whole WAL back and truncates it (busy 0),
+// and the WAL grew no more than with WithoutPrepare.
+func TestPreparedSQLiteCheckpoint(t *testing.T) {
+	sizes := map[string]int64{}
+	for _, tc := range []struct {
+		name string
+		opts []sqlfence.TableOption
+	}{
+		{"prepared", nil},
+		{"WithoutPrepare", []sqlfence.TableOption{sqlfence.WithoutPrepare()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			path := filepath.Join(t.TempDir(), "wal.db")
+			db := openSQLitePath(t, path, "?_pragma=journal_mode(WAL)&_pragma=synchronous(OFF)&_pragma=busy_timeout(5000)")
+			db.SetMaxOpenConns(4)
+			mustExec(t, db, accountsDDL(sqlfence.SQLite))
+			tbl, err := sqlfence.NewTable(sqlfence.SQLite, sqlfence.Identifier{"accounts"}, append(tc.opts, sqlfence.WithKeyColumn("id"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const writes = 2000
+			for i := range writes {
+				key := fmt.Sprintf("k%d", i%50)
+				if err := tbl.Upsert(ctx, db, key, fence.Token(i+1), sqlfence.Set("balance", i), sqlfence.Set("note", "x")); err != nil {
+					t.Fatalf("Upsert %d: got %v, want nil", i, err)
+				}
+			}
+			fi, err := os.Stat(path + "-wal")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes[tc.name] = fi.Size()
+			other := openSQLitePath(t, path, "?_pragma=journal_mode(WAL)")
+			var busy, log, done int
+			if err := other.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &log, &done); err != nil {
+				t.Fatal(err)
+			}
+			if busy != 0 || log != 0 {
+				t.Fatalf("checkpoint from another handle: got busy %d, log %d, checkpointed %d; want busy 0, log 0", busy, log, done)
+			}
+		})
+	}
+	t.Logf("WAL size after the writes: prepared %d bytes, WithoutPrepare %d bytes", sizes["prepared"], sizes["WithoutPrepare"])
+	if p, u := sizes["prepared"], sizes["WithoutPrepare"]; p > 2*u+1<<20 {
+		t.Fatalf("WAL size: got %d bytes with statements kept prepared, want about the %d of WithoutPrepare", p, u)
+	}
+}
+
+func openSQLitePath(t *testing.T, path, params string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
 // An argument the driver cannot convert fails before anything is sent: it
 // is bad input, not a write of unknown outcome.
 func TestUnconvertibleArgument(t *testing.T) {
@@ -173,4 +300,65 @@ func TestUnconvertibleArgument(t *testing.T) {
 		}
 		wantAccount(t, srv, db, "a", 0, 1)
 	})
+}
+
+// Many writers on a pool of two connections, each a fenced transaction
+// (its fence statement kept prepared, run through tx.StmtContext) that
+// writes the row through the transaction, or a fenced Upsert on the pool:
+// no hang, no error but ErrStale (or ErrRetryable for SQLite's busy lock
+// inside the caller's transaction), and the row ends at the highest
+// acknowledged token with that write's value.
+func TestPreparedConcurrentWriters(t *testing.T) {
+	for _, srv := range []server{servers[0], servers[2]} {
+		t.Run(srv.name, func(t *testing.T) { testConcurrentWriters(t, srv) })
+	}
+}
+
+func testConcurrentWriters(t *testing.T, srv server) {
+	ctx := t.Context()
+	db, tbl := newAccounts(t, srv)
+	db.SetMaxOpenConns(2)
+	db.SetConnMaxLifetime(20 * time.Millisecond)
+	fences, err := sqlfence.NewFences(srv.d, sqlfence.Identifier{sqlfence.DefaultFenceTable}, sqlfence.WithRetries(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fences.CreateTable(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, "INSERT INTO accounts (id, balance, fence) VALUES ('a', 0, 0)")
+	var next atomic.Int64
+	var mu sync.Mutex
+	acked := int64(0)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for range 15 {
+				tok := next.Add(1)
+				var err error
+				if w%2 == 0 {
+					err = fences.RunInTx(ctx, db, "a", fence.Token(tok), func(tx *sql.Tx) error {
+						return tbl.Update(ctx, tx, "a", fence.Token(tok), sqlfence.Set("balance", tok))
+					})
+				} else {
+					err = tbl.Upsert(ctx, db, "a", fence.Token(tok), sqlfence.Set("balance", tok))
+				}
+				switch {
+				case err == nil:
+					mu.Lock()
+					acked = max(acked, tok)
+					mu.Unlock()
+				case errors.Is(err, fence.ErrStale):
+				case errors.Is(err, sqlfence.ErrRetryable) && srv.d == sqlfence.SQLite:
+				default:
+					t.Errorf("writer %d, token %d: got %v, want nil or fence.ErrStale", w, tok, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	bal, fen, _ := account(t, srv, db, "a")
+	if fen < acked || bal != fen {
+		t.Fatalf("row: got balance %d fence %d, want the fence at least %d, the highest acknowledged, and the balance equal to it", bal, fen, acked)
+	}
 }
