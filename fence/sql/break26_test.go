@@ -17,6 +17,7 @@ import (
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/mysqltest"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
@@ -361,4 +362,64 @@ func testConcurrentWriters(t *testing.T, srv server) {
 	if fen < acked || bal != fen {
 		t.Fatalf("row: got balance %d fence %d, want the fence at least %d, the highest acknowledged, and the balance equal to it", bal, fen, acked)
 	}
+}
+
+// A busy rollback of a fenced statement run in the caller's own
+// transaction (not retried: it returns ErrRetryable) is counted in
+// fencelock.sql.retryable_errors, which counts each rollback the server
+// asked to retry "whether or not it was retried"; so is one of
+// Fences.Advance in the caller's transaction. The control is the same
+// write outside a transaction with WithRetries(0), which was counted.
+func TestTelemetryRetryableInTx(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(ctx context.Context, tbl *sqlfence.Table, fences *sqlfence.Fences, db *sql.DB) error
+	}{
+		{"Update in the caller's transaction", func(ctx context.Context, tbl *sqlfence.Table, _ *sqlfence.Fences, db *sql.DB) error {
+			return inTx(ctx, db, func(tx *sql.Tx) error { return tbl.Update(ctx, tx, "a", 10, sqlfence.Set("balance", 10)) })
+		}},
+		{"Advance in the caller's transaction", func(ctx context.Context, _ *sqlfence.Table, fences *sqlfence.Fences, db *sql.DB) error {
+			return inTx(ctx, db, func(tx *sql.Tx) error { return fences.Advance(ctx, tx, "r", 10) })
+		}},
+		{"Update on the pool (control)", func(ctx context.Context, tbl *sqlfence.Table, _ *sqlfence.Fences, db *sql.DB) error {
+			return tbl.Update(ctx, db, "a", 10, sqlfence.Set("balance", 10))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			otel := oteltest.New(t)
+			ctx := t.Context()
+			db, tbl := newAccounts(t, servers[2], sqlfence.WithRetries(0), sqlfence.WithMeterProvider(otel.Meters))
+			fences, err := sqlfence.NewFences(sqlfence.SQLite, sqlfence.Identifier{sqlfence.DefaultFenceTable},
+				sqlfence.WithRetries(0), sqlfence.WithMeterProvider(otel.Meters))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fences.CreateTable(ctx, db); err != nil {
+				t.Fatal(err)
+			}
+			mustExec(t, db, "INSERT INTO accounts (id, balance, fence) VALUES ('a', 0, 1)")
+			lock, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = lock.Rollback() }()
+			mustExec(t, lock, "UPDATE accounts SET note = 'held'")
+			if err := tc.write(ctx, tbl, fences, db); !errors.Is(err, sqlfence.ErrRetryable) {
+				t.Fatalf("write while another connection writes: got %v, want ErrRetryable", err)
+			}
+			if got := otel.Sum(t, "fencelock.sql.retryable_errors"); got != 1 {
+				t.Errorf("fencelock.sql.retryable_errors: got %d, want 1", got)
+			}
+		})
+	}
+}
+
+// inTx runs fn in a transaction of db, rolled back afterwards.
+func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
 }

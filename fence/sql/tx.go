@@ -77,6 +77,7 @@ func (f *Fences) commit(ctx context.Context, db TxBeginner, resource string, tok
 			return fmt.Errorf("%w: the function ended the fenced transaction on %s itself (Commit or Rollback); leave that to RunInTx: %w",
 				ErrInvalidArgument, resource, err)
 		}
+		f.tel.countRetryable(ctx, f.d, err)
 		return f.d.commitError(resource, token, err)
 	}
 	return nil
