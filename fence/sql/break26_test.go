@@ -423,3 +423,72 @@ func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 	defer func() { _ = tx.Rollback() }()
 	return fn(tx)
 }
+
+// With interpolateParams=true the driver sends unprepared statements as
+// text with the arguments spliced in, and the statements kept prepared in
+// the binary protocol: both read the counts and insert ids the fence
+// relies on alike (a rewrite of the same values with the same token, a
+// refused upsert, the Store's LAST_INSERT_ID signal, the fence table's).
+func TestInterpolateParams(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []sqlfence.Option
+	}{{"prepared", nil}, {"WithoutPrepare", []sqlfence.Option{sqlfence.WithoutPrepare()}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			cfg := mysqltest.New(t).NewDatabase(t)
+			cfg.InterpolateParams = true
+			db := mysqltest.Open(t, cfg)
+			mustExec(t, db, accountsDDL(sqlfence.MySQL))
+			var topts []sqlfence.TableOption
+			for _, o := range tc.opts {
+				topts = append(topts, o)
+			}
+			tbl, err := sqlfence.NewTable(sqlfence.MySQL, sqlfence.Identifier{"accounts"}, append(topts, sqlfence.WithKeyColumn("id"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the second time, the same values with the same token
+				if err := tbl.Upsert(ctx, db, "a", 5, sqlfence.Set("balance", 50)); err != nil {
+					t.Fatalf("Upsert 5: got %v, want nil", err)
+				}
+			}
+			for range 2 {
+				if err := tbl.Update(ctx, db, "a", 6, sqlfence.Set("balance", 60)); err != nil {
+					t.Fatalf("Update 6: got %v, want nil", err)
+				}
+			}
+			fencewant.Stale(t, tbl.Upsert(ctx, db, "a", 4, sqlfence.Set("balance", 40)), 4, 6)
+			fencewant.Stale(t, tbl.Update(ctx, db, "a", 4, sqlfence.Set("balance", 40)), 4, 6)
+			wantAccount(t, server{d: sqlfence.MySQL}, db, "a", 60, 6)
+			store, err := sqlfence.NewStore(db, sqlfence.MySQL, sqlfence.Identifier{sqlfence.DefaultStoreTable}, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.CreateTable(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if err := store.Put(ctx, "k", 3, []byte("v")); err != nil {
+					t.Fatalf("Put 3: got %v, want nil", err)
+				}
+			}
+			fencewant.Stale(t, store.Put(ctx, "k", 2, []byte("old")), 2, 3)
+			fencewant.Stale(t, store.Delete(ctx, "k", 1), 1, 3)
+			fences, err := sqlfence.NewFences(sqlfence.MySQL, sqlfence.Identifier{sqlfence.DefaultFenceTable}, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fences.CreateTable(ctx, db); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if err := fences.RunInTx(ctx, db, "r", 7, func(*sql.Tx) error { return nil }); err != nil {
+					t.Fatalf("RunInTx 7: got %v, want nil", err)
+				}
+			}
+			fencewant.Stale(t, fences.RunInTx(ctx, db, "r", 6, func(*sql.Tx) error { return nil }), 6, 7)
+			fencewant.Stale(t, fences.Advance(ctx, db, "r", 6), 6, 7)
+		})
+	}
+}
