@@ -91,6 +91,16 @@ func notSent(err error) bool {
 	return errors.As(err, &s) && s.SafeToRetry()
 }
 
+// unconvertible reports whether err is the refusal of an argument the
+// driver cannot take (a struct, a channel), made before the statement is
+// run: database/sql's own (MySQL's and SQLite's drivers check arguments
+// through it), or pgx's, which takes every argument from database/sql and
+// fails to encode it. Neither has a type of its own.
+func unconvertible(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "sql: converting argument ") || strings.HasPrefix(msg, "failed to encode args[")
+}
+
 // classify marks server errors callers act on ([ErrRetryable],
 // [ErrSchema]); the driver's error stays reachable.
 func (d Dialect) classify(err error) error {

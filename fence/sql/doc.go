@@ -87,7 +87,9 @@
 // *sqlite.Error, *pgconn.PgError). Bad input (a nil context or handle, a
 // typed nil *sql.DB too, an empty key, a token <= 0, an unusable name, an
 // unknown [Dialect]) gives an error matching [ErrInvalidArgument] (and
-// fence.ErrInvalidArgument) before any I/O, never a panic.
+// fence.ErrInvalidArgument) before any I/O, never a panic; so does a value
+// or key the driver cannot convert (a struct, a channel), which fails
+// before the statement runs.
 //
 // # Schema
 //
@@ -159,6 +161,9 @@
 // transaction is run prepared only if it was prepared before; nothing is
 // prepared while a transaction holds a connection of the pool. PostgreSQL
 // statements are sent as database/sql sends them (pgx keeps its own cache).
+// A statement the server refuses to prepare (MySQL's
+// max_prepared_stmt_count reached) is sent unprepared, as it would be
+// without the cache; a pool that was closed has its statements dropped.
 // [WithoutPrepare] turns this off, e.g. behind a proxy without
 // server-side prepared statements.
 //

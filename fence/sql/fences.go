@@ -94,7 +94,7 @@ func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fenc
 		return err
 	}
 	if inTx(db) {
-		return f.advance(ctx, nil, db, resource, token)
+		return once(ctx, f.d, f.tel, func() error { return f.advance(ctx, nil, db, resource, token) })
 	}
 	return retry(ctx, f.d, f.retries, f.tel, func() error { return f.advance(ctx, nil, db, resource, token) })
 }

@@ -108,9 +108,11 @@ func WithoutPrepare() Option { return optionFunc(func(o *options) { o.noPrepare 
 // fencelock.write.duration (attributes fencelock.adapter "sql",
 // fencelock.operation update, upsert, tx, exec, put or delete,
 // fencelock.outcome accepted, stale, unknown or error), as fence/postgres
-// and fence/s3 report theirs, and fencelock.sql.retryable_errors, each
-// rollback the server asked to retry ([ErrRetryable]) whether or not it
-// was retried. A write refused for its arguments, before any I/O, is not
+// and fence/s3 report theirs, and fencelock.sql.retryable_errors: each
+// fenced statement or fenced transaction's COMMIT the server rolled back
+// and asked to retry ([ErrRetryable]), whether or not it was retried, in
+// the caller's transaction too (the statements of RunInTx's function are
+// the caller's own, not counted). A write refused for its arguments, before any I/O, is not
 // counted. Default: the global provider (otel.GetMeterProvider), which
 // records nothing until the application installs an SDK. nil (a typed nil
 // too) makes the constructor fail, and so does a provider that fails to

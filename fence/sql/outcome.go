@@ -15,11 +15,17 @@ import (
 // the pool is reported the same way: nothing was sent then, but the error
 // does not say so, and an unknown outcome is the safe reading.
 //
+// An argument database/sql could not convert for the driver is bad input
+// ([ErrInvalidArgument]): it fails before anything is sent.
+//
 // A statement run in the caller's own *sql.Tx lands only if that
 // transaction commits, and none can after such a failure: database/sql
 // rolls the transaction back when its context ends, and a transaction
 // whose connection broke cannot commit. Its failure is a definite one.
 func (d Dialect) writeError(db DB, what, resource string, token fence.Token, err error) error {
+	if unconvertible(err) {
+		return fmt.Errorf("%w: %s %s: %w", ErrInvalidArgument, what, resource, err)
+	}
 	if _, answered := d.serverError(err); !answered && !notSent(err) {
 		if inTx(db) {
 			return fmt.Errorf("sqlfence: %s %s failed inside the caller's transaction, which cannot commit it now; nothing was written: %w",

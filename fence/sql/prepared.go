@@ -3,7 +3,10 @@ package sqlfence
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // maxPrepared bounds the statements one [Table] or [Fences] keeps
@@ -21,9 +24,10 @@ const maxPrepared = 64
 // that would be sent unprepared, with the same arguments, so nothing about
 // its outcome changes.
 type prepared struct {
-	off bool // statements are sent unprepared: PostgreSQL, or WithoutPrepare
-	mu  sync.Mutex
-	m   map[preparedKey]*sql.Stmt
+	off    bool // statements are sent unprepared: PostgreSQL, or WithoutPrepare
+	mu     sync.Mutex
+	m      map[preparedKey]*sql.Stmt
+	misses int // statements not found since the last sweep of a full cache
 }
 
 func newPrepared(d Dialect, o options) *prepared {
@@ -43,25 +47,46 @@ type preparedKey struct {
 // second connection of the pool while the transaction holds one, and
 // wait forever in a pool of one. A failed prepare is not kept: the
 // unprepared statement then fails with the server's error, classified as
-// before.
+// before. A statement kept prepared that the server refuses to prepare
+// again on another connection (MySQL's max_prepared_stmt_count) is sent
+// unprepared too: the refusal ran nothing, and with interpolateParams the
+// unprepared statement needs no server-side statement at all.
 func (p *prepared) exec(ctx context.Context, pool *sql.DB, db DB, text string, args ...any) (sql.Result, error) {
-	if p.off {
-		return db.ExecContext(ctx, text, args...)
-	}
-	switch h := db.(type) {
-	case *sql.DB:
-		if st := p.stmt(ctx, h, text); st != nil {
-			return st.ExecContext(ctx, args...)
-		}
-	case *sql.Tx:
-		if pool == nil {
-			break
-		}
-		if st := p.prepared(pool, text); st != nil {
-			return h.StmtContext(ctx, st).ExecContext(ctx, args...)
+	if st := p.lookup(ctx, pool, db, text); st != nil {
+		res, err := st.ExecContext(ctx, args...)
+		if !prepareRefused(err) {
+			return res, err
 		}
 	}
 	return db.ExecContext(ctx, text, args...)
+}
+
+// lookup returns the statement exec runs text with on db, or nil to send
+// it unprepared.
+func (p *prepared) lookup(ctx context.Context, pool *sql.DB, db DB, text string) *sql.Stmt {
+	if p.off {
+		return nil
+	}
+	switch h := db.(type) {
+	case *sql.DB:
+		return p.stmt(ctx, h, text)
+	case *sql.Tx:
+		if pool == nil {
+			return nil
+		}
+		if st := p.prepared(pool, text); st != nil {
+			return h.StmtContext(ctx, st)
+		}
+	}
+	return nil
+}
+
+// prepareRefused reports whether err is the server's refusal to prepare a
+// statement for want of room (MySQL's ER_MAX_PREPARED_STMT_COUNT_REACHED),
+// which only a prepare can fail with: nothing was run.
+func prepareRefused(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1461
 }
 
 // prepared returns text prepared on pool, or nil if it is not.
@@ -80,6 +105,9 @@ func (p *prepared) stmt(ctx context.Context, pool *sql.DB, text string) *sql.Stm
 	k := preparedKey{pool, text}
 	p.mu.Lock()
 	st, ok := p.m[k]
+	if !ok {
+		p.sweepLocked()
+	}
 	full := len(p.m) >= maxPrepared
 	p.mu.Unlock()
 	if ok || full {
@@ -104,4 +132,46 @@ func (p *prepared) stmt(ctx context.Context, pool *sql.DB, text string) *sql.Stm
 	}
 	p.m[k] = st
 	return st
+}
+
+// sweepLocked drops the statements of pools that were closed: the cache
+// would otherwise keep each closed pool (and its statements) reachable for
+// as long as the Table or Fences lives, and take one of its maxPrepared
+// places. It runs on a statement not found in the cache: every time while
+// the cache has room (a miss then prepares, a round trip dearer than the
+// sweep), and once every maxPrepared misses when it is full.
+func (p *prepared) sweepLocked() {
+	if len(p.m) >= maxPrepared {
+		if p.misses++; p.misses < maxPrepared {
+			return
+		}
+	}
+	p.misses = 0
+	for k, st := range p.m {
+		if poolClosed(k.pool) {
+			_ = st.Close()
+			delete(p.m, k)
+		}
+	}
+}
+
+// ended is a context that has ended, for poolClosed.
+var ended = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// poolClosed reports whether db was closed, without I/O and without
+// waiting: database/sql checks that a pool is open before it looks at the
+// context, so asking for a connection with a context that has ended fails
+// with the context's error on an open pool, and with another on a closed
+// one (TestPreparedClosedPoolReleased fails if that order changes).
+func poolClosed(db *sql.DB) bool {
+	c, err := db.Conn(ended)
+	if c != nil { // not with an ended context; if ever, give it back
+		_ = c.Close()
+		return false
+	}
+	return !errors.Is(err, context.Canceled)
 }

@@ -34,3 +34,12 @@ func retry(ctx context.Context, d Dialect, retries int, t *sqlTelemetry, attempt
 		pause = min(2*pause, 50*time.Millisecond)
 	}
 }
+
+// once runs attempt a single time, in the caller's transaction, where a
+// retryable error is returned rather than retried; it is counted on t as
+// retry counts its own.
+func once(ctx context.Context, d Dialect, t *sqlTelemetry, attempt func() error) error {
+	err := attempt()
+	t.countRetryable(ctx, d, err)
+	return err
+}

@@ -195,7 +195,7 @@ func (t *Table) upsert(ctx context.Context, db DB, op *tel.Op, key any, token fe
 func (t *Table) run(ctx context.Context, db DB, op *tel.Op, key any, token fence.Token, write func(context.Context, DB) error) error {
 	return t.tel.write(ctx, op, token, func() string { return t.resource(key) }, func(ctx context.Context) error {
 		if inTx(db) {
-			return write(ctx, db)
+			return once(ctx, t.d, t.tel, func() error { return write(ctx, db) })
 		}
 		return retry(ctx, t.d, t.retries, t.tel, func() error { return write(ctx, db) })
 	})

@@ -70,3 +70,10 @@ func (t *sqlTelemetry) write(ctx context.Context, op *tel.Op, token fence.Token,
 
 // retried counts one rollback the server asked to retry.
 func (t *sqlTelemetry) retried(ctx context.Context) { t.retryable.Add(ctx, 1) }
+
+// countRetryable counts err if it is a rollback the server asked to retry.
+func (t *sqlTelemetry) countRetryable(ctx context.Context, d Dialect, err error) {
+	if d.retryable(err) {
+		t.retried(ctx)
+	}
+}

@@ -84,6 +84,7 @@ func (f *Fences) commit(ctx context.Context, db TxBeginner, resource string, tok
 			return &fence.UnknownOutcomeError{Resource: resource, Token: token,
 				Err: fmt.Errorf("sqlfence: the function ended the fenced transaction itself (Commit or Rollback), so whether it committed is not known here; leave that to RunInTx: %w", err)}
 		}
+		f.tel.countRetryable(ctx, f.d, err)
 		return f.d.commitError(resource, token, err)
 	}
 	return nil
