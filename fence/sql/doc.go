@@ -157,9 +157,11 @@
 // for parsing on every write: in SQLite that saves the parse, and with the
 // MySQL driver's defaults (which prepare and close every statement with
 // arguments on the server) a round trip per write. The statement and its
-// arguments are the same either way. A statement inside the caller's
-// transaction is run prepared only if it was prepared before; nothing is
-// prepared while a transaction holds a connection of the pool. PostgreSQL
+// arguments are the same either way. A write inside your own *sql.Tx is
+// sent unprepared (the package does not know its pool); [Fences.RunInTx]
+// prepares its fence's statement before the transaction begins, since
+// nothing may be prepared while a transaction holds a connection of the
+// pool (in a pool of one it would wait forever). PostgreSQL
 // statements are sent as database/sql sends them (pgx keeps its own cache).
 // A statement the server refuses to prepare (MySQL's
 // max_prepared_stmt_count reached) is sent unprepared, as it would be
