@@ -20,15 +20,7 @@ func readPostgres(ctx context.Context, h *check.Storage, pool *pgxpool.Pool, key
 		return fmt.Errorf("harness: reading harness_log: %w", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var res string
-		var r check.Record
-		if err := rows.Scan(&res, &r.Token, &r.Value); err != nil {
-			return err
-		}
-		h.Writes[res] = append(h.Writes[res], r)
-	}
-	if err := rows.Err(); err != nil {
+	if err := scanLog(h, rows); err != nil {
 		return err
 	}
 	if err := readFinal(ctx, h, pool, "harness_rows", check.ResRow, keys); err != nil {
@@ -43,6 +35,34 @@ func readFinal(ctx context.Context, h *check.Storage, pool *pgxpool.Pool, table 
 		return fmt.Errorf("harness: reading %s: %w", table, err)
 	}
 	defer rows.Close()
+	return scanFinal(h, kind, rows)
+}
+
+// rows is what scanLog and scanFinal need of a query's result: pgx's
+// Rows and database/sql's *Rows both have it.
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanLog adds a log's (resource, token, value) lines, in commit order, to
+// h's writes.
+func scanLog(h *check.Storage, rows rows) error {
+	for rows.Next() {
+		var res string
+		var r check.Record
+		if err := rows.Scan(&res, &r.Token, &r.Value); err != nil {
+			return err
+		}
+		h.Writes[res] = append(h.Writes[res], r)
+	}
+	return rows.Err()
+}
+
+// scanFinal sets h's final values from (key, value) rows of resources of
+// kind.
+func scanFinal(h *check.Storage, kind check.ResKind, rows rows) error {
 	for rows.Next() {
 		var k, v string
 		if err := rows.Scan(&k, &v); err != nil {

@@ -20,15 +20,7 @@ func readSQL(ctx context.Context, h *check.Storage, path string) error {
 		return fmt.Errorf("harness: reading %s: %w", sqlLogTable, err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var res string
-		var r check.Record
-		if err := rows.Scan(&res, &r.Token, &r.Value); err != nil {
-			return err
-		}
-		h.Writes[res] = append(h.Writes[res], r)
-	}
-	if err := rows.Err(); err != nil {
+	if err := scanLog(h, rows); err != nil {
 		return err
 	}
 	final, err := db.QueryContext(ctx, "SELECT key, val FROM "+sqlRowsTable)
@@ -36,12 +28,5 @@ func readSQL(ctx context.Context, h *check.Storage, path string) error {
 		return fmt.Errorf("harness: reading %s: %w", sqlRowsTable, err)
 	}
 	defer final.Close()
-	for final.Next() {
-		var k, v string
-		if err := final.Scan(&k, &v); err != nil {
-			return err
-		}
-		h.Final[check.ResourceName(check.ResSQL, k)] = v
-	}
-	return final.Err()
+	return scanFinal(h, check.ResSQL, final)
 }
