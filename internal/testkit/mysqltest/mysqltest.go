@@ -27,9 +27,7 @@ package mysqltest
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,19 +51,14 @@ var ErrUnavailable = errors.New("mysqltest: no MySQL or MariaDB server: install 
 	"(apt-get install -y mariadb-server: mariadb-install-db and mariadbd) or set " + EnvDSN + " to a server's DSN")
 
 // shared is the package's server, set by [Main]'s Run.
-var shared struct {
-	mu  sync.Mutex
-	srv *Server
-	err error
-	set bool
+var shared = &testenv.Shared[*Server]{
+	Name: "mysqltest", Start: Start, Timeout: startTimeout, Unavailable: ErrUnavailable, HowToEnable: howToEnable,
 }
 
 // Shared returns the server started by [Main], or nil outside of it (and
 // when there is none). Examples, which have no *testing.T, use it.
 func Shared() *Server {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	return shared.srv
+	return shared.Get()
 }
 
 // New returns the package's server started by [Main], or, without Main,
@@ -73,23 +66,7 @@ func Shared() *Server {
 // skips t, or fails it when the environment variable CI is "true".
 func New(t testing.TB) *Server {
 	t.Helper()
-	shared.mu.Lock()
-	srv, err, set := shared.srv, shared.err, shared.set
-	shared.mu.Unlock()
-	if set && srv != nil {
-		return srv
-	}
-	if !set {
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		defer cancel()
-		srv, err = Start(ctx)
-		if err == nil {
-			t.Cleanup(func() { _ = srv.Close() })
-			return srv
-		}
-	}
-	testenv.NoServer(t, err, ErrUnavailable, howToEnable)
-	return nil
+	return shared.New(t)
 }
 
 // Start returns a server: the one named by FENCELOCK_MYSQL_DSN when set,
@@ -112,20 +89,5 @@ func Start(ctx context.Context) (*Server, error) {
 // the package's tests, stopped before goleak looks for leaked goroutines.
 // See [testenv.Main] for what happens without a server.
 func Main(m testenv.Runner) testenv.Main {
-	return testenv.Main{
-		M: m, Name: "mysqltest", Unavailable: ErrUnavailable, HowToEnable: howToEnable,
-		Start: func(ctx context.Context) (io.Closer, error) {
-			s, err := Start(ctx)
-			if err != nil {
-				return nil, err // not a typed nil
-			}
-			return s, nil
-		},
-		Set: func(c io.Closer, err error) {
-			shared.mu.Lock()
-			defer shared.mu.Unlock()
-			shared.srv, _ = c.(*Server)
-			shared.err, shared.set = err, c != nil || err != nil
-		},
-	}
+	return shared.Main(m)
 }

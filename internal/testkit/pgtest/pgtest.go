@@ -23,9 +23,7 @@ package pgtest
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,19 +44,15 @@ var ErrUnavailable = errors.New("pgtest: no PostgreSQL server: install PostgreSQ
 	"or set " + EnvDSN + " to a server's connection string")
 
 // shared is the package's server, set by [Main]'s Run.
-var shared struct {
-	mu  sync.Mutex
-	srv *Server
-	err error // why there is no server, when Main found none
-	set bool
+var shared = &testenv.Shared[*Server]{
+	Name: "pgtest", Start: Start, Timeout: startTimeout, Unavailable: ErrUnavailable,
+	HowToEnable: "install PostgreSQL's server binaries (bash .ci/setup.sh) or set " + EnvDSN,
 }
 
 // Shared returns the server started by [Main], or nil outside of it (and
 // when there is none). Examples, which have no *testing.T, use it.
 func Shared() *Server {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	return shared.srv
+	return shared.Get()
 }
 
 // New returns the package's server started by [Main], or, without Main,
@@ -66,23 +60,7 @@ func Shared() *Server {
 // skips t, or fails it when the environment variable CI is "true".
 func New(t testing.TB) *Server {
 	t.Helper()
-	shared.mu.Lock()
-	srv, err, set := shared.srv, shared.err, shared.set
-	shared.mu.Unlock()
-	if set && srv != nil {
-		return srv
-	}
-	if !set {
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		defer cancel()
-		srv, err = Start(ctx)
-		if err == nil {
-			t.Cleanup(func() { _ = srv.Close() })
-			return srv
-		}
-	}
-	testenv.NoServer(t, err, ErrUnavailable, "install PostgreSQL's server binaries (bash .ci/setup.sh) or set "+EnvDSN)
-	return nil
+	return shared.New(t)
 }
 
 // Start returns a server: the one named by FENCELOCK_PG_DSN when set, else a
@@ -107,21 +85,5 @@ func Start(ctx context.Context) (*Server, error) {
 // goleak.VerifyTestMain. See [testenv.Main] for what happens without a
 // server.
 func Main(m testenv.Runner) testenv.Main {
-	return testenv.Main{
-		M: m, Name: "pgtest", Unavailable: ErrUnavailable,
-		HowToEnable: "install PostgreSQL's server binaries (bash .ci/setup.sh) or set " + EnvDSN,
-		Start: func(ctx context.Context) (io.Closer, error) {
-			s, err := Start(ctx)
-			if err != nil {
-				return nil, err // not a typed nil
-			}
-			return s, nil
-		},
-		Set: func(c io.Closer, err error) {
-			shared.mu.Lock()
-			defer shared.mu.Unlock()
-			shared.srv, _ = c.(*Server)
-			shared.err, shared.set = err, c != nil || err != nil
-		},
-	}
+	return shared.Main(m)
 }
