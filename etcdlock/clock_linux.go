@@ -9,7 +9,12 @@ import (
 )
 
 // clockSource names the clock of instant.
-var clockSource = "CLOCK_BOOTTIME"
+func clockSource() string {
+	if boottime {
+		return "CLOCK_BOOTTIME"
+	}
+	return "monotonic"
+}
 
 var monoStart = time.Now()
 
@@ -19,9 +24,6 @@ var boottime bool
 func init() {
 	var ts unix.Timespec
 	boottime = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil
-	if !boottime {
-		clockSource = "monotonic"
-	}
 }
 
 // readClock reads CLOCK_BOOTTIME, which counts the time the machine was

@@ -5,7 +5,7 @@ package etcdlock
 import "time"
 
 // clockSource names the clock of instant.
-var clockSource = "monotonic"
+func clockSource() string { return "monotonic" }
 
 var monoStart = time.Now()
 

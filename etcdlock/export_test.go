@@ -59,4 +59,4 @@ func JumpClockForTest(d int64) { clockJump.Add(d) }
 
 // ClockSourceForTest names the clock of validity deadlines and reads it
 // (without any jump).
-func ClockSourceForTest() (string, int64) { return clockSource, readClock() }
+func ClockSourceForTest() (string, int64) { return clockSource(), readClock() }

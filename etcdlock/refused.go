@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/fencelock/fencelock/fence"
 )
 
@@ -82,7 +84,9 @@ func (c *Client) CheckToken(ctx context.Context, token fence.Token) (TokenCheck,
 	if err := token.Validate(); err != nil {
 		return TokenCheck{}, fmt.Errorf("%w: CheckToken: %w", ErrInvalidArgument, err)
 	}
-	resp, err := c.cli.Get(ctx, c.o.prefix) // one key: only the header's revision is wanted
+	// One key, counted rather than read: only the header's revision is
+	// wanted.
+	resp, err := c.cli.Get(ctx, c.o.prefix, clientv3.WithCountOnly())
 	if err != nil {
 		return TokenCheck{}, fmt.Errorf("etcdlock: CheckToken: %w", c.explain(err))
 	}
