@@ -71,8 +71,12 @@ func CheckResponse(resp *http.Response) error {
 		// headers into its own answer (forwarding a downstream call's
 		// response) may still have taken the write. Reading a 2xx as
 		// fence.ErrStale would tell the caller nothing changed.
-		return fmt.Errorf("%w: propagate: status %s disagrees with %s: %.32q (a refusal's status is %d): %s",
-			fence.ErrUnknownOutcome, resp.Status, RefusedHeader, why, want, msg)
+		err := fmt.Errorf("%w: propagate: status %s disagrees with %s: %.32q (a refusal's status is %d)",
+			fence.ErrUnknownOutcome, resp.Status, RefusedHeader, why, want)
+		if msg != "" {
+			err = fmt.Errorf("%w: %s", err, msg)
+		}
+		return err
 	}
 	switch kind {
 	case "stale":
