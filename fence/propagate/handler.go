@@ -3,6 +3,7 @@ package propagate
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/nilcheck"
@@ -82,24 +83,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.h.ServeHTTP(w, r)
 		return
 	case len(vs) == 0:
-		refuse(w, http.StatusBadRequest, "missing", ErrMissing)
+		refuse(w, "missing", ErrMissing)
 		return
 	case len(vs) > 1:
-		refuse(w, http.StatusBadRequest, "invalid", fmt.Errorf("%w: %d %s headers, want one", ErrInvalidHeader, len(vs), Header))
+		refuse(w, "invalid", fmt.Errorf("%w: %d %s headers, want one", ErrInvalidHeader, len(vs), Header))
 		return
 	}
 	f, err := Parse(vs[0])
 	if err != nil {
-		refuse(w, http.StatusBadRequest, "invalid", err)
+		refuse(w, "invalid", err)
 		return
 	}
 	ctx, _ := NewContext(r.Context(), f) // f parsed, so valid
 	h.h.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// refuse writes a refusal: status, the Fencing-Refused header set to why,
-// and err as the body.
-func refuse(w http.ResponseWriter, status int, why string, err error) {
+// refuse writes a refusal: its kind's status (refusalStatus), the
+// Fencing-Refused header set to why, and err as the body.
+func refuse(w http.ResponseWriter, why string, err error) {
+	kind, _, _ := strings.Cut(why, ";")
 	w.Header().Set(RefusedHeader, why)
-	http.Error(w, err.Error(), status)
+	http.Error(w, err.Error(), refusalStatus[kind])
 }

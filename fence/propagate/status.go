@@ -32,7 +32,7 @@ func WriteStale(w http.ResponseWriter, err error) bool {
 	if errors.As(err, &se) && se.Current > 0 {
 		why += "; current=" + se.Current.String()
 	}
-	refuse(w, StatusStale, why, err)
+	refuse(w, why, err)
 	return true
 }
 
@@ -98,7 +98,8 @@ func CheckResponse(resp *http.Response) error {
 	return fmt.Errorf("propagate: refused by the server for its fencing token (%s: %.32q): %s %s", RefusedHeader, why, resp.Status, msg)
 }
 
-// refusalStatus is the status of each kind of refusal.
+// refusalStatus is the status of each kind of refusal: the one table
+// refuse answers from and CheckResponse checks against.
 var refusalStatus = map[string]int{"stale": StatusStale, "missing": http.StatusBadRequest, "invalid": http.StatusBadRequest}
 
 // body returns the start of a refusal's body, trimmed.
