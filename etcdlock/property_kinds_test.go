@@ -42,7 +42,7 @@ type kindsConfig struct {
 }
 
 // kindsDefaults is the configuration of the fixed runs: ≥ 10,000
-// acquisitions (2,000 under the race detector) of 4 names by 24
+// acquisitions (2,000 under the race detector) of 8 names by 24
 // goroutines of 6 Clients, 4% of requests faulty.
 func kindsDefaults(seed uint64, rw bool) kindsConfig {
 	cfg := kindsConfig{seed: seed, rw: rw, permits: 2, acquisitions: 10_000, budget: 100 * time.Second,
@@ -56,9 +56,9 @@ func kindsDefaults(seed uint64, rw bool) kindsConfig {
 	return cfg
 }
 
-// TestSemaphoreFaultProperty checks semaphores of 3 permits: never more
-// than 3 holders whose leases are alive at once, never two on one slot, a
-// slot's tokens increasing, every claim made while fewer than 3
+// TestSemaphoreFaultProperty checks semaphores of 2 permits: never more
+// than 2 holders whose leases are alive at once, never two on one slot, a
+// slot's tokens increasing, every claim made while fewer than 2
 // acquisitions queued before it, no slot key deleted from a live holder
 // but by its own release, nothing left behind. Replay with -etcdlock.seed.
 func TestSemaphoreFaultProperty(t *testing.T) {
