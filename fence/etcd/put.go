@@ -65,7 +65,7 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token, s
 	if token <= 0 {
 		return fmt.Errorf("%w: token %d for %q", fence.ErrInvalidToken, token, key)
 	}
-	if err := checkCall(ctx, key); err != nil {
+	if err := s.checkCall(ctx, key); err != nil {
 		return err
 	}
 	est := size + 2*len(s.FloorKey(key)) + len(s.DataKey(key)) + 2*TokenDigits + requestFraming

@@ -25,7 +25,8 @@ const (
 //
 // A Store holds no state of its own beyond its configuration: it is safe
 // for concurrent use, and any number of Stores, in any number of processes,
-// may share a prefix. The zero Store is not usable; create one with [New].
+// may share a prefix. The zero Store is not usable (its methods fail with
+// [ErrInvalidArgument]); create one with [New].
 type Store struct {
 	kv     clientv3.KV
 	prefix string
@@ -85,7 +86,7 @@ func (s *Store) DataKey(key string) string { return s.prefix + dataSpace + key }
 // is linearizable (etcd's default): it sees every write acknowledged before
 // it began. ctx bounds the request; when it ends, Get returns its error.
 func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
-	if err := checkCall(ctx, key); err != nil {
+	if err := s.checkCall(ctx, key); err != nil {
 		return fence.Record{}, err
 	}
 	resp, err := s.kv.Get(ctx, s.DataKey(key))
@@ -98,8 +99,12 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	return decodeRecord(key, resp.Kvs[0].Value)
 }
 
-// checkCall validates a call's key and context before any I/O.
-func checkCall(ctx context.Context, key string) error {
+// checkCall validates the Store, a call's key and its context before any
+// I/O.
+func (s *Store) checkCall(ctx context.Context, key string) error {
+	if s == nil || s.kv == nil {
+		return fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
+	}
 	if key == "" {
 		return fmt.Errorf("%w: empty key", fence.ErrInvalidKey)
 	}

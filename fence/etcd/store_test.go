@@ -11,6 +11,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	etcdfence "github.com/fencelock/fencelock/fence/etcd"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/nilchecktest"
 )
 
 func TestNewRefusesBadInput(t *testing.T) {
@@ -182,5 +183,23 @@ func TestCorrupt(t *testing.T) {
 	}
 	if err := s.Put(t.Context(), "k", 1, nil); !errors.Is(err, etcdfence.ErrCorrupt) {
 		t.Errorf("Put against floor %q: got %v, want an error matching ErrCorrupt", "not a token", err)
+	}
+}
+
+// TestZeroValues: a zero or nil Store, made without New, is refused with an
+// error matching ErrInvalidArgument, never a panic.
+func TestZeroValues(t *testing.T) {
+	ctx := t.Context()
+	var nilStore *etcdfence.Store
+	for name, s := range map[string]*etcdfence.Store{"zero": {}, "nil": nilStore} {
+		for call, f := range map[string]func() error{
+			"Put":    func() error { return s.Put(ctx, "k", 1, []byte("v")) },
+			"Delete": func() error { return s.Delete(ctx, "k", 1) },
+			"Get":    func() error { _, err := s.Get(ctx, "k"); return err },
+		} {
+			if err := nilchecktest.NoPanic(f); !errors.Is(err, etcdfence.ErrInvalidArgument) {
+				t.Errorf("%s on a %s Store: got %v, want an error matching ErrInvalidArgument", call, name, err)
+			}
+		}
 	}
 }

@@ -27,3 +27,28 @@ func checkCtx(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
+
+// check refuses a nil or zero Table, which would otherwise panic.
+func (t *Table) check() error {
+	if t == nil || t.tel == nil {
+		return fmt.Errorf("%w: a nil or zero Table; create one with NewTable", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// check refuses a nil or zero Fences, which would otherwise panic or send
+// empty statements.
+func (f *Fences) check() error {
+	if f == nil || f.tel == nil {
+		return fmt.Errorf("%w: a nil or zero Fences; create one with NewFences", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// check refuses a nil or zero Store, which would otherwise panic.
+func (s *Store) check() error {
+	if s == nil || s.table == nil {
+		return fmt.Errorf("%w: a nil or zero Store; create one with NewStore", ErrInvalidArgument)
+	}
+	return nil
+}

@@ -48,7 +48,7 @@ func Exec(ctx context.Context, db DB, resource string, token fence.Token, sql st
 // including a refusal, aborts the transaction when db is a pgx.Tx. ctx bounds
 // the call.
 func (f *Fences) Exec(ctx context.Context, db DB, resource string, token fence.Token, sql string, args ...any) (int64, error) {
-	if err := checkWrite(ctx, db, resource, token); err != nil {
+	if err := cmp.Or(f.check(), checkWrite(ctx, db, resource, token)); err != nil {
 		return 0, err
 	}
 	stmt, err := writeStatement(sql)

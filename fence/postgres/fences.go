@@ -27,7 +27,8 @@ const DefaultFenceTable = "fencelock_fences"
 //
 // The table is (resource text PRIMARY KEY, token bigint NOT NULL); see
 // [Fences.CreateTable]. Create a Fences with [NewFences]; the zero Fences is
-// not usable. A Fences holds no connection and is safe for concurrent use.
+// not usable (its methods fail with [ErrInvalidArgument]). A Fences holds
+// no connection and is safe for concurrent use.
 type Fences struct {
 	label      string
 	advanceSQL string
@@ -96,7 +97,7 @@ func newFences(q, label string, tel *pgTelemetry) *Fences {
 // call. Run it once, at deployment, rather than racing it from many
 // processes: concurrent CREATE TABLE IF NOT EXISTS can fail in PostgreSQL.
 func (f *Fences) CreateTable(ctx context.Context, db DB) error {
-	if err := cmp.Or(checkDB(db), checkCtx(ctx)); err != nil {
+	if err := cmp.Or(f.check(), checkDB(db), checkCtx(ctx)); err != nil {
 		return err
 	}
 	if _, err := db.Exec(ctx, f.createSQL); err != nil {
@@ -116,7 +117,7 @@ func (f *Fences) CreateTable(ctx context.Context, db DB) error {
 // [Table.Update]. Inside the caller's pgx.Tx it is a definite failure: that
 // transaction cannot commit any more.
 func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fence.Token) error {
-	if err := checkWrite(ctx, db, resource, token); err != nil {
+	if err := cmp.Or(f.check(), checkWrite(ctx, db, resource, token)); err != nil {
 		return err
 	}
 	return withConn(ctx, db, func(c DB) error {
@@ -134,7 +135,7 @@ func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fenc
 // Current returns the highest token accepted for resource, or an error
 // matching [fence.ErrNotFound] if none was. ctx bounds the call.
 func (f *Fences) Current(ctx context.Context, db DB, resource string) (fence.Token, error) {
-	if err := checkDB(db); err != nil {
+	if err := cmp.Or(f.check(), checkDB(db)); err != nil {
 		return 0, err
 	}
 	if resource == "" {

@@ -105,3 +105,38 @@ func tableAndFences(t *testing.T) (*postgres.Table, *postgres.Fences) {
 	}
 	return tbl, fences
 }
+
+// TestZeroValues: a zero or nil Table, Fences or Store, made without its
+// constructor, is refused with an error matching ErrInvalidArgument, never
+// a panic, before any I/O.
+func TestZeroValues(t *testing.T) {
+	ctx := t.Context()
+	db := noIO{t}
+	var (
+		nilTable  *postgres.Table
+		nilFences *postgres.Fences
+		nilStore  *postgres.Store
+	)
+	fn := func(pgx.Tx) error { return nil }
+	for name, call := range map[string]func() error{
+		"Table.Update":        func() error { return (&postgres.Table{}).Update(ctx, db, "k", 1) },
+		"Table.Upsert":        func() error { return (&postgres.Table{}).Upsert(ctx, db, "k", 1) },
+		"Table.CreateTrigger": func() error { return (&postgres.Table{}).CreateTrigger(ctx, db) },
+		"nil Table.Update":    func() error { return nilTable.Update(ctx, db, "k", 1) },
+		"Fences.RunInTx":      func() error { return (&postgres.Fences{}).RunInTx(ctx, db, "r", 1, fn) },
+		"Fences.Exec":         func() error { _, err := (&postgres.Fences{}).Exec(ctx, db, "r", 1, "SELECT 1"); return err },
+		"Fences.Advance":      func() error { return (&postgres.Fences{}).Advance(ctx, db, "r", 1) },
+		"Fences.Current":      func() error { _, err := (&postgres.Fences{}).Current(ctx, db, "r"); return err },
+		"Fences.CreateTable":  func() error { return (&postgres.Fences{}).CreateTable(ctx, db) },
+		"nil Fences.RunInTx":  func() error { return nilFences.RunInTx(ctx, db, "r", 1, fn) },
+		"Store.Put":           func() error { return (&postgres.Store{}).Put(ctx, "k", 1, nil) },
+		"Store.Delete":        func() error { return (&postgres.Store{}).Delete(ctx, "k", 1) },
+		"Store.Get":           func() error { _, err := (&postgres.Store{}).Get(ctx, "k"); return err },
+		"Store.CreateTable":   func() error { return (&postgres.Store{}).CreateTable(ctx) },
+		"nil Store.Put":       func() error { return nilStore.Put(ctx, "k", 1, nil) },
+	} {
+		if err := nilchecktest.NoPanic(call); !errors.Is(err, postgres.ErrInvalidArgument) {
+			t.Errorf("%s on a zero value: got %v, want an error matching ErrInvalidArgument", name, err)
+		}
+	}
+}

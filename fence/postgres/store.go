@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/tel"
 )
 
 // DefaultStoreTable is the table [CreateSchema] creates for a [Store]:
@@ -21,9 +21,9 @@ const DefaultStoreTable = "fencelock_store"
 // [Store.CreateTable]). Each Put is one fenced upsert ([Table.Upsert]); a
 // NULL value is the tombstone of [Store.Delete].
 //
-// Create one with [NewStore]; the zero Store is not usable. A Store is safe
-// for concurrent use when its handle is (a *pgxpool.Pool is; a *pgx.Conn is
-// not).
+// Create one with [NewStore]; the zero Store is not usable (its methods
+// fail with [ErrInvalidArgument]). A Store is safe for concurrent use when
+// its handle is (a *pgxpool.Pool is; a *pgx.Conn is not).
 type Store struct {
 	db        DB
 	table     *Table
@@ -67,7 +67,7 @@ func NewStore(db DB, table pgx.Identifier, opts ...Option) (*Store, error) {
 // CreateTable creates the store's table if it does not exist. ctx bounds the
 // call.
 func (s *Store) CreateTable(ctx context.Context) error {
-	if err := checkCtx(ctx); err != nil {
+	if err := cmp.Or(s.check(), checkCtx(ctx)); err != nil {
 		return err
 	}
 	if _, err := s.db.Exec(ctx, s.createSQL); err != nil {
@@ -84,7 +84,7 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 	if value == nil {
 		value = []byte{}
 	}
-	return s.write(ctx, s.table.tel.put, key, token, value)
+	return s.write(ctx, key, token, value)
 }
 
 // Delete removes the record under key, fenced like [Store.Put]: it leaves a
@@ -105,15 +105,19 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 //
 // Errors and the role of ctx are those of [Store.Put].
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
-	return s.write(ctx, s.table.tel.delete, key, token, nil)
+	return s.write(ctx, key, token, nil)
 }
 
-// write is a Put of value as op, or, value nil, a Delete's tombstone.
-func (s *Store) write(ctx context.Context, op *tel.Op, key string, token fence.Token, value any) error {
-	if err := checkCtx(ctx); err != nil {
+// write is a Put of value, or, value nil, a Delete's tombstone.
+func (s *Store) write(ctx context.Context, key string, token fence.Token, value any) error {
+	if err := cmp.Or(s.check(), checkCtx(ctx)); err != nil {
 		return err
 	}
 	t := s.table
+	op := t.tel.put
+	if value == nil {
+		op = t.tel.delete
+	}
 	sql, args, err := t.prepare(ctx, s.db, key, token, []Assignment{Set("value", value)}, t.upsertSQL)
 	if err != nil {
 		return err
@@ -133,6 +137,9 @@ func (s *Store) write(ctx context.Context, op *tel.Op, key string, token fence.T
 // Get returns the record under key, or an error matching [fence.ErrNotFound].
 // ctx bounds the call.
 func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
+	if err := s.check(); err != nil {
+		return fence.Record{}, err
+	}
 	if key == "" {
 		return fence.Record{}, fmt.Errorf("%w: empty key", fence.ErrInvalidKey)
 	}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,8 +22,9 @@ import (
 // the trigger of [Table.CreateTrigger] (see "One floor per resource" in the
 // package documentation).
 //
-// Create one with [NewTable]; the zero Table is not usable. A Table holds no
-// connection and is safe for concurrent use.
+// Create one with [NewTable]; the zero Table is not usable (its methods
+// fail with [ErrInvalidArgument]). A Table holds no connection and is safe
+// for concurrent use.
 type Table struct {
 	name   string // quoted
 	label  string // unquoted, for errors
@@ -92,7 +94,7 @@ func Set(column string, value any) Assignment { return Assignment{column: column
 // definite failure (the transaction cannot commit any more), not an unknown
 // outcome.
 func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
-	if err := checkCtx(ctx); err != nil {
+	if err := cmp.Or(t.check(), checkCtx(ctx)); err != nil {
 		return err
 	}
 	sql, args, err := t.prepare(ctx, db, key, token, set, t.updateSQL)
@@ -141,7 +143,7 @@ func (t *Table) update(ctx context.Context, db DB, key any, token fence.Token, s
 // not assigned take their defaults in a new row. Errors are those of
 // [Table.Update], but for [ErrRowNotFound], which it never returns.
 func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
-	if err := checkCtx(ctx); err != nil {
+	if err := cmp.Or(t.check(), checkCtx(ctx)); err != nil {
 		return err
 	}
 	sql, args, err := t.prepare(ctx, db, key, token, set, t.upsertSQL)

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 )
@@ -58,7 +59,7 @@ $fn$`
 // triggers; run it once, at deployment, like CREATE TABLE. ctx bounds the
 // call.
 func (t *Table) CreateTrigger(ctx context.Context, db DB) error {
-	if err := checkDB(db); err != nil {
+	if err := cmp.Or(t.check(), checkDB(db)); err != nil {
 		return err
 	}
 	if err := checkCtx(ctx); err != nil {

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -54,7 +55,7 @@ func RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 // Invalid options fail the call before any I/O with an error matching
 // [ErrInvalidOption].
 func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error, opts ...TxOption) error {
-	if err := checkTx(ctx, db, resource, token, fn); err != nil {
+	if err := cmp.Or(f.check(), checkTx(ctx, db, resource, token, fn)); err != nil {
 		return err
 	}
 	o, err := newTxOptions(opts)

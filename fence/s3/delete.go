@@ -22,5 +22,5 @@ import (
 //
 // Results, errors and the role of ctx are those of [Store.Put].
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
-	return s.fencedWrite(ctx, s.tel.delete, key, header{token: token, deleted: true}, bytes.NewReader(nil), nil)
+	return s.fencedWrite(ctx, key, header{token: token, deleted: true}, bytes.NewReader(nil), nil)
 }

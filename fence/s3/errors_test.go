@@ -278,3 +278,27 @@ func TestTailReadsValue(t *testing.T) {
 		t.Fatalf("tail -c +33: got %q (%v), want %q", got, err, "the value\n")
 	}
 }
+
+// TestZeroValues: a zero or nil Store, made without New, is refused with an
+// error matching ErrInvalidArgument, never a panic.
+func TestZeroValues(t *testing.T) {
+	ctx := t.Context()
+	var nilStore *s3fence.Store
+	for name, s := range map[string]*s3fence.Store{"zero": {}, "nil": nilStore} {
+		for call, f := range map[string]func() error{
+			"Put":                             func() error { return s.Put(ctx, "k", 1, []byte("v")) },
+			"PutWith":                         func() error { return s.PutWith(ctx, "k", 1, []byte("v")) },
+			"PutReader":                       func() error { return s.PutReader(ctx, "k", 1, bytes.NewReader(nil)) },
+			"Get":                             func() error { _, err := s.Get(ctx, "k"); return err },
+			"Open":                            func() error { _, err := s.Open(ctx, "k"); return err },
+			"OpenRange":                       func() error { _, err := s.OpenRange(ctx, "k", 0, 1); return err },
+			"Delete":                          func() error { return s.Delete(ctx, "k", 1) },
+			"CheckConditionalWrites":          func() error { return s.CheckConditionalWrites(ctx) },
+			"CheckMultipartConditionalWrites": func() error { return s.CheckMultipartConditionalWrites(ctx) },
+		} {
+			if err := nilchecktest.NoPanic(f); !errors.Is(err, s3fence.ErrInvalidArgument) {
+				t.Errorf("%s on a %s Store: got %v, want an error matching ErrInvalidArgument", call, name, err)
+			}
+		}
+	}
+}

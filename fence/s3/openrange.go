@@ -24,7 +24,7 @@ import (
 // matching [ErrInvalidArgument], before any I/O, for a negative offset.
 // ctx bounds both requests and the transfer, as for Open.
 func (s *Store) OpenRange(ctx context.Context, key string, offset, length int64) (*Reader, error) {
-	if err := checkCall(ctx, key); err != nil {
+	if err := s.checkCall(ctx, key); err != nil {
 		return nil, err
 	}
 	if offset < 0 {

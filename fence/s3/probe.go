@@ -53,7 +53,7 @@ func newCheckState() *checkState { return &checkState{sem: make(chan struct{}, 1
 // content does not matter. ctx bounds the check; it is safe for concurrent
 // use, and a nil ctx is an error ([ErrInvalidArgument]).
 func (s *Store) CheckConditionalWrites(ctx context.Context) error {
-	if err := checkCtx(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	if err := s.check.acquire(ctx); err != nil {

@@ -26,7 +26,7 @@ import (
 // [WithConditionalCheck](false) turned checks off. ctx bounds the check; it
 // is safe for concurrent use.
 func (s *Store) CheckMultipartConditionalWrites(ctx context.Context) error {
-	if err := checkCtx(ctx); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	if err := s.mpCheck.acquire(ctx); err != nil {

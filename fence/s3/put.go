@@ -13,7 +13,6 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/nilcheck"
-	"github.com/fencelock/fencelock/internal/tel"
 )
 
 // write is one Put call in progress.
@@ -70,15 +69,19 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 // option fails the call before any I/O. Results, errors and the role of ctx
 // are those of Put.
 func (s *Store) PutWith(ctx context.Context, key string, token fence.Token, value []byte, opts ...PutOption) error {
-	return s.fencedWrite(ctx, s.tel.put, key, header{token: token}, bytes.NewReader(value), opts)
+	return s.fencedWrite(ctx, key, header{token: token}, bytes.NewReader(value), opts)
 }
 
 // fencedWrite is every write of a Store: the checks before any I/O, the
 // conditional-write check, the telemetry, and the read–decide–PUT loop,
 // for value (from its current offset to its end) under h's token.
-func (s *Store) fencedWrite(ctx context.Context, op *tel.Op, key string, h header, value io.ReadSeeker, opts []PutOption) error {
-	if err := checkCall(ctx, key); err != nil {
+func (s *Store) fencedWrite(ctx context.Context, key string, h header, value io.ReadSeeker, opts []PutOption) error {
+	if err := s.checkCall(ctx, key); err != nil {
 		return err
+	}
+	op := s.tel.put
+	if h.deleted {
+		op = s.tel.delete
 	}
 	if err := h.token.Validate(); err != nil {
 		return err

@@ -29,7 +29,7 @@ type Reader struct {
 // reads fail with its error. The Reader holds a connection until it is
 // closed.
 func (s *Store) Open(ctx context.Context, key string) (*Reader, error) {
-	if err := checkCall(ctx, key); err != nil {
+	if err := s.checkCall(ctx, key); err != nil {
 		return nil, err
 	}
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, ExpectedBucketOwner: s.owner()}

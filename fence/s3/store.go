@@ -18,7 +18,8 @@ const maxKeyLen = 1024
 //
 // A Store is safe for concurrent use, by any number of goroutines and
 // processes: the S3 server, not the Store, decides every write. The zero
-// Store is not usable; create one with [New].
+// Store is not usable (its methods fail with [ErrInvalidArgument]); create
+// one with [New].
 type Store struct {
 	client Client
 	bucket string
@@ -66,12 +67,31 @@ func New(client Client, bucket string, opts ...Option) (*Store, error) {
 // Bucket returns the name of the store's bucket.
 func (s *Store) Bucket() string { return s.bucket }
 
-// checkCall validates a key and the context before any I/O.
-func checkCall(ctx context.Context, key string) error {
+// checkCall validates the Store, a key and the context before any I/O.
+func (s *Store) checkCall(ctx context.Context, key string) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if err := checkKey(key); err != nil {
 		return err
 	}
 	return checkCtx(ctx)
+}
+
+// ready validates the Store and the context before any I/O.
+func (s *Store) ready(ctx context.Context) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	return checkCtx(ctx)
+}
+
+// usable refuses a nil or zero Store, which would otherwise panic.
+func (s *Store) usable() error {
+	if s == nil || s.tel == nil {
+		return fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
+	}
+	return nil
 }
 
 // checkKey refuses keys S3 does not accept.

@@ -43,5 +43,5 @@ import (
 // covers the conditional request only (the PutObject, or the
 // CompleteMultipartUpload), not the parts before it.
 func (s *Store) PutReader(ctx context.Context, key string, token fence.Token, value io.ReadSeeker, opts ...PutOption) error {
-	return s.fencedWrite(ctx, s.tel.put, key, header{token: token}, value, opts)
+	return s.fencedWrite(ctx, key, header{token: token}, value, opts)
 }
