@@ -63,8 +63,8 @@ func (c *Client) TryLock(ctx context.Context, name string, opts ...LockOption) (
 }
 
 func (c *Client) lock(ctx context.Context, name string, k kind, wait bool, opts []LockOption) (*Lock, error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	if err := c.checkCall(ctx, "Lock"); err != nil {
+		return nil, err
 	}
 	if err := validateName(name); err != nil {
 		return nil, err

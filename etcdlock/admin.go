@@ -40,8 +40,8 @@ func (c *Client) BreakElection(ctx context.Context, name string, token fence.Tok
 }
 
 func (c *Client) breakHolder(ctx context.Context, op, name string, token fence.Token, queue func(string) string) (Entry, error) {
-	if ctx == nil {
-		return Entry{}, fmt.Errorf("%w: %s: nil context", ErrInvalidArgument, op)
+	if err := c.checkCall(ctx, op); err != nil {
+		return Entry{}, err
 	}
 	if err := validateName(name); err != nil {
 		return Entry{}, err
@@ -94,25 +94,27 @@ func (c *Client) notHolder(name string, token fence.Token, holders []*mvccpb.Key
 // ListLocks returns the names of the locks that have a holder or a waiter,
 // sorted. ctx bounds the request.
 func (c *Client) ListLocks(ctx context.Context) ([]string, error) {
-	return c.list(ctx, "ListLocks", c.o.prefix+"lock/")
+	return c.list(ctx, "ListLocks", "lock/")
 }
 
 // ListSemaphores returns the names of the semaphores that have a holder or
 // a waiter, sorted. ctx bounds the request.
 func (c *Client) ListSemaphores(ctx context.Context) ([]string, error) {
-	return c.list(ctx, "ListSemaphores", c.o.prefix+"sem/")
+	return c.list(ctx, "ListSemaphores", "sem/")
 }
 
 // ListElections returns the names of the elections that have a candidate,
 // sorted. ctx bounds the request.
 func (c *Client) ListElections(ctx context.Context) ([]string, error) {
-	return c.list(ctx, "ListElections", c.o.prefix+"elect/")
+	return c.list(ctx, "ListElections", "elect/")
 }
 
-func (c *Client) list(ctx context.Context, op, under string) ([]string, error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("%w: %s: nil context", ErrInvalidArgument, op)
+// list lists the names under c's prefix + space.
+func (c *Client) list(ctx context.Context, op, space string) ([]string, error) {
+	if err := c.checkCall(ctx, op); err != nil {
+		return nil, err
 	}
+	under := c.o.prefix + space
 	resp, err := c.cli.Get(ctx, under, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, fmt.Errorf("etcdlock: %s: %w", op, c.explain(err))

@@ -95,6 +95,25 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 	return s, err
 }
 
+// checkCall refuses, naming op, a call on a nil or zero Client (one not
+// made by New) and a nil context.
+func (c *Client) checkCall(ctx context.Context, op string) error {
+	return checkCall(ctx, c == nil || c.cli == nil, "Client", op)
+}
+
+// checkCall refuses, naming op, a call on a nil or zero value of the type
+// named what (one not made by this package) and a nil context: a caller's
+// bug, never a panic.
+func checkCall(ctx context.Context, zero bool, what, op string) error {
+	switch {
+	case zero:
+		return fmt.Errorf("%w: %s on a nil or zero %s", ErrInvalidArgument, op, what)
+	case ctx == nil:
+		return fmt.Errorf("%w: %s: nil context", ErrInvalidArgument, op)
+	}
+	return nil
+}
+
 // current returns the live session, or nil if a new one is needed, having
 // stopped the old one. The old one is stopped outside c.mu: ending a
 // session closes, counts and logs each of its locks, which with thousands
@@ -227,8 +246,8 @@ func (c *Client) forget(id clientv3.LeaseID) {
 // finished, and every Close returns the first one's result. Lock, TryLock
 // and Campaign fail with [ErrClosed] afterwards.
 func (c *Client) Close(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: Close: nil context", ErrInvalidArgument)
+	if err := c.checkCall(ctx, "Close"); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	s := c.sess

@@ -41,8 +41,10 @@
 //	...
 //	err = guard.Put(ctx, store, "invoice/42", data) // the caller's ctx; refused by the store if a newer holder wrote
 //
-// A nil context, a nil (or typed-nil) etcd client or a nil function gives
-// an error matching [ErrInvalidArgument], never a panic, before any request.
+// A nil context, a nil (or typed-nil) etcd client, a nil function, or a
+// call on a nil or zero Client, Lock, Term, Semaphore or MultiLock (one no
+// constructor made) gives an error matching [ErrInvalidArgument], never a
+// panic, before any request.
 //
 // # Elections
 //

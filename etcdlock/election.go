@@ -25,8 +25,8 @@ import (
 // Their tokens come from the same revision counter, so a term's token is
 // comparable with every lock's.
 func (c *Client) Campaign(ctx context.Context, name, value string) (*Term, error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("%w: Campaign: nil context", ErrInvalidArgument)
+	if err := c.checkCall(ctx, "Campaign"); err != nil {
+		return nil, err
 	}
 	if err := validateName(name); err != nil {
 		return nil, err
@@ -112,8 +112,8 @@ func (t *Term) Value() string {
 // lost first; a failed request is retried in the background. The next
 // candidate leads as soon as the deletion lands.
 func (t *Term) Resign(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: Resign: nil context", ErrInvalidArgument)
+	if err := checkCall(ctx, t == nil || t.l == nil, "Term", "Resign"); err != nil {
+		return err
 	}
 	return t.l.Unlock(ctx)
 }
@@ -136,8 +136,8 @@ const maxProclaimTries = 3
 // may not have landed (a later Proclaim settles it). Its requests end when
 // ctx ends or the term does, whichever is first.
 func (t *Term) Proclaim(ctx context.Context, value string) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: Proclaim: nil context", ErrInvalidArgument)
+	if err := checkCall(ctx, t == nil || t.l == nil, "Term", "Proclaim"); err != nil {
+		return err
 	}
 	if err := validateData("election value", value); err != nil {
 		return err

@@ -83,7 +83,9 @@ var ErrInvalidName = errfamily.New("etcdlock: invalid name", ErrInvalidArgument)
 var ErrInvalidData = errfamily.New("etcdlock: invalid data", ErrInvalidArgument)
 
 // ErrInvalidArgument means a nil context, a nil etcd client or a nil
-// function was passed where one is required. Nothing was sent. It matches
+// function was passed where one is required, or a method was called on a
+// nil or zero Client, Lock, Term, Semaphore or MultiLock. Nothing was sent.
+// It matches
 // [fence.ErrInvalidArgument], and every invalid input's error matches it.
 var ErrInvalidArgument = errfamily.New("etcdlock: invalid argument", fence.ErrInvalidArgument)
 

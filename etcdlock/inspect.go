@@ -83,8 +83,8 @@ func (c *Client) Leader(ctx context.Context, name string) (Entry, error) {
 // inspect reads the queue of name under queue: its first limit keys (0:
 // all of them). op names the call in errors.
 func (c *Client) inspect(ctx context.Context, op, name string, queue func(string) string, limit int64) (Queue, error) {
-	if ctx == nil {
-		return Queue{}, fmt.Errorf("%w: %s: nil context", ErrInvalidArgument, op)
+	if err := c.checkCall(ctx, op); err != nil {
+		return Queue{}, err
 	}
 	if err := validateName(name); err != nil {
 		return Queue{}, err

@@ -200,8 +200,8 @@ func (l *Lock) closeDone(cause error) bool {
 // Unlock returns it. Either way the lock's token stays fenced off by any
 // newer holder's.
 func (l *Lock) Unlock(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: Unlock: nil context", ErrInvalidArgument)
+	if err := checkCall(ctx, l == nil || l.c == nil, "Lock", "Unlock"); err != nil {
+		return err
 	}
 	ctx, r := l.c.tel.releasing(ctx, l)
 	err := l.unlock(ctx)

@@ -36,8 +36,8 @@ type MultiLock struct {
 // [ErrInvalidArgument], an invalid name with [ErrInvalidName], before any
 // request. opts apply to every lock ([Shared] takes them all as a reader).
 func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption) (*MultiLock, error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("%w: LockAll: nil context", ErrInvalidArgument)
+	if err := c.checkCall(ctx, "LockAll"); err != nil {
+		return nil, err
 	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%w: LockAll: no names", ErrInvalidArgument)
@@ -146,8 +146,8 @@ func (m *MultiLock) ValidUntil() time.Time {
 // or that had been lost, joined (each matches what that lock's Unlock
 // returned). ctx bounds the requests.
 func (m *MultiLock) Unlock(ctx context.Context) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: Unlock: nil context", ErrInvalidArgument)
+	if err := checkCall(ctx, m == nil || m.done == nil, "MultiLock", "Unlock"); err != nil {
+		return err
 	}
 	m.end(ErrUnlocked)
 	var errs []error

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/nilchecktest"
 )
 
 // The nil rule (CONTRIBUTING.md): a nil context, client or function gives
@@ -59,5 +60,61 @@ func TestNilArguments(t *testing.T) {
 	}
 	if l.Err() != nil || term.Err() != nil {
 		t.Fatalf("after the nil calls: lock %v, term %v; want both held", l.Err(), term.Err())
+	}
+}
+
+// TestZeroValues: a call on a nil or zero Client, Lock, Term, Semaphore or
+// MultiLock (one no constructor made, as an ignored error leaves) gives an
+// error matching ErrInvalidArgument, never a panic.
+func TestZeroValues(t *testing.T) {
+	ctx := t.Context()
+	var (
+		nilClient *etcdlock.Client
+		nilLock   *etcdlock.Lock
+		nilTerm   *etcdlock.Term
+		nilSem    *etcdlock.Semaphore
+		nilMulti  *etcdlock.MultiLock
+	)
+	lead := func(context.Context, *etcdlock.Term) error { return nil }
+	fn := func(context.Context, *etcdlock.Lock) error { return nil }
+	for _, c := range map[string]*etcdlock.Client{"nil": nilClient, "zero": {}} {
+		sem, _ := c.Semaphore("x", 2) // no I/O: its Acquire is refused below
+		for name, call := range map[string]func() error{
+			"Lock":              func() error { _, err := c.Lock(ctx, "x"); return err },
+			"TryLock":           func() error { _, err := c.TryLock(ctx, "x"); return err },
+			"RLock":             func() error { _, err := c.RLock(ctx, "x"); return err },
+			"Do":                func() error { return c.Do(ctx, "x", fn) },
+			"LockAll":           func() error { _, err := c.LockAll(ctx, []string{"x"}); return err },
+			"Campaign":          func() error { _, err := c.Campaign(ctx, "x", ""); return err },
+			"Run":               func() error { return c.Run(ctx, "x", "", lead) },
+			"Observe":           func() error { _, err := c.Observe(ctx, "x"); return err },
+			"Leader":            func() error { _, err := c.Leader(ctx, "x"); return err },
+			"Inspect":           func() error { _, err := c.Inspect(ctx, "x"); return err },
+			"InspectSemaphore":  func() error { _, err := c.InspectSemaphore(ctx, "x"); return err },
+			"Break":             func() error { _, err := c.Break(ctx, "x", 1); return err },
+			"BreakSemaphore":    func() error { _, err := c.BreakSemaphore(ctx, "x", 1); return err },
+			"ListLocks":         func() error { _, err := c.ListLocks(ctx); return err },
+			"CheckToken":        func() error { _, err := c.CheckToken(ctx, 1); return err },
+			"Close":             func() error { return c.Close(ctx) },
+			"Semaphore.Acquire": func() error { _, err := sem.Acquire(ctx); return err },
+		} {
+			if err := nilchecktest.NoPanic(call); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+				t.Errorf("%s on a %s Client: got %v, want an error matching ErrInvalidArgument", name, map[bool]string{true: "nil", false: "zero"}[c == nil], err)
+			}
+		}
+	}
+	for name, call := range map[string]func() error{
+		"nil Lock.Unlock":          func() error { return nilLock.Unlock(ctx) },
+		"zero Lock.Unlock":         func() error { return (&etcdlock.Lock{}).Unlock(ctx) },
+		"nil Term.Resign":          func() error { return nilTerm.Resign(ctx) },
+		"zero Term.Proclaim":       func() error { return (&etcdlock.Term{}).Proclaim(ctx, "v") },
+		"nil Semaphore.TryAcquire": func() error { _, err := nilSem.TryAcquire(ctx); return err },
+		"zero Semaphore.Acquire":   func() error { _, err := (&etcdlock.Semaphore{}).Acquire(ctx); return err },
+		"nil MultiLock.Unlock":     func() error { return nilMulti.Unlock(ctx) },
+		"zero MultiLock.Unlock":    func() error { return (&etcdlock.MultiLock{}).Unlock(ctx) },
+	} {
+		if err := nilchecktest.NoPanic(call); !errors.Is(err, etcdlock.ErrInvalidArgument) {
+			t.Errorf("%s: got %v, want an error matching ErrInvalidArgument", name, err)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package etcdlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -31,8 +30,8 @@ import (
 // one, it loses none. It fails only on a nil ctx, an invalid name, or a
 // closed Client ([ErrClosed]).
 func (c *Client) Observe(ctx context.Context, name string) (<-chan Entry, error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("%w: Observe: nil context", ErrInvalidArgument)
+	if err := c.checkCall(ctx, "Observe"); err != nil {
+		return nil, err
 	}
 	if err := validateName(name); err != nil {
 		return nil, err

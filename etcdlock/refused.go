@@ -78,8 +78,8 @@ type TokenCheck struct {
 // it (see docs/restore.md). It reads the revision, one request bounded by
 // ctx; a non-positive token fails with [fence.ErrInvalidToken].
 func (c *Client) CheckToken(ctx context.Context, token fence.Token) (TokenCheck, error) {
-	if ctx == nil {
-		return TokenCheck{}, fmt.Errorf("%w: CheckToken: nil context", ErrInvalidArgument)
+	if err := c.checkCall(ctx, "CheckToken"); err != nil {
+		return TokenCheck{}, err
 	}
 	if err := token.Validate(); err != nil {
 		return TokenCheck{}, fmt.Errorf("%w: CheckToken: %w", ErrInvalidArgument, err)

@@ -80,8 +80,8 @@ func runOptionsOf(opts []RunOption) (runOptions, error) {
 // finished its work: Run campaigns again at once (lead should wait for its
 // work, or for its context, rather than return nil at once).
 func (c *Client) Run(ctx context.Context, name, value string, lead func(context.Context, *Term) error, opts ...RunOption) error {
-	if ctx == nil {
-		return fmt.Errorf("%w: Run: nil context", ErrInvalidArgument)
+	if err := c.checkCall(ctx, "Run"); err != nil {
+		return err
 	}
 	if lead == nil {
 		return fmt.Errorf("%w: Run: nil lead function", ErrInvalidArgument)

@@ -74,8 +74,8 @@ func (sm *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lock,
 }
 
 func (sm *Semaphore) acquire(ctx context.Context, wait bool, opts []LockOption) (*Lock, error) {
-	if ctx == nil {
-		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	if err := checkCall(ctx, sm == nil || sm.c == nil || sm.c.cli == nil, "Semaphore", "Acquire"); err != nil {
+		return nil, err
 	}
 	o, err := lockOptionsOf(opts)
 	if err != nil {

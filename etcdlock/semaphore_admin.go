@@ -38,8 +38,8 @@ type SemaphoreQueue struct {
 // slots' keys at one revision, then one lease TTL per distinct lease; ctx
 // bounds the requests. It only reads.
 func (c *Client) InspectSemaphore(ctx context.Context, name string) (SemaphoreQueue, error) {
-	if ctx == nil {
-		return SemaphoreQueue{}, fmt.Errorf("%w: InspectSemaphore: nil context", ErrInvalidArgument)
+	if err := c.checkCall(ctx, "InspectSemaphore"); err != nil {
+		return SemaphoreQueue{}, err
 	}
 	if err := validateName(name); err != nil {
 		return SemaphoreQueue{}, err
@@ -155,8 +155,8 @@ func (c *Client) fillTTLs(ctx context.Context, lists ...[]Entry) error {
 // then it can still write, and a resource fenced with its slot's tokens
 // refuses its writes once the slot's next holder has written there.
 func (c *Client) BreakSemaphore(ctx context.Context, name string, token fence.Token) (Entry, error) {
-	if ctx == nil {
-		return Entry{}, fmt.Errorf("%w: BreakSemaphore: nil context", ErrInvalidArgument)
+	if err := c.checkCall(ctx, "BreakSemaphore"); err != nil {
+		return Entry{}, err
 	}
 	if err := validateName(name); err != nil {
 		return Entry{}, err

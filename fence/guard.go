@@ -64,8 +64,8 @@ type TokenIssuer interface {
 // right after passing it. The guarantee comes from the resource, which refuses
 // any write whose token is older than one it has accepted ([ErrStale]).
 //
-// A Guard is safe for concurrent use. The zero Guard is not usable; create one
-// with [NewGuard].
+// A Guard is safe for concurrent use. The zero Guard is not usable (Check,
+// Do and Put fail with [ErrInvalidArgument]); create one with [NewGuard].
 type Guard struct {
 	h     Holder
 	obs   RefusalObserver // nil: h is not one
@@ -95,6 +95,9 @@ func (g *Guard) Token() Token { return g.token }
 // have lost the lock or its validity deadline has passed, and nil otherwise.
 // A nil result is not a promise: see [Guard].
 func (g *Guard) Check() error {
+	if err := g.usable(); err != nil {
+		return err
+	}
 	select {
 	case <-g.h.Done():
 		return fmt.Errorf("%w (token %d: holder reports the lock lost)", ErrLockLost, g.token)
@@ -114,6 +117,9 @@ func (g *Guard) Check() error {
 // otherwise whatever write returns. write must send the token to
 // the resource, which makes the decision that counts.
 func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token Token) error) error {
+	if err := g.usable(); err != nil {
+		return err
+	}
 	if write == nil {
 		return fmt.Errorf("%w: Guard.Do: nil write function", ErrInvalidArgument)
 	}
@@ -157,6 +163,14 @@ func (g *Guard) explain(ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("%w: %w (the resource's highest token, %d, is above every token the lock service has issued: "+
 		"it was replaced or restored from an earlier snapshot; no newer holder of it exists, unless another lock service fences this resource too; see docs/restore.md)", ErrTokenRegressed, err, se.Current)
+}
+
+// usable refuses a nil or zero Guard, which would otherwise panic.
+func (g *Guard) usable() error {
+	if g == nil || g.h == nil {
+		return fmt.Errorf("%w: a nil or zero Guard; create one with NewGuard", ErrInvalidArgument)
+	}
+	return nil
 }
 
 // issuedTimeout bounds the question explain asks the lock service.

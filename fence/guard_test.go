@@ -97,6 +97,10 @@ func TestNilArguments(t *testing.T) {
 		{"Put(nil ctx)", func() error { return g.Put(nilCtx, fence.NewMemoryStore(), "k", nil) }},
 		{"Put(nil store)", func() error { return g.Put(t.Context(), nil, "k", nil) }},
 		{"Put(typed nil store)", func() error { return g.Put(t.Context(), (*fence.MemoryStore)(nil), "k", nil) }},
+		{"zero Guard Check", func() error { return (&fence.Guard{}).Check() }},
+		{"zero Guard Do", func() error { return (&fence.Guard{}).Do(t.Context(), write) }},
+		{"nil Guard Check", func() error { return (*fence.Guard)(nil).Check() }},
+		{"nil Guard Put", func() error { return (*fence.Guard)(nil).Put(t.Context(), fence.NewMemoryStore(), "k", nil) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
