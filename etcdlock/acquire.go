@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -212,8 +213,8 @@ func (c *Client) ticket(s *session, sp spot) *ticket {
 	}
 	t := &ticket{
 		spot: sp, slot: slot, mark: mark,
-		key:    fmt.Sprintf("%s%016x-%d", q, int64(s.id), slot),
-		marker: markerKey(fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, int64(s.id), slot)),
+		key:    q + s.hex + "-" + strconv.Itoa(slot),
+		marker: markerKey(c.o.prefix + "slot/" + s.hex + "-" + strconv.Itoa(slot)),
 	}
 	if sp.kind == kindSemaphore {
 		t.permit = &permit{dir: c.semPermits(sp.name), tried: map[int]bool{}}

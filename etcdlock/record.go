@@ -54,16 +54,33 @@ func encodeRecord(owner string, at time.Time, data string) string {
 
 // encodeRecordSlot is encodeRecord for a semaphore of permits (0: none)
 // whose permit slot is slot (-1: none yet).
+// It writes what json.Marshal writes of a record, without its reflection,
+// which cost a third of Lock's own CPU time.
 func encodeRecordSlot(owner string, at time.Time, data string, permits, slot int) string {
-	r := record{V: recordVersion, Owner: owner, Acquired: at.UTC().Round(time.Millisecond), Data: data, Permits: permits}
+	b := make([]byte, 0, 80+len(owner)+len(data))
+	b = strconv.AppendInt(append(b, `{"v":`...), recordVersion, 10)
+	b = appendJSON(append(b, `,"owner":`...), owner)
+	b = append(at.UTC().Round(time.Millisecond).AppendFormat(append(b, `,"acquired":"`...), time.RFC3339Nano), '"')
+	if data != "" {
+		b = appendJSON(append(b, `,"data":`...), data)
+	}
+	if permits != 0 {
+		b = strconv.AppendInt(append(b, `,"permits":`...), int64(permits), 10)
+	}
 	if slot >= 0 {
-		r.Slot = &slot
+		b = strconv.AppendInt(append(b, `,"slot":`...), int64(slot), 10)
 	}
-	b, err := json.Marshal(r)
-	if err != nil { // a struct of strings, numbers and a time: cannot happen
-		panic(err)
+	return string(append(b, '}'))
+}
+
+// appendJSON appends s as a JSON string, as json.Marshal writes it; a
+// string without a byte to escape (an owner "host/pid", mostly) as it is.
+func appendJSON(b []byte, s string) []byte {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || strings.ContainsRune(`"\<>&`, r) || r >= utf8.RuneSelf }) {
+		return append(append(append(b, '"'), s...), '"')
 	}
-	return string(b)
+	q, _ := json.Marshal(s) // a string: cannot fail
+	return append(b, q...)
 }
 
 // recordOf decodes a queue key's value; the zero record when it is not a

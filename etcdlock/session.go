@@ -28,6 +28,7 @@ type session struct {
 	tel *telemetry
 	cli *clientv3.Client
 	id  clientv3.LeaseID
+	hex string        // id as in keys and etcdctl (leaseHex)
 	ttl time.Duration // granted by etcd
 	ka  keepalive     // used by run alone
 
@@ -116,6 +117,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, 
 		tel:        tel,
 		cli:        cli,
 		id:         id,
+		hex:        leaseHex(id),
 		ka:         keepalive{cli: cli, id: id},
 		ttl:        time.Duration(ttl) * time.Second,
 		ctx:        sctx,
