@@ -94,12 +94,12 @@ func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev 
 	t.unmarked.Store(true)
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
-		Then(append(t.releaseOps(), clientv3.OpDelete(t.key))...).
+		Then(append(t.slotHeld(), append(t.releaseOps(), clientv3.OpDelete(t.key))...)...).
 		Commit()
 	if err != nil {
 		return leaseOr(s, err, 0)
 	}
-	if resp.Succeeded {
+	if resp.Succeeded && !slotTaken(resp) {
 		return byUs, nil
 	}
 	return goneBefore, nil

@@ -202,8 +202,20 @@ func (t *ticket) releaseMark(s *session, rev int64) clientv3.Op {
 		[]clientv3.Op{t.marker.put(s, markOurs(rev))}, []clientv3.Op{t.marker.put(s, markGone(rev))})
 }
 
+// slotHeld is releaseMark's question without its writes, for a release
+// while etcd is out of space (see releaseNoSpace), which refuses every put:
+// whether a semaphore's claimed permit's slot key is still the one it
+// claimed. For the rest it asks nothing (no operation).
+func (t *ticket) slotHeld() []clientv3.Op {
+	if t.permit == nil || t.permit.token == 0 {
+		return nil
+	}
+	return []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.permit.key(t.permit.slot)), "=", t.permit.token)}, nil, nil)}
+}
+
 // slotTaken reports whether a release's response, whose first operation
-// was releaseMark's, says the permit's slot key had been deleted.
+// was releaseMark's or slotHeld's, says the permit's slot key had been
+// deleted (false when the first was neither: a delete's response).
 func slotTaken(resp *clientv3.TxnResponse) bool {
 	n := resp.Responses[0].GetResponseTxn()
 	return n != nil && !n.Succeeded
