@@ -53,6 +53,18 @@ func KeyWatchesForTest(c *Client) (n int, settled bool) {
 	return n, s != nil && len(s.queue) == 0 && len(s.sent) == 0
 }
 
+// KeyWatchBacklogForTest returns how many requests the current stream's
+// writer has still to send and how many creations sent are unanswered
+// (-1, -1 while there is no stream).
+func KeyWatchBacklogForTest(c *Client) (queued, unanswered int) {
+	c.watches.mu.Lock()
+	defer c.watches.mu.Unlock()
+	if s := c.watches.cur; s != nil {
+		return len(s.queue), len(s.sent)
+	}
+	return -1, -1
+}
+
 // JumpClockForTest moves the clock of validity deadlines (see instant) by
 // d, as a resume after a suspend of d does; jump back by -d at the end.
 func JumpClockForTest(d int64) { clockJump.Add(d) }
