@@ -191,3 +191,71 @@ func TestBreakReader(t *testing.T) {
 		t.Fatalf("Break again: got %v, want ErrNotHolder", err)
 	}
 }
+
+// TestSharedOption: Lock, TryLock, Do and LockAll given Shared take the
+// lock as a reader, beside another reader, and a writer is kept out; a
+// semaphore refuses it. Without the option each of them is kept out by the
+// reader (the control).
+func TestSharedOption(t *testing.T) {
+	ctx := t.Context()
+	cli := etcdClient(t)
+	r, c, w := newLocker(t, cli), newLocker(t, cli), newLocker(t, cli)
+	for _, name := range []string{"a", "b"} {
+		l, err := r.RLock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+	}
+	try := func(name string, opts ...etcdlock.LockOption) error {
+		l, err := c.TryLock(ctx, name, opts...)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		return err
+	}
+	if err := try("a", etcdlock.Shared()); err != nil {
+		t.Errorf("TryLock(Shared) beside a reader: got %v, want the lock", err)
+	}
+	if err := try("a"); !errors.Is(err, etcdlock.ErrLocked) {
+		t.Errorf("TryLock beside a reader (control): got %v, want ErrLocked", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	l, err := c.Lock(short, "a", etcdlock.Shared())
+	if err != nil {
+		t.Fatalf("Lock(Shared) beside a reader: got %v, want the lock", err)
+	}
+	if !func() bool { e, err := c.Inspect(ctx, "a"); return err == nil && len(e.Holders) == 2 && e.Holders[1].Shared }() {
+		t.Error("Inspect: want two readers holding")
+	}
+	if _, err := w.TryLock(ctx, "a"); !errors.Is(err, etcdlock.ErrLocked) {
+		t.Errorf("a writer's TryLock beside the two readers: got %v, want ErrLocked", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	if err := c.Do(short, "a", func(context.Context, *etcdlock.Lock) error { ran = true; return nil }, etcdlock.Shared()); err != nil || !ran {
+		t.Errorf("Do(Shared) beside a reader: got %v (ran %v), want it run", err, ran)
+	}
+	m, err := c.LockAll(short, []string{"a", "b"}, etcdlock.Shared())
+	if err != nil {
+		t.Fatalf("LockAll(Shared) beside readers of both: got %v, want both", err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	quick, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	if _, err := c.LockAll(quick, []string{"a", "b"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("LockAll beside readers (control): got %v, want it kept waiting", err)
+	}
+	sm, err := c.Semaphore("s", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sm.Acquire(ctx, etcdlock.Shared()); !errors.Is(err, etcdlock.ErrInvalidOption) {
+		t.Errorf("Semaphore.Acquire(Shared): got %v, want ErrInvalidOption", err)
+	}
+}
