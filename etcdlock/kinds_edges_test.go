@@ -37,6 +37,10 @@ func TestTryAcquireSlotsTaken(t *testing.T) {
 	if !errors.Is(err, etcdlock.ErrLocked) {
 		t.Fatalf("TryAcquire with the only slot held: got %v after %v, want ErrLocked at once", err, time.Since(start).Round(time.Millisecond))
 	}
+	var le *etcdlock.LockedError
+	if !errors.As(err, &le) || le.Holder.Slot != h.Slot() || le.Holder.Token != h.Token() || le.Holder.Lease != h.Lease() {
+		t.Errorf("TryAcquire's holder: got %+v, want slot %d, token %d, lease %x (the holder's)", le, h.Slot(), h.Token(), h.Lease())
+	}
 	if ks := keys(t, cli, prefix(t)+"sem/ghost/q/"); len(ks) != 0 {
 		t.Fatalf("queue keys left by TryAcquire: %v", ks)
 	}

@@ -262,6 +262,7 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 			slotKeys, readRev = resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision
 		}
 		taken := map[int]bool{}
+		var held Entry // a holder of a slot, for TryAcquire's answer
 		for _, kv := range slotKeys {
 			slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), p.dir))
 			if err != nil {
@@ -274,6 +275,10 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 			var v permitValue
 			if json.Unmarshal(kv.Value, &v) == nil && v.Permits != t.permits {
 				return 0, fmt.Errorf("etcdlock: semaphore %q: %w: %d asked, slot %d held with %d", t.name, ErrPermits, t.permits, slot, v.Permits)
+			}
+			if len(taken) == 0 {
+				held = entryOf(kv)
+				held.Slot = slot
 			}
 			taken[slot] = true
 		}
@@ -293,7 +298,7 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 			// whose queue key someone deleted (it keeps its slot's key), or
 			// by callers that disagree on the permits. Waiting here for a
 			// slot would hold TryAcquire until its context ended.
-			return 0, &LockedError{Name: t.name, Holder: entryOf(slotKeys[0])}
+			return 0, &LockedError{Name: t.name, Holder: held}
 		}
 		if free < 0 {
 			if err := c.waitRange(ctx, s, p.dir, readRev+1); err != nil {
