@@ -156,10 +156,15 @@ func (c *Client) revokeLater(id clientv3.LeaseID) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
-		defer cancel()
-		c.cli.Revoke(ctx, id)
+		c.revoke(id)
 	}()
+}
+
+// revoke revokes lease id, bounded by the cleanup timeout.
+func (c *Client) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.cleanupTimeout)
+	defer cancel()
+	c.cli.Revoke(ctx, id)
 }
 
 // grant creates the Client's session, its grant bounded by ctx and by

@@ -133,10 +133,13 @@ func (l *Lock) releaseKey(ctx context.Context) (released, error) {
 		// the release tells, and moves the marker. The hold's lease then
 		// holds nothing (only this key is ever put on it, and a late move
 		// compares the same create revision), so it is revoked rather than
-		// left, empty, for as long as the hold; best effort, as it expires
-		// anyway. Not so on ErrLeaseNotFound above: the session's lease
-		// may be the missing one, with the key on the hold's already.
-		l.c.cli.Revoke(ctx, l.hold.lease)
+		// left, empty, for as long as the hold; in the background and best
+		// effort, as it expires anyway, so that a slow revoke does not hold
+		// up the release. Not so on ErrLeaseNotFound above: the session's
+		// lease may be the missing one, with the key on the hold's already.
+		if !l.c.background(func() { l.c.revoke(l.hold.lease) }) {
+			l.c.cli.Revoke(ctx, l.hold.lease) // Close has begun: not in the background
+		}
 		return l.c.release(ctx, l.s, l.t, rev)
 	}
 	l.t.moved(resp.Header.Revision)

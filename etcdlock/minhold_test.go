@@ -297,3 +297,33 @@ func keepAlive(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
+
+// An Unlock whose key someone deleted during a minimum hold (its move onto
+// the hold's lease refused) revokes that unused lease in the background:
+// a revoke that hangs does not hold up the release, which tells the caller
+// the lock was lost. Revoking on the caller's context first, as it did,
+// spent that context on the revoke and left the release to the background
+// ("retrying"), with Unlock's answer a context error.
+func TestMinHoldUnlockNotHeldUpByRevoke(t *testing.T) {
+	cli, in := faulty(t, 41)
+	c := newLocker(t, cli, etcdlock.WithCleanupTimeout(300*time.Millisecond))
+	l, err := c.Lock(t.Context(), "held", etcdlock.WithMinHold(time.Minute), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcdClient(t).Delete(t.Context(), l.Key()); err != nil {
+		t.Fatal(err)
+	}
+	revoke := in.Hold(reqfault.Method("Lease/LeaseRevoke"))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := l.Unlock(ctx); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+		t.Fatalf("Unlock with the hold's revoke hanging: got %v, want ErrKeyDeleted at once", err)
+	}
+	select {
+	case <-revoke.Caught():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the unused hold lease was not revoked")
+	}
+	revoke.Release(t.Context())
+}
