@@ -226,7 +226,10 @@ func TestSharedOption(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Lock(Shared) beside a reader: got %v, want the lock", err)
 	}
-	if !func() bool { e, err := c.Inspect(ctx, "a"); return err == nil && len(e.Holders) == 2 && e.Holders[1].Shared }() {
+	if !func() bool {
+		e, err := c.Inspect(ctx, "a")
+		return err == nil && len(e.Holders) == 2 && e.Holders[1].Shared
+	}() {
 		t.Error("Inspect: want two readers holding")
 	}
 	if _, err := w.TryLock(ctx, "a"); !errors.Is(err, etcdlock.ErrLocked) {
