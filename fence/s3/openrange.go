@@ -3,6 +3,7 @@ package s3fence
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -56,7 +57,13 @@ func (s *Store) openRange(ctx context.Context, key string, offset, length int64)
 	if v.hdr.deleted {
 		return nil, fmt.Errorf("%w: s3://%s/%s: deleted by Store.Delete with token %d", fence.ErrNotFound, s.bucket, key, v.hdr.token)
 	}
+	if offset > math.MaxInt64-HeaderSize {
+		return &Reader{body: http.NoBody, token: v.hdr.token}, nil // past the end of any object
+	}
 	start := HeaderSize + offset
+	if length > math.MaxInt64-start {
+		length = -1 // to the end: no object is longer
+	}
 	if length == 0 || size >= 0 && start >= size {
 		return &Reader{body: http.NoBody, token: v.hdr.token}, nil
 	}

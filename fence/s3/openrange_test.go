@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"testing"
 
@@ -34,6 +35,9 @@ func TestOpenRange(t *testing.T) {
 		{"empty", 7, 0, nil},
 		{"at the end", n, -1, nil},
 		{"beyond the end", n + 10, 5, nil},
+		{"the longest length", 3, math.MaxInt64, value[3:]},
+		{"the farthest offset", math.MaxInt64, 5, nil},
+		{"the farthest offset, to the end", math.MaxInt64 - 1, -1, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
