@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,8 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"zero TTL", etcdlock.WithTTL(0)},
 		{"negative TTL", etcdlock.WithTTL(-time.Second)},
+		{"TTL over etcd's longest", etcdlock.WithTTL(etcdlock.MaxTTL + time.Second)},
+		{"the longest Duration as TTL", etcdlock.WithTTL(math.MaxInt64)}, // its seconds, rounded up, overflowed: a 1 s lease
 		{"empty prefix", etcdlock.WithPrefix("")},
 		{"zero cleanup timeout", etcdlock.WithCleanupTimeout(0)},
 		{"nil option", nil},

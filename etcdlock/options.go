@@ -42,11 +42,16 @@ func defaultOptions() options {
 // grant more (it raises TTLs below its minimum, 1.5 election timeouts rounded
 // up to a second: 2 s with default server settings); the granted TTL is what
 // the client uses and reports ([Lock.TTL]). Sub-second values round up to
-// whole seconds. Default 30 s. Non-positive values make [New] fail.
+// whole seconds. Default 30 s. Non-positive values, and values over etcd's
+// longest lease TTL ([MaxTTL]), make [New] fail.
 //
 // Choose several times the p99 of the work done under the lock: a short TTL
 // frees the lock sooner after a crash, but expires more easily in a pause.
 func WithTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.ttl = d }) }
+
+// MaxTTL is the longest session TTL accepted ([WithTTL]): etcd's longest
+// lease TTL, 9,000,000,000 s (about 285 years), which it refuses to exceed.
+const MaxTTL = 9_000_000_000 * time.Second
 
 // WithPrefix sets the key prefix under which every key of the client lives:
 // a lock named n keeps its queue under prefix+"lock/"+n+"/", an election
@@ -122,8 +127,8 @@ func (o *options) validate() error {
 		return err
 	}
 	switch {
-	case o.ttl <= 0:
-		return fmt.Errorf("%w: TTL %v is not positive", ErrInvalidOption, o.ttl)
+	case o.ttl <= 0 || o.ttl > MaxTTL:
+		return fmt.Errorf("%w: TTL %v is not in (0, %v]", ErrInvalidOption, o.ttl, MaxTTL)
 	case o.prefix == "":
 		return fmt.Errorf("%w: empty prefix", ErrInvalidOption)
 	case o.cleanupTimeout <= 0:
