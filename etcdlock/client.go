@@ -265,7 +265,7 @@ func (c *Client) Close(ctx context.Context) error {
 		return c.closeErr
 	}
 	defer close(c.closeDone)
-	c.closeErr = c.close(ctx, s)
+	c.closeErr = c.explain(c.close(ctx, s))
 	return c.closeErr
 }
 

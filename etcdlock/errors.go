@@ -101,7 +101,7 @@ var ErrInvalidOption = errfamily.New("etcdlock: invalid option", ErrInvalidArgum
 //
 // Err is the error the request failed with; it matches
 // rpctypes.ErrPermissionDenied. Lock and TryLock leave no key behind and
-// do not retry.
+// do not retry; Unlock and Close, given one, do not retry either.
 type PermissionError struct {
 	Prefix string
 	Err    error

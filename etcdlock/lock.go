@@ -221,7 +221,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 		l.c.tel.releaseFailed(l, err)
 		if permanent(err) {
 			l.gaveUp.Store(true)
-			return fmt.Errorf("etcdlock: release %q: %w", l.t.name, err)
+			return fmt.Errorf("etcdlock: release %q: %w", l.t.name, l.c.explain(err))
 		}
 		l.retryUnlock()
 		return fmt.Errorf("etcdlock: release %q (retrying in the background): %w", l.t.name, err)

@@ -172,3 +172,23 @@ func TestPrefixGrantIsEnoughForElections(t *testing.T) {
 	}
 	waitClosed(t, l.Done(), 2*time.Second, "broken lock's Done")
 }
+
+// A role whose permission is revoked while it holds a lock makes Unlock and
+// Close fail with the same *PermissionError as Lock, naming the prefix to
+// grant. (They gave etcd's bare "permission denied".)
+func TestUnlockAndCloseWithoutPermission(t *testing.T) {
+	p := prefix(t)
+	e := secureEtcd(t, 2*time.Second, false, p)
+	c, err := etcdlock.New(e.locker(t, nil), etcdlock.WithTTL(9*time.Second), etcdlock.WithPrefix(p), etcdlock.WithCleanupTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	l := mustLock(t, c, "held")
+	root := e.client(t, clientv3.Config{Username: "root", Password: rootPassword}, true)
+	if _, err := root.RoleRevokePermission(t.Context(), "locker", p, clientv3.GetPrefixRangeEnd(p)); err != nil {
+		t.Fatal(err)
+	}
+	checkPermissionError(t, "Unlock", l.Unlock(t.Context()), p)
+	checkPermissionError(t, "Close", c.Close(t.Context()), p)
+}
