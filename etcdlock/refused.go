@@ -51,6 +51,9 @@ var (
 // a write with a higher token than the lock's; a false answer is logged
 // at error level, with what to do.
 func (l *Lock) Issued(ctx context.Context, t fence.Token) (bool, error) {
+	if err := checkCall(ctx, l == nil || l.c == nil, "Lock", "Issued"); err != nil {
+		return false, err
+	}
 	tc, err := l.c.CheckToken(ctx, t)
 	if err != nil {
 		return false, err
@@ -95,5 +98,8 @@ func (c *Client) CheckToken(ctx context.Context, token fence.Token) (TokenCheck,
 
 // Issued implements [fence.TokenIssuer]; see [Lock.Issued].
 func (t *Term) Issued(ctx context.Context, tok fence.Token) (bool, error) {
+	if err := checkCall(ctx, t == nil || t.l == nil, "Term", "Issued"); err != nil {
+		return false, err
+	}
 	return t.l.Issued(ctx, tok)
 }
