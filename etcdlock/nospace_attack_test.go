@@ -3,13 +3,36 @@ package etcdlock_test
 import (
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
+
+// noSpaceRelease matches the release etcdlock sends under NOSPACE: a Txn
+// that deletes key and puts nothing (not the release with the marker,
+// which etcd refuses first).
+func noSpaceRelease(key string) reqfault.Match {
+	return func(method string, req any) bool {
+		txn, ok := req.(*pb.TxnRequest)
+		return ok && !putsAny(txn) && deletes(key)(method, req)
+	}
+}
+
+func putsAny(txn *pb.TxnRequest) bool {
+	for _, op := range append(txn.Success, txn.Failure...) {
+		if op.GetRequestPut() != nil || (op.GetRequestTxn() != nil && putsAny(op.GetRequestTxn())) {
+			return true
+		}
+	}
+	return false
+}
 
 // TestNoSpaceSemaphoreUnlockSlotKeyOnEveryEtcd: the release under NOSPACE
 // with its compare-only nested Txn (an operation with no operations) is
@@ -40,6 +63,76 @@ func TestNoSpaceSemaphoreUnlockSlotKeyOnEveryEtcd(t *testing.T) {
 		}
 		if ks := keys(t, cli, p+"sem/"); len(ks) > 0 {
 			t.Errorf("keys left after both Unlocks: %v", ks)
+		}
+	})
+}
+
+// A release under NOSPACE whose reply is lost is retried in the
+// background, and finds the key gone: deleted by that release, or by
+// someone else before it, which etcd keeps no trace to tell (the marker
+// write that tells it is refused). The retry said for certain "deleted by
+// someone else"; it now says so as a possibility (ErrKeyDeleted, the safe
+// side, and fence.ErrUnknownOutcome).
+func TestNoSpaceUnlockLostReply(t *testing.T) {
+	for _, kind := range []string{"lock", "semaphore"} {
+		for _, cleared := range []bool{false, true} {
+			t.Run(kind+map[bool]string{false: "", true: "/cleared"}[cleared], func(t *testing.T) {
+				eps := propServer(t)
+				direct := etcdClient(t, eps...)
+				fcli, in := faulty(t, 31, eps...)
+				c := newLocker(t, fcli, etcdlock.WithTTL(5*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
+				var l *etcdlock.Lock
+				var err error
+				if kind == "lock" {
+					l, err = c.Lock(t.Context(), "n", etcdlock.WithoutKeyWatch())
+				} else {
+					l, err = semaphore(t, c, "n", 2).Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				disarm := raiseNoSpace(t, direct)
+				defer disarm()
+				in.Next(noSpaceRelease(l.Key()), reqfault.LostReply)
+				var n atomic.Int32
+				if cleared { // the alarm is cleared before the background retry's first release
+					in.Before(deletes(l.Key()), func(req any) {
+						if putsAny(req.(*pb.TxnRequest)) && n.Add(1) == 2 {
+							disarm()
+						}
+					})
+				}
+				err = l.Unlock(t.Context())
+				t.Logf("Unlock with its NOSPACE release's reply lost: %v", err)
+				select {
+				case <-l.Done():
+				case <-time.After(5 * time.Second):
+					t.Fatalf("Done not closed 5s after Unlock (Err %v)", l.Err())
+				}
+				// Nothing in etcd tells our deletion from another's: the loss is
+				// reported (the safe side) as one that may not be.
+				for what, err := range map[string]error{"Err": l.Err(), "Unlock again": l.Unlock(t.Context())} {
+					if !errors.Is(err, etcdlock.ErrKeyDeleted) || !errors.Is(err, fence.ErrUnknownOutcome) {
+						t.Errorf("%s after our own release deleted the key (its reply lost): got %v, want ErrKeyDeleted and fence.ErrUnknownOutcome", what, err)
+					}
+				}
+				if cleared && n.Load() < 2 {
+					t.Errorf("the background retry's release was not seen (%d releases with the marker)", n.Load())
+				}
+			})
+		}
+	}
+	// The control: a key deleted by someone else, no reply lost, is lost
+	// for certain.
+	t.Run("deleted", func(t *testing.T) {
+		cli := etcdClient(t, propServer(t)...)
+		l := mustLock(t, newLocker(t, cli, etcdlock.WithTTL(5*time.Second)), "n")
+		if _, err := cli.Delete(t.Context(), l.Key()); err != nil {
+			t.Fatal(err)
+		}
+		defer raiseNoSpace(t, cli)()
+		if err := l.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) || errors.Is(err, fence.ErrUnknownOutcome) {
+			t.Errorf("Unlock under NOSPACE of a key someone else deleted: got %v, want ErrKeyDeleted and not fence.ErrUnknownOutcome", err)
 		}
 	})
 }
