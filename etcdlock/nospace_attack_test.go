@@ -201,3 +201,34 @@ func noSpaceSlotReclaimed(t *testing.T) (kept bool) {
 	}
 	return kept
 }
+
+// With authentication on and the locker's role granted its prefix only,
+// a semaphore's release under NOSPACE (its nested compare of the slot
+// key) is allowed, and still tells a deleted slot key from a held one.
+func TestNoSpaceSemaphoreUnlockWithAuth(t *testing.T) {
+	p := prefix(t)
+	s := secureEtcd(t, time.Minute, false, p)
+	root := s.client(t, clientv3.Config{Username: "root", Password: rootPassword}, true)
+	sm := semaphore(t, newLockerAt(t, s.locker(t, nil), p, etcdlock.WithTTL(5*time.Second)), "a", 2)
+	lost, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Delete(t.Context(), p+"sem/a/p/"+strconv.Itoa(lost.Slot())); err != nil {
+		t.Fatal(err)
+	}
+	defer raiseNoSpace(t, root)()
+	if err := lost.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+		t.Errorf("Unlock under NOSPACE after the slot key was deleted: got %v, want ErrKeyDeleted", err)
+	}
+	if err := kept.Unlock(t.Context()); err != nil || !errors.Is(kept.Err(), etcdlock.ErrUnlocked) {
+		t.Errorf("Unlock under NOSPACE of a held permit: got %v (Err %v), want nil (ErrUnlocked)", err, kept.Err())
+	}
+	if ks := keys(t, root, p); len(ks) > 0 {
+		t.Errorf("keys left after both Unlocks: %v", ks)
+	}
+}
