@@ -119,6 +119,16 @@ func TestNoSpaceUnlockLostReply(t *testing.T) {
 				if cleared && n.Load() < 2 {
 					t.Errorf("the background retry's release was not seen (%d releases with the marker)", n.Load())
 				}
+				disarm() // the name is free for others once there is space to take it
+				other := newLocker(t, direct)
+				if kind == "lock" {
+					_, err = other.TryLock(t.Context(), "n")
+				} else if _, err = semaphore(t, other, "n", 2).TryAcquire(t.Context()); err == nil {
+					_, err = semaphore(t, other, "n", 2).TryAcquire(t.Context()) // both permits: none stuck
+				}
+				if err != nil {
+					t.Errorf("another client's TryLock once the alarm is cleared: %v", err)
+				}
 			})
 		}
 	}
