@@ -137,4 +137,17 @@ func TestZeroValues(t *testing.T) {
 			t.Errorf("%s: got %v, want an error matching ErrInvalidArgument", name, err)
 		}
 	}
+	// WriteRefused takes a context but returns nothing: on a nil or zero
+	// Lock or Term it does nothing.
+	refusal := errors.New("refused")
+	for name, call := range map[string]func(){
+		"nil Lock.WriteRefused":  func() { nilLock.WriteRefused(ctx, refusal) },
+		"zero Lock.WriteRefused": func() { (&etcdlock.Lock{}).WriteRefused(ctx, refusal) },
+		"nil Term.WriteRefused":  func() { nilTerm.WriteRefused(ctx, refusal) },
+		"zero Term.WriteRefused": func() { (&etcdlock.Term{}).WriteRefused(ctx, refusal) },
+	} {
+		if err := nilchecktest.NoPanic(func() error { call(); return nil }); err != nil {
+			t.Errorf("%s: %v, want nothing done", name, err)
+		}
+	}
 }

@@ -19,11 +19,21 @@ var _ fence.RefusalObserver = (*Lock)(nil)
 // fencelock.outcome "lock_lost") and as a span guard.write, a child of
 // ctx with the lock's name and token, and logs it at warn level with the lock's name, token and
 // lease. It never blocks on I/O and is safe for concurrent use; code other
-// than a Guard has no reason to call it.
-func (l *Lock) WriteRefused(ctx context.Context, err error) { l.c.tel.writeRefused(ctx, l, err) }
+// than a Guard has no reason to call it. On a nil or zero Lock it does
+// nothing.
+func (l *Lock) WriteRefused(ctx context.Context, err error) {
+	if l == nil || l.c == nil {
+		return
+	}
+	l.c.tel.writeRefused(ctx, l, err)
+}
 
 // WriteRefused implements [fence.RefusalObserver]; see [Lock.WriteRefused].
-func (t *Term) WriteRefused(ctx context.Context, err error) { t.l.WriteRefused(ctx, err) }
+func (t *Term) WriteRefused(ctx context.Context, err error) {
+	if t != nil {
+		t.l.WriteRefused(ctx, err)
+	}
+}
 
 // writeRefused records a write a Guard refused for l.
 func (t *telemetry) writeRefused(ctx context.Context, l *Lock, err error) {
