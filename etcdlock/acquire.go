@@ -203,6 +203,10 @@ type ticket struct {
 	// unmarked: released without moving the marker (etcd out of space), set
 	// before that delete is sent; cleared once the marker is known moved.
 	unmarked atomic.Bool
+	// noSpaceSent: a release without the marker write was sent and its
+	// outcome is unknown (its reply lost): a key found gone since may be
+	// its doing, and no marker tells (see ticket.gone).
+	noSpaceSent atomic.Bool
 }
 
 func (c *Client) ticket(s *session, sp spot) *ticket {

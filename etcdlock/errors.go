@@ -125,6 +125,12 @@ func (c *Client) explain(err error) error {
 	return &PermissionError{Prefix: c.o.prefix, Err: err}
 }
 
+// errKeyDeletedMaybeUs is a lock's loss when its release found the key
+// gone after a release of ours sent while etcd was out of space (which
+// refuses the marker write that tells our deletion from another's) lost
+// its reply: it matches ErrKeyDeleted and fence.ErrUnknownOutcome.
+var errKeyDeletedMaybeUs = fmt.Errorf("%w, or by a release of ours sent while etcd was out of space (%w: its reply was lost, and no marker tells)", ErrKeyDeleted, fence.ErrUnknownOutcome)
+
 // lostError ties a cause (ErrLeaseExpired, ErrKeyDeleted, ...) to ErrLost.
 type lostError struct{ cause error }
 

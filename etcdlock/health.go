@@ -33,7 +33,7 @@ import (
 //
 // A LeaderHealth is safe for concurrent use, and may be given to several
 // Runs (it is unhealthy when one of them is). The zero LeaderHealth is not
-// usable: create one with [NewLeaderHealth].
+// usable (it reports unhealthy, see Check): create one with [NewLeaderHealth].
 type LeaderHealth struct {
 	o healthOptions
 
@@ -100,8 +100,13 @@ func NewLeaderHealth(opts ...HealthOption) (*LeaderHealth, error) {
 }
 
 // Check returns nil while healthy, and otherwise an error matching
-// [ErrUnhealthy] that names the election, the term and the reason.
+// [ErrUnhealthy] that names the election, the term and the reason; on a
+// nil or zero LeaderHealth, one matching [ErrInvalidArgument] (so that
+// ServeHTTP answers 503).
 func (h *LeaderHealth) Check() error {
+	if h == nil || h.o.stopTimeout == 0 { // not made by NewLeaderHealth (an ignored error): not a healthy one
+		return fmt.Errorf("%w: Check on a nil or zero LeaderHealth; create one with NewLeaderHealth", ErrInvalidArgument)
+	}
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()

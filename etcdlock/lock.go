@@ -190,7 +190,11 @@ func (l *Lock) closeDone(cause error) bool {
 // It returns nil when this lock's key was deleted by this Unlock or an
 // earlier one (Unlock is idempotent), and an error matching [ErrLost] (or
 // [ErrClosed]) when the lock had been lost before its key was deleted: the
-// lease expired, or someone else deleted the key.
+// lease expired, or someone else deleted the key. One case it cannot tell:
+// while etcd is out of space (its NOSPACE alarm refuses the marker write
+// that records our deletion), a release whose reply was lost and a retry
+// that finds the key gone; that error matches [ErrKeyDeleted] and
+// [fence.ErrUnknownOutcome] both.
 //
 // ctx bounds the request: give it a deadline, as etcd may be unreachable.
 // When the request fails, Unlock returns its error and keeps trying in the
@@ -247,6 +251,12 @@ func (l *Lock) settle(r released) {
 		l.c.freeSlot(l.s, l.t)
 		if lostBefore == nil {
 			lostBefore = lost(ErrKeyDeleted)
+		}
+	case goneMaybeUs:
+		// Reported as lost, the safe side, but not as a certainty.
+		l.c.freeSlot(l.s, l.t)
+		if lostBefore == nil {
+			lostBefore = lost(errKeyDeletedMaybeUs)
 		}
 	case leaseGone:
 		if lostBefore == nil {

@@ -3,6 +3,10 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -112,9 +116,38 @@ func TestZeroValues(t *testing.T) {
 		"zero Semaphore.Acquire":   func() error { _, err := (&etcdlock.Semaphore{}).Acquire(ctx); return err },
 		"nil MultiLock.Unlock":     func() error { return nilMulti.Unlock(ctx) },
 		"zero MultiLock.Unlock":    func() error { return (&etcdlock.MultiLock{}).Unlock(ctx) },
+		"nil LeaderHealth.Check":   func() error { return (*etcdlock.LeaderHealth)(nil).Check() },
+		"zero LeaderHealth.Check":  func() error { return (&etcdlock.LeaderHealth{}).Check() },
+		"nil LeaderHealth.ServeHTTP": func() error {
+			w := httptest.NewRecorder()
+			(*etcdlock.LeaderHealth)(nil).ServeHTTP(w, httptest.NewRequest("GET", "/healthz", nil))
+			if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "invalid argument") {
+				return fmt.Errorf("answered %d %q, want 503 and the reason", w.Code, w.Body)
+			}
+			return etcdlock.ErrInvalidArgument
+		},
+		"nil Semaphore.Inspect":  func() error { _, err := nilSem.Inspect(ctx); return err },
+		"zero Semaphore.Inspect": func() error { _, err := (&etcdlock.Semaphore{}).Inspect(ctx); return err },
+		"nil Lock.Issued":        func() error { _, err := nilLock.Issued(ctx, 1); return err },
+		"zero Lock.Issued":       func() error { _, err := (&etcdlock.Lock{}).Issued(ctx, 1); return err },
+		"nil Term.Issued":        func() error { _, err := nilTerm.Issued(ctx, 1); return err },
+		"zero Term.Issued":       func() error { _, err := (&etcdlock.Term{}).Issued(ctx, 1); return err },
 	} {
 		if err := nilchecktest.NoPanic(call); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 			t.Errorf("%s: got %v, want an error matching ErrInvalidArgument", name, err)
+		}
+	}
+	// WriteRefused takes a context but returns nothing: on a nil or zero
+	// Lock or Term it does nothing.
+	refusal := errors.New("refused")
+	for name, call := range map[string]func(){
+		"nil Lock.WriteRefused":  func() { nilLock.WriteRefused(ctx, refusal) },
+		"zero Lock.WriteRefused": func() { (&etcdlock.Lock{}).WriteRefused(ctx, refusal) },
+		"nil Term.WriteRefused":  func() { nilTerm.WriteRefused(ctx, refusal) },
+		"zero Term.WriteRefused": func() { (&etcdlock.Term{}).WriteRefused(ctx, refusal) },
+	} {
+		if err := nilchecktest.NoPanic(func() error { call(); return nil }); err != nil {
+			t.Errorf("%s: %v, want nothing done", name, err)
 		}
 	}
 }

@@ -19,11 +19,21 @@ var _ fence.RefusalObserver = (*Lock)(nil)
 // fencelock.outcome "lock_lost") and as a span guard.write, a child of
 // ctx with the lock's name and token, and logs it at warn level with the lock's name, token and
 // lease. It never blocks on I/O and is safe for concurrent use; code other
-// than a Guard has no reason to call it.
-func (l *Lock) WriteRefused(ctx context.Context, err error) { l.c.tel.writeRefused(ctx, l, err) }
+// than a Guard has no reason to call it. On a nil or zero Lock it does
+// nothing.
+func (l *Lock) WriteRefused(ctx context.Context, err error) {
+	if l == nil || l.c == nil {
+		return
+	}
+	l.c.tel.writeRefused(ctx, l, err)
+}
 
 // WriteRefused implements [fence.RefusalObserver]; see [Lock.WriteRefused].
-func (t *Term) WriteRefused(ctx context.Context, err error) { t.l.WriteRefused(ctx, err) }
+func (t *Term) WriteRefused(ctx context.Context, err error) {
+	if t != nil {
+		t.l.WriteRefused(ctx, err)
+	}
+}
 
 // writeRefused records a write a Guard refused for l.
 func (t *telemetry) writeRefused(ctx context.Context, l *Lock, err error) {
@@ -51,6 +61,9 @@ var (
 // a write with a higher token than the lock's; a false answer is logged
 // at error level, with what to do.
 func (l *Lock) Issued(ctx context.Context, t fence.Token) (bool, error) {
+	if err := checkCall(ctx, l == nil || l.c == nil, "Lock", "Issued"); err != nil {
+		return false, err
+	}
 	tc, err := l.c.CheckToken(ctx, t)
 	if err != nil {
 		return false, err
@@ -95,5 +108,8 @@ func (c *Client) CheckToken(ctx context.Context, token fence.Token) (TokenCheck,
 
 // Issued implements [fence.TokenIssuer]; see [Lock.Issued].
 func (t *Term) Issued(ctx context.Context, tok fence.Token) (bool, error) {
+	if err := checkCall(ctx, t == nil || t.l == nil, "Term", "Issued"); err != nil {
+		return false, err
+	}
 	return t.l.Issued(ctx, tok)
 }

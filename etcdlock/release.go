@@ -15,9 +15,10 @@ import (
 type released int
 
 const (
-	byUs       released = iota // our request deleted it
-	goneBefore                 // it was gone before: someone else deleted it
-	leaseGone                  // the lease is gone, and every key on it
+	byUs        released = iota // our request deleted it
+	goneBefore                  // it was gone before: someone else deleted it
+	goneMaybeUs                 // gone, by someone else or by a release of ours under NOSPACE whose reply was lost
+	leaseGone                   // the lease is gone, and every key on it
 )
 
 // maxReleasePasses bounds the passes of release that find the marker moved
@@ -77,10 +78,21 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 		}
 		if resp.Succeeded {
 			t.moved(resp.Header.Revision)
-			return goneBefore, nil
+			return t.gone(), nil
 		}
 	}
 	return 0, errors.New("etcdlock: marker kept moving")
+}
+
+// gone is how t's key ended when a release found it gone and the marker
+// not written by a release of ours: deleted by someone else, unless a
+// release of ours without the marker write (etcd out of space) may have
+// deleted it, its reply lost, which nothing left in etcd can tell.
+func (t *ticket) gone() released {
+	if t.noSpaceSent.Load() {
+		return goneMaybeUs
+	}
+	return goneBefore
 }
 
 // releaseNoSpace releases t's key while etcd is out of space (its NOSPACE
@@ -97,12 +109,18 @@ func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev 
 		Then(append(t.slotHeld(), append(t.releaseOps(), clientv3.OpDelete(t.key))...)...).
 		Commit()
 	if err != nil {
+		if !refused(err) {
+			t.noSpaceSent.Store(true) // it may yet have deleted the key
+		}
 		return leaseOr(s, err, 0)
 	}
-	if resp.Succeeded && !slotTaken(resp) {
-		return byUs, nil
+	switch {
+	case !resp.Succeeded:
+		return t.gone(), nil
+	case slotTaken(resp):
+		return goneBefore, nil // our queue key, but a semaphore's slot key was deleted by someone else
 	}
-	return goneBefore, nil
+	return byUs, nil
 }
 
 // freeSlot makes t's slot free for the session's next acquisition once its

@@ -96,6 +96,9 @@ func (sm *Semaphore) acquire(ctx context.Context, wait bool, opts []LockOption) 
 // and, as Token, its permit's token ([Lock.Token]) once it has claimed
 // one; Waiters the rest (see [Client.InspectSemaphore]).
 func (sm *Semaphore) Inspect(ctx context.Context) (Queue, error) {
+	if err := checkCall(ctx, sm == nil || sm.c == nil || sm.c.cli == nil, "Semaphore", "Inspect"); err != nil {
+		return Queue{}, err
+	}
 	sq, err := sm.c.InspectSemaphore(ctx, sm.name)
 	return sq.Queue, err
 }

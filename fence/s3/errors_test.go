@@ -301,4 +301,17 @@ func TestZeroValues(t *testing.T) {
 			}
 		}
 	}
+	// A failed Open returns a nil Reader; its Close deferred before the
+	// error is checked, or a Read, must not panic.
+	var nilReader *s3fence.Reader
+	for name, r := range map[string]*s3fence.Reader{"zero": {}, "nil": nilReader} {
+		for call, f := range map[string]func() error{
+			"Read":  func() error { _, err := r.Read(make([]byte, 1)); return err },
+			"Close": func() error { return r.Close() },
+		} {
+			if err := nilchecktest.NoPanic(f); !errors.Is(err, s3fence.ErrInvalidArgument) {
+				t.Errorf("%s on a %s Reader: got %v, want an error matching ErrInvalidArgument", call, name, err)
+			}
+		}
+	}
 }

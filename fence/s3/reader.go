@@ -71,8 +71,30 @@ func (r *Reader) Token() fence.Token { return r.token }
 // envelope), or -1 if the server did not say.
 func (r *Reader) Size() int64 { return r.size }
 
-// Read reads the value, after the envelope.
-func (r *Reader) Read(p []byte) (int, error) { return r.body.Read(p) }
+// Read reads the value, after the envelope. On a nil or zero Reader (one
+// Open did not return, as after an ignored error) it fails with an error
+// matching [ErrInvalidArgument], as os.File's Read does on a nil File.
+func (r *Reader) Read(p []byte) (int, error) {
+	if err := r.usable("Read"); err != nil {
+		return 0, err
+	}
+	return r.body.Read(p)
+}
 
-// Close releases the connection.
-func (r *Reader) Close() error { return r.body.Close() }
+// Close releases the connection. On a nil or zero Reader it fails with an
+// error matching [ErrInvalidArgument], so that a deferred Close of a
+// failed Open's result does not panic.
+func (r *Reader) Close() error {
+	if err := r.usable("Close"); err != nil {
+		return err
+	}
+	return r.body.Close()
+}
+
+// usable refuses a nil or zero Reader, which would otherwise panic.
+func (r *Reader) usable(op string) error {
+	if r == nil || r.body == nil {
+		return fmt.Errorf("%w: %s on a nil or zero Reader", ErrInvalidArgument, op)
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package etcdlock_test
+
+import (
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+)
+
+// noSpaceRelease matches the release etcdlock sends under NOSPACE: a Txn
+// that deletes key and puts nothing (not the release with the marker,
+// which etcd refuses first).
+func noSpaceRelease(key string) reqfault.Match {
+	return func(method string, req any) bool {
+		txn, ok := req.(*pb.TxnRequest)
+		return ok && !putsAny(txn) && deletes(key)(method, req)
+	}
+}
+
+func putsAny(txn *pb.TxnRequest) bool {
+	for _, op := range append(txn.Success, txn.Failure...) {
+		if op.GetRequestPut() != nil || (op.GetRequestTxn() != nil && putsAny(op.GetRequestTxn())) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNoSpaceSemaphoreUnlockSlotKeyOnEveryEtcd: the release under NOSPACE
+// with its compare-only nested Txn (an operation with no operations) is
+// accepted by every server version, and tells a deleted slot key from a
+// held one, as on the embedded server (TestNoSpaceSemaphoreUnlockAfterSlotTaken).
+func TestNoSpaceSemaphoreUnlockSlotKeyOnEveryEtcd(t *testing.T) {
+	forEachEtcd(t, func(t *testing.T, cli *clientv3.Client) {
+		p := prefix(t)
+		c := newLockerAt(t, cli, p, etcdlock.WithTTL(3*time.Second))
+		sm := semaphore(t, c, "taken", 2)
+		lost, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Delete(t.Context(), p+"sem/taken/p/"+strconv.Itoa(lost.Slot())); err != nil {
+			t.Fatal(err)
+		}
+		defer raiseNoSpace(t, cli)()
+		if err := lost.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+			t.Errorf("Unlock under NOSPACE after the slot key was deleted: got %v, want ErrKeyDeleted", err)
+		}
+		if err := kept.Unlock(t.Context()); err != nil || !errors.Is(kept.Err(), etcdlock.ErrUnlocked) {
+			t.Errorf("Unlock under NOSPACE of a held permit: got %v (Err %v), want nil (ErrUnlocked)", err, kept.Err())
+		}
+		if ks := keys(t, cli, p+"sem/"); len(ks) > 0 {
+			t.Errorf("keys left after both Unlocks: %v", ks)
+		}
+	})
+}
+
+// A release under NOSPACE whose reply is lost is retried in the
+// background, and finds the key gone: deleted by that release, or by
+// someone else before it, which etcd keeps no trace to tell (the marker
+// write that tells it is refused). The retry said for certain "deleted by
+// someone else"; it now says so as a possibility (ErrKeyDeleted, the safe
+// side, and fence.ErrUnknownOutcome).
+func TestNoSpaceUnlockLostReply(t *testing.T) {
+	for _, kind := range []string{"lock", "semaphore"} {
+		for _, cleared := range []bool{false, true} {
+			t.Run(kind+map[bool]string{false: "", true: "/cleared"}[cleared], func(t *testing.T) {
+				eps := propServer(t)
+				direct := etcdClient(t, eps...)
+				fcli, in := faulty(t, 31, eps...)
+				c := newLocker(t, fcli, etcdlock.WithTTL(5*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
+				var l *etcdlock.Lock
+				var err error
+				if kind == "lock" {
+					l, err = c.Lock(t.Context(), "n", etcdlock.WithoutKeyWatch())
+				} else {
+					l, err = semaphore(t, c, "n", 2).Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				disarm := raiseNoSpace(t, direct)
+				defer disarm()
+				in.Next(noSpaceRelease(l.Key()), reqfault.LostReply)
+				var n atomic.Int32
+				if cleared { // the alarm is cleared before the background retry's first release
+					in.Before(deletes(l.Key()), func(req any) {
+						if putsAny(req.(*pb.TxnRequest)) && n.Add(1) == 2 {
+							disarm()
+						}
+					})
+				}
+				err = l.Unlock(t.Context())
+				t.Logf("Unlock with its NOSPACE release's reply lost: %v", err)
+				select {
+				case <-l.Done():
+				case <-time.After(5 * time.Second):
+					t.Fatalf("Done not closed 5s after Unlock (Err %v)", l.Err())
+				}
+				// Nothing in etcd tells our deletion from another's: the loss is
+				// reported (the safe side) as one that may not be.
+				for what, err := range map[string]error{"Err": l.Err(), "Unlock again": l.Unlock(t.Context())} {
+					if !errors.Is(err, etcdlock.ErrKeyDeleted) || !errors.Is(err, fence.ErrUnknownOutcome) {
+						t.Errorf("%s after our own release deleted the key (its reply lost): got %v, want ErrKeyDeleted and fence.ErrUnknownOutcome", what, err)
+					}
+				}
+				if cleared && n.Load() < 2 {
+					t.Errorf("the background retry's release was not seen (%d releases with the marker)", n.Load())
+				}
+				disarm() // the name is free for others once there is space to take it
+				other := newLocker(t, direct)
+				if kind == "lock" {
+					_, err = other.TryLock(t.Context(), "n")
+				} else if _, err = semaphore(t, other, "n", 2).TryAcquire(t.Context()); err == nil {
+					_, err = semaphore(t, other, "n", 2).TryAcquire(t.Context()) // both permits: none stuck
+				}
+				if err != nil {
+					t.Errorf("another client's TryLock once the alarm is cleared: %v", err)
+				}
+			})
+		}
+	}
+	// The control: a key deleted by someone else, no reply lost, is lost
+	// for certain.
+	t.Run("deleted", func(t *testing.T) {
+		cli := etcdClient(t, propServer(t)...)
+		l := mustLock(t, newLocker(t, cli, etcdlock.WithTTL(5*time.Second)), "n")
+		if _, err := cli.Delete(t.Context(), l.Key()); err != nil {
+			t.Fatal(err)
+		}
+		defer raiseNoSpace(t, cli)()
+		if err := l.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) || errors.Is(err, fence.ErrUnknownOutcome) {
+			t.Errorf("Unlock under NOSPACE of a key someone else deleted: got %v, want ErrKeyDeleted and not fence.ErrUnknownOutcome", err)
+		}
+	})
+}
+
+// Under NOSPACE, a holder whose slot key was deleted and then claimed by a
+// newer holder is told it lost the permit, and its release leaves the
+// newer holder's slot key alone (the nested delete compares the value).
+// Here C's queue key is deleted too, so that B, third in the queue, is
+// entitled to a permit and claims A's free slot. The control, a release
+// that deletes its slot's key whoever's it is, deletes B's.
+func TestNoSpaceSemaphoreSlotReclaimed(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "compared", true: "control"}[control], func(t *testing.T) {
+			if control {
+				etcdlock.UnconditionalSlotReleaseForTest.Store(true)
+				defer etcdlock.UnconditionalSlotReleaseForTest.Store(false)
+			}
+			if kept := noSpaceSlotReclaimed(t); kept == control {
+				t.Errorf("B's slot key kept after A's release under NOSPACE: %v, want %v", kept, !control)
+			}
+		})
+	}
+}
+
+// noSpaceSlotReclaimed runs TestNoSpaceSemaphoreSlotReclaimed's scenario
+// and reports whether B's slot key was kept.
+func noSpaceSlotReclaimed(t *testing.T) (kept bool) {
+	eps := propServer(t)
+	cli := etcdClient(t, eps...)
+	p := prefix(t)
+	sa := semaphore(t, newLocker(t, cli, etcdlock.WithTTL(5*time.Second)), "s", 2)
+	sb := semaphore(t, newLocker(t, cli, etcdlock.WithTTL(5*time.Second)), "s", 2)
+	a, err := sa.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sa.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slotKey := p + "sem/s/p/" + strconv.Itoa(a.Slot())
+	if _, err := cli.Delete(t.Context(), slotKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(t.Context(), c.Key()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := sb.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Slot() != a.Slot() {
+		t.Fatalf("B claimed slot %d, want A's %d", b.Slot(), a.Slot())
+	}
+	defer raiseNoSpace(t, cli)()
+	if err := a.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+		t.Errorf("A's Unlock under NOSPACE, its slot claimed by B: got %v, want ErrKeyDeleted", err)
+	}
+	resp, err := cli.Get(t.Context(), slotKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept = len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == int64(b.Token())
+	if err := b.Unlock(t.Context()); kept && (err != nil || !errors.Is(b.Err(), etcdlock.ErrUnlocked)) {
+		t.Errorf("B's Unlock under NOSPACE: got %v (Err %v), want nil (ErrUnlocked)", err, b.Err())
+	}
+	return kept
+}
+
+// With authentication on and the locker's role granted its prefix only,
+// a semaphore's release under NOSPACE (its nested compare of the slot
+// key) is allowed, and still tells a deleted slot key from a held one.
+func TestNoSpaceSemaphoreUnlockWithAuth(t *testing.T) {
+	p := prefix(t)
+	s := secureEtcd(t, time.Minute, false, p)
+	root := s.client(t, clientv3.Config{Username: "root", Password: rootPassword}, true)
+	sm := semaphore(t, newLockerAt(t, s.locker(t, nil), p, etcdlock.WithTTL(5*time.Second)), "a", 2)
+	lost, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Delete(t.Context(), p+"sem/a/p/"+strconv.Itoa(lost.Slot())); err != nil {
+		t.Fatal(err)
+	}
+	defer raiseNoSpace(t, root)()
+	if err := lost.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+		t.Errorf("Unlock under NOSPACE after the slot key was deleted: got %v, want ErrKeyDeleted", err)
+	}
+	if err := kept.Unlock(t.Context()); err != nil || !errors.Is(kept.Err(), etcdlock.ErrUnlocked) {
+		t.Errorf("Unlock under NOSPACE of a held permit: got %v (Err %v), want nil (ErrUnlocked)", err, kept.Err())
+	}
+	if ks := keys(t, root, p); len(ks) > 0 {
+		t.Errorf("keys left after both Unlocks: %v", ks)
+	}
+}
