@@ -42,11 +42,12 @@
 //	err = guard.Put(ctx, store, "invoice/42", data) // the caller's ctx; refused by the store if a newer holder wrote
 //
 // A nil context, a nil (or typed-nil) etcd client, a nil function, or a
-// call that takes a context on a nil or zero Client, Lock, Term, Semaphore,
-// MultiLock or LeaderHealth's Check (one no constructor made) gives an
+// call that takes a context on a nil or zero Client, Lock, Term, Semaphore
+// or MultiLock, or LeaderHealth's Check (one no constructor made), gives an
 // error matching [ErrInvalidArgument], never a panic, before any request
-// (WriteRefused, which returns nothing, does nothing). Accessors (Token, Name, Key, Done, Err, ...) read the value, and on a nil
-// one panic, as os.File's Name does.
+// (WriteRefused, which returns nothing, does nothing). Accessors (Token,
+// Name, Key, Done, Err, ...) read the value, and on a nil one panic, as
+// os.File's Name does.
 //
 // # Elections
 //

@@ -84,9 +84,9 @@ var ErrInvalidData = errfamily.New("etcdlock: invalid data", ErrInvalidArgument)
 
 // ErrInvalidArgument means a nil context, a nil etcd client or a nil
 // function was passed where one is required, or a method was called on a
-// nil or zero Client, Lock, Term, Semaphore or MultiLock. Nothing was sent.
-// It matches
-// [fence.ErrInvalidArgument], and every invalid input's error matches it.
+// nil or zero Client, Lock, Term, Semaphore, MultiLock or LeaderHealth.
+// Nothing was sent. It matches [fence.ErrInvalidArgument], and every
+// invalid input's error matches it.
 var ErrInvalidArgument = errfamily.New("etcdlock: invalid argument", fence.ErrInvalidArgument)
 
 // ErrInvalidOption means an option was given an invalid value (a non-positive

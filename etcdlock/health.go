@@ -33,7 +33,8 @@ import (
 //
 // A LeaderHealth is safe for concurrent use, and may be given to several
 // Runs (it is unhealthy when one of them is). The zero LeaderHealth is not
-// usable (it reports unhealthy, see Check): create one with [NewLeaderHealth].
+// usable (it reports unhealthy, see Check): create one with
+// [NewLeaderHealth].
 type LeaderHealth struct {
 	o healthOptions
 
