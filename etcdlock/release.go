@@ -104,9 +104,10 @@ func (t *ticket) gone() released {
 // could still land.
 func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev int64) (released, error) {
 	t.unmarked.Store(true)
+	held := t.slotHeld()
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
-		Then(append(t.slotHeld(), append(t.releaseOps(), clientv3.OpDelete(t.key))...)...).
+		Then(append(held, append(t.releaseOps(), clientv3.OpDelete(t.key))...)...).
 		Commit()
 	if err != nil {
 		if !refused(err) {
@@ -117,7 +118,7 @@ func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev 
 	switch {
 	case !resp.Succeeded:
 		return t.gone(), nil
-	case slotTaken(resp):
+	case len(held) > 0 && slotTaken(resp): // else the first is releaseOps' (a claim that may not have landed)
 		return goneBefore, nil // our queue key, but a semaphore's slot key was deleted by someone else
 	}
 	return byUs, nil
