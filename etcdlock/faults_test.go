@@ -3,7 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -397,33 +396,4 @@ func TestDeletionNoticedWhileUnlockRetries(t *testing.T) {
 		t.Fatalf("A's Err: got %v, want ErrKeyDeleted", la.Err())
 	}
 	in.Heal()
-}
-
-// Under NOSPACE, a semaphore's Unlock still tells a holder whose slot key
-// someone deleted (etcdctl del) that it had lost the permit, as it does
-// with space to write (TestSemaphoreUnlockAfterSlotTaken); its release
-// without the marker write compared only its queue key, still there, and
-// said the permit was held throughout. The control, a holder whose slot
-// is its own, is told so.
-func TestNoSpaceSemaphoreUnlockAfterSlotTaken(t *testing.T) {
-	cli := etcdClient(t, propServer(t)...)
-	sm := semaphore(t, newLocker(t, cli), "taken", 2)
-	lost, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
-	if err != nil {
-		t.Fatal(err)
-	}
-	kept, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Delete(t.Context(), prefix(t)+"sem/taken/p/"+strconv.Itoa(lost.Slot())); err != nil {
-		t.Fatal(err)
-	}
-	raiseNoSpace(t, cli)
-	if err := lost.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
-		t.Errorf("Unlock under NOSPACE after the slot key was deleted: got %v, want ErrKeyDeleted", err)
-	}
-	if err := kept.Unlock(t.Context()); err != nil || !errors.Is(kept.Err(), etcdlock.ErrUnlocked) {
-		t.Errorf("Unlock under NOSPACE of a held permit: got %v (Err %v), want nil (ErrUnlocked)", err, kept.Err())
-	}
 }

@@ -41,30 +41,49 @@ func putsAny(txn *pb.TxnRequest) bool {
 func TestNoSpaceSemaphoreUnlockSlotKeyOnEveryEtcd(t *testing.T) {
 	forEachEtcd(t, func(t *testing.T, cli *clientv3.Client) {
 		p := prefix(t)
-		c := newLockerAt(t, cli, p, etcdlock.WithTTL(3*time.Second))
-		sm := semaphore(t, c, "taken", 2)
-		lost, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
-		if err != nil {
-			t.Fatal(err)
-		}
-		kept, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cli.Delete(t.Context(), p+"sem/taken/p/"+strconv.Itoa(lost.Slot())); err != nil {
-			t.Fatal(err)
-		}
-		defer raiseNoSpace(t, cli)()
-		if err := lost.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
-			t.Errorf("Unlock under NOSPACE after the slot key was deleted: got %v, want ErrKeyDeleted", err)
-		}
-		if err := kept.Unlock(t.Context()); err != nil || !errors.Is(kept.Err(), etcdlock.ErrUnlocked) {
-			t.Errorf("Unlock under NOSPACE of a held permit: got %v (Err %v), want nil (ErrUnlocked)", err, kept.Err())
-		}
-		if ks := keys(t, cli, p+"sem/"); len(ks) > 0 {
-			t.Errorf("keys left after both Unlocks: %v", ks)
-		}
+		noSpaceSlotTaken(t, newLockerAt(t, cli, p, etcdlock.WithTTL(3*time.Second)), cli, p)
 	})
+}
+
+// Under NOSPACE, a semaphore's Unlock still tells a holder whose slot key
+// someone deleted (etcdctl del) that it had lost the permit, as it does
+// with space to write (TestSemaphoreUnlockAfterSlotTaken); its release
+// without the marker write compared only its queue key, still there, and
+// said the permit was held throughout. The control, a holder whose slot
+// is its own, is told so.
+func TestNoSpaceSemaphoreUnlockAfterSlotTaken(t *testing.T) {
+	cli := etcdClient(t, propServer(t)...)
+	noSpaceSlotTaken(t, newLocker(t, cli), cli, prefix(t))
+}
+
+// noSpaceSlotTaken takes two permits of a semaphore of c (prefix p),
+// deletes the slot key of one through admin, raises NOSPACE, and checks
+// that Unlock tells the one it was lost and the other that it was not,
+// leaving no key.
+func noSpaceSlotTaken(t *testing.T, c *etcdlock.Client, admin *clientv3.Client, p string) {
+	t.Helper()
+	sm := semaphore(t, c, "taken", 2)
+	lost, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Delete(t.Context(), p+"sem/taken/p/"+strconv.Itoa(lost.Slot())); err != nil {
+		t.Fatal(err)
+	}
+	defer raiseNoSpace(t, admin)()
+	if err := lost.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+		t.Errorf("Unlock under NOSPACE after the slot key was deleted: got %v, want ErrKeyDeleted", err)
+	}
+	if err := kept.Unlock(t.Context()); err != nil || !errors.Is(kept.Err(), etcdlock.ErrUnlocked) {
+		t.Errorf("Unlock under NOSPACE of a held permit: got %v (Err %v), want nil (ErrUnlocked)", err, kept.Err())
+	}
+	if ks := keys(t, admin, p+"sem/"); len(ks) > 0 {
+		t.Errorf("keys left after both Unlocks: %v", ks)
+	}
 }
 
 // A release under NOSPACE whose reply is lost is retried in the
@@ -219,26 +238,5 @@ func TestNoSpaceSemaphoreUnlockWithAuth(t *testing.T) {
 	p := prefix(t)
 	s := secureEtcd(t, time.Minute, false, p)
 	root := s.client(t, clientv3.Config{Username: "root", Password: rootPassword}, true)
-	sm := semaphore(t, newLockerAt(t, s.locker(t, nil), p, etcdlock.WithTTL(5*time.Second)), "a", 2)
-	lost, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
-	if err != nil {
-		t.Fatal(err)
-	}
-	kept, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := root.Delete(t.Context(), p+"sem/a/p/"+strconv.Itoa(lost.Slot())); err != nil {
-		t.Fatal(err)
-	}
-	defer raiseNoSpace(t, root)()
-	if err := lost.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
-		t.Errorf("Unlock under NOSPACE after the slot key was deleted: got %v, want ErrKeyDeleted", err)
-	}
-	if err := kept.Unlock(t.Context()); err != nil || !errors.Is(kept.Err(), etcdlock.ErrUnlocked) {
-		t.Errorf("Unlock under NOSPACE of a held permit: got %v (Err %v), want nil (ErrUnlocked)", err, kept.Err())
-	}
-	if ks := keys(t, root, p); len(ks) > 0 {
-		t.Errorf("keys left after both Unlocks: %v", ks)
-	}
+	noSpaceSlotTaken(t, newLockerAt(t, s.locker(t, nil), p, etcdlock.WithTTL(5*time.Second)), root, p)
 }
