@@ -1,6 +1,8 @@
 package etcdlock_test
 
 import (
+	"os"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +51,7 @@ func TestKeyWatchSlowLinkSettles(t *testing.T) {
 	// 1.6-2.9 s alone (also beside two CPU hogs), but took over 15 s with
 	// no stream replaced twice in CI's race step and once in a whole run
 	// of the package; what held them up is not known, hence the backlog
-	// in the message.
+	// in the message and the goroutines' stacks.
 	limit := time.Minute
 	start := time.Now()
 	for {
@@ -58,6 +60,7 @@ func TestKeyWatchSlowLinkSettles(t *testing.T) {
 		}
 		if time.Since(start) > limit {
 			q, u := etcdlock.KeyWatchBacklogForTest(c)
+			pprof.Lookup("goroutine").WriteTo(os.Stderr, 1) // where the writer, the reader and the probe are
 			t.Fatalf("watches not settled %v after the new stream: %d streams opened since; %d requests unsent, %d creations unanswered",
 				limit, in.Calls("Watch/Watch")-streams, q, u)
 		}
