@@ -62,7 +62,7 @@ func (f *Fences) Exec(ctx context.Context, db DB, resource string, token fence.T
 	b.Queue(f.execGuardSQL, resource, int64(token))
 	b.Queue(stmt, args...)
 	var n int64
-	err = f.tel.write(ctx, f.tel.exec, token, func() string { return resource }, func(ctx context.Context) error {
+	err = f.tel.write(ctx, f.tel.Exec, token, func() string { return resource }, func(ctx context.Context) error {
 		return withConn(ctx, db, func(c DB) error {
 			var err error
 			n, err = runBatch(ctx, c.(batcher), b) // db has SendBatch, and so has a pool's connection

@@ -114,9 +114,9 @@ func (s *Store) write(ctx context.Context, key string, token fence.Token, value 
 		return err
 	}
 	t := s.table
-	op := t.tel.put
+	op := t.tel.Put
 	if value == nil {
-		op = t.tel.delete
+		op = t.tel.Delete
 	}
 	sql, args, err := t.prepare(ctx, s.db, key, token, []Assignment{Set("value", value)}, t.upsertSQL)
 	if err != nil {

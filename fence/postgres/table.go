@@ -101,7 +101,7 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 	if err != nil {
 		return err
 	}
-	return t.tel.write(ctx, t.tel.update, token, func() string { return t.resource(key) }, func(ctx context.Context) error {
+	return t.tel.write(ctx, t.tel.Update, token, func() string { return t.resource(key) }, func(ctx context.Context) error {
 		return t.update(ctx, db, key, token, sql, args)
 	})
 }
@@ -151,7 +151,7 @@ func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, s
 		return err
 	}
 	resource := func() string { return t.resource(key) }
-	return t.tel.write(ctx, t.tel.upsert, token, resource, func(ctx context.Context) error {
+	return t.tel.write(ctx, t.tel.Upsert, token, resource, func(ctx context.Context) error {
 		return t.upsert(ctx, db, key, token, resource, sql, args, true)
 	})
 }

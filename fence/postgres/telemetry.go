@@ -19,21 +19,15 @@ import (
 var globalTelemetry = sync.OnceValues(func() (*pgTelemetry, error) { return newPGTelemetry(nil, nil) })
 
 // pgTelemetry is the package's instruments on one pair of providers.
-type pgTelemetry struct {
-	update, upsert, tx, put, delete, exec *tel.Op
-	retryable                             metric.Int64Counter
-}
+type pgTelemetry struct{ *tel.SQL }
 
 // newPGTelemetry builds the instruments on mp and tp (nil: the global
 // providers). On an error it still returns instruments, those the
 // providers gave.
 func newPGTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*pgTelemetry, error) {
-	r, err := tel.New("postgres", "github.com/fencelock/fencelock/fence/postgres", mp, tp,
-		"update", "upsert", "tx", "put", "delete", "exec")
-	retryable, rerr := r.Counter("fencelock.postgres.retryable_errors", "{error}",
+	s, err := tel.NewSQL("postgres", "github.com/fencelock/fencelock/fence/postgres", mp, tp,
 		"Fenced writes rolled back by the server (serialization failure or deadlock): safe to run again.")
-	return &pgTelemetry{update: r.Op("update"), upsert: r.Op("upsert"), tx: r.Op("tx"), put: r.Op("put"),
-		delete: r.Op("delete"), exec: r.Op("exec"), retryable: retryable}, errors.Join(err, rerr)
+	return &pgTelemetry{s}, err
 }
 
 // write runs fn, one fenced write of op with token whose arguments were
@@ -48,7 +42,7 @@ func (t *pgTelemetry) write(ctx context.Context, op *tel.Op, token fence.Token, 
 	}
 	err := fn(ctx)
 	if err != nil && errors.Is(err, ErrRetryable) {
-		t.retryable.Add(ctx, 1)
+		t.Retryable.Add(ctx, 1)
 	}
 	w.End(err)
 	return err

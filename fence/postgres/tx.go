@@ -65,7 +65,7 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err != nil {
 		return err
 	}
-	return f.tel.write(ctx, f.tel.tx, token, func() string { return resource }, func(ctx context.Context) error {
+	return f.tel.write(ctx, f.tel.Tx, token, func() string { return resource }, func(ctx context.Context) error {
 		return f.runInTx(ctx, db, resource, token, fn, o)
 	})
 }

@@ -23,7 +23,7 @@ func (f *Fences) Exec(ctx context.Context, db TxBeginner, resource string, token
 		return 0, fmt.Errorf("%w: Exec: empty statement", ErrInvalidArgument)
 	}
 	var n int64
-	err := f.runInTx(ctx, f.tel.exec, db, resource, token, func(tx *sql.Tx) error {
+	err := f.runInTx(ctx, f.tel.Exec, db, resource, token, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err

@@ -86,7 +86,7 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 	if value == nil {
 		value = []byte{}
 	}
-	return s.table.upsert(ctx, s.db, s.table.tel.put, key, token, []Assignment{Set("value", value)})
+	return s.table.upsert(ctx, s.db, s.table.tel.Put, key, token, []Assignment{Set("value", value)})
 }
 
 // Delete removes the record under key, fenced like [Store.Put]: it leaves
@@ -99,7 +99,7 @@ func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error
 	if err := s.check(); err != nil {
 		return err
 	}
-	return s.table.upsert(ctx, s.db, s.table.tel.delete, key, token, []Assignment{Set("value", nil)})
+	return s.table.upsert(ctx, s.db, s.table.tel.Delete, key, token, []Assignment{Set("value", nil)})
 }
 
 // Get returns the record under key, or an error matching

@@ -108,7 +108,7 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 		s.sql(c, " = ").arg(set[i].value).sql(", ")
 	}
 	s.sql(t.fence, " = ").arg(int64(token)).sql(" WHERE ", t.key, " = ").arg(key).sql(" AND ", t.fence, " <= ").arg(int64(token))
-	return t.run(ctx, db, t.tel.update, key, token, func(ctx context.Context, c DB) error {
+	return t.run(ctx, db, t.tel.Update, key, token, func(ctx context.Context, c DB) error {
 		res, err := t.stmts.exec(ctx, nil, c, s.String(), s.args...)
 		if err != nil {
 			return t.d.writeError(c, "update", t.resource(key), token, err)
@@ -152,7 +152,7 @@ func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, s
 	if err := t.check(); err != nil {
 		return err
 	}
-	return t.upsert(ctx, db, t.tel.upsert, key, token, set)
+	return t.upsert(ctx, db, t.tel.Upsert, key, token, set)
 }
 
 // check refuses a nil or zero Table, which would otherwise panic.

@@ -2,7 +2,6 @@ package sqlfence
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -20,21 +19,15 @@ import (
 var globalTelemetry = sync.OnceValues(func() (*sqlTelemetry, error) { return newSQLTelemetry(nil, nil) })
 
 // sqlTelemetry is the package's instruments on one pair of providers.
-type sqlTelemetry struct {
-	update, upsert, tx, put, delete, exec *tel.Op
-	retryable                             metric.Int64Counter
-}
+type sqlTelemetry struct{ *tel.SQL }
 
 // newSQLTelemetry builds the instruments on mp and tp (nil: the global
 // providers). On an error it still returns instruments, those the
 // providers gave.
 func newSQLTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*sqlTelemetry, error) {
-	r, err := tel.New("sql", "github.com/fencelock/fencelock/fence/sql", mp, tp,
-		"update", "upsert", "tx", "put", "delete", "exec")
-	retryable, rerr := r.Counter("fencelock.sql.retryable_errors", "{error}",
+	s, err := tel.NewSQL("sql", "github.com/fencelock/fencelock/fence/sql", mp, tp,
 		"Fenced writes rolled back by the server (deadlock, serialization failure or busy lock), each retry or the final error.")
-	return &sqlTelemetry{update: r.Op("update"), upsert: r.Op("upsert"), tx: r.Op("tx"), put: r.Op("put"),
-		delete: r.Op("delete"), exec: r.Op("exec"), retryable: retryable}, errors.Join(err, rerr)
+	return &sqlTelemetry{s}, err
 }
 
 // telemetry returns the instruments on the chosen providers, or those on
@@ -69,7 +62,7 @@ func (t *sqlTelemetry) write(ctx context.Context, op *tel.Op, token fence.Token,
 }
 
 // retried counts one rollback the server asked to retry.
-func (t *sqlTelemetry) retried(ctx context.Context) { t.retryable.Add(ctx, 1) }
+func (t *sqlTelemetry) retried(ctx context.Context) { t.Retryable.Add(ctx, 1) }
 
 // countRetryable counts err if it is a rollback the server asked to retry.
 func (t *sqlTelemetry) countRetryable(ctx context.Context, d Dialect, err error) {

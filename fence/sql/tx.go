@@ -39,7 +39,7 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err := f.check(); err != nil {
 		return err
 	}
-	return f.runInTx(ctx, f.tel.tx, db, resource, token, fn, opts)
+	return f.runInTx(ctx, f.tel.Tx, db, resource, token, fn, opts)
 }
 
 // runInTx is [Fences.RunInTx], reported as op.

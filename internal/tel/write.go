@@ -194,3 +194,22 @@ func (w Write) End(err error) {
 	}
 	w.span.End()
 }
+
+// SQL is the instruments of an adapter that fences SQL rows
+// (fence/postgres, fence/sql): its six operations, and a counter of the
+// rollbacks the server asked to retry, named fencelock.ADAPTER.retryable_errors
+// and described by retryDesc.
+type SQL struct {
+	Update, Upsert, Tx, Put, Delete, Exec *Op
+	Retryable                             metric.Int64Counter
+}
+
+// NewSQL builds a SQL adapter's instruments on mp and tp (nil: the global
+// providers). On an error it still returns instruments, those the
+// providers gave.
+func NewSQL(adapter, scope string, mp metric.MeterProvider, tp trace.TracerProvider, retryDesc string) (*SQL, error) {
+	r, err := New(adapter, scope, mp, tp, "update", "upsert", "tx", "put", "delete", "exec")
+	retryable, rerr := r.Counter("fencelock."+adapter+".retryable_errors", "{error}", retryDesc)
+	return &SQL{Update: r.Op("update"), Upsert: r.Op("upsert"), Tx: r.Op("tx"), Put: r.Op("put"),
+		Delete: r.Op("delete"), Exec: r.Op("exec"), Retryable: retryable}, errors.Join(err, rerr)
+}
