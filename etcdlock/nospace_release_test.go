@@ -1,6 +1,7 @@
 package etcdlock_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"sync/atomic"
@@ -9,9 +10,11 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
@@ -239,4 +242,98 @@ func TestNoSpaceSemaphoreUnlockWithAuth(t *testing.T) {
 	s := secureEtcd(t, time.Minute, false, p)
 	root := s.client(t, clientv3.Config{Username: "root", Password: rootPassword}, true)
 	noSpaceSlotTaken(t, newLockerAt(t, s.locker(t, nil), p, etcdlock.WithTTL(5*time.Second)), root, p)
+}
+
+// A semaphore permit's release under NOSPACE that arrives late (held past
+// its caller's giving up, the release then retried in the background) or
+// again (a copy of the applied request, delivered once the alarm is
+// cleared) after the same Client has taken the permit anew, on the same
+// session and perhaps the same slot and key names, changes nothing: it
+// compares the old queue key's create revision and the old permit's slot
+// value. The new holder keeps its keys and its Unlock says it held
+// throughout.
+//
+// The control reverts the release's compares: the old release then
+// deletes the new holder's key.
+func TestNoSpaceSemaphoreReleaseLateOrAgain(t *testing.T) {
+	for _, how := range []string{"late", "again", "control"} {
+		t.Run(how, func(t *testing.T) {
+			if how == "control" {
+				etcdlock.UnconditionalReleaseForTest.Store(true)
+				etcdlock.UnconditionalSlotReleaseForTest.Store(true)
+				defer etcdlock.UnconditionalReleaseForTest.Store(false)
+				defer etcdlock.UnconditionalSlotReleaseForTest.Store(false)
+			}
+			eps := propServer(t)
+			direct := etcdClient(t, eps...)
+			fcli, in := faulty(t, 57, eps...)
+			c := newLocker(t, fcli, etcdlock.WithTTL(5*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
+			sm := semaphore(t, c, "n", 1)
+			old, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+			if err != nil {
+				t.Fatal(err)
+			}
+			disarm := raiseNoSpace(t, direct)
+			var held *reqfault.Held
+			var copied atomic.Pointer[pb.TxnRequest]
+			if how != "again" {
+				held = in.Hold(noSpaceRelease(old.Key()))
+			} else {
+				in.Before(noSpaceRelease(old.Key()), func(req any) {
+					copied.CompareAndSwap(nil, proto.Clone(req.(*pb.TxnRequest)).(*pb.TxnRequest))
+				})
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			err = old.Unlock(ctx)
+			cancel()
+			t.Logf("Unlock under NOSPACE (%s): %v", how, err)
+			select {
+			case <-old.Done(): // released, by this Unlock or its background retry
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the old permit not released 10s after Unlock (Err %v)", old.Err())
+			}
+			disarm()
+			// The permit anew, on the old one's session slot (and so its
+			// key's name) once the background cleanup has freed it.
+			var cur *etcdlock.Lock
+			poll.Until(t, "the permit anew under the old key's name", func() bool {
+				l, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
+				if err != nil {
+					t.Fatalf("the permit anew: %v", err)
+				}
+				if l.Key() == old.Key() {
+					cur = l
+					return true
+				}
+				return l.Unlock(t.Context()) != nil
+			})
+			if how != "again" {
+				if err := held.Release(t.Context()); err != nil {
+					t.Fatalf("the late release: %v", err)
+				}
+			} else {
+				req := copied.Load()
+				if req == nil {
+					t.Fatal("no release under NOSPACE was sent")
+				}
+				resp, err := pb.NewKVClient(direct.ActiveConnection()).Txn(t.Context(), req)
+				if err != nil || resp.Succeeded {
+					t.Fatalf("the old release again: succeeded %v, error %v; want refused", resp.GetSucceeded(), err)
+				}
+			}
+			ks := keys(t, direct, prefix(t)+"sem/n/")
+			if how == "control" {
+				if len(ks) == 2 {
+					t.Errorf("control: the old release without its compares left the new holder's keys %v; want them deleted", ks)
+				}
+				return
+			}
+			if len(ks) != 2 {
+				t.Errorf("keys after the old release arrived: %v, want the new holder's queue and slot keys", ks)
+			}
+			if err := cur.Unlock(t.Context()); err != nil {
+				t.Errorf("the new holder's Unlock: %v, want nil (held throughout)", err)
+			}
+		})
+	}
 }

@@ -40,10 +40,7 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 		}
 		rev = r
 	}
-	cmp := clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)
-	if unconditionalRelease.Load() {
-		cmp = clientv3.Compare(clientv3.CreateRevision(t.key), "!=", 0)
-	}
+	cmp := t.created(rev)
 	for range maxReleasePasses {
 		resp, err := c.cli.Txn(ctx).
 			If(cmp).
@@ -95,6 +92,15 @@ func (t *ticket) gone() released {
 	return goneBefore
 }
 
+// created compares t's key's create revision with rev: a release deletes
+// no later use of the slot's key, which has the same name.
+func (t *ticket) created(rev int64) clientv3.Cmp {
+	if unconditionalRelease.Load() { // the controls of the request-fault tests
+		return clientv3.Compare(clientv3.CreateRevision(t.key), "!=", 0)
+	}
+	return clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)
+}
+
 // releaseNoSpace releases t's key while etcd is out of space (its NOSPACE
 // alarm refuses every write but deletes): it deletes the key, still only
 // if it has create revision rev, so that the name is free for others at
@@ -106,7 +112,7 @@ func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev 
 	t.unmarked.Store(true)
 	held := t.slotHeld()
 	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
+		If(t.created(rev)).
 		Then(append(held, append(t.releaseOps(), clientv3.OpDelete(t.key))...)...).
 		Commit()
 	if err != nil {
