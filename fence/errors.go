@@ -53,6 +53,13 @@ var ErrInvalidKey = errfamily.New("fence: invalid resource key", ErrInvalidArgum
 // ErrNotFound means a read found no record for the resource.
 var ErrNotFound = errors.New("fence: resource not found")
 
+// ErrConflict means an Update gave up: the record changed between its read
+// and its conditional write on each of [UpdateAttempts] tries, each time by
+// a writer with the same token (a holder's own concurrent writes). Nothing
+// was written by the last try. A newer holder's write is [ErrStale]
+// instead.
+var ErrConflict = errors.New("fence: update conflict: the record kept changing between read and write")
+
 // ErrUnknownOutcome means the write may or may not have been applied: the
 // request reached (or may have reached) the resource, but no answer came back
 // (timeout, connection reset, cancelled context). It is distinct from

@@ -3,6 +3,7 @@ package fence
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -14,7 +15,15 @@ import (
 // The zero MemoryStore is ready to use and safe for concurrent use.
 type MemoryStore struct {
 	mu   sync.Mutex
-	recs map[string]Record
+	recs map[string]entry // guarded by mu
+}
+
+// entry is a key's floor (rec.Token) and, when set, its value: a key
+// claimed before it had a value keeps the floor alone.
+type entry struct {
+	rec     Record
+	set     bool
+	version uint64 // counts the key's changes, claims included
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -31,15 +40,92 @@ func (m *MemoryStore) Put(ctx context.Context, key string, token Token, value []
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cur, ok := m.recs[key]
-	if ok && token < cur.Token {
-		return &StaleError{Resource: key, Token: token, Current: cur.Token}
+	if cur := m.recs[key].rec.Token; token < cur {
+		return &StaleError{Resource: key, Token: token, Current: cur}
 	}
-	if m.recs == nil {
-		m.recs = make(map[string]Record)
-	}
-	m.recs[key] = Record{Value: bytes.Clone(value), Token: token}
+	m.store(key, entry{rec: Record{Value: bytes.Clone(value), Token: token}, set: true})
 	return nil
+}
+
+// store sets key's entry; m.mu is held.
+func (m *MemoryStore) store(key string, e entry) {
+	if m.recs == nil {
+		m.recs = make(map[string]entry)
+	}
+	e.version = m.recs[key].version + 1
+	m.recs[key] = e
+}
+
+// GetForUpdate returns the record for key after raising its floor to
+// token, or an error matching [ErrNotFound] after raising it for a key
+// with no value; a higher floor refuses it with [ErrStale]. See [Updater].
+func (m *MemoryStore) GetForUpdate(ctx context.Context, key string, token Token) (Record, error) {
+	if err := CheckRead(ctx, key, token); err != nil {
+		return Record{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.claim(key, token)
+}
+
+// claim is GetForUpdate with m.mu held.
+func (m *MemoryStore) claim(key string, token Token) (Record, error) {
+	e := m.recs[key]
+	if token < e.rec.Token {
+		return Record{}, &StaleError{Resource: key, Token: token, Current: e.rec.Token}
+	}
+	if token > e.rec.Token {
+		e.rec.Token = token
+		m.store(key, e)
+	}
+	if !e.set {
+		return Record{}, fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
+	return Record{Value: bytes.Clone(e.rec.Value), Token: token}, nil
+}
+
+// Update claims key for token, passes its record to fn, and stores fn's
+// result with token if the record has not changed since the read (fn runs
+// without the store's lock, as it would against a server); else it tries
+// again, up to [UpdateAttempts] times. See [Updater].
+func (m *MemoryStore) Update(ctx context.Context, key string, token Token, fn UpdateFunc) error {
+	if err := CheckUpdate(ctx, key, token, fn); err != nil {
+		return err
+	}
+	for range UpdateAttempts {
+		m.mu.Lock()
+		old, err := m.claim(key, token)
+		seen := m.recs[key]
+		m.mu.Unlock()
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		v, err := fn(old)
+		if err != nil {
+			return err
+		}
+		if done, err := m.storeIf(key, token, seen, v); done || err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %q after %d attempts", ErrConflict, key, UpdateAttempts)
+}
+
+// storeIf stores v under key with token if key's entry is still seen: it
+// reports false when the entry changed, and an error matching [ErrStale]
+// when a higher token is there now.
+func (m *MemoryStore) storeIf(key string, token Token, seen entry, v []byte) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.recs[key]
+	if token < cur.rec.Token {
+		return false, &StaleError{Resource: key, Token: token, Current: cur.rec.Token}
+	}
+	if cur.version != seen.version {
+		return false, nil
+	}
+	m.store(key, entry{rec: Record{Value: bytes.Clone(v), Token: token}, set: true})
+	return true, nil
 }
 
 // Get returns the record for key, or an error matching [ErrNotFound].
@@ -52,11 +138,11 @@ func (m *MemoryStore) Get(ctx context.Context, key string) (Record, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.recs[key]
-	if !ok {
+	e := m.recs[key]
+	if !e.set {
 		return Record{}, fmt.Errorf("%w: %q", ErrNotFound, key)
 	}
-	return Record{Value: bytes.Clone(r.Value), Token: r.Token}, nil
+	return Record{Value: bytes.Clone(e.rec.Value), Token: e.rec.Token}, nil
 }
 
 // checkPut validates a Put's arguments, as every adapter must before I/O.
@@ -75,4 +161,7 @@ func ctxErr(ctx context.Context) error {
 	return ctx.Err()
 }
 
-var _ Store = (*MemoryStore)(nil)
+var (
+	_ Store   = (*MemoryStore)(nil)
+	_ Updater = (*MemoryStore)(nil)
+)

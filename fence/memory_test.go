@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -100,4 +101,47 @@ func (s *checkThenStore) Get(ctx context.Context, k string) (fence.Record, error
 		return fence.Record{}, fence.ErrNotFound
 	}
 	return r, nil
+}
+
+// TestConformanceSuiteCatchesUnfencedReads is the read cases' control: a
+// store that fences its writes but whose GetForUpdate is a plain Get and
+// whose Update is a Get then a Put (the code a user writes without
+// Updater) must fail them.
+func TestConformanceSuiteCatchesUnfencedReads(t *testing.T) {
+	if childtest.InChild() {
+		fencetest.Run(t, func(*testing.T) fence.Store { return readsUnfenced{fence.NewMemoryStore()} })
+		return
+	}
+	out := childtest.FailingOutput(t)
+	for _, sub := range []string{"ReadClaims", "ReadRecord", "ReadMissing", "UpdateLateWrite"} {
+		if !strings.Contains(out, "--- FAIL: TestConformanceSuiteCatchesUnfencedReads/"+sub) {
+			t.Errorf("subtest %s did not fail against the store with unfenced reads:\n%s", sub, out)
+		}
+	}
+}
+
+// readsUnfenced fences writes (its MemoryStore's Put) but not reads.
+type readsUnfenced struct{ *fence.MemoryStore }
+
+func (s readsUnfenced) GetForUpdate(ctx context.Context, k string, tok fence.Token) (fence.Record, error) {
+	if err := fence.CheckRead(ctx, k, tok); err != nil {
+		return fence.Record{}, err
+	}
+	return s.Get(ctx, k)
+}
+
+func (s readsUnfenced) Update(ctx context.Context, k string, tok fence.Token, fn fence.UpdateFunc) error {
+	if err := fence.CheckUpdate(ctx, k, tok, fn); err != nil {
+		return err
+	}
+	old, err := s.Get(ctx, k)
+	if err != nil && !errors.Is(err, fence.ErrNotFound) {
+		return err
+	}
+	runtime.Gosched() // let a concurrent Update read the same record
+	v, err := fn(old)
+	if err != nil {
+		return err
+	}
+	return s.Put(ctx, k, tok, v)
 }

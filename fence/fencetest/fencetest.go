@@ -45,6 +45,14 @@ func Run(t *testing.T, newStore NewStore) {
 		{"CancelledContext", testCancelled},
 		{"CancelledMidWrite", testCancelMidWrite},
 		{"ConcurrentWriters", testConcurrent},
+		{"ReadClaims", testReadClaims},
+		{"ReadRecord", testReadRecord},
+		{"ReadMissing", testReadMissing},
+		{"ReadInvalidInput", testReadInvalidInput},
+		{"UpdateCounter", testUpdateCounter},
+		{"UpdateConcurrent", testUpdateConcurrent},
+		{"UpdateLateWrite", testUpdateLateWrite},
+		{"UpdateRefused", testUpdateRefused},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
