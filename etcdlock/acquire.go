@@ -77,9 +77,11 @@ func (c *Client) lock(ctx context.Context, name string, k kind, wait bool, opts 
 	if o.shared {
 		k = kindRead
 	}
-	l, err := c.acquire(ctx, spot{kind: k, name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch})
+	wctx, cancel := o.waitContext(ctx)
+	defer cancel()
+	l, err := c.acquire(wctx, spot{kind: k, name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch})
 	l.keepAtLeast(o.minHold) // minhold.go
-	return l, err
+	return l, o.waited(ctx, wctx, name, err)
 }
 
 // spot is what an acquisition asks for: a place in the queue q of a lock

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/fencelock/fencelock/fence"
 )
 
 // MultiLock is the hold of several named locks, taken all or none by
@@ -48,15 +50,18 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 			return nil, err
 		}
 	}
-	if _, err := lockOptionsOf(opts); err != nil {
+	o, err := lockOptionsOf(opts)
+	if err != nil {
 		return nil, err
 	}
 	m := &MultiLock{done: make(chan struct{})}
+	wctx, cancel := o.waitContext(ctx) // WithWait bounds the wait for the whole set
+	defer cancel()
 	for _, n := range names {
-		l, err := c.Lock(ctx, n, opts...)
+		l, err := c.Lock(wctx, n, opts...)
 		if err != nil {
 			m.release(ctx)
-			return nil, fmt.Errorf("etcdlock: LockAll %q: %w", names, err)
+			return nil, fmt.Errorf("etcdlock: LockAll %q: %w", names, o.waited(ctx, wctx, n, err))
 		}
 		m.locks = append(m.locks, l)
 	}
@@ -103,6 +108,23 @@ func (m *MultiLock) end(cause error) {
 // each, and a [fence.Guard] of each ([fence.NewGuard]) for the resource
 // that name protects.
 func (m *MultiLock) Locks() []*Lock { return slices.Clone(m.locks) }
+
+// Claims returns each lock's name and token, in name order: what a fenced
+// transaction over the resources the locks guard claims (fence/postgres's
+// and fence/sql's RunInTxAll take a [fence.Claimer]). A nil MultiLock has
+// none.
+func (m *MultiLock) Claims() []fence.Claim {
+	if m == nil {
+		return nil
+	}
+	cs := make([]fence.Claim, 0, len(m.locks))
+	for _, l := range m.locks {
+		cs = append(cs, fence.Claim{Resource: l.Name(), Token: l.Token()})
+	}
+	return cs
+}
+
+var _ fence.Claimer = (*MultiLock)(nil)
 
 // Lock returns the lock held for name, or nil if name is not one of them.
 func (m *MultiLock) Lock(name string) *Lock {

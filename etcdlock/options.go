@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -168,6 +169,8 @@ type lockOptions struct {
 	noWatch  bool
 	shared   bool
 	minHold  time.Duration // WithMinHold (minhold.go)
+	wait     time.Duration // WithWait; 0: ctx alone bounds the wait
+	waitSet  bool
 }
 
 type lockOptionFunc func(*lockOptions)
@@ -200,6 +203,34 @@ func WithoutKeyWatch() LockOption {
 	return lockOptionFunc(func(o *lockOptions) { o.noWatch = true })
 }
 
+// WithWait bounds only the wait for the lock: an acquisition ([Client.Lock],
+// [Client.Do], [Client.LockAll], [Client.Semaphore]'s Acquire) that has not
+// got the lock after d gives up, leaving no key behind, with an error
+// matching [context.DeadlineExceeded]; once the lock is held, d no longer
+// counts, so [Client.Do]'s ctx can be left without a deadline for the
+// work while the wait is bounded (bound the wait, not the work). d must be
+// positive; the default is no bound but ctx's.
+func WithWait(d time.Duration) LockOption {
+	return lockOptionFunc(func(o *lockOptions) { o.wait = d; o.waitSet = true })
+}
+
+// waitContext is ctx bounded by WithWait's d, if set.
+func (o *lockOptions) waitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if o.wait <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, o.wait)
+}
+
+// waited says why an acquisition ended when its WithWait bound did, and not
+// its caller's ctx.
+func (o *lockOptions) waited(ctx, wctx context.Context, name string, err error) error {
+	if err == nil || o.wait <= 0 || ctx.Err() != nil || wctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("etcdlock: %q: not acquired within %v (WithWait): %w", name, o.wait, err)
+}
+
 // Shared takes the lock as a reader: [Client.Lock], [Client.TryLock] and
 // [Client.Do] given it behave as [Client.RLock] and [Client.TryRLock].
 func Shared() LockOption { return lockOptionFunc(func(o *lockOptions) { o.shared = true }) }
@@ -211,6 +242,9 @@ func lockOptionsOf(opts []LockOption) (lockOptions, error) {
 			return o, fmt.Errorf("%w: nil LockOption", ErrInvalidOption)
 		}
 		opt.applyLock(&o)
+	}
+	if o.waitSet && o.wait <= 0 {
+		return o, fmt.Errorf("%w: WithWait(%v): the bound must be positive", ErrInvalidOption, o.wait)
 	}
 	if err := o.checkMinHold(); err != nil {
 		return o, err

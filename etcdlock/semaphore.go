@@ -87,8 +87,11 @@ func (sm *Semaphore) acquire(ctx context.Context, wait bool, opts []LockOption) 
 	if o.minHold != 0 {
 		return nil, fmt.Errorf("%w: a semaphore has no minimum hold (WithMinHold)", ErrInvalidOption)
 	}
-	return sm.c.acquire(ctx, spot{kind: kindSemaphore, name: sm.name, q: sm.c.semQueue(sm.name), data: o.metadata,
+	wctx, cancel := o.waitContext(ctx)
+	defer cancel()
+	l, err := sm.c.acquire(wctx, spot{kind: kindSemaphore, name: sm.name, q: sm.c.semQueue(sm.name), data: o.metadata,
 		wait: wait, noWatch: o.noWatch, permits: sm.permits})
+	return l, o.waited(ctx, wctx, sm.name, err)
 }
 
 // Inspect reads the semaphore's queue, as [Client.Inspect] does a lock's:

@@ -111,9 +111,10 @@ func (g *Guard) Check() error {
 	return nil
 }
 
-// Do runs write with the guard's token after checking ctx and [Guard.Check].
-// It returns ctx's error or an error matching [ErrLockLost] without calling
-// write (telling a holder that is a [RefusalObserver] of the latter), and
+// Do runs write with the guard's token after checking [Guard.Check] and
+// ctx. It returns an error matching [ErrLockLost] (also when ctx ended
+// because the lock was lost, as etcdlock's Client.Do ends fn's context) or
+// ctx's error without calling write (telling a holder that is a [RefusalObserver] of the latter), and
 // otherwise whatever write returns. write must send the token to
 // the resource, which makes the decision that counts.
 func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token Token) error) error {
@@ -126,13 +127,16 @@ func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token To
 	if ctx == nil {
 		return fmt.Errorf("%w: Guard.Do: nil context", ErrInvalidArgument)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	// The holder's loss first: a context that ended because the lock was
+	// lost (etcdlock's Do cancels fn's) says ErrLockLost, not a bare
+	// context.Canceled; its context.Cause names the loss.
 	if err := g.Check(); err != nil {
 		if g.obs != nil {
 			g.obs.WriteRefused(ctx, err)
 		}
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return g.explain(ctx, write(ctx, g.token))
