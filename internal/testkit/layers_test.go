@@ -24,7 +24,7 @@ func isLibrary(pkg string) bool {
 	if rest, ok := strings.CutPrefix(pkg, "internal/"); ok {
 		return !within(rest, "testkit") && !within(rest, "app")
 	}
-	return !within(pkg, "cmd") && !within(pkg, "docs") && pkg != "integration" && !strings.HasSuffix(pkg, "test")
+	return !within(pkg, "cmd") && !within(pkg, "docs") && !within(pkg, "integration") && !strings.HasSuffix(pkg, "test")
 }
 
 // within reports whether pkg is dir or below it.

@@ -70,6 +70,17 @@ func (h *history) noteAccepted(e check.Event) {
 	}
 }
 
+// forget drops the landed counts of kinds: the live estimate counted a
+// stale write landing on each that the storage's own record does not show
+// (a reply delayed past a newer write's), so the control goes on.
+func (h *history) forget(kinds []check.ResKind) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, k := range kinds {
+		delete(h.landed, k)
+	}
+}
+
 // progress returns the writes so far (faults are the nemesis's to add).
 func (h *history) progress() check.Progress {
 	h.mu.Lock()

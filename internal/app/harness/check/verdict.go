@@ -103,6 +103,26 @@ func (r *Report) uncaught() []ResKind {
 			caught[v.ResKind()] = true
 		}
 	}
+	return missing(caught)
+}
+
+// UncaughtOrder lists the resource kinds, in report order, on which vs
+// show no write committed after a higher token's (the storage's own
+// order): what a control run, checked while its workers still write, has
+// not yet proved. Unlike the final verdict it leaves linearizability out,
+// which a history with writes still in flight can fail for no fault.
+func UncaughtOrder(vs []Violation) []ResKind {
+	caught := map[ResKind]bool{}
+	for _, v := range vs {
+		if v.Kind == vioTokenOrder {
+			caught[v.ResKind()] = true
+		}
+	}
+	return missing(caught)
+}
+
+// missing lists the resource kinds, in report order, not in caught.
+func missing(caught map[ResKind]bool) []ResKind {
 	var missed []ResKind
 	for _, k := range ResKinds {
 		if !caught[k] {

@@ -1,0 +1,112 @@
+// Package harnesstest runs the fault harness's short mode from a test: a
+// fenced run and its control with the same seed, and the verdict on the
+// pair. The packages under integration/harness use it, one package a kind
+// of lock, so that each pair has a test binary, and so go test's default
+// timeout (10 minutes), to itself.
+package harnesstest
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/internal/app/harness"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
+)
+
+// Init makes this test binary a harness worker or one of a run's etcd
+// members when it was re-executed as one; the test package calls it from
+// init, before any test or server starts.
+func Init() {
+	harness.MaybeRunWorker()
+	embedetcd.MaybeRunMember()
+}
+
+// SkipUnderShort skips t under go test -short outside CI (CI runs the
+// harness, -short or not), saying how to run it.
+func SkipUnderShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() && !testenv.InCI() {
+		testenv.Unavailable(t, "the fault harness takes minutes and -short is set", "run without -short")
+	}
+}
+
+// wrapUp is what a run needs after its cap to stop the workers and check.
+const wrapUp = 45 * time.Second
+
+// Pair runs the fenced run and its control with one seed and checks the
+// verdict (FENCECHECK_SEED replays a seed). set, when not nil, adapts the
+// short preset. Each run goes on until it reaches harness.ShortMinimums,
+// and is capped so that both end before the test's deadline: the fenced
+// run at half the time left, the control at what is left then. A run that
+// hits its cap fails the verdict and says so.
+func Pair(t *testing.T, srv harness.Servers, set func(*harness.Config)) {
+	t.Helper()
+	seed := Seed(t)
+	t.Logf("seed %d (replay: FENCECHECK_SEED=%d)", seed, seed)
+	fenced := run(t, srv, seed, set, true, 2)
+	control := run(t, srv, seed, set, false, 1)
+	var table strings.Builder
+	check.PrintSummary(&table, fenced, control)
+	t.Logf("seed %d\n%s", seed, table.String())
+	for _, why := range check.Verdict(fenced, control, harness.ShortMinimums) {
+		t.Error(why)
+	}
+}
+
+// Servers starts the PostgreSQL and S3 servers a run writes to, for t.
+func Servers(t *testing.T) harness.Servers {
+	t.Helper()
+	dsn := pgtest.New(t).NewDatabase(t)
+	s3srv := s3test.New(t)
+	cfg := s3srv.Config
+	cfg.Bucket = s3srv.VersionedBucket(t)
+	return harness.Servers{PostgresDSN: dsn, S3: cfg}
+}
+
+// Seed is FENCECHECK_SEED, or a new seed.
+func Seed(t *testing.T) int64 {
+	t.Helper()
+	if s := os.Getenv("FENCECHECK_SEED"); s != "" {
+		seed, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("FENCECHECK_SEED: %v", err)
+		}
+		return seed
+	}
+	return time.Now().UnixNano() % 1_000_000
+}
+
+// run runs one of the runsLeft runs still to come, capped so that all of
+// them end before the test's deadline: a run cut short by the test timeout
+// would panic instead of saying which minimums it missed.
+func run(t *testing.T, srv harness.Servers, seed int64, set func(*harness.Config), fenced bool, runsLeft int) *check.Report {
+	t.Helper()
+	cfg := harness.Short(seed)
+	if set != nil {
+		set(&cfg)
+	}
+	cfg.Fenced = fenced
+	cfg.Log = t.Logf
+	if dl, ok := t.Deadline(); ok {
+		if left := time.Until(dl)/time.Duration(runsLeft) - wrapUp; left < cfg.MaxDuration {
+			cfg.MaxDuration = max(left, cfg.MinDuration)
+			t.Logf("run capped at %v by the test's deadline", cfg.MaxDuration.Round(time.Second))
+		}
+	}
+	start := time.Now()
+	rep, err := harness.Run(t.Context(), srv, cfg)
+	if err != nil {
+		t.Fatalf("harness run (fenced %v, seed %d): %v", fenced, seed, err)
+	}
+	var out strings.Builder
+	check.PrintViolations(&out, rep, 10)
+	t.Logf("fenced %v: %v, faults %v, capped: %v\n%s", fenced, time.Since(start).Round(time.Second), rep.Faults, rep.Capped > 0, out.String())
+	return rep
+}
