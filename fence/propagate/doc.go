@@ -33,7 +33,7 @@
 //			http.Error(w, "not the account's lock", http.StatusForbidden)
 //			return
 //		}
-//		_, err := postgres.Exec(r.Context(), pool, id, f.Token, "UPDATE accounts SET balance = $1 WHERE id = $2", b, id)
+//		_, err := postgres.Exec(r.Context(), pool, id, f.Token, "UPDATE ledger_balances SET balance = $1 WHERE id = $2", b, id)
 //		if propagate.WriteStale(w, err) {
 //			return
 //		}

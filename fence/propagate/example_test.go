@@ -44,30 +44,31 @@ func Example_ledger() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		ctxA, err := propagate.NewContext(ctx, propagate.Fencing{Name: lockA.Name(), Token: lockA.Token()})
+		guardA, err := fence.NewGuard(lockA)
 		if err != nil {
 			log.Fatal(err)
 		}
-		// A pauses; its lease expires.
-		if _, err := cli.Revoke(ctx, lockA.Lease()); err != nil {
-			log.Fatal(err)
-		}
-
-		lockB, err := b.Lock(ctx, "acct-7")
-		if err != nil {
-			log.Fatal(err)
-		}
-		ctxB, _ := propagate.NewContext(ctx, propagate.Fencing{Name: lockB.Name(), Token: lockB.Token()})
-		errB := setBalance(ctxB, client, url, 120)
-
-		errA := setBalance(ctxA, client, url, 90) // A wakes: its late call
+		var errB error
+		// A writes through its Guard: a refusal whose token the lock
+		// service never issued then also says fence.ErrTokenRegressed.
+		errA := guardA.Do(ctx, func(ctx context.Context, tok fence.Token) error {
+			// A pauses here, after its guard's check; its lease expires.
+			if _, err := cli.Revoke(ctx, lockA.Lease()); err != nil {
+				log.Fatal(err)
+			}
+			errB = callerB(ctx, b, client, url)
+			ctxA, err := propagate.NewContext(ctx, propagate.Fencing{Name: lockA.Name(), Token: tok})
+			if err != nil {
+				return err
+			}
+			return setBalance(ctxA, client, url, 90) // A wakes: its late call
+		})
 		var balance int64
-		if err := pool.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = 'acct-7'").Scan(&balance); err != nil {
+		if err := pool.QueryRow(ctx, "SELECT balance FROM ledger_balances WHERE id = 'acct-7'").Scan(&balance); err != nil {
 			log.Fatal(err)
 		}
 		fmt.Printf("fenced %v: B's call: %v; A's late call stale: %v; balance %d\n", fenced, errB, errors.Is(errA, fence.ErrStale), balance)
 
-		lockB.Unlock(ctx)
 		a.Close(ctx)
 		b.Close(ctx)
 		done()
@@ -75,6 +76,27 @@ func Example_ledger() {
 	// Output:
 	// fenced true: B's call: <nil>; A's late call stale: true; balance 120
 	// fenced false: B's call: <nil>; A's late call stale: false; balance 90
+}
+
+// callerB is the second holder: it takes the lock and calls through its
+// Guard, then releases the lock.
+func callerB(ctx context.Context, b *etcdlock.Client, client *http.Client, url string) error {
+	lockB, err := b.Lock(ctx, "acct-7")
+	if err != nil {
+		return err
+	}
+	defer lockB.Unlock(context.WithoutCancel(ctx))
+	guardB, err := fence.NewGuard(lockB)
+	if err != nil {
+		return err
+	}
+	return guardB.Do(ctx, func(ctx context.Context, tok fence.Token) error {
+		ctx, err := propagate.NewContext(ctx, propagate.Fencing{Name: lockB.Name(), Token: tok})
+		if err != nil {
+			return err
+		}
+		return setBalance(ctx, client, url, 120)
+	})
 }
 
 // exampleLocker returns an etcdlock client on cli, in a key space of the

@@ -35,8 +35,8 @@ func TestMain(m *testing.M) {
 
 // ledgerSchema is the ledger service's table, and the fence table of
 // postgres.Exec.
-const ledgerSchema = `CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL);
-	INSERT INTO accounts VALUES ('acct-7', 100);
+const ledgerSchema = `CREATE TABLE ledger_balances (id text PRIMARY KEY, balance bigint NOT NULL);
+	INSERT INTO ledger_balances VALUES ('acct-7', 100);
 	CREATE TABLE fencelock_fences (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0));`
 
 // newLedger returns the ledger service: PUT /accounts/{id}?balance=N sets
@@ -58,7 +58,7 @@ func newLedger(pool *pgxpool.Pool, fenced bool) (http.Handler, error) {
 			http.Error(w, fmt.Sprintf("the call holds lock %q, not the account's", f.Name), http.StatusForbidden)
 			return
 		}
-		const update = "UPDATE accounts SET balance = $1 WHERE id = $2"
+		const update = "UPDATE ledger_balances SET balance = $1 WHERE id = $2"
 		if fenced {
 			_, err = postgres.Exec(r.Context(), pool, id, f.Token, update, balance, id)
 		} else {
@@ -117,7 +117,7 @@ func ledgerServer(t *testing.T, fenced bool) (string, *pgxpool.Pool) {
 func balanceOf(t *testing.T, pool *pgxpool.Pool) int64 {
 	t.Helper()
 	var b int64
-	if err := pool.QueryRow(t.Context(), "SELECT balance FROM accounts WHERE id = 'acct-7'").Scan(&b); err != nil {
+	if err := pool.QueryRow(t.Context(), "SELECT balance FROM ledger_balances WHERE id = 'acct-7'").Scan(&b); err != nil {
 		t.Fatal(err)
 	}
 	return b
