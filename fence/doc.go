@@ -47,6 +47,24 @@
 // round trip when the holder already knows its lock is gone. The resource's
 // check is the guarantee.
 //
+// # Reading before you write
+//
+// Fencing writes is not enough for a critical section that reads, computes
+// and writes back: a newer holder that reads while an older holder's late
+// write is still to land, and then writes what it computed, loses that
+// write with no error anywhere. The first touch must claim the resource.
+// Every adapter's Store is an [Updater]: [Updater.GetForUpdate] raises the
+// resource's floor to the token as it reads, and [Updater.Update] is the
+// read-modify-write in one call; [Guard.GetForUpdate] and [Guard.Update]
+// carry a holder's token into them:
+//
+//	err := g.Update(ctx, store, "invoices-sent", func(old fence.Record) ([]byte, error) {
+//		return increment(old.Value) // old is the zero Record when there is no value
+//	})
+//
+// [Store.Get] is a plain read that claims nothing. docs/reading.md has the
+// transfer between two accounts.
+//
 // A nil context, holder, store or write function (a typed nil pointer in an
 // interface too) gives an error, never a panic, before anything is called.
 //
