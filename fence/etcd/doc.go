@@ -77,6 +77,41 @@
 // refused, before I/O, with [ErrValueTooLarge] ([WithMaxRequestBytes]).
 // etcd is built for small values; keep them to kilobytes.
 //
+// # Reading before you write
+//
+// Fencing the writes is not enough when what is written depends on what
+// was read. A newer holder that reads with [Store.Get] while an older
+// holder's write is still on its way, and writes back what it computed,
+// loses that write with no error on either side: the older write landed
+// legitimately, since nothing higher had been written yet. So read with
+// the token, as the first touch of the key: [Store.GetForUpdate] raises
+// the floor to it as it reads, and from then on the older write is refused.
+// For a read, a change and its write, use [Store.Update]: it reads that
+// way, calls your function, and writes its result only if the record is
+// still the one read (a compare of the data key's mod revision), trying
+// again on a change, up to [fence.UpdateAttempts] times.
+//
+//	err := store.Update(ctx, "acct/A", token, func(old fence.Record) ([]byte, error) {
+//		balance, err := parse(old.Value) // old is the zero Record for a new key
+//		if err != nil {
+//			return nil, err // nothing is written; Update returns it
+//		}
+//		return format(balance - 100), nil
+//	})
+//	switch {
+//	case errors.Is(err, fence.ErrStale):
+//		// A newer holder has touched the key; nothing was written.
+//	case errors.Is(err, fence.ErrConflict):
+//		// The record kept changing under writers with this token.
+//	case errors.Is(err, fence.ErrUnknownOutcome):
+//		// The write's reply was lost: it landed once or not at all.
+//	}
+//
+// A holder whose token is the floor already reads with one read-only
+// transaction; only its first touch raises the floor, in a second one.
+// Use Get only for reads no write of yours follows. Through a [fence.Guard],
+// g.GetForUpdate and g.Update do the same with the lock's token.
+//
 // # Deleting
 //
 // [Store.Delete] deletes the data key and raises the floor, in the same

@@ -49,19 +49,21 @@ func WithMaxRequestBytes(n int) Option {
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the metrics
 // of the Store's writes: fencelock.writes and fencelock.write.duration
-// (attributes fencelock.adapter "etcd", fencelock.operation put or
-// delete, fencelock.outcome accepted, stale, unknown or error). A write
-// refused for its arguments, before any I/O, is not counted. Default: the
-// global provider (otel.GetMeterProvider), which records nothing until the
-// application installs an SDK. nil (a typed nil too) makes [New] fail.
+// (attributes fencelock.adapter "etcd", fencelock.operation put, delete,
+// get_for_update or update, fencelock.outcome accepted, stale, unknown or
+// error). A GetForUpdate counts as a write, since it claims the key: one
+// that finds no value is accepted. A call refused for its arguments,
+// before any I/O, is not counted. Default: the global provider
+// (otel.GetMeterProvider), which records nothing until the application
+// installs an SDK. nil (a typed nil too) makes [New] fail.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(o *options) { o.meters, o.nilProvider = mp, o.nilProvider || nilcheck.IsNil(mp) })
 }
 
 // WithTracerProvider sets the OpenTelemetry tracer provider for the span
-// of each write (etcd.put, etcd.delete: children of the caller's context,
-// with the token and the resource key). Default: the global provider. nil
-// (a typed nil too) makes [New] fail.
+// of each write (etcd.put, etcd.delete, etcd.get_for_update, etcd.update:
+// children of the caller's context, with the token and the resource key).
+// Default: the global provider. nil (a typed nil too) makes [New] fail.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(o *options) { o.tracers, o.nilProvider = tp, o.nilProvider || nilcheck.IsNil(tp) })
 }

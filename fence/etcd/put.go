@@ -68,6 +68,12 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token, s
 	if err := s.checkCall(ctx, key); err != nil {
 		return err
 	}
+	return s.checkSize(key, size)
+}
+
+// checkSize refuses, before any I/O, a write of size bytes under key whose
+// request would be larger than etcd takes.
+func (s *Store) checkSize(key string, size int) error {
 	est := size + 2*len(s.FloorKey(key)) + len(s.DataKey(key)) + 2*TokenDigits + requestFraming
 	if est > s.opts.maxRequestBytes {
 		return fmt.Errorf("%w: a %d-byte value under %q makes a request of about %d bytes, over the limit of %d (WithMaxRequestBytes)",
@@ -135,17 +141,18 @@ func (s *Store) write(ctx context.Context, what, key string, token fence.Token, 
 
 // refusal reads the floor from a refused write's reply.
 func refusal(key string, token fence.Token, resp *clientv3.TxnResponse) error {
-	var kvs []*mvccpb.KeyValue
-	if len(resp.Responses) == 1 {
-		kvs = resp.Responses[0].GetResponseRange().GetKvs()
-	}
-	if len(kvs) != 1 {
+	if len(resp.Responses) != 1 || firstKV(resp, 0) == nil {
 		// A refusal always finds the floor it compared; this is no etcd.
 		return fmt.Errorf("etcdfence: %q: the write was refused, and the reply has no floor", key)
 	}
-	current, ok := parseToken(string(kvs[0].Value))
+	return staleError(key, token, firstKV(resp, 0))
+}
+
+// staleError is the refusal of token by floor, a floor key read above it.
+func staleError(key string, token fence.Token, floor *mvccpb.KeyValue) error {
+	current, ok := parseToken(string(floor.Value))
 	if !ok {
-		return fmt.Errorf("%w: floor of %q: %q (the write was refused; nothing changed)", ErrCorrupt, key, kvs[0].Value)
+		return fmt.Errorf("%w: floor of %q: %q (refused; nothing changed)", ErrCorrupt, key, floor.Value)
 	}
 	return &fence.StaleError{Resource: key, Token: token, Current: current}
 }

@@ -21,7 +21,9 @@ const (
 // each resource key has a floor key, holding the highest token accepted for
 // it, and a data key, holding the record. Put and Delete are each one etcd
 // transaction that compares the floor and writes, so etcd, not the Store,
-// decides every write. See the package documentation for the layout.
+// decides every write. GetForUpdate and Update read the way a write that
+// follows needs ([fence.Updater]). See the package documentation for the
+// layout.
 //
 // A Store holds no state of its own beyond its configuration: it is safe
 // for concurrent use, and any number of Stores, in any number of processes,
@@ -34,7 +36,10 @@ type Store struct {
 	tel    *tel.Recorder
 }
 
-var _ fence.Store = (*Store)(nil)
+var (
+	_ fence.Store   = (*Store)(nil)
+	_ fence.Updater = (*Store)(nil)
+)
 
 // New returns a Store that keeps its keys under prefix, through kv: a
 // *clientv3.Client, or any clientv3.KV (such as one from
@@ -62,7 +67,7 @@ func New(kv clientv3.KV, prefix string, opts ...Option) (*Store, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	r, err := tel.New("etcd", "github.com/fencelock/fencelock/fence/etcd", o.meters, o.tracers, "put", "delete")
+	r, err := tel.New("etcd", "github.com/fencelock/fencelock/fence/etcd", o.meters, o.tracers, "put", "delete", opGetForUpdate, opUpdate)
 	if err != nil {
 		return nil, fmt.Errorf("%w: creating instruments: %w", ErrInvalidOption, err)
 	}

@@ -196,6 +196,11 @@ func TestZeroValues(t *testing.T) {
 			"Put":    func() error { return s.Put(ctx, "k", 1, []byte("v")) },
 			"Delete": func() error { return s.Delete(ctx, "k", 1) },
 			"Get":    func() error { _, err := s.Get(ctx, "k"); return err },
+			"GetForUpdate": func() error {
+				_, err := s.GetForUpdate(ctx, "k", 1)
+				return err
+			},
+			"Update": func() error { return s.Update(ctx, "k", 1, increment) },
 		} {
 			if err := nilchecktest.NoPanic(f); !errors.Is(err, etcdfence.ErrInvalidArgument) {
 				t.Errorf("%s on a %s Store: got %v, want an error matching ErrInvalidArgument", call, name, err)

@@ -55,3 +55,43 @@ func TestTelemetry(t *testing.T) {
 		t.Fatalf("New with a nil meter provider: got %v, want ErrInvalidOption", err)
 	}
 }
+
+// GetForUpdate and Update are counted and traced as writes: a claim that
+// finds no value is accepted, an Update whose fn panics is an error.
+func TestTelemetryUpdate(t *testing.T) {
+	otel := oteltest.New(t)
+	s := mustNew(t, etcdClient(t), prefix(t), etcdfence.WithMeterProvider(otel.Meters), etcdfence.WithTracerProvider(otel.Tracers))
+	if _, err := s.GetForUpdate(t.Context(), "k", 5); !errors.Is(err, fence.ErrNotFound) {
+		t.Fatalf("GetForUpdate of a key with no value: got %v", err)
+	}
+	if err := s.Update(t.Context(), "k", 5, increment); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(t.Context(), "k", 4, increment); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("Update(4) after 5: got %v", err)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_ = s.Update(t.Context(), "k", 5, func(fence.Record) ([]byte, error) { panic("fn panics") })
+	}()
+	gfu, upd := attribute.String("fencelock.operation", "get_for_update"), attribute.String("fencelock.operation", "update")
+	for _, tt := range []struct {
+		want int64
+		attr []attribute.KeyValue
+	}{
+		{1, []attribute.KeyValue{gfu, attribute.String("fencelock.outcome", "accepted")}},
+		{1, []attribute.KeyValue{upd, attribute.String("fencelock.outcome", "accepted")}},
+		{1, []attribute.KeyValue{upd, attribute.String("fencelock.outcome", "stale")}},
+		{1, []attribute.KeyValue{upd, attribute.String("fencelock.outcome", "error")}},
+	} {
+		if got := otel.Sum(t, "fencelock.writes", tt.attr...); got != tt.want {
+			t.Errorf("fencelock.writes %v: got %d, want %d", tt.attr, got, tt.want)
+		}
+	}
+	if tok, _ := oteltest.Attr(otel.Span(t, "etcd.get_for_update"), "fencelock.token"); tok.AsInt64() != 5 {
+		t.Fatalf("etcd.get_for_update span's token: got %v, want 5", tok)
+	}
+	if n := len(otel.Spans(t, "etcd.update")); n != 3 {
+		t.Fatalf("etcd.update spans: got %d, want 3", n)
+	}
+}

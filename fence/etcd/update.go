@@ -1,0 +1,119 @@
+package etcdfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// The operations of a Store that telemetry names, besides put and delete.
+const (
+	opGetForUpdate = "get_for_update"
+	opUpdate       = "update"
+)
+
+// Update is a read-modify-write of key with token (see [fence.Updater]):
+// it claims key and reads its record as [Store.GetForUpdate] does, calls
+// fn with it (the zero Record when key holds no value), and writes fn's
+// result with token in one transaction that lands only if neither the
+// floor nor the record changed since the read:
+//
+//	If(Value(floor) = token, ModRevision(data) = read's)  Then(Put(data, record))  Else(Get(floor))
+//
+// (A data key with no value has mod revision 0.) The floor is token
+// already, since the read claimed it, so the write need not raise it; an
+// older holder's late write is refused by that floor, and one with the
+// same token changes the mod revision. On such a change Update reads
+// again and calls fn again, up to [fence.UpdateAttempts] times in all,
+// then returns an error matching [fence.ErrConflict]. A higher floor, at
+// the read or at the write, gives a *[fence.StaleError]; at the read, fn
+// is not called.
+//
+// fn's error is returned as it is, and a panic in fn is passed on: nothing
+// is written either way, though the claim stays. A value too large for one
+// request gives [ErrValueTooLarge], and nothing is written. Update refuses
+// an empty key, a token that is not positive, a nil fn and a nil or ended
+// ctx before any I/O.
+//
+// When the write's reply is lost, the error matches
+// [fence.ErrUnknownOutcome], as Put's does: the key holds the record read
+// or fn's, once; read it back before deciding. A copy of the write that
+// arrives late or twice lands only if the record is still the one read,
+// so it never applies fn's result over a newer write, and never twice. A
+// claim whose reply is lost gives the same error (the floor may have been
+// raised; fn's value was not written). ctx bounds the whole call.
+func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
+	if err := fence.CheckUpdate(ctx, key, token, fn); err != nil {
+		return err
+	}
+	if err := s.checkWrite(ctx, key, token, 0); err != nil {
+		return err
+	}
+	ctx, w := s.tel.Op(opUpdate).Start(ctx, token)
+	if w.Recording() {
+		w.SetResource(key)
+	}
+	err := errPanicked
+	defer func() { w.End(err) }() // a panic in fn ends the span too, as an error
+	err = s.update(ctx, key, token, fn)
+	return err
+}
+
+// errPanicked is the outcome telemetry counts for an Update whose fn
+// panicked; Update itself passes the panic on.
+var errPanicked = errors.New("etcdfence: the update function panicked")
+
+// update is Update's loop of attempts.
+func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
+	for range fence.UpdateAttempts {
+		done, err := s.attempt(ctx, key, token, fn)
+		if done || err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %q with token %d, after %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
+}
+
+// attempt is one read, fn and write; it reports false, with no error, when
+// the record changed between the read and the write.
+func (s *Store) attempt(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) (bool, error) {
+	c, err := s.claim(ctx, key, token)
+	if err != nil && !errors.Is(err, fence.ErrNotFound) {
+		return false, err
+	}
+	v, err := fn(c.rec)
+	if err != nil {
+		return false, err
+	}
+	if err := s.checkSize(key, len(v)+len(s.DataKey(key))); err != nil {
+		return false, err
+	}
+	return s.writeIf(ctx, key, token, c.rev, v)
+}
+
+// writeIf writes v under key with token if the floor is token and the data
+// key's mod revision is rev.
+func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, rev int64, v []byte) (bool, error) {
+	floor, data, tok := s.FloorKey(key), s.DataKey(key), padToken(token)
+	resp, err := s.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.Value(floor), "=", tok), clientv3.Compare(clientv3.ModRevision(data), "=", rev)).
+		Then(clientv3.OpPut(data, encodeRecord(token, v))).
+		Else(clientv3.OpGet(floor)).
+		Commit()
+	if err != nil {
+		return false, writeError(opUpdate, key, token, err)
+	}
+	if resp.Succeeded {
+		return true, nil
+	}
+	// Refused: by a higher floor, or (a floor of token, or none: deleted
+	// by other means) by a changed record, which the next attempt reads.
+	if f := firstKV(resp, 0); f != nil && string(f.Value) > tok {
+		return false, staleError(key, token, f)
+	}
+	return false, nil
+}
