@@ -96,6 +96,40 @@
 // Put is refused, and a Put with a token at least as high writes the key
 // again. Keep expiration rules off the prefixes of fenced keys.
 //
+// # Reading before you write
+//
+// Fencing writes is not enough when a write depends on a read. A newer
+// holder that reads with [Store.Get], while a paused older holder's write
+// is still on its way, can have that write land after its read (nothing
+// higher is there yet to refuse it), and then write back what it computed
+// from the read: the older holder's acknowledged write is gone, with no
+// error on either side. So read what you will write back with
+// [Store.GetForUpdate], which claims the key for your token as it reads:
+// from then on a write with a lower token is refused with [fence.ErrStale].
+// Or do the read, the change and the write in one call with [Store.Update]:
+//
+//	rec, err := g.GetForUpdate(ctx, store, "invoice-42.json") // g is a *fence.Guard
+//	if err != nil && !errors.Is(err, fence.ErrNotFound) {
+//		return err
+//	}
+//	// ... decide from rec.Value, then write with g.Put.
+//
+//	err = g.Update(ctx, store, "counter", func(old fence.Record) ([]byte, error) {
+//		n, err := strconv.Atoi(cmp.Or(string(old.Value), "0")) // no value yet: the zero Record
+//		return strconv.AppendInt(nil, int64(n+1), 10), err // an error writes nothing
+//	})
+//
+// The token is in the object's bytes, so a claim rewrites the object with
+// the new token (conditional on the ETag read, with its value, Content-Type
+// and user metadata), or writes a tombstone for a key with no value: one
+// PUT of the whole object, the first time a holder reads the key. Update
+// claims the key first too, then writes fn's value with If-Match on the
+// claim's ETag; if the object changed in between, it reads again, and
+// refuses with [fence.ErrStale] if a newer holder wrote, or calls fn again
+// (a writer with the same token), up to [fence.UpdateAttempts] times.
+// Once claimed, an Update is one GET and one conditional PUT, as the read
+// and write it replaces. Keep Get for reads no write of yours depends on.
+//
 // # Object settings and large values
 //
 // [Store.PutWith] takes [PutOption]s for the PutObject requests of one
@@ -168,9 +202,10 @@
 //
 // # Telemetry
 //
-// Every Put, PutWith and Delete is a span (s3.put, s3.delete: a child of
-// the caller's context, with the token) and is counted in fencelock.writes
-// and fencelock.write.duration by operation and outcome; refused
+// Every Put, PutWith, Delete, GetForUpdate and Update is a span (s3.put,
+// s3.delete, s3.get_for_update, s3.update: a child of the caller's context,
+// with the token) and is counted in fencelock.writes and
+// fencelock.write.duration by operation and outcome; refused
 // conditional PUTs and the reads after them are counted in
 // fencelock.s3.conflicts and fencelock.s3.rereads. See [WithMeterProvider]
 // and [WithTracerProvider].

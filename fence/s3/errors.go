@@ -9,11 +9,13 @@ import (
 
 // ErrConflict means a [Store.Put] gave up after its conditional PUTs kept
 // failing because other writers changed the object between its read and its
-// write ([WithMaxAttempts] times in a row). Nothing this Put sent was
-// written: the last read showed another writer's version. The error also
-// wraps the last PreconditionFailed or ConditionalRequestConflict error.
-// Retrying later may succeed.
-var ErrConflict = errors.New("s3fence: conflict retries exhausted: other writers kept changing the object")
+// write ([WithMaxAttempts] times in a row), or a [Store.Update] or
+// [Store.GetForUpdate] did ([fence.UpdateAttempts] reads and conditional
+// PUTs). Nothing the call sent was written, except, for Update, its claim
+// (see [Store.Update]): the last read showed another writer's version. The
+// error also wraps the last PreconditionFailed or ConditionalRequestConflict
+// error. Retrying later may succeed. It matches [fence.ErrConflict].
+var ErrConflict = errfamily.New("s3fence: conflict retries exhausted: other writers kept changing the object", fence.ErrConflict)
 
 // ErrNoSuchBucket means the store's bucket does not exist. The error also
 // wraps the AWS SDK's error.
@@ -43,10 +45,10 @@ var ErrForeignObject = errors.New("s3fence: object has no fencing envelope (not 
 var ErrConditionalUnsupported = errors.New("s3fence: server does not honour conditional writes")
 
 // ErrInvalidArgument means a call was given something it cannot use: a nil
-// client (a typed nil too), a nil context, an empty bucket name, a nil or
-// unseekable value for [Store.PutReader], or a value that needs a multipart
-// upload with a client that is not a [MultipartClient]. Nothing was
-// sent to the server. Retrying cannot help; fix the call. It matches
+// client (a typed nil too), a nil context, an empty bucket name, a nil
+// function for [Store.Update], a nil or unseekable value for
+// [Store.PutReader], or a value that needs a multipart upload with a client
+// that is not a [MultipartClient]. Nothing was sent to the server. Retrying cannot help; fix the call. It matches
 // [fence.ErrInvalidArgument], and [ErrInvalidOption] matches it.
 var ErrInvalidArgument = errfamily.New("s3fence: invalid argument", fence.ErrInvalidArgument)
 

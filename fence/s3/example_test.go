@@ -2,6 +2,7 @@ package s3fence_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -94,6 +96,72 @@ func ExampleStore_Put_stale() {
 	// Output:
 	// refused: token 33, the object is at 34
 	// B's report, token 34
+}
+
+// ExampleStore_GetForUpdate reads before a write. Holder A (token 33)
+// counted 1 and is paused before writing its 2; B (token 34) takes over,
+// reads, and A's write arrives between B's read and B's write. Read with
+// GetForUpdate, the key is claimed for 34 as B reads it, and A's late
+// write is refused; read with Get, it would land and B's 2 would then
+// overwrite it: one of the two increments lost.
+func ExampleStore_GetForUpdate() {
+	ctx := context.Background()
+	srv := s3test.Shared()
+	clientA, closeA := srv.NewClient()
+	defer closeA()
+	clientB, closeB := srv.NewClient()
+	defer closeB()
+	a, _ := s3fence.New(clientA, srv.Bucket)
+	b, _ := s3fence.New(clientB, srv.Bucket)
+	k := exampleKey("visits")
+	_ = a.Put(ctx, k, 33, []byte("1"))
+
+	rec, err := b.GetForUpdate(ctx, k, 34) // B reads 1, and claims the key
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = a.Put(ctx, k, 33, []byte("2")) // A's late write
+	fmt.Println("A's late write refused:", errors.Is(err, fence.ErrStale))
+	n, _ := strconv.Atoi(string(rec.Value))
+	if err := b.Put(ctx, k, rec.Token, strconv.AppendInt(nil, int64(n+1), 10)); err != nil {
+		log.Fatal(err)
+	}
+	rec, _ = b.Get(ctx, k)
+	fmt.Printf("visits %s, token %d\n", rec.Value, rec.Token)
+	// Output:
+	// A's late write refused: true
+	// visits 2, token 34
+}
+
+// ExampleStore_Update counts with a read-modify-write: the claim, the
+// read, fn and a write conditional on what was read, retried if a writer
+// with the same token changed the object in between.
+func ExampleStore_Update() {
+	ctx := context.Background()
+	srv := s3test.Shared()
+	client, closeIdle := srv.NewClient()
+	defer closeIdle()
+	store, err := s3fence.New(client, srv.Bucket)
+	if err != nil {
+		log.Fatal(err)
+	}
+	k := exampleKey("visits")
+	increment := func(old fence.Record) ([]byte, error) {
+		n, err := strconv.Atoi(cmp.Or(string(old.Value), "0")) // no value yet: the zero Record
+		return strconv.AppendInt(nil, int64(n+1), 10), err     // an error writes nothing
+	}
+	for range 3 {
+		// 33 is the token of the lock this process holds, e.g. lock.Token().
+		if err := store.Update(ctx, k, 33, increment); err != nil {
+			log.Fatal(err)
+		}
+	}
+	rec, err := store.Get(ctx, k)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("visits %s, token %d\n", rec.Value, rec.Token)
+	// Output: visits 3, token 33
 }
 
 // ExampleStore_PutReader streams a large value from a file (any

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/fencelock/fencelock/fence"
 )
 
 // S3's limits on multipart uploads, and the defaults within them.
@@ -119,6 +121,31 @@ func (s *Store) completeUpload(ctx context.Context, w *write, v version, exists 
 		return "", err
 	}
 	return aws.ToString(out.ETag), nil
+}
+
+// uploadGone decides a Complete answered 404 NoSuchUpload. The upload was
+// aborted (by someone else, or a lifecycle rule) or completed, by an
+// earlier delivery of this same Complete whose answer was lost: the read
+// back tells. If the object carries this write, it landed. If it carries a
+// newer token, this write may have landed before it, or never: the outcome
+// is unknown (not stale, which would say nothing changed). Otherwise the
+// write did not land, and the parts are sent again in a new upload
+// (refused: the loop reads and decides again).
+func (s *Store) uploadGone(ctx context.Context, w *write, completeErr error) (refused bool, err error) {
+	w.mp.id, w.mp.parts = "", nil // gone either way: nothing to abort, and a retry starts a new one
+	s.cache.drop(w.key)
+	v, exists, err := s.current(ctx, w.key)
+	switch {
+	case err != nil:
+		return false, &fence.UnknownOutcomeError{Resource: w.key, Token: w.hdr.token, Err: completeErr}
+	case exists && v.hdr.id == w.hdr.id:
+		w.landed(s, v.etag)
+		return false, nil
+	case exists && v.hdr.token > w.hdr.token:
+		return false, &fence.UnknownOutcomeError{Resource: w.key, Token: w.hdr.token,
+			Err: fmt.Errorf("upload gone (completed or aborted) and token %d written since: %w", v.hdr.token, completeErr)}
+	}
+	return true, completeErr
 }
 
 // abortUpload aborts w's upload after a failed write, so that its parts are

@@ -26,6 +26,10 @@ type write struct {
 	// mp is the write's multipart upload, or nil for one PutObject per
 	// attempt.
 	mp *upload
+	// etag is the object's ETag once the write has landed, "" before (or
+	// if the server sent none): Update's write after its claim is
+	// conditional on it.
+	etag string
 }
 
 // size is the length of the object the write puts: the envelope and the
@@ -162,15 +166,21 @@ func (s *Store) decide(w *write, v version, exists bool, attempt int, lastErr er
 	switch {
 	case exists && v.hdr.id == w.hdr.id:
 		// Our write landed (a client that retries by itself got a lost answer).
-		s.remember(w.key, v.etag, v.hdr)
+		w.landed(s, v.etag)
 		return true, nil
 	case exists && v.hdr.token > w.hdr.token:
-		s.remember(w.key, v.etag, v.hdr)
-		return true, &fence.StaleError{Resource: w.key, Token: w.hdr.token, Current: v.hdr.token}
+		return true, s.stale(w.key, w.hdr.token, v)
 	case attempt >= s.opts.maxAttempts:
 		return true, fmt.Errorf("%w: s3://%s/%s, %d conditional PUTs refused: %w", ErrConflict, s.bucket, w.key, attempt, lastErr)
 	}
 	return false, nil
+}
+
+// stale is the refusal of a write with token to key, whose object is v,
+// with a higher token; v is remembered.
+func (s *Store) stale(key string, token fence.Token, v version) error {
+	s.remember(key, v.etag, v.hdr)
+	return &fence.StaleError{Resource: key, Token: token, Current: v.hdr.token}
 }
 
 // noRetries turns the SDK's retries off for one call. A retried PUT whose
@@ -223,8 +233,14 @@ func (s *Store) conditionalPut(ctx context.Context, w *write, v version, exists 
 	if err != nil {
 		return err
 	}
-	s.remember(w.key, etag, w.hdr)
+	w.landed(s, etag)
 	return nil
+}
+
+// landed records that w is the object now, with etag.
+func (w *write) landed(s *Store, etag string) {
+	w.etag = etag
+	s.remember(w.key, etag, w.hdr)
 }
 
 // putObject sends w's object in one conditional PutObject.
@@ -260,36 +276,11 @@ func (s *Store) reconcile(ctx context.Context, w *write, putErr error) error {
 	s.cache.drop(w.key)
 	if ctx.Err() == nil {
 		if v, exists, err := s.current(ctx, w.key); err == nil && exists && v.hdr.id == w.hdr.id {
-			s.remember(w.key, v.etag, v.hdr)
+			w.landed(s, v.etag)
 			return nil
 		}
 	}
 	return &fence.UnknownOutcomeError{Resource: w.key, Token: w.hdr.token, Err: putErr}
-}
-
-// uploadGone decides a Complete answered 404 NoSuchUpload. The upload was
-// aborted (by someone else, or a lifecycle rule) or completed, by an
-// earlier delivery of this same Complete whose answer was lost: the read
-// back tells. If the object carries this write, it landed. If it carries a
-// newer token, this write may have landed before it, or never: the outcome
-// is unknown (not stale, which would say nothing changed). Otherwise the
-// write did not land, and the parts are sent again in a new upload
-// (refused: the loop reads and decides again).
-func (s *Store) uploadGone(ctx context.Context, w *write, completeErr error) (refused bool, err error) {
-	w.mp.id, w.mp.parts = "", nil // gone either way: nothing to abort, and a retry starts a new one
-	s.cache.drop(w.key)
-	v, exists, err := s.current(ctx, w.key)
-	switch {
-	case err != nil:
-		return false, &fence.UnknownOutcomeError{Resource: w.key, Token: w.hdr.token, Err: completeErr}
-	case exists && v.hdr.id == w.hdr.id:
-		s.remember(w.key, v.etag, v.hdr)
-		return false, nil
-	case exists && v.hdr.token > w.hdr.token:
-		return false, &fence.UnknownOutcomeError{Resource: w.key, Token: w.hdr.token,
-			Err: fmt.Errorf("upload gone (completed or aborted) and token %d written since: %w", v.hdr.token, completeErr)}
-	}
-	return true, completeErr
 }
 
 // backoff waits a random time up to retryDelay·2^(n-1), capped at

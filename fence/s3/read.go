@@ -2,6 +2,7 @@ package s3fence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,6 +53,9 @@ func readValue(r *Reader) ([]byte, error) {
 	return v, nil
 }
 
+// errNoETag is a read's failure when the response carries no ETag.
+var errNoETag = errors.New("response has no ETag, so no conditional write can follow")
+
 // current reads the ETag and envelope header of the object under key with a
 // ranged GET, so the value itself is not transferred. ok is false when there
 // is no object.
@@ -85,7 +89,7 @@ func (s *Store) readHeader(ctx context.Context, key string) (v version, size int
 		return version{}, 0, false, s.failure("read", key, err)
 	}
 	if v.etag = aws.ToString(out.ETag); v.etag == "" {
-		return version{}, 0, false, s.failure("read", key, fmt.Errorf("response has no ETag, so no conditional write can follow"))
+		return version{}, 0, false, s.failure("read", key, errNoETag)
 	}
 	return v, objectSize(out.ContentRange), true, nil
 }

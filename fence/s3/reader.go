@@ -18,6 +18,7 @@ type Reader struct {
 	body  io.ReadCloser
 	token fence.Token
 	size  int64
+	meta  objectMeta // what a claim's rewrite keeps (Store.GetForUpdate)
 }
 
 // Open starts reading the object under key and returns its value as a
@@ -32,36 +33,48 @@ func (s *Store) Open(ctx context.Context, key string) (*Reader, error) {
 	if err := s.checkCall(ctx, key); err != nil {
 		return nil, err
 	}
+	r, v, err := s.open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if v.hdr.deleted {
+		r.Close()
+		return nil, fmt.Errorf("%w: s3://%s/%s: deleted by Store.Delete with token %d", fence.ErrNotFound, s.bucket, key, v.hdr.token)
+	}
+	return r, nil
+}
+
+// open GETs the whole object under key, checks its envelope and remembers
+// the version read. It returns a Reader of the value (of nothing, for a
+// tombstone) and the version, or, when there is no object, a nil Reader
+// and an error matching [fence.ErrNotFound].
+func (s *Store) open(ctx context.Context, key string) (*Reader, version, error) {
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key, ExpectedBucketOwner: s.owner()}
 	s.sseC(&in.SSECustomerAlgorithm, &in.SSECustomerKey, &in.SSECustomerKeyMD5)
 	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
 		if isNotFound(err) {
-			return nil, fmt.Errorf("%w: s3://%s/%s: %w", fence.ErrNotFound, s.bucket, key, err)
+			return nil, version{}, fmt.Errorf("%w: s3://%s/%s: %w", fence.ErrNotFound, s.bucket, key, err)
 		}
-		return nil, s.failure("get", key, err)
+		return nil, version{}, s.failure("get", key, err)
 	}
 	var b [HeaderSize]byte
 	n, err := io.ReadFull(out.Body, b[:])
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		out.Body.Close()
-		return nil, s.failure("get", key, err)
+		return nil, version{}, s.failure("get", key, err)
 	}
-	h, err := decodeHeader(b[:n])
-	if err != nil {
+	v := version{etag: aws.ToString(out.ETag)}
+	if v.hdr, err = decodeHeader(b[:n]); err != nil {
 		out.Body.Close()
-		return nil, s.failure("get", key, err)
+		return nil, version{}, s.failure("get", key, err)
 	}
-	s.remember(key, aws.ToString(out.ETag), h)
-	if h.deleted {
-		out.Body.Close()
-		return nil, fmt.Errorf("%w: s3://%s/%s: deleted by Store.Delete with token %d", fence.ErrNotFound, s.bucket, key, h.token)
-	}
+	s.remember(key, v.etag, v.hdr)
 	size := int64(-1)
 	if out.ContentLength != nil {
 		size = *out.ContentLength - HeaderSize
 	}
-	return &Reader{body: out.Body, token: h.token, size: size}, nil
+	return &Reader{body: out.Body, token: v.hdr.token, size: size, meta: objectMeta{out.ContentType, out.Metadata}}, v, nil
 }
 
 // Token returns the token the object was written with.

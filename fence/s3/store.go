@@ -13,8 +13,11 @@ import (
 const maxKeyLen = 1024
 
 // Store is a [fence.Store] whose records are objects in one S3 bucket: Put
-// is a fenced write made safe by S3's conditional PUTs, Get a fenced read.
-// See the package documentation for how, and for the object format.
+// is a fenced write made safe by S3's conditional PUTs, Get a plain read.
+// It is a [fence.Updater] too: GetForUpdate is the read to make before a
+// write, which claims the key for the reader's token, and Update a
+// read-modify-write. See the package documentation for how, and for the
+// object format.
 //
 // A Store is safe for concurrent use, by any number of goroutines and
 // processes: the S3 server, not the Store, decides every write. The zero
@@ -31,7 +34,10 @@ type Store struct {
 	tel     *storeTelemetry
 }
 
-var _ fence.Store = (*Store)(nil)
+var (
+	_ fence.Store   = (*Store)(nil)
+	_ fence.Updater = (*Store)(nil)
+)
 
 // New returns a Store that keeps its objects in bucket, through client. It
 // does no I/O: a missing bucket or bad credentials show up as errors
