@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
 	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
@@ -24,7 +25,7 @@ func benchPool(b *testing.B) *pgxpool.Pool {
 	ctx := b.Context()
 	for _, sql := range []string{
 		"CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL, fence bigint NOT NULL DEFAULT 0)",
-		"INSERT INTO accounts (id, balance) VALUES ('a', 0)",
+		"INSERT INTO accounts (id, balance) VALUES ('a', 0), ('b', 0)",
 	} {
 		if _, err := pool.Exec(ctx, sql); err != nil {
 			b.Fatal(err)
@@ -96,6 +97,105 @@ func BenchmarkTx(b *testing.B) {
 	})
 }
 
+// BenchmarkFencedRead: a fenced read (Table.GetForUpdate: an UPDATE of the
+// fence column RETURNING the balance) against a plain SELECT of the
+// balance, and SELECT ... FOR UPDATE, each in autocommit. Goal:
+// fenced/plain <= 1.15.
+func BenchmarkFencedRead(b *testing.B) {
+	pool := benchPool(b)
+	ctx := context.Background()
+	tbl, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bal int64
+	interleave(b, []string{"plain", "forupdate", "fenced"}, []func(int) error{
+		func(int) error {
+			return pool.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = $1", "a").Scan(&bal)
+		},
+		func(int) error {
+			return pool.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE", "a").Scan(&bal)
+		},
+		func(int) error { return tbl.GetForUpdate(ctx, pool, "a", 1, []string{"balance"}, &bal) },
+	})
+}
+
+// BenchmarkFencedReadInTx: a read before a write, in one transaction:
+// a plain SELECT of the balance, then the UPDATE, against the fenced read
+// (Table.GetForUpdate) then the same UPDATE. Goal: fenced/plain <= 1.15.
+func BenchmarkFencedReadInTx(b *testing.B) {
+	pool := benchPool(b)
+	ctx := context.Background()
+	tbl, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const update = "UPDATE accounts SET balance = $2 WHERE id = $1"
+	var bal int64
+	interleave(b, []string{"plain", "fenced"}, []func(int) error{
+		func(int) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				if err := tx.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = $1", "a").Scan(&bal); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, update, "a", bal+1)
+				return err
+			})
+		},
+		func(int) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				if err := tbl.GetForUpdate(ctx, tx, "a", 1, []string{"balance"}, &bal); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, update, "a", bal+1)
+				return err
+			})
+		},
+	})
+}
+
+// BenchmarkTransfer: a two-account transfer (read the source's balance,
+// take 1 from it, add 1 to the other) in a plain transaction, the same
+// transaction fenced on both accounts with RunInTxAll, and the safe form
+// of the package documentation (RunInTxAll, Table.GetForUpdate,
+// Table.Update with Add). Goal: fenced/plain and safe/plain <= 1.5.
+func BenchmarkTransfer(b *testing.B) {
+	pool := benchPool(b)
+	ctx := context.Background()
+	tbl, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const add = "UPDATE accounts SET balance = balance + $2 WHERE id = $1"
+	claims := []fence.Claim{{Resource: "a", Token: 1}, {Resource: "b", Token: 1}}
+	plain := func(tx pgx.Tx) error {
+		var bal int64
+		if err := tx.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = $1", "a").Scan(&bal); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, add, "a", -1); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, add, "b", 1)
+		return err
+	}
+	safe := func(tx pgx.Tx) error {
+		var bal int64
+		if err := tbl.GetForUpdate(ctx, tx, "a", 1, []string{"balance"}, &bal); err != nil {
+			return err
+		}
+		if err := tbl.Update(ctx, tx, "a", 1, postgres.Add("balance", -1)); err != nil {
+			return err
+		}
+		return tbl.Update(ctx, tx, "b", 1, postgres.Add("balance", 1))
+	}
+	interleave(b, []string{"plain", "fenced", "safe"}, []func(int) error{
+		func(int) error { return pgx.BeginFunc(ctx, pool, plain) },
+		func(int) error { return postgres.RunInTxAll(ctx, pool, claims, plain) },
+		func(int) error { return postgres.RunInTxAll(ctx, pool, claims, safe) },
+	})
+}
+
 // BenchmarkRowUpsert: a fenced upsert of an existing row against the
 // identical upsert without the fence condition. Goal: fenced/plain <= 1.10.
 func BenchmarkRowUpsert(b *testing.B) {
@@ -143,5 +243,31 @@ func rowUpdateTelemetry(b *testing.B, sdk *oteltest.SDK) {
 	interleave(b, []string{"nosdk", "sdk"}, []func(int) error{
 		func(i int) error { return none.Update(ctx, pool, "a", 1, postgres.Set("balance", i)) },
 		func(i int) error { return withSDK.Update(ctx, pool, "a", 1, postgres.Set("balance", i)) },
+	})
+}
+
+// BenchmarkStoreUpdate: Store.Update (a claim, then a conditional write)
+// against what it replaces, Store.Get then Store.Put.
+func BenchmarkStoreUpdate(b *testing.B) {
+	pool := benchPool(b)
+	ctx := context.Background()
+	s, err := postgres.NewStore(pool, pgx.Identifier{postgres.DefaultStoreTable})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Put(ctx, "k", 1, []byte("0")); err != nil {
+		b.Fatal(err)
+	}
+	next := func(r fence.Record) ([]byte, error) { return append(r.Value[:0:0], 'x'), nil }
+	interleave(b, []string{"getput", "update"}, []func(int) error{
+		func(int) error {
+			r, err := s.Get(ctx, "k")
+			if err != nil {
+				return err
+			}
+			v, _ := next(r)
+			return s.Put(ctx, "k", 1, v)
+		},
+		func(int) error { return s.Update(ctx, "k", 1, next) },
 	})
 }

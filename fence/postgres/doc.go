@@ -2,7 +2,7 @@
 // older [fence.Token] than one the database has already accepted is refused
 // by PostgreSQL itself, atomically, however late it arrives.
 //
-// It offers three forms, all working with a *pgxpool.Pool, a *pgx.Conn or a
+// It offers four forms, all working with a *pgxpool.Pool, a *pgx.Conn or a
 // pgx.Tx ([DB], [TxBeginner]):
 //
 //   - [Table.Update] and [Table.Upsert] write one row of your own table that
@@ -13,8 +13,14 @@
 //     before the function runs.
 //   - [Exec] runs one INSERT, UPDATE or DELETE guarded by the fence table in
 //     the same statement, saving the round trips of a transaction.
+//   - [RunInTxAll] (and [RunInTxHeld], for a holder of several locks) is
+//     RunInTx over several resources, each with its own token, as a
+//     transfer between two accounts needs.
 //
-// [Store] implements [fence.Store] on a table of its own.
+// Reads are fenced too: [Table.GetForUpdate] claims a row as it reads it
+// (see "Reading before you write"), and [Add] changes a column in the
+// server with no read at all. [Store] implements [fence.Store] and
+// [fence.Updater] on a table of its own.
 //
 //	accounts, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
 //	...
@@ -32,6 +38,71 @@
 //		_, err := tx.Exec(ctx, "UPDATE invoices SET paid = true WHERE id = $1", 42)
 //		return err
 //	}, postgres.WithIsolation(pgx.Serializable))
+//
+// # Reading before you write
+//
+// Fencing writes is not enough when what you write is computed from what
+// you read. A newer holder that reads a row with a plain SELECT while an
+// older holder's write is still to land (the older holder paused in its
+// transaction, the row written and locked but not committed) reads the
+// value from before that write; the older holder then commits,
+// legitimately, since nothing newer has been written yet; and the newer
+// holder writes back what it computed, over it. Both commit, and the older
+// holder's acknowledged write is gone.
+//
+// So the first touch, read or write, claims the row: read it with
+// [Table.GetForUpdate], in the transaction that writes. It raises the row's
+// fence to your token as it reads (UPDATE ... SET fence = $token WHERE key
+// = $key AND fence <= $token RETURNING ...): it waits for an older holder's
+// uncommitted write and reads what that holder committed, refuses with
+// [fence.ErrStale] when a newer holder is there, and keeps the row locked
+// until your transaction ends. Where no read is needed, [Add] changes a
+// column in the server (balance = balance + $1).
+//
+// A transfer between two accounts, each under its own lock (for an
+// etcdlock MultiLock over both, pass it to [RunInTxHeld] instead of the
+// claims):
+//
+//	from := fence.Claim{Resource: "acct-A", Token: lockA.Token()}
+//	to := fence.Claim{Resource: "acct-B", Token: lockB.Token()}
+//	err := postgres.RunInTxAll(ctx, pool, []fence.Claim{from, to}, func(tx pgx.Tx) error {
+//		var balance int64
+//		err := accounts.GetForUpdate(ctx, tx, from.Resource, from.Token, []string{"balance"}, &balance)
+//		if err != nil {
+//			return err // fence.ErrStale: a newer holder has the account
+//		}
+//		if balance < amount {
+//			return errInsufficientFunds
+//		}
+//		if err := accounts.Update(ctx, tx, from.Resource, from.Token, postgres.Add("balance", -amount)); err != nil {
+//			return err
+//		}
+//		return accounts.Update(ctx, tx, to.Resource, to.Token, postgres.Add("balance", amount))
+//	})
+//
+// RunInTxAll raises both accounts' rows in the fence table before fn runs,
+// in one fixed order, so that two transfers in opposite directions wait
+// for each other instead of deadlocking, and fenced transactions on either
+// account wait for this one. Each account's row is read and written with
+// that account's token, so its fence column, the row's own floor, agrees
+// with the fence table's.
+//
+// For the [Store], [Store.GetForUpdate] is the read that claims the key,
+// and [Store.Update] the read-modify-write in one call:
+//
+//	err := store.Update(ctx, "visits", lock.Token(), func(old fence.Record) ([]byte, error) {
+//		var n int64 // 0 while the key holds no value (old.Value nil)
+//		if old.Value != nil {
+//			var err error
+//			if n, err = strconv.ParseInt(string(old.Value), 10, 64); err != nil {
+//				return nil, err
+//			}
+//		}
+//		return strconv.AppendInt(nil, n+1, 10), nil
+//	})
+//
+// [Store.Get] and a plain SELECT claim nothing: use them for what no write
+// of yours will follow.
 //
 // # Errors
 //
@@ -134,8 +205,8 @@
 //
 // # Telemetry
 //
-// Every fenced write (Table.Update, Table.Upsert, RunInTx, Exec, Store.Put,
-// Store.Delete) is a span (postgres.update, ...: a child of the caller's
+// Every fenced write (Table.Update, Table.Upsert, RunInTx, RunInTxAll,
+// Exec, Store.Put, Store.Delete) is a span (postgres.update, ...: a child of the caller's
 // context, with the token) and is counted in fencelock.writes and
 // fencelock.write.duration by operation and outcome (accepted, stale,
 // unknown, error); rollbacks that match [ErrRetryable] are counted in
@@ -147,4 +218,7 @@
 // ([WithMeterProvider], [WithTracerProvider]); by default, and always for
 // the package-level [RunInTx] and [Exec], to the global OpenTelemetry
 // providers, which record nothing until the application installs an SDK.
+// RunInTxAll and RunInTxHeld report as the operation tx, with the first
+// claim's token and every resource. The fenced reads ([Table.GetForUpdate],
+// [Store.GetForUpdate]) and [Store.Update] are neither traced nor counted.
 package postgres

@@ -36,7 +36,9 @@ type Fences struct {
 	createSQL  string
 	// execGuardSQL is Exec's guard: $1 the resource, $2 the token.
 	execGuardSQL string
-	tel          *pgTelemetry
+	// advanceAllSQL is RunInTxAll's: $1 the resources, $2 their tokens.
+	advanceAllSQL string
+	tel           *pgTelemetry
 }
 
 // defaultFences serves the package-level functions, reporting to the
@@ -84,12 +86,13 @@ func newFences(q, label string, tel *pgTelemetry) *Fences {
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
 		" RETURNING set_config('" + tokenSetting + "', token::text, true)"
 	return &Fences{
-		label:        label,
-		advanceSQL:   guard,
-		currentSQL:   "SELECT token FROM " + q + " WHERE resource = $1",
-		createSQL:    "CREATE TABLE IF NOT EXISTS " + q + " (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))",
-		execGuardSQL: execGuard(guard),
-		tel:          tel,
+		label:         label,
+		advanceSQL:    guard,
+		currentSQL:    "SELECT token FROM " + q + " WHERE resource = $1",
+		createSQL:     "CREATE TABLE IF NOT EXISTS " + q + " (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))",
+		execGuardSQL:  execGuard(guard),
+		advanceAllSQL: advanceAllGuard(q),
+		tel:           tel,
 	}
 }
 

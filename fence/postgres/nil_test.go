@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
 	"github.com/fencelock/fencelock/internal/testkit/nilchecktest"
 )
@@ -38,6 +39,15 @@ func TestNilContext(t *testing.T) {
 		{"Store.Delete", func() error { return store.Delete(nilCtx, "k", 1) }},
 		{"Store.Get", func() error { _, err := store.Get(nilCtx, "k"); return err }},
 		{"Store.CreateTable", func() error { return store.CreateTable(nilCtx) }},
+		{"Store.GetForUpdate", func() error { _, err := store.GetForUpdate(nilCtx, "k", 1); return err }},
+		{"Store.Update", func() error {
+			return store.Update(nilCtx, "k", 1, func(fence.Record) ([]byte, error) { return nil, nil })
+		}},
+		{"Table.GetForUpdate", func() error { return tbl.GetForUpdate(nilCtx, noIO{t}, "k", 1, nil) }},
+		{"RunInTxAll", func() error {
+			return postgres.RunInTxAll(nilCtx, noIO{t}, []fence.Claim{{Resource: "r", Token: 1}}, fn)
+		}},
+		{"RunInTxHeld", func() error { return postgres.RunInTxHeld(nilCtx, noIO{t}, held{{Resource: "r", Token: 1}}, fn) }},
 		{"CreateSchema", func() error { return postgres.CreateSchema(nilCtx, noIO{t}) }},
 	}
 	for _, tt := range tests {
@@ -70,6 +80,11 @@ func TestNilHandle(t *testing.T) {
 		{"Fences.Current", func(db *pgx.Conn) error { _, err := fences.Current(ctx, db, "r"); return err }},
 		{"Fences.CreateTable", func(db *pgx.Conn) error { return fences.CreateTable(ctx, db) }},
 		{"CreateSchema", func(db *pgx.Conn) error { return postgres.CreateSchema(ctx, db) }},
+		{"Table.GetForUpdate", func(db *pgx.Conn) error { return tbl.GetForUpdate(ctx, db, "k", 1, nil) }},
+		{"RunInTxAll", func(db *pgx.Conn) error {
+			return postgres.RunInTxAll(ctx, db, []fence.Claim{{Resource: "r", Token: 1}}, fn)
+		}},
+		{"RunInTxHeld", func(db *pgx.Conn) error { return postgres.RunInTxHeld(ctx, db, held{{Resource: "r", Token: 1}}, fn) }},
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {
@@ -134,6 +149,18 @@ func TestZeroValues(t *testing.T) {
 		"Store.Get":           func() error { _, err := (&postgres.Store{}).Get(ctx, "k"); return err },
 		"Store.CreateTable":   func() error { return (&postgres.Store{}).CreateTable(ctx) },
 		"nil Store.Put":       func() error { return nilStore.Put(ctx, "k", 1, nil) },
+		"Table.GetForUpdate":  func() error { return (&postgres.Table{}).GetForUpdate(ctx, db, "k", 1, nil) },
+		"Fences.RunInTxAll": func() error {
+			return (&postgres.Fences{}).RunInTxAll(ctx, db, []fence.Claim{{Resource: "r", Token: 1}}, fn)
+		},
+		"Fences.RunInTxHeld": func() error { return (&postgres.Fences{}).RunInTxHeld(ctx, db, held{{Resource: "r", Token: 1}}, fn) },
+		"Store.GetForUpdate": func() error { _, err := (&postgres.Store{}).GetForUpdate(ctx, "k", 1); return err },
+		"Store.Update": func() error {
+			return (&postgres.Store{}).Update(ctx, "k", 1, func(fence.Record) ([]byte, error) { return nil, nil })
+		},
+		"nil Store.Update": func() error {
+			return nilStore.Update(ctx, "k", 1, func(fence.Record) ([]byte, error) { return nil, nil })
+		},
 	} {
 		if err := nilchecktest.NoPanic(call); !errors.Is(err, postgres.ErrInvalidArgument) {
 			t.Errorf("%s on a zero value: got %v, want an error matching ErrInvalidArgument", name, err)

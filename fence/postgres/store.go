@@ -19,19 +19,24 @@ const DefaultStoreTable = "fencelock_store"
 // Store is a [fence.Store] kept in a PostgreSQL table
 // (key text PRIMARY KEY, token bigint NOT NULL, value bytea; see
 // [Store.CreateTable]). Each Put is one fenced upsert ([Table.Upsert]); a
-// NULL value is the tombstone of [Store.Delete].
+// NULL value is the tombstone of [Store.Delete]. It implements
+// [fence.Updater] too: [Store.GetForUpdate] is the read before a write,
+// which claims the key, and [Store.Update] a read-modify-write.
 //
 // Create one with [NewStore]; the zero Store is not usable (its methods
 // fail with [ErrInvalidArgument]). A Store is safe for concurrent use when
 // its handle is (a *pgxpool.Pool is; a *pgx.Conn is not).
 type Store struct {
-	db        DB
-	table     *Table
-	getSQL    string
-	createSQL string
+	db    DB
+	table *Table
+	// The statements, set once by NewStore (storeSQL).
+	getSQL, createSQL, claimSQL, swapSQL, floorSQL string
 }
 
-var _ fence.Store = (*Store)(nil)
+var (
+	_ fence.Store   = (*Store)(nil)
+	_ fence.Updater = (*Store)(nil)
+)
 
 // NewStore returns a Store that keeps its records in the table called table
 // (schema-qualified or not; [DefaultStoreTable] is the one [CreateSchema]
@@ -56,12 +61,21 @@ func NewStore(db DB, table pgx.Identifier, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
-		db:        db,
-		table:     t,
-		getSQL:    "SELECT value, token, value IS NULL FROM " + t.name + " WHERE key = $1",
-		createSQL: "CREATE TABLE IF NOT EXISTS " + t.name + " (key text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0), value bytea)",
-	}, nil
+	s := &Store{db: db, table: t}
+	storeSQL(s, t.name)
+	return s, nil
+}
+
+// storeSQL builds the statements of a [Store] on the table quoted q.
+func storeSQL(s *Store, q string) {
+	s.getSQL = "SELECT value, token, value IS NULL FROM " + q + " WHERE key = $1"
+	s.createSQL = "CREATE TABLE IF NOT EXISTS " + q + " (key text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0), value bytea)"
+	// A key with no row gets a floor-only row, the tombstone of Delete.
+	s.claimSQL = "INSERT INTO " + q + " AS cur (key, token, value) VALUES ($1, $2, NULL)" +
+		" ON CONFLICT (key) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
+		" RETURNING value, value IS NULL"
+	s.swapSQL = "UPDATE " + q + " SET value = $3 WHERE key = $1 AND token = $2 AND value IS NOT DISTINCT FROM $4"
+	s.floorSQL = "SELECT token FROM " + q + " WHERE key = $1"
 }
 
 // CreateTable creates the store's table if it does not exist. ctx bounds the
@@ -125,13 +139,24 @@ func (s *Store) write(ctx context.Context, key string, token fence.Token, value 
 	resource := func() string { return key }
 	return t.tel.write(ctx, op, token, resource, func(ctx context.Context) error {
 		err := t.upsert(ctx, s.db, key, token, resource, sql, args, false) // CreateTable makes the columns
-		var pgErr *pgconn.PgError
-		if value == nil && errors.As(err, &pgErr) && pgErr.Code == "23502" { // not_null_violation
-			return fmt.Errorf("%w: %s.value is NOT NULL and cannot hold a tombstone; ALTER TABLE %s ALTER COLUMN value DROP NOT NULL: %w",
-				ErrSchema, t.label, t.name, err)
+		if value == nil {
+			return s.tombstoneErr(err)
 		}
 		return err
 	})
+}
+
+// tombstoneErr is err, the error of a statement that wrote a tombstone (a
+// NULL value), or when the table's value column is NOT NULL (a table made
+// before tombstones existed) an error matching [ErrSchema] that says how to
+// allow it.
+func (s *Store) tombstoneErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23502" { // not_null_violation
+		return fmt.Errorf("%w: %s.value is NOT NULL and cannot hold a tombstone; ALTER TABLE %s ALTER COLUMN value DROP NOT NULL: %w",
+			ErrSchema, s.table.label, s.table.name, err)
+	}
+	return err
 }
 
 // Get returns the record under key, or an error matching [fence.ErrNotFound].

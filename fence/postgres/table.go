@@ -15,7 +15,9 @@ import (
 
 // Table is a user table whose rows are written with fencing: each row has a
 // key column and a fence column holding the highest token written to it,
-// and a write lands only if its token is not lower.
+// and a write lands only if its token is not lower. [Table.GetForUpdate]
+// reads a row the same way, raising its fence first, so that what a holder
+// reads cannot be overwritten by an older holder afterwards.
 //
 // The fence column is the row's only floor: SQL that writes the row inside
 // [Fences.RunInTx] or [Fences.Exec] does not raise it, unless the table has
@@ -60,14 +62,34 @@ func NewTable(name pgx.Identifier, opts ...TableOption) (*Table, error) {
 		key: pgx.Identifier{o.key}.Sanitize(), fence: pgx.Identifier{o.fence}.Sanitize(), tel: tel}, nil
 }
 
-// Assignment sets one column in a fenced write. Create it with [Set].
+// Assignment sets one column in a fenced write. Create it with [Set] or
+// [Add]; the zero Assignment names no column and is refused.
 type Assignment struct {
 	column string
 	value  any
+	add    bool // column = column + value
 }
 
 // Set returns an assignment of value, sent as a query parameter, to column.
 func Set(column string, value any) Assignment { return Assignment{column: column, value: value} }
+
+// Add returns an assignment that adds delta, sent as a query parameter, to
+// column's value in the server, in the fenced statement itself:
+//
+//	UPDATE t SET "balance" = "balance" + $3, fence = $2 WHERE ...
+//
+// so a counter or a balance changes by delta with no read in the client,
+// and two holders' additions both count. delta may be negative, and of any
+// type the column's + takes (an int64 for a bigint, a time.Duration for an
+// interval, ...). As in SQL, a NULL column stays NULL: declare it NOT NULL
+// DEFAULT 0.
+//
+// In [Table.Upsert], a row that does not exist yet is created with the
+// column set to delta, as if it had held zero, whatever the column's
+// default; an existing row gets column + delta.
+func Add(column string, delta any) Assignment {
+	return Assignment{column: column, value: delta, add: true}
+}
 
 // Update sets the columns of the row whose key is key, and its fence column
 // to token, in one statement that lands only if the row's fence is not
@@ -75,7 +97,9 @@ func Set(column string, value any) Assignment { return Assignment{column: column
 //
 //	UPDATE t SET c1 = $3, ..., fence = $2 WHERE key = $1 AND fence <= $2
 //
-// With no assignments it only raises the fence. The key column must be
+// ("c1 = c1 + $3" for an [Add]). With no assignments it only raises the
+// fence. To write what you computed from the row, read it with
+// [Table.GetForUpdate] in the same transaction, not with a plain SELECT. The key column must be
 // unique by itself, or one update could land on some rows with that key and
 // be refused on others: the first Update of a Table checks the catalog and
 // fails with [ErrSchema] when the key or fence column does not exist (the
@@ -140,7 +164,8 @@ func (t *Table) update(ctx context.Context, db DB, key any, token fence.Token, s
 // The key column needs a unique constraint ([ErrSchema] otherwise), and the
 // first Upsert of a Table checks, as Update does, that the key and fence
 // columns exist. Columns
-// not assigned take their defaults in a new row. Errors are those of
+// not assigned take their defaults in a new row (see [Add] for an added
+// one). Errors are those of
 // [Table.Update], but for [ErrRowNotFound], which it never returns.
 func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
 	if err := cmp.Or(t.check(), checkCtx(ctx)); err != nil {

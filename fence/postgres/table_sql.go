@@ -12,7 +12,7 @@ import (
 // prepare checks a fenced row write's arguments, before any I/O, and builds
 // its statement: $1 is the key, $2 the token, $3... the assigned values.
 func (t *Table) prepare(ctx context.Context, db DB, key any, token fence.Token, set []Assignment,
-	build func(cols []string) string) (string, []any, error) {
+	build func(cols []column) string) (string, []any, error) {
 	if err := checkWrite(ctx, db, key, token); err != nil {
 		return "", nil, err
 	}
@@ -43,10 +43,17 @@ func checkWrite(ctx context.Context, db DB, key any, token fence.Token) error {
 	return checkCtx(ctx)
 }
 
+// column is an assigned column, quoted, and whether its value is added to
+// it ([Add]) rather than set.
+type column struct {
+	q   string
+	add bool
+}
+
 // columns returns the assigned columns, quoted, refusing empty, duplicate
 // and reserved (key, fence) ones.
-func (t *Table) columns(set []Assignment) ([]string, error) {
-	cols := make([]string, len(set))
+func (t *Table) columns(set []Assignment) ([]column, error) {
+	cols := make([]column, len(set))
 	seen := make(map[string]bool, len(set))
 	for i, a := range set {
 		q, err := quoteIdent("column", a.column)
@@ -60,16 +67,20 @@ func (t *Table) columns(set []Assignment) ([]string, error) {
 			return nil, fmt.Errorf("%w: column %q assigned twice", ErrInvalidArgument, a.column)
 		}
 		seen[a.column] = true
-		cols[i] = q
+		cols[i] = column{q: q, add: a.add}
 	}
 	return cols, nil
 }
 
-func (t *Table) updateSQL(cols []string) string {
+func (t *Table) updateSQL(cols []column) string {
 	var b strings.Builder
 	b.WriteString("UPDATE " + t.name + " SET ")
 	for i, c := range cols {
-		b.WriteString(c + " = $" + strconv.Itoa(i+3) + ", ")
+		b.WriteString(c.q + " = ")
+		if c.add {
+			b.WriteString(c.q + " + ")
+		}
+		b.WriteString("$" + strconv.Itoa(i+3) + ", ")
 	}
 	b.WriteString(t.fence + " = $2 WHERE " + t.key + " = $1 AND " + t.fence + " <= $2")
 	return b.String()
@@ -79,12 +90,14 @@ func (t *Table) updateSQL(cols []string) string {
 // gives none when the row's fence, as the statement's snapshot shows it, is
 // above the token: then no BEFORE INSERT row trigger fires and no column
 // default (a sequence) is evaluated. The ON CONFLICT condition still decides
-// in every other case, a newer holder's write committed since included.
-func (t *Table) upsertSQL(cols []string) string {
+// in every other case, a newer holder's write committed since included. An
+// added column ([Add]) is inserted as its delta and added to an existing
+// row's value.
+func (t *Table) upsertSQL(cols []column) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO " + t.name + " AS cur (" + t.key)
 	for _, c := range cols {
-		b.WriteString(", " + c)
+		b.WriteString(", " + c.q)
 	}
 	b.WriteString(", " + t.fence + ") SELECT $1")
 	for i := range cols {
@@ -93,7 +106,11 @@ func (t *Table) upsertSQL(cols []string) string {
 	b.WriteString(", $2 WHERE NOT EXISTS (SELECT FROM " + t.name + " WHERE " + t.key + " = $1 AND " + t.fence + " > $2)")
 	b.WriteString(" ON CONFLICT (" + t.key + ") DO UPDATE SET ")
 	for _, c := range cols {
-		b.WriteString(c + " = EXCLUDED." + c + ", ")
+		b.WriteString(c.q + " = ")
+		if c.add {
+			b.WriteString("cur." + c.q + " + ")
+		}
+		b.WriteString("EXCLUDED." + c.q + ", ")
 	}
 	b.WriteString(t.fence + " = EXCLUDED." + t.fence + " WHERE cur." + t.fence + " <= EXCLUDED." + t.fence)
 	return b.String()

@@ -58,19 +58,21 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err := cmp.Or(f.check(), checkTx(ctx, db, resource, token, fn)); err != nil {
 		return err
 	}
-	o, err := newTxOptions(opts)
-	if err == nil {
-		err = checkTxOptions(db, o)
-	}
+	o, err := txOptions(db, opts)
 	if err != nil {
 		return err
 	}
 	return f.tel.write(ctx, f.tel.Tx, token, func() string { return resource }, func(ctx context.Context) error {
-		return f.runInTx(ctx, db, resource, token, fn, o)
+		return runInTx(ctx, db, resource, token, o, fn, func(tx pgx.Tx) error {
+			return f.Advance(ctx, tx, resource, token)
+		})
 	})
 }
 
-func (f *Fences) runInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error, o pgx.TxOptions) error {
+// runInTx begins a transaction on db, raises its fences with advance, runs
+// fn and commits. resource and token name the transaction in its errors.
+func runInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, o pgx.TxOptions,
+	fn, advance func(pgx.Tx) error) error {
 	tx, err := begin(ctx, db, o)
 	if err != nil {
 		return fmt.Errorf("postgres: begin fenced transaction on %s: %w", resource, classify(err))
@@ -78,7 +80,7 @@ func (f *Fences) runInTx(ctx context.Context, db TxBeginner, resource string, to
 	// After a commit this is a no-op; after a panic in fn it runs before the
 	// panic goes on.
 	defer rollback(ctx, tx)
-	if err := f.Advance(ctx, tx, resource, token); err != nil {
+	if err := advance(tx); err != nil {
 		return err
 	}
 	if err := fn(tx); err != nil {
@@ -118,6 +120,16 @@ func begin(ctx context.Context, db TxBeginner, o pgx.TxOptions) (pgx.Tx, error) 
 		return db.Begin(ctx)
 	}
 	return db.(txOptionsBeginner).BeginTx(ctx, o)
+}
+
+// txOptions records opts and checks them, and that db can begin a
+// transaction with them.
+func txOptions(db TxBeginner, opts []TxOption) (pgx.TxOptions, error) {
+	o, err := newTxOptions(opts)
+	if err != nil {
+		return o, err
+	}
+	return o, checkTxOptions(db, o)
 }
 
 // checkTxOptions refuses options on a handle that cannot begin a top-level

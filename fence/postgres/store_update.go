@@ -1,0 +1,163 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// GetForUpdate returns the record under key after raising the key's floor
+// to token, in one statement, so that from then on every write to key with
+// a lower token is refused; the record's Token is token. A key with no
+// value (never written, or deleted) is claimed too, with a tombstone as
+// [Store.Delete] leaves, and the error matches [fence.ErrNotFound]. When
+// the key holds a higher token it returns a [*fence.StaleError] (Current
+// filled) and changes nothing. See [fence.Updater].
+//
+// The claim commits by itself unless the Store's handle is a pgx.Tx: then
+// it lands, and the row stays locked, until that transaction ends. An empty
+// key or a token that is not positive is refused before any I/O. ctx
+// bounds the call; a claim whose answer was lost (the connection broke or
+// ctx ended mid-request) gives an error matching [fence.ErrUnknownOutcome]:
+// the floor may have been raised. On a table made before tombstones (value
+// NOT NULL) it fails with an error matching [ErrSchema], as [Store.Delete]
+// does, which says how to allow them.
+func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token) (fence.Record, error) {
+	if err := s.checkUpdate(ctx, key, token, noFunc); err != nil {
+		return fence.Record{}, err
+	}
+	rec, absent, err := s.claim(ctx, key, token)
+	if err == nil && absent {
+		err = fmt.Errorf("%w: %q", fence.ErrNotFound, key)
+	}
+	return rec, err
+}
+
+// Update writes fn(old) under key with token, where old is the record
+// under key (the zero Record when the key holds no value), unless the
+// record changed in between. It claims key as [Store.GetForUpdate] does (a
+// newer holder's token refuses it with a [*fence.StaleError] before fn
+// runs), calls fn, then writes, in one statement, only if the key still
+// holds token and the value fn was given. Between the two, an older
+// holder's write is refused by the claim; a write with the same token (the
+// holder's own, concurrent) makes Update read and call fn again, up to
+// [fence.UpdateAttempts] times, then fail with an error matching
+// [fence.ErrConflict]. A nil value from fn is stored as an empty one, as
+// by [Store.Put]. See [fence.Updater].
+//
+// fn runs with no row lock held and no transaction open (unless the
+// Store's handle is a pgx.Tx), so it may use the Store itself. An error
+// from fn is returned as it is and a panic in fn is passed on; either way
+// nothing of fn's is written, but the claim stays: the key's floor is
+// token. A nil fn, an empty key or a token that is not positive is refused
+// before any I/O. ctx bounds the call; a statement whose answer was lost
+// gives an error matching [fence.ErrUnknownOutcome], as for [Store.Put];
+// other errors are those of [Store.GetForUpdate].
+func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
+	if err := s.checkUpdate(ctx, key, token, fn); err != nil {
+		return err
+	}
+	for range fence.UpdateAttempts {
+		old, absent, err := s.claim(ctx, key, token)
+		if err != nil {
+			return err
+		}
+		v, err := fn(old)
+		if err != nil {
+			return err
+		}
+		if done, err := s.swap(ctx, key, token, old.Value, absent, v); done || err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %q in %s after %d attempts", fence.ErrConflict, key, s.table.label, fence.UpdateAttempts)
+}
+
+// noFunc stands for the function GetForUpdate does not take.
+func noFunc(fence.Record) ([]byte, error) { return nil, nil }
+
+// checkUpdate checks the arguments of GetForUpdate (fn noFunc) and Update
+// before any I/O, in the order of fence.CheckUpdate.
+func (s *Store) checkUpdate(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := checkWrite(ctx, s.db, key, token); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: Update: nil function", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// claim raises key's floor to token and returns its record, and whether
+// the key holds no value (the zero Record then).
+func (s *Store) claim(ctx context.Context, key string, token fence.Token) (rec fence.Record, absent bool, err error) {
+	err = withConn(ctx, s.db, func(c DB) error {
+		err := c.QueryRow(ctx, s.claimSQL, key, int64(token)).Scan(&rec.Value, &absent)
+		switch {
+		case isNoRows(err): // the conflict's WHERE refused: a higher floor
+			return s.stale(ctx, c, key, token)
+		case err != nil:
+			return s.tombstoneErr(writeError(c, "claim", key, token, err))
+		}
+		return nil
+	})
+	if err != nil || absent {
+		return fence.Record{}, absent, err
+	}
+	rec.Token = token
+	return rec, false, nil
+}
+
+// swap writes v under key with token if the key still holds token and old
+// (no value, when absent). It reports whether it wrote, and an error
+// matching [fence.ErrStale] when a higher token is there now.
+func (s *Store) swap(ctx context.Context, key string, token fence.Token, old []byte, absent bool, v []byte) (done bool, err error) {
+	if v == nil {
+		v = []byte{}
+	}
+	var prev any = old
+	switch {
+	case absent:
+		prev = nil
+	case old == nil:
+		prev = []byte{}
+	}
+	err = withConn(ctx, s.db, func(c DB) error {
+		tag, err := c.Exec(ctx, s.swapSQL, key, int64(token), v, prev)
+		switch {
+		case err != nil:
+			return writeError(c, "update", key, token, err)
+		case tag.RowsAffected() > 0:
+			done = true
+			return nil
+		}
+		if cur, ok := s.floor(ctx, c, key); ok && cur > token {
+			return &fence.StaleError{Resource: key, Token: token, Current: cur}
+		}
+		return nil // changed by a writer with the same token: read again
+	})
+	return done, err
+}
+
+// stale is the error of a claim refused for a higher floor, with the floor
+// when it can be read.
+func (s *Store) stale(ctx context.Context, db DB, key string, token fence.Token) error {
+	se := &fence.StaleError{Resource: key, Token: token}
+	if cur, ok := s.floor(ctx, db, key); ok && cur > token {
+		se.Current = cur
+	}
+	return se
+}
+
+// floor reads key's token, and whether it could.
+func (s *Store) floor(ctx context.Context, db DB, key string) (fence.Token, bool) {
+	var cur int64
+	if err := db.QueryRow(ctx, s.floorSQL, key).Scan(&cur); err != nil {
+		return 0, false
+	}
+	return fence.Token(cur), true
+}

@@ -1,0 +1,96 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// GetForUpdate is the read before a fenced write: it claims the row whose
+// key is key for token and scans the row's columns, as they were, into
+// dest, as pgx's Row.Scan does (one destination per column), in one
+// statement:
+//
+//	UPDATE t SET fence = $2 WHERE key = $1 AND fence <= $2 RETURNING c1, ...
+//
+// Once it returns, every write to the row with a lower token is refused
+// ([Table.Update], [Table.Upsert], and SQL in a fenced transaction when the
+// table has the trigger of [Table.CreateTrigger]), so what it read cannot
+// be overwritten by an older holder's late write before yours lands. A
+// plain SELECT claims nothing: a newer holder that computes its write from
+// it can lose an older holder's write that lands after the read, with no
+// error on either side (see "Reading before you write" in the package
+// documentation).
+//
+// Run it in the transaction that writes (db a pgx.Tx, as [RunInTxAll]
+// gives): the row then stays locked, as by SELECT ... FOR UPDATE, until
+// that transaction ends, and an older holder's uncommitted write to it
+// makes GetForUpdate wait for that holder's transaction and read what it
+// committed. Through a pool or connection in autocommit the claim commits
+// at once and the row is not locked after the call.
+//
+// columns may name any of the table's columns, the key and fence columns
+// included (the fence column reads token); with none, GetForUpdate only
+// claims the row. A column the table lacks fails with an error matching
+// [ErrSchema] that names it. A number of destinations other than
+// len(columns), or an unusable column name, fails before any I/O with an
+// error matching [ErrInvalidArgument].
+//
+// When the row's fence is higher than token it returns a [*fence.StaleError]
+// (matching [fence.ErrStale], with the row's fence as Current) and claims
+// nothing; when there is no row, an error matching [ErrRowNotFound]. A row
+// that does not exist cannot be claimed: create it first with
+// [Table.Upsert], which is fenced too (with no assignments it creates the
+// row with its columns' defaults), or claim its name in the fence table
+// with [RunInTxAll]. Other errors, and the role of ctx, are those of
+// [Table.Update]; the key column must be unique, as for Update. The claim
+// is an UPDATE of the row, so the table's UPDATE triggers fire for it, and
+// a BEFORE UPDATE trigger that changes a column changes what it reads.
+func (t *Table) GetForUpdate(ctx context.Context, db DB, key any, token fence.Token, columns []string, dest ...any) error {
+	if err := cmp.Or(t.check(), checkWrite(ctx, db, key, token)); err != nil {
+		return err
+	}
+	sql, err := t.readSQL(columns, len(dest))
+	if err != nil {
+		return err
+	}
+	if len(columns) == 0 {
+		dest = []any{new(bool)}
+	}
+	return withConn(ctx, db, func(c DB) error {
+		if err := t.checkUniqueKey(ctx, c); err != nil {
+			return err
+		}
+		err := c.QueryRow(ctx, sql, key, int64(token)).Scan(dest...)
+		switch {
+		case isNoRows(err):
+			return t.refused(ctx, c, key, t.resource(key), token, true)
+		case err != nil:
+			return writeError(c, "claim", t.resource(key), token, err)
+		}
+		return nil
+	})
+}
+
+// readSQL builds GetForUpdate's statement: $1 is the key, $2 the token.
+func (t *Table) readSQL(columns []string, ndest int) (string, error) {
+	if len(columns) != ndest {
+		return "", fmt.Errorf("%w: GetForUpdate: %d columns and %d destinations", ErrInvalidArgument, len(columns), ndest)
+	}
+	ret := make([]string, len(columns))
+	for i, c := range columns {
+		q, err := quoteIdent("column", c)
+		if err != nil {
+			return "", err
+		}
+		ret[i] = q
+	}
+	if len(ret) == 0 {
+		ret = []string{"true"}
+	}
+	return "UPDATE " + t.name + " SET " + t.fence + " = $2 WHERE " + t.key + " = $1 AND " + t.fence + " <= $2 RETURNING " +
+		strings.Join(ret, ", "), nil
+}
