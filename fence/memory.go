@@ -104,6 +104,9 @@ func (m *MemoryStore) Update(ctx context.Context, key string, token Token, fn Up
 		if err != nil {
 			return err
 		}
+		if err := ctx.Err(); err != nil {
+			return err // ended while fn ran: nothing written
+		}
 		if done, err := m.storeIf(key, token, seen, v); done || err != nil {
 			return err
 		}

@@ -4,6 +4,13 @@ import "context"
 
 // Record is what a [Store] holds for one resource key: the value of the last
 // accepted write and the token it carried.
+//
+// Token is the token of the write that stored Value, or a higher one: an
+// adapter that records a claim ([Updater.GetForUpdate], [Updater.Update]'s
+// read) with the value it claims (MemoryStore, fence/s3, fence/postgres,
+// fence/sql) reports the claim's token from then on, and one that keeps the
+// floor apart (fence/etcd) the writer's. Either way no write with a token
+// below the claim's lands on the key afterwards.
 type Record struct {
 	Value []byte
 	Token Token

@@ -92,6 +92,9 @@ func (s *Store) attempt(ctx context.Context, key string, token fence.Token, fn f
 	if err := s.checkSize(key, len(v)+len(s.DataKey(key))); err != nil {
 		return false, err
 	}
+	if err := ctx.Err(); err != nil {
+		return false, err // ended while fn ran: nothing sent, nothing written
+	}
 	return s.writeIf(ctx, key, token, c.rev, v)
 }
 

@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"UpdateConcurrent", testUpdateConcurrent},
 		{"UpdateLateWrite", testUpdateLateWrite},
 		{"UpdateRefused", testUpdateRefused},
+		{"UpdateContextEnds", testUpdateCtxEnds},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -66,6 +66,9 @@ func testReadRecord(t *testing.T, s fence.Store) {
 	if string(r.Value) != string(value(4, 1)) || r.Token != 7 {
 		t.Fatalf("GetForUpdate: got token %d value %q, want token 7 value %q", r.Token, r.Value, value(4, 1))
 	}
+	if g := mustGet(t, s, k); string(g.Value) != string(value(4, 1)) || (g.Token != 4 && g.Token != 7) {
+		t.Fatalf("Get after the claim: got token %d value %q, want value %q with the writer's token 4 or the claim's 7", g.Token, g.Value, value(4, 1))
+	}
 	if _, err := u.GetForUpdate(t.Context(), k, 7); err != nil {
 		t.Fatalf("GetForUpdate again with the same token: got %v, want nil", err)
 	}
@@ -235,4 +238,22 @@ func increment(old fence.Record) ([]byte, error) {
 		}
 	}
 	return strconv.AppendInt(nil, int64(n+1), 10), nil
+}
+
+// testUpdateCtxEnds ends Update's context while fn runs: Update fails and
+// the record keeps its value.
+func testUpdateCtxEnds(t *testing.T, s fence.Store) {
+	u := updater(t, s)
+	k := key(t)
+	mustPut(t, s, k, 3, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	err := u.Update(ctx, k, 3, func(fence.Record) ([]byte, error) {
+		cancel()
+		return value(3, 2), nil
+	})
+	if err == nil {
+		t.Fatal("Update whose context ended while fn ran: got nil, want an error")
+	}
+	wantRecord(t, s, k, 3, 1)
 }
