@@ -39,6 +39,11 @@ type Record struct {
 //     the new one, whole, never a mix.
 //   - Get returns the current record, or an error matching [ErrNotFound].
 //
+// Get claims nothing: a critical section that reads before it writes
+// reads with [Updater]'s GetForUpdate or Update, which every adapter's
+// Store implements too, and which fence/fencetest requires (a Store of
+// your own that lacks them fails its read cases).
+//
 // Implementations are safe for concurrent use.
 type Store interface {
 	Put(ctx context.Context, key string, token Token, value []byte) error
