@@ -34,6 +34,14 @@ type MultiLock struct {
 // name it already holds the names sorted before it, as any waiter for
 // them would have to wait for it anyway.
 //
+// A change that reads before it writes (a transfer: read both balances,
+// write both) must claim the resources as it reads them, or a newer
+// holder's writes computed from a read that an older holder's late write
+// changed lose that write: do it in one transaction that claims them all
+// first, as fence/postgres's RunInTxHeld(ctx, pool, m, fn) does with
+// [MultiLock.Claims], or read with the stores' GetForUpdate (see
+// docs/reading.md).
+//
 // Duplicate names are taken once. An empty names fails with
 // [ErrInvalidArgument], an invalid name with [ErrInvalidName], before any
 // request. opts apply to every lock ([Shared] takes them all as a reader).
