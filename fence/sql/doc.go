@@ -10,13 +10,19 @@
 //
 //   - [Table.Update] and [Table.Upsert] write one row of your own table
 //     that has a fence column, in one statement:
-//     UPDATE t SET ..., fence = ? WHERE key = ? AND fence <= ?.
+//     UPDATE t SET ..., fence = ? WHERE key = ? AND fence <= ?; [Set]
+//     assigns a value, [Add] adds to the column (balance = balance + ?).
+//     [Table.GetForUpdate] reads the row before a write, raising its
+//     fence as it reads.
 //   - [Fences.RunInTx] runs a function in a transaction that first raises
 //     the resource's row in a fence table; a stale transaction is rolled
-//     back before the function runs. [Fences.Exec] is RunInTx for one
-//     statement.
+//     back before the function runs. [Fences.RunInTxAll] (and
+//     [Fences.RunInTxHeld], for an etcdlock *MultiLock) does it for
+//     several resources, each with its token. [Fences.Exec] is RunInTx
+//     for one statement.
 //
-// [Store] implements [fence.Store] on a table of its own.
+// [Store] implements [fence.Store] and [fence.Updater] on a table of its
+// own.
 //
 //	accounts, err := sqlfence.NewTable(sqlfence.MySQL, sqlfence.Identifier{"accounts"}, sqlfence.WithKeyColumn("id"))
 //	...
@@ -59,9 +65,21 @@
 //     single-statement write outside the caller's transaction, and a
 //     fenced transaction before its function runs, are tried again
 //     ([WithRetries]); elsewhere the error matches [ErrRetryable].
-//   - SQLite's upsert (ON CONFLICT DO UPDATE) needs 3.24.0; this package
-//     uses no RETURNING (3.35.0). On an older SQLite an upsert fails with
-//     [ErrUnsupported], naming the version.
+//   - SQLite's upsert (ON CONFLICT DO UPDATE) needs 3.24.0, and the
+//     fenced reads ([Table.GetForUpdate], [Store.GetForUpdate],
+//     [Store.Update]) need RETURNING (3.35.0); writes need no RETURNING.
+//     On an older SQLite they fail with [ErrUnsupported], naming the
+//     version.
+//   - MySQL and MariaDB have no UPDATE ... RETURNING: a fenced read there
+//     is the fence's UPDATE, then a locking SELECT ... FOR UPDATE (two
+//     round trips). And a trigger on the table that inserts resets what
+//     LAST_INSERT_ID reports for the statement, so [Table] statements do
+//     not rely on it; only the package's own tables (the [Store]'s, the
+//     fence table) do.
+//   - SQLite reads a double-quoted name that names no column as a string
+//     literal: the columns a fenced read returns are qualified with the
+//     table's name, so that an unknown one is [ErrSchema] rather than its
+//     own name read back as the value.
 //   - MySQL's default collations compare case-insensitively and ignore
 //     trailing spaces; the key columns this package creates (the
 //     [Store]'s, the fence table's) are VARBINARY, so "a", "A" and "a "
@@ -70,6 +88,69 @@
 //   - In MySQL, ON DUPLICATE KEY UPDATE fires on any unique index: a
 //     [Table] written with Upsert must have no other unique index a new
 //     row could collide on, or the upsert may update that other row.
+//
+// # Reading before you write
+//
+// Fencing the writes alone does not keep an update computed from a read.
+// A newer holder that reads a row while an older holder's write to it is
+// still to land (the older one paused, or its transaction not yet
+// committed) and then writes what it computed, writes over the older
+// write, which passed its fence since nothing newer had been written yet:
+// an acknowledged update is lost, and neither side sees an error. So the
+// first touch claims the resource: read with your token, and the read
+// raises the floor, so that no write below your token lands after it.
+//
+//   - [Table.GetForUpdate] reads columns of a row of your table and
+//     raises its fence column in the same step (UPDATE ... RETURNING;
+//     in MySQL, the UPDATE and then SELECT ... FOR UPDATE). In your
+//     transaction the row then stays locked until the end; a read that
+//     finds an older holder's uncommitted write waits for its commit and
+//     reads what it wrote.
+//   - [Add] needs no read at all: balance = balance + ?.
+//   - [Fences.RunInTxAll] raises every resource's fence before your
+//     function runs, in name order, so that transfers in opposite
+//     directions queue instead of deadlocking; what the function then
+//     reads of rows that only such transactions write is fenced too.
+//   - [Store.GetForUpdate] and [Store.Update] are the [fence.Updater] of
+//     the Store: a read that claims, and a read-modify-write.
+//
+// A transfer between two accounts of your table, each with its own lock
+// (read the rows in key order, as RunInTxAll does, or two transfers in
+// opposite directions may deadlock on the row locks):
+//
+//	tx, err := db.BeginTx(ctx, nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer tx.Rollback()
+//	var a, b int64
+//	if err := accounts.GetForUpdate(ctx, tx, "acct-A", tokA, []string{"balance"}, &a); err != nil {
+//		return err // fence.ErrStale: a newer holder has claimed A
+//	}
+//	if err := accounts.GetForUpdate(ctx, tx, "acct-B", tokB, []string{"balance"}, &b); err != nil {
+//		return err
+//	}
+//	if err := accounts.Update(ctx, tx, "acct-A", tokA, sqlfence.Set("balance", a-100)); err != nil {
+//		return err
+//	}
+//	if err := accounts.Update(ctx, tx, "acct-B", tokB, sqlfence.Set("balance", b+100)); err != nil {
+//		return err
+//	}
+//	return tx.Commit()
+//
+// The same with the fence table, every writer of the accounts going
+// through it, and a counter in the Store:
+//
+//	err := fences.RunInTxHeld(ctx, db, multiLock, func(tx *sql.Tx) error {
+//		// UPDATE accounts SET balance = balance - 100 WHERE id = 'acct-A'; ...
+//	})
+//	err = store.Update(ctx, "hits", token, func(old fence.Record) ([]byte, error) {
+//		n, _ := strconv.Atoi(string(old.Value)) // no value: 0
+//		return strconv.AppendInt(nil, int64(n+1), 10), nil
+//	})
+//
+// A plain SELECT, or [Store.Get], claims nothing: use it only for what no
+// write of yours will follow.
 //
 // # Errors
 //
@@ -178,7 +259,10 @@
 // counted in fencelock.sql.retryable_errors. They go to OpenTelemetry's
 // global providers unless [WithMeterProvider] and [WithTracerProvider]
 // name others; until an SDK is installed they cost about a microsecond
-// per write.
+// per write. [Fences.RunInTxAll] is an sql.tx span too. The fenced reads
+// ([Table.GetForUpdate], [Store.GetForUpdate]) and [Store.Update] have
+// no span or count of their own; their rollbacks the server asked to retry
+// are counted with the others.
 //
 // Outside the standard library and package fence, this package imports
 // go-sql-driver/mysql, for its error type, and the OpenTelemetry API.

@@ -115,3 +115,18 @@ func TestSQLiteSupportsUpsert(t *testing.T) {
 		}
 	}
 }
+
+func TestSQLiteSupportsReturning(t *testing.T) {
+	tests := []struct {
+		version string
+		ok      bool
+	}{
+		{"3.35.0", true}, {"3.54.1", true}, {"4.0", true}, {"3.34.1", false}, {"3.24.0", false}, {"x", false},
+	}
+	for _, tt := range tests {
+		err := sqliteSupportsReturning(tt.version)
+		if (err == nil) != tt.ok || err != nil && !errors.Is(err, ErrUnsupported) {
+			t.Errorf("sqliteSupportsReturning(%q): got %v, want ok=%v (or ErrUnsupported)", tt.version, err, tt.ok)
+		}
+	}
+}

@@ -45,6 +45,9 @@ func TestInvalidInput(t *testing.T) {
 	ctx := t.Context()
 	var nilCtx context.Context
 	fn := func(*sql.Tx) error { return nil }
+	cols := []string{"balance"}
+	var v int64
+	two := []fence.Claim{{Resource: "a", Token: 1}, {Resource: "b", Token: 1}}
 	tests := []struct {
 		name string
 		call func() error
@@ -87,6 +90,40 @@ func TestInvalidInput(t *testing.T) {
 		{"Advance: nil ctx", func() error { return f.Advance(nilCtx, db, "r", 1) }, sqlfence.ErrInvalidArgument},
 		{"Current: empty resource", func() error { _, err := f.Current(ctx, db, ""); return err }, fence.ErrInvalidKey},
 		{"CreateSchema: nil db", func() error { return sqlfence.CreateSchema(ctx, nil, sqlfence.MySQL) }, sqlfence.ErrInvalidArgument},
+		{"Add: fence column", func() error { return tbl.Update(ctx, db, "k", 1, sqlfence.Add("fence", 1)) }, sqlfence.ErrInvalidArgument},
+		{"Add: empty column", func() error { return tbl.Upsert(ctx, db, "k", 1, sqlfence.Add("", 1)) }, sqlfence.ErrInvalidIdentifier},
+		{"Add and Set of one column", func() error {
+			return tbl.Update(ctx, db, "k", 1, sqlfence.Set("a", 1), sqlfence.Add("a", 2))
+		}, sqlfence.ErrInvalidArgument},
+		{"GetForUpdate: nil ctx", func() error { return tbl.GetForUpdate(nilCtx, db, "k", 1, cols, &v) }, sqlfence.ErrInvalidArgument},
+		{"GetForUpdate: nil db", func() error { return tbl.GetForUpdate(ctx, nil, "k", 1, cols, &v) }, sqlfence.ErrInvalidArgument},
+		{"GetForUpdate: typed nil db", func() error { return tbl.GetForUpdate(ctx, nilDB, "k", 1, cols, &v) }, sqlfence.ErrInvalidArgument},
+		{"GetForUpdate: empty key", func() error { return tbl.GetForUpdate(ctx, db, "", 1, cols, &v) }, fence.ErrInvalidKey},
+		{"GetForUpdate: zero token", func() error { return tbl.GetForUpdate(ctx, db, "k", 0, cols, &v) }, fence.ErrInvalidToken},
+		{"GetForUpdate: fewer destinations", func() error { return tbl.GetForUpdate(ctx, db, "k", 1, cols) }, sqlfence.ErrInvalidArgument},
+		{"GetForUpdate: more destinations", func() error { return tbl.GetForUpdate(ctx, db, "k", 1, nil, &v) }, sqlfence.ErrInvalidArgument},
+		{"GetForUpdate: nil destination", func() error { return tbl.GetForUpdate(ctx, db, "k", 1, cols, nil) }, sqlfence.ErrInvalidArgument},
+		{"GetForUpdate: empty column", func() error { return tbl.GetForUpdate(ctx, db, "k", 1, []string{""}, &v) }, sqlfence.ErrInvalidIdentifier},
+		{"RunInTxAll: nil fn", func() error { return f.RunInTxAll(ctx, db, two, nil) }, sqlfence.ErrInvalidArgument},
+		{"RunInTxAll: nil db", func() error { return f.RunInTxAll(ctx, nil, two, fn) }, sqlfence.ErrInvalidArgument},
+		{"RunInTxAll: nil ctx", func() error { return f.RunInTxAll(nilCtx, db, two, fn) }, sqlfence.ErrInvalidArgument},
+		{"RunInTxAll: no claims", func() error { return f.RunInTxAll(ctx, db, nil, fn) }, sqlfence.ErrInvalidArgument},
+		{"RunInTxAll: empty claims", func() error { return f.RunInTxAll(ctx, db, []fence.Claim{}, fn) }, sqlfence.ErrInvalidArgument},
+		{"RunInTxAll: empty resource", func() error {
+			return f.RunInTxAll(ctx, db, []fence.Claim{{Resource: "a", Token: 1}, {Token: 1}}, fn)
+		}, fence.ErrInvalidKey},
+		{"RunInTxAll: zero token", func() error {
+			return f.RunInTxAll(ctx, db, []fence.Claim{{Resource: "a", Token: 1}, {Resource: "b"}}, fn)
+		}, fence.ErrInvalidToken},
+		{"RunInTxAll: one resource, two tokens", func() error {
+			return f.RunInTxAll(ctx, db, []fence.Claim{{Resource: "a", Token: 1}, {Resource: "b", Token: 1}, {Resource: "a", Token: 2}}, fn)
+		}, sqlfence.ErrInvalidArgument},
+		{"RunInTxAll: read-only", func() error {
+			return f.RunInTxAll(ctx, db, two, fn, sqlfence.WithTxOptions(sql.TxOptions{ReadOnly: true}))
+		}, sqlfence.ErrInvalidOption},
+		{"RunInTxHeld: nil", func() error { return f.RunInTxHeld(ctx, db, nil, fn) }, sqlfence.ErrInvalidArgument},
+		{"RunInTxHeld: typed nil", func() error { return f.RunInTxHeld(ctx, db, (*claimList)(nil), fn) }, sqlfence.ErrInvalidArgument},
+		{"RunInTxHeld: no claims", func() error { return f.RunInTxHeld(ctx, db, &claimList{}, fn) }, sqlfence.ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,6 +206,17 @@ func TestZeroValues(t *testing.T) {
 		"Store.Get":          func() error { _, err := (&sqlfence.Store{}).Get(ctx, "k"); return err },
 		"Store.CreateTable":  func() error { return (&sqlfence.Store{}).CreateTable(ctx) },
 		"nil Store.Put":      func() error { return nilStore.Put(ctx, "k", 1, nil) },
+		"Table.GetForUpdate": func() error {
+			var v int64
+			return (&sqlfence.Table{}).GetForUpdate(ctx, db, "k", 1, []string{"v"}, &v)
+		},
+		"Fences.RunInTxAll": func() error {
+			return nilFences.RunInTxAll(ctx, db, []fence.Claim{{Resource: "r", Token: 1}}, body)
+		},
+		"Store.GetForUpdate": func() error { _, err := (&sqlfence.Store{}).GetForUpdate(ctx, "k", 1); return err },
+		"Store.Update": func() error {
+			return nilStore.Update(ctx, "k", 1, func(fence.Record) ([]byte, error) { return nil, nil })
+		},
 	} {
 		if err := call(); !errors.Is(err, sqlfence.ErrInvalidArgument) {
 			t.Errorf("%s on a zero value: got %v, want ErrInvalidArgument", name, err)

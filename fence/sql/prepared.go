@@ -61,6 +61,20 @@ func (p *prepared) exec(ctx context.Context, pool *sql.DB, db DB, text string, a
 	return db.ExecContext(ctx, text, args...)
 }
 
+// scan runs query, a statement that returns one row, with args on db and
+// scans the row into dest, the statement prepared as exec's are (on db
+// when it is a pool; in a transaction, not). A refusal to prepare it is
+// sent unprepared, as by exec.
+func (p *prepared) scan(ctx context.Context, db DB, query string, args []any, dest ...any) error {
+	if st := p.lookup(ctx, nil, db, query); st != nil {
+		err := st.QueryRowContext(ctx, args...).Scan(dest...)
+		if !prepareRefused(err) {
+			return err
+		}
+	}
+	return db.QueryRowContext(ctx, query, args...).Scan(dest...)
+}
+
 // lookup returns the statement exec runs text with on db, or nil to send
 // it unprepared.
 func (p *prepared) lookup(ctx context.Context, pool *sql.DB, db DB, text string) *sql.Stmt {

@@ -15,18 +15,23 @@ const DefaultStoreTable = "fencelock_store"
 // Store is a [fence.Store] kept in a table (key PRIMARY KEY, token BIGINT
 // NOT NULL, value a byte string; see [Store.CreateTable]). Each Put is one
 // fenced upsert ([Table.Upsert]); a NULL value is the tombstone of
-// [Store.Delete].
+// [Store.Delete], or the floor alone of a key [Store.GetForUpdate] claimed
+// before it had a value.
 //
 // Create one with [NewStore]; the zero Store is not usable. A Store is
 // safe for concurrent use when its handle is (a *sql.DB is).
 type Store struct {
 	db        DB
 	table     *Table
+	value     string // the value column, quoted
 	getSQL    string
 	createSQL string
 }
 
-var _ fence.Store = (*Store)(nil)
+var (
+	_ fence.Store   = (*Store)(nil)
+	_ fence.Updater = (*Store)(nil)
+)
 
 // NewStore returns a Store that keeps its records in the table called
 // table, in dialect d, read and written through db. It fails on a nil db
@@ -54,6 +59,7 @@ func NewStore(db DB, d Dialect, table Identifier, opts ...Option) (*Store, error
 	return &Store{
 		db:     db,
 		table:  t,
+		value:  value,
 		getSQL: get.String(),
 		createSQL: "CREATE TABLE IF NOT EXISTS " + t.name + " (" + d.keyColumnDDL("key") +
 			", " + t.fence + " BIGINT NOT NULL CHECK (" + t.fence + " > 0), " + value + " " + d.blobType() + ")" + d.tableSuffix(),

@@ -24,6 +24,7 @@ import (
 type Table struct {
 	d       Dialect
 	name    string // quoted
+	base    string // the name's last part, quoted: what columns are qualified with
 	label   string // unquoted, for errors
 	alias   string // how the upsert names the existing row
 	key     string // quoted
@@ -59,33 +60,25 @@ func NewTable(d Dialect, name Identifier, opts ...TableOption) (*Table, error) {
 	key, _ := quoteIdent(d, "key column", o.key)
 	fen, _ := quoteIdent(d, "fence column", o.fence)
 	alias, _ := quoteIdent(d, "alias", "fencelock_cur")
+	base, _ := quoteIdent(d, "table", name[len(name)-1])
 	tel, err := o.telemetry()
 	if err != nil {
 		return nil, err
 	}
-	return &Table{d: d, name: qname, label: strings.Join(name, "."), alias: alias,
+	return &Table{d: d, name: qname, base: base, label: strings.Join(name, "."), alias: alias,
 		key: key, fence: fen, keyRaw: o.key, fenRaw: o.fence, retries: o.retries, tel: tel, stmts: newPrepared(d, o.options)}, nil
 }
-
-// Assignment sets one column in a fenced write. Create it with [Set].
-type Assignment struct {
-	column string
-	value  any
-}
-
-// Set returns an assignment of value, sent as a query parameter, to
-// column.
-func Set(column string, value any) Assignment { return Assignment{column: column, value: value} }
 
 // Update sets the columns of the row whose key is key, and its fence
 // column to token, in one statement that lands only if the row's fence is
 // not higher than token:
 //
-//	UPDATE t SET c1 = ?, ..., fence = ? WHERE key = ? AND fence <= ?
+//	UPDATE t SET c1 = ?, c2 = c2 + ?, ..., fence = ? WHERE key = ? AND fence <= ?
 //
-// With no assignments it only raises the fence. When the statement reports
-// no row (MySQL counts rows changed, so a rewrite of the same values with
-// the same token counts none) the row is read back, with a locking read in
+// ([Set] assigns c1, [Add] adds to c2.) With no assignments it only
+// raises the fence. When the statement reports no row (MySQL counts rows
+// changed, so a rewrite of the same values with the same token counts
+// none) the row is read back, with a locking read in
 // MySQL so that a REPEATABLE READ snapshot cannot hide a newer fence: the
 // call returns nil when the row holds exactly this write, an error
 // matching [fence.ErrStale] (a [*fence.StaleError] with the row's fence as
@@ -105,7 +98,8 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 	s := &stmt{d: t.d}
 	s.sql("UPDATE ", t.name, " SET ")
 	for i, c := range cols {
-		s.sql(c, " = ").arg(set[i].value).sql(", ")
+		set[i].update(s, c)
+		s.sql(", ")
 	}
 	s.sql(t.fence, " = ").arg(int64(token)).sql(" WHERE ", t.key, " = ").arg(key).sql(" AND ", t.fence, " <= ").arg(int64(token))
 	return t.run(ctx, db, t.tel.Update, key, token, func(ctx context.Context, c DB) error {
@@ -146,8 +140,10 @@ func (t *Table) Update(ctx context.Context, db DB, key any, token fence.Token, s
 //
 // The key column needs a unique constraint ([ErrSchema] otherwise in
 // PostgreSQL and SQLite). Columns not assigned take their defaults in a
-// new row. Errors are those of [Table.Update], but for [ErrRowNotFound],
-// which it never returns.
+// new row; an [Add] column gets its delta in a new row, and adds it to
+// the existing row's value (cur.c2 + excluded.c2; in MySQL
+// c2 + VALUES(c2)). Errors are those of [Table.Update], but for
+// [ErrRowNotFound], which it never returns.
 func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, set ...Assignment) error {
 	if err := t.check(); err != nil {
 		return err
@@ -209,10 +205,10 @@ func (t *Table) readBack(ctx context.Context, db DB, key any, token fence.Token,
 	s := &stmt{d: t.d}
 	s.sql("SELECT ", t.fence)
 	if t.d == MySQL {
-		// Whether the row holds these values: <=> is NULL-safe equality.
+		// Whether the row holds this write (Assignment.holds).
 		s.sql(", 1")
 		for i, c := range cols {
-			s.sql(" AND ", c, " <=> ").arg(set[i].value)
+			set[i].holds(s, c, !update)
 		}
 	}
 	s.sql(" FROM ", t.name, " WHERE ", t.key, " = ").arg(key)
@@ -263,8 +259,9 @@ func (t *Table) upsertStmt(key any, token fence.Token, cols []string, set []Assi
 		// The fence is assigned last: MySQL evaluates the assignments in
 		// order, each seeing the ones before it.
 		ok := t.fence + " <= VALUES(" + t.fence + ")"
-		for _, c := range cols {
-			s.sql(c, " = IF(", ok, ", VALUES(", c, "), ", c, "), ")
+		for i, c := range cols {
+			set[i].onDuplicate(s, c, ok)
+			s.sql(", ")
 		}
 		if t.signal {
 			s.sql(t.fence, " = IF(", ok, ", VALUES(", t.fence, "), LAST_INSERT_ID(", t.fence, "))")
@@ -284,8 +281,9 @@ func (t *Table) upsertStmt(key any, token fence.Token, cols []string, set []Assi
 	s.sql(", ").arg(int64(token))
 	s.sql(" WHERE NOT EXISTS (SELECT 1 FROM ", t.name, " WHERE ", t.key, " = ").arg(key).sql(" AND ", t.fence, " > ").arg(int64(token)).sql(")")
 	s.sql(" ON CONFLICT (", t.key, ") DO UPDATE SET ")
-	for _, c := range cols {
-		s.sql(c, " = excluded.", c, ", ")
+	for i, c := range cols {
+		set[i].onConflict(s, c, t.alias)
+		s.sql(", ")
 	}
 	s.sql(t.fence, " = excluded.", t.fence, " WHERE ", t.alias, ".", t.fence, " <= excluded.", t.fence)
 	return s

@@ -47,22 +47,26 @@ func (f *Fences) runInTx(ctx context.Context, op *tel.Op, db TxBeginner, resourc
 	if err := checkTx(ctx, db, resource, token, fn); err != nil {
 		return err
 	}
+	return f.runClaims(ctx, op, db, claims{{Resource: resource, Token: token}}, fn, opts)
+}
+
+// runClaims runs the fenced transaction over cs, checked, reported as op.
+func (f *Fences) runClaims(ctx context.Context, op *tel.Op, db TxBeginner, cs claims, fn func(*sql.Tx) error, opts []TxOption) error {
 	o, err := newTxOptions(opts)
 	if err != nil {
 		return err
 	}
-	return f.tel.write(ctx, op, token, func() string { return resource }, func(ctx context.Context) error {
-		return f.commit(ctx, db, resource, token, fn, o)
+	return f.tel.write(ctx, op, cs.token(), cs.label, func(ctx context.Context) error {
+		return f.commit(ctx, db, cs, fn, o)
 	})
 }
 
-// commit runs the fenced transaction of runInTx, whose arguments are
-// checked.
-func (f *Fences) commit(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(*sql.Tx) error, o *sql.TxOptions) error {
+// commit runs the fenced transaction of runClaims.
+func (f *Fences) commit(ctx context.Context, db TxBeginner, cs claims, fn func(*sql.Tx) error, o *sql.TxOptions) error {
 	var tx *sql.Tx
 	var err error
 	err = retry(ctx, f.d, f.retries, f.tel, func() error {
-		tx, err = f.begin(ctx, db, resource, token, o)
+		tx, err = f.begin(ctx, db, cs, o)
 		return err
 	})
 	if err != nil {
@@ -75,24 +79,24 @@ func (f *Fences) commit(ctx context.Context, db TxBeginner, resource string, tok
 		return f.d.classify(err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqlfence: fenced transaction on %s not committed: %w", resource, err)
+		return fmt.Errorf("sqlfence: fenced transaction on %s not committed: %w", cs.label(), err)
 	}
 	if err := tx.Commit(); err != nil {
 		if errors.Is(err, sql.ErrTxDone) {
 			// Its commit, if it made one, was fenced (the fence came
 			// first) and its writes landed; which it was is not known here.
-			return &fence.UnknownOutcomeError{Resource: resource, Token: token,
+			return &fence.UnknownOutcomeError{Resource: cs.label(), Token: cs.token(),
 				Err: fmt.Errorf("sqlfence: the function ended the fenced transaction itself (Commit or Rollback), so whether it committed is not known here; leave that to RunInTx: %w", err)}
 		}
 		f.tel.countRetryable(ctx, f.d, err)
-		return f.d.commitError(resource, token, err)
+		return f.d.commitError(cs.label(), cs.token(), err)
 	}
 	return nil
 }
 
-// begin begins the transaction and raises the fence; on failure nothing is
-// left open.
-func (f *Fences) begin(ctx context.Context, db TxBeginner, resource string, token fence.Token, o *sql.TxOptions) (*sql.Tx, error) {
+// begin begins the transaction and raises the fences, in cs's order; on
+// failure nothing is left open.
+func (f *Fences) begin(ctx context.Context, db TxBeginner, cs claims, o *sql.TxOptions) (*sql.Tx, error) {
 	// The fence's statement is prepared on the pool before the
 	// transaction holds a connection of it: preparing it inside would
 	// wait for a second connection, forever in a pool of one.
@@ -102,11 +106,13 @@ func (f *Fences) begin(ctx context.Context, db TxBeginner, resource string, toke
 	}
 	tx, err := db.BeginTx(ctx, o)
 	if err != nil {
-		return nil, fmt.Errorf("sqlfence: begin fenced transaction on %s: %w", resource, f.d.classify(err))
+		return nil, fmt.Errorf("sqlfence: begin fenced transaction on %s: %w", cs.label(), f.d.classify(err))
 	}
-	if err := f.advance(ctx, pool, tx, resource, token); err != nil {
-		_ = tx.Rollback()
-		return nil, err
+	for _, c := range cs {
+		if err := f.advance(ctx, pool, tx, c.Resource, c.Token); err != nil {
+			_ = tx.Rollback()
+			return nil, err
+		}
 	}
 	return tx, nil
 }
