@@ -85,6 +85,8 @@ func TestAddInvalid(t *testing.T) {
 		{"Set and Add of one column", []postgres.Assignment{postgres.Set("b", 1), postgres.Add("b", 1)}, postgres.ErrInvalidArgument},
 		{"empty column", []postgres.Assignment{postgres.Add("", 1)}, postgres.ErrInvalidIdentifier},
 		{"zero Assignment", []postgres.Assignment{{}}, postgres.ErrInvalidIdentifier},
+		{"nil amount", []postgres.Assignment{postgres.Add("b", nil)}, postgres.ErrInvalidArgument},
+		{"typed nil amount", []postgres.Assignment{postgres.Add("b", (*int64)(nil))}, postgres.ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

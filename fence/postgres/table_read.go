@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/fencelock/fencelock/fence"
@@ -53,7 +54,7 @@ func (t *Table) GetForUpdate(ctx context.Context, db DB, key any, token fence.To
 	if err := cmp.Or(t.check(), checkWrite(ctx, db, key, token)); err != nil {
 		return err
 	}
-	sql, err := t.readSQL(columns, len(dest))
+	sql, err := t.readSQL(columns, dest)
 	if err != nil {
 		return err
 	}
@@ -76,9 +77,12 @@ func (t *Table) GetForUpdate(ctx context.Context, db DB, key any, token fence.To
 }
 
 // readSQL builds GetForUpdate's statement: $1 is the key, $2 the token.
-func (t *Table) readSQL(columns []string, ndest int) (string, error) {
-	if len(columns) != ndest {
-		return "", fmt.Errorf("%w: GetForUpdate: %d columns and %d destinations", ErrInvalidArgument, len(columns), ndest)
+func (t *Table) readSQL(columns []string, dest []any) (string, error) {
+	if len(columns) != len(dest) {
+		return "", fmt.Errorf("%w: GetForUpdate: %d columns and %d destinations", ErrInvalidArgument, len(columns), len(dest))
+	}
+	if err := checkDests(columns, dest); err != nil {
+		return "", err
 	}
 	ret := make([]string, len(columns))
 	for i, c := range columns {
@@ -93,4 +97,19 @@ func (t *Table) readSQL(columns []string, ndest int) (string, error) {
 	}
 	return "UPDATE " + t.name + " SET " + t.fence + " = $2 WHERE " + t.key + " = $1 AND " + t.fence + " <= $2 RETURNING " +
 		strings.Join(ret, ", "), nil
+}
+
+// checkDests refuses, before the claim is made, a destination that cannot
+// be scanned into: anything but nil (the column skipped, as pgx does) or a
+// non-nil pointer.
+func checkDests(columns []string, dest []any) error {
+	for i, d := range dest {
+		if d == nil {
+			continue
+		}
+		if v := reflect.ValueOf(d); v.Kind() != reflect.Pointer || v.IsNil() {
+			return fmt.Errorf("%w: GetForUpdate: destination for column %q is a %T, not a pointer", ErrInvalidArgument, columns[i], d)
+		}
+	}
+	return nil
 }

@@ -88,6 +88,8 @@ func TestTableGetForUpdateInvalid(t *testing.T) {
 		{"fewer destinations", "k", 1, []string{"b", "c"}, []any{&b}, postgres.ErrInvalidArgument},
 		{"empty column", "k", 1, []string{""}, []any{&b}, postgres.ErrInvalidIdentifier},
 		{"NUL in column", "k", 1, []string{"a\x00b"}, []any{&b}, postgres.ErrInvalidIdentifier},
+		{"destination not a pointer", "k", 1, []string{"b"}, []any{b}, postgres.ErrInvalidArgument},
+		{"nil pointer destination", "k", 1, []string{"b"}, []any{(*int64)(nil)}, postgres.ErrInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // prepare checks a fenced row write's arguments, before any I/O, and builds
@@ -63,6 +64,8 @@ func (t *Table) columns(set []Assignment) ([]column, error) {
 		switch {
 		case a.column == t.keyRaw || a.column == t.fenRaw:
 			return nil, fmt.Errorf("%w: column %q is the table's key or fence column", ErrInvalidArgument, a.column)
+		case a.add && nilcheck.IsNil(a.value):
+			return nil, fmt.Errorf("%w: Add(%q, nil): no amount to add (it would set the column to NULL)", ErrInvalidArgument, a.column)
 		case seen[a.column]:
 			return nil, fmt.Errorf("%w: column %q assigned twice", ErrInvalidArgument, a.column)
 		}

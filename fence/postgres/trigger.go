@@ -55,6 +55,13 @@ $fn$`
 // the column to that token. Writes outside fenced transactions are left to
 // the Table's own condition. (DELETE is not covered: see [Table].)
 //
+// A [Fences.RunInTxAll] whose claims carry several tokens (a transfer under
+// a MultiLock) records no token for the trigger, which then checks nothing
+// in it: in such a transaction write the rows of a Table with
+// [Table.Update] and each row's own token, not with plain SQL, or an older
+// holder's transaction and a newer holder's Table writes can pass each
+// other (each path has its own floor).
+//
 // It needs PostgreSQL 14 or later and the right to create functions and
 // triggers; run it once, at deployment, like CREATE TABLE. ctx bounds the
 // call.

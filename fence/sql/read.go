@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/fencelock/fencelock/fence"
@@ -81,8 +82,8 @@ func (t *Table) prepareRead(ctx context.Context, db DB, key any, token fence.Tok
 		if q[i], err = quoteIdent(t.d, "column", c); err != nil {
 			return nil, err
 		}
-		if dest[i] == nil {
-			return nil, fmt.Errorf("%w: GetForUpdate: nil destination for column %q", ErrInvalidArgument, c)
+		if v := reflect.ValueOf(dest[i]); dest[i] == nil || v.Kind() != reflect.Pointer || v.IsNil() {
+			return nil, fmt.Errorf("%w: GetForUpdate: destination for column %q is a %T, not a pointer", ErrInvalidArgument, c, dest[i])
 		}
 	}
 	return q, nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/nilcheck"
 	"github.com/fencelock/fencelock/internal/tel"
 )
 
@@ -308,6 +309,8 @@ func (t *Table) prepare(ctx context.Context, db DB, key any, token fence.Token, 
 		switch {
 		case a.column == t.keyRaw || a.column == t.fenRaw:
 			return nil, fmt.Errorf("%w: column %q is the table's key or fence column", ErrInvalidArgument, a.column)
+		case a.add && nilcheck.IsNil(a.value):
+			return nil, fmt.Errorf("%w: Add(%q, nil): no amount to add (it would set the column to NULL)", ErrInvalidArgument, a.column)
 		case seen[a.column]:
 			return nil, fmt.Errorf("%w: column %q assigned twice", ErrInvalidArgument, a.column)
 		}
