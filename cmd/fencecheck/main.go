@@ -12,6 +12,7 @@
 //	go run ./cmd/fencecheck -seed 42        # replay a seed
 //	go run ./cmd/fencecheck -control=false  # the fenced run only
 //	go run ./cmd/fencecheck -election       # workers are election candidates (Client.Run), not lock holders
+//	go run ./cmd/fencecheck -kind bank      # Jepsen's bank: transfers between accounts under LockAll (-long too)
 //
 // It starts PostgreSQL and versitygw itself, as the tests do (bash
 // .ci/setup.sh installs them), or uses FENCELOCK_PG_DSN and
@@ -41,7 +42,7 @@ func main() {
 	control := flag.Bool("control", true, "also run the control: the same workload and seed with fencing off")
 	events := flag.String("events", "", "write every worker event of the fenced run as JSON lines to this file")
 	election := flag.Bool("election", false, "workers lead elections with etcdlock's Client.Run, writing with their terms' tokens, instead of taking locks")
-	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) or "rw" (writers fence, readers only read); not with -election`)
+	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) or "rw" (writers fence, readers only read); or "bank" (transfers between two accounts under LockAll, in PostgreSQL, etcd and S3); not with -election`)
 	faults := flag.Int("faults", 0, "faults of each kind the run goes on until (default: the mode's); the verdict still wants the short mode's minimums")
 	flag.Parse()
 	if *seed == 0 {
@@ -52,7 +53,7 @@ func main() {
 		cfg = harness.Long(*seed)
 	}
 	cfg.Election = *election
-	cfg.Kind = *kind
+	cfg.SetKind(*kind)
 	if *faults > 0 {
 		cfg.Until.Faults = harness.FaultsEach(*faults)
 		cfg.MinDuration = min(cfg.MinDuration, 10*time.Second)
@@ -120,7 +121,7 @@ func runOne(srv harness.Servers, cfg harness.Config, fenced bool) (*check.Report
 // exercised enough to mean something, and the control, if run, caught a
 // stale write landing.
 func verdict(fenced, control *check.Report) bool {
-	why := check.Verdict(fenced, control, harness.ShortMinimums)
+	why := check.Verdict(fenced, control, harness.MinimumsOf(fenced.Kind))
 	for _, w := range why {
 		fmt.Println("FAIL:", w)
 	}

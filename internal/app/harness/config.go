@@ -20,7 +20,10 @@ type Config struct {
 	// instead of lock holders.
 	Election bool
 	// Kind, when set, makes the workers take another kind of lock than
-	// Lock: [KindSemaphore] or [KindRW]. Not with Election.
+	// Lock: [KindSemaphore] or [KindRW]; or run the bank workload
+	// ([KindBank]) instead of writing registers (set it with
+	// [Config.SetKind], which sets the bank's minimums too). Not with
+	// Election.
 	Kind string
 	// Workers is the number of worker processes running at once.
 	Workers int
@@ -62,6 +65,16 @@ const (
 	// reader, which only reads them: the resources are fenced by the
 	// writers' tokens, each greater than every earlier holder's.
 	KindRW = "rw"
+	// KindBank: Jepsen's bank workload instead of the register. The
+	// run's keys are accounts, each starting at check.BankStart in
+	// every store (PostgreSQL rows, a fence/etcd Store, a fence/s3
+	// Store); a holder takes two accounts' locks with LockAll and moves a
+	// random amount from one to the other on every store, reading the
+	// balances it computes from: fenced, with reads that claim them; in
+	// the control, with plain reads before fenced writes. The checker
+	// wants every acknowledged transfer reflected once and the money
+	// conserved (check.CheckBank).
+	KindBank = "bank"
 )
 
 // ShortMinimums are the short mode's: what CI requires, and what the verdict
@@ -69,6 +82,35 @@ const (
 var ShortMinimums = check.Minimums{
 	Writes: 1000, PerResource: 100, RefusedOverall: 1,
 	Faults: faultMinimums(func(f faultKind) int { return f.short }),
+}
+
+// BankMinimums are ShortMinimums for a bank run (KindBank): transfers
+// acknowledged, over the three stores and on each, for writes. Stale
+// refusals come from the KV stores (a paused holder's write is refused
+// once a newer holder has claimed the account); a paused PostgreSQL
+// transfer holds its rows' locks, so a newer one waits for it rather
+// than being refused.
+var BankMinimums = check.Minimums{
+	Writes: 600, PerResource: 200, RefusedOverall: 1,
+	Faults: faultMinimums(func(f faultKind) int { return f.short }),
+}
+
+// MinimumsOf returns the minimums the verdict of a run of kind
+// (Config.Kind) requires: BankMinimums for KindBank, ShortMinimums
+// otherwise.
+func MinimumsOf(kind string) check.Minimums {
+	if kind == KindBank {
+		return BankMinimums
+	}
+	return ShortMinimums
+}
+
+// SetKind sets c.Kind to kind, and c.Until's write minimums to those of
+// [MinimumsOf](kind), keeping the faults c.Until asks for.
+func (c *Config) SetKind(kind string) {
+	m := MinimumsOf(kind)
+	c.Kind = kind
+	c.Until.Writes, c.Until.PerResource, c.Until.RefusedOverall = m.Writes, m.PerResource, m.RefusedOverall
 }
 
 // Short returns the preset that runs inside CI: each run goes on until it
@@ -102,8 +144,10 @@ func (c *Config) validate() error {
 		return errors.New("harness: Keys and WritesPerLock must be positive")
 	case c.TTL < time.Second || c.LockTimeout <= 0:
 		return errors.New("harness: TTL must be at least 1s and LockTimeout positive")
-	case c.Kind != "" && c.Kind != KindSemaphore && c.Kind != KindRW:
-		return fmt.Errorf("harness: Kind %q; want %q, %q or none", c.Kind, KindSemaphore, KindRW)
+	case c.Kind != "" && c.Kind != KindSemaphore && c.Kind != KindRW && c.Kind != KindBank:
+		return fmt.Errorf("harness: Kind %q; want %q, %q, %q or none", c.Kind, KindSemaphore, KindRW, KindBank)
+	case c.Kind == KindBank && c.Keys < 2:
+		return fmt.Errorf("harness: %d keys; the bank needs at least 2 accounts", c.Keys)
 	case c.Kind != "" && c.Election:
 		return errors.New("harness: Kind and Election exclude each other")
 	case c.MaxDuration < c.MinDuration:

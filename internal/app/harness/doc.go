@@ -29,6 +29,14 @@
 //     a compacted history fails the read), and SQLite's log, written by
 //     triggers in the same statement as each write.
 //
+// With Config.Kind [KindBank] the workers run Jepsen's bank workload
+// instead: the keys are accounts in PostgreSQL rows, a fence/etcd Store
+// and a fence/s3 Store, each worker section moves money between two of
+// them under LockAll, and the checker ([check.CheckBank]) wants every
+// acknowledged transfer reflected exactly once and the money conserved.
+// Its control reads with plain reads before its fenced writes, and must
+// lose money on PostgreSQL.
+//
 // With Config.Fenced false the workers write without fencing (a plain
 // UPDATE, an unfenced transaction, a plain PutObject, a plain etcd Put of
 // the record the Store would write, a plain SQLite upsert): the control

@@ -9,22 +9,21 @@ import (
 
 // history collects the events of every worker of a run, and tallies the
 // write outcomes as they come in, so the run can tell when it has enough.
+// Create it with newHistory.
 type history struct {
+	wl check.Workload // set once before use
+
 	mu       sync.Mutex
+	est      estimate // the workload's estimate of the control's catches
 	events   []check.Event
 	accepted map[check.ResKind]int
 	refused  map[check.ResKind]int
-	landed   map[check.ResKind]int // writes accepted after a newer token's had returned (control runs)
-	newest   map[resKey]newestOK   // per resource, the accepted write with the highest token
+	landed   map[check.ResKind]int // writes the estimate says made a violation (control runs)
 }
 
-type resKey struct {
-	key string
-	res check.ResKind
+func newHistory(wl workload) *history {
+	return &history{wl: wl.desc(), est: wl.newEstimate()}
 }
-
-// newestOK is an accepted write: its token and when it returned.
-type newestOK struct{ token, time int64 }
 
 func (h *history) add(e check.Event) {
 	h.mu.Lock()
@@ -48,31 +47,26 @@ func (h *history) add(e check.Event) {
 	}
 }
 
-// noteAccepted counts e as a stale write that landed if a write with a
-// higher token to the same resource had returned before e did. With fencing
-// on nothing lands so; in a control run this is the live estimate of what
-// the checker will find in the storage (the stopping rule only: the
-// checker's verdict is what counts).
+// noteAccepted counts e as landed when the workload's estimate says it
+// may have made a violation: a stale write landing after a newer one (the
+// register), a transfer acknowledged beside another of an account
+// (the bank). With fencing on, the count is not used; in a control run it
+// is the live estimate of what the checker will find in the storage (the
+// stopping rule only: the checker's verdict is what counts).
 func (h *history) noteAccepted(e check.Event) {
-	if h.newest == nil {
-		h.newest = map[resKey]newestOK{}
+	if !h.est.landed(e) {
+		return
 	}
-	k := resKey{e.Key, e.Res}
-	n, ok := h.newest[k]
-	switch {
-	case !ok || e.Token > n.token:
-		h.newest[k] = newestOK{e.Token, e.Time}
-	case e.Token < n.token && e.Time > n.time:
-		if h.landed == nil {
-			h.landed = map[check.ResKind]int{}
-		}
-		h.landed[e.Res]++
+	if h.landed == nil {
+		h.landed = map[check.ResKind]int{}
 	}
+	h.landed[e.Res]++
 }
 
 // forget drops the landed counts of kinds: the live estimate counted a
-// stale write landing on each that the storage's own record does not show
-// (a reply delayed past a newer write's), so the control goes on.
+// catch on each that the storage's own record does not show (the
+// register's: a reply delayed past a newer write's; the bank's: two
+// transfers that overlapped and lost nothing), so the control goes on.
 func (h *history) forget(kinds []check.ResKind) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -85,7 +79,7 @@ func (h *history) forget(kinds []check.ResKind) {
 func (h *history) progress() check.Progress {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	p := check.Progress{Accepted: maps.Clone(h.accepted), Landed: maps.Clone(h.landed)}
+	p := check.Progress{Kinds: h.wl.Kinds, Accepted: maps.Clone(h.accepted), Landed: maps.Clone(h.landed)}
 	for _, n := range h.refused {
 		p.Refused += n
 	}
@@ -93,16 +87,17 @@ func (h *history) progress() check.Progress {
 }
 
 // lacking lists the resource kinds, in report order, on which no stale
-// write has been refused yet (fenced) or has landed (control).
+// write has been refused yet (fenced: of every kind the workload writes)
+// or has landed (control: of the kinds its control must catch one on).
 func (h *history) lacking(fenced bool) []check.ResKind {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	got := h.landed
+	got, kinds := h.landed, h.wl.MustCatch
 	if fenced {
-		got = h.refused
+		got, kinds = h.refused, h.wl.Kinds
 	}
 	var out []check.ResKind
-	for _, k := range check.ResKinds {
+	for _, k := range kinds {
 		if got[k] == 0 {
 			out = append(out, k)
 		}

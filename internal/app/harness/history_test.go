@@ -10,7 +10,7 @@ import (
 // resource had returned before it; not when it returned earlier, nor on
 // another resource.
 func TestHistoryLanded(t *testing.T) {
-	var h history
+	h := newHistory(registerWorkload{})
 	ok := func(key string, res check.ResKind, tok, at int64) {
 		h.add(check.Event{Ev: check.EvDone, Outcome: check.OutOK, Key: key, Res: res, Token: tok, Time: at})
 	}

@@ -70,7 +70,9 @@ func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
 // minimum and MinDuration has passed. Stale writes need faults, so every
 // kind also goes on while a fenced run has refused too few
 // (Until.RefusedOverall), or a control run has not had one land on every
-// resource kind: without them the control proves nothing for that kind.
+// resource kind its workload must catch one on (check.Workload's
+// MustCatch; for the bank, money lost on PostgreSQL): without them the
+// control proves nothing for that kind.
 // (The fenced run's pauses go to kinds with no refusal yet too, but do
 // not wait for one on each: that would double the run.) The other write
 // minimums do not keep faults coming: more faults would only slow the

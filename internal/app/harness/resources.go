@@ -33,6 +33,7 @@ type resources struct {
 	closeIdle func()
 	etcd      etcdResource
 	sql       sqlResource
+	bank      *bankStores // a bank run's (KindBank) only
 	// hold is where a nemesis pause or kill lands for S3 writes: just
 	// before the PUT goes out, after the fenced store has read the object's
 	// ETag and token, so that the conditional PUT is what has to refuse a
@@ -87,6 +88,12 @@ func openResources(ctx context.Context, cfg workerConfig, cli *clientv3.Client, 
 	if r.sql, err = openSQLResource(cfg.SQLite); err != nil {
 		r.close()
 		return nil, err
+	}
+	if cfg.Kind == KindBank {
+		if r.bank, err = newBankStores(r, cli); err != nil {
+			r.close()
+			return nil, err
+		}
 	}
 	return r, nil
 }

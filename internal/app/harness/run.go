@@ -42,7 +42,8 @@ func Run(ctx context.Context, srv Servers, cfg Config) (*check.Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, srv: srv, id: runID(cfg)}
+	wl := workloadOf(cfg)
+	r := &runner{cfg: cfg, srv: srv, id: runID(cfg), wl: wl, hist: newHistory(wl)}
 	defer r.close()
 	if err := r.setUp(ctx); err != nil {
 		return nil, err
@@ -60,7 +61,8 @@ type runner struct {
 	etcd  *embedetcd.Cluster
 	pool  *pgxpool.Pool
 	fleet *fleet
-	hist  history
+	wl    workload
+	hist  *history
 }
 
 func runID(cfg Config) string {
@@ -95,11 +97,14 @@ func (r *runner) setUp(ctx context.Context) error {
 	for i := range r.cfg.Keys {
 		r.keys = append(r.keys, fmt.Sprintf("%s-k%d", r.id, i))
 	}
+	if err := r.wl.setUp(ctx, r); err != nil {
+		return err
+	}
 	var members []string
 	for _, m := range r.etcd.Members {
 		members = append(members, strings.TrimPrefix(m.ClientURL, "http://"))
 	}
-	r.fleet, err = newFleet(r.workerConfig(), members, r.cfg.Workers, &r.hist)
+	r.fleet, err = newFleet(r.workerConfig(), members, r.cfg.Workers, r.hist)
 	return err
 }
 
@@ -121,11 +126,11 @@ func (r *runner) run(ctx context.Context) (*check.Report, error) {
 	}
 	nctx, cancel := context.WithTimeout(ctx, r.cfg.MaxDuration)
 	defer cancel()
-	nem := newNemesis(&r.cfg, r.fleet, r.etcd, &r.hist)
+	nem := newNemesis(&r.cfg, r.fleet, r.etcd, r.hist)
 	nem.run(nctx)
 	for !r.cfg.Fenced && nctx.Err() == nil {
 		// The control's stopping rule is a live estimate; the storage's
-		// record decides. Kinds it does not show a stale write on yet go on.
+		// record decides. Kinds it does not show a catch on yet go on.
 		missed, err := r.uncaughtSoFar(ctx)
 		if err != nil {
 			return nil, err
@@ -133,7 +138,7 @@ func (r *runner) run(ctx context.Context) (*check.Report, error) {
 		if len(missed) == 0 {
 			break
 		}
-		r.cfg.logf("control: the storage shows no stale write on %v yet; going on", missed)
+		r.cfg.logf("control: the storage shows nothing caught on %v yet; going on", missed)
 		r.hist.forget(missed)
 		nem.run(nctx)
 	}
@@ -145,17 +150,17 @@ func (r *runner) run(ctx context.Context) (*check.Report, error) {
 		return nil, err
 	}
 	atts := check.Attempts(events)
-	rep := check.NewReport(events, atts)
+	rep := check.NewReport(r.wl.desc(), events, atts)
 	rep.Seed, rep.Fenced, rep.Election, rep.Kind = r.cfg.Seed, r.cfg.Fenced, r.cfg.Election, r.cfg.Kind
 	rep.Duration, rep.Faults, rep.FaultKinds, rep.FaultsLost = time.Since(start), nem.counted(), faultDescs(), int(nem.failed.Load())
 	if capped && len(r.cfg.Until.Shortfalls(rep.Progress(), r.cfg.Fenced)) > 0 {
 		rep.Capped = r.cfg.MaxDuration
 	}
-	st, err := r.readStorage(ctx)
+	vs, err := r.wl.check(ctx, r, atts)
 	if err != nil {
 		return nil, err
 	}
-	rep.Violations = check.Check(atts, st)
+	rep.Violations = vs
 	return rep, nil
 }
 
@@ -164,11 +169,11 @@ func (r *runner) run(ctx context.Context) (*check.Report, error) {
 // after them.
 func (r *runner) uncaughtSoFar(ctx context.Context) ([]check.ResKind, error) {
 	atts := check.Attempts(r.hist.snapshot())
-	st, err := r.readStorage(ctx)
+	vs, err := r.wl.check(ctx, r, atts)
 	if err != nil {
 		return nil, err
 	}
-	return check.UncaughtOrder(check.Check(atts, st)), nil
+	return r.wl.desc().Uncaught(vs, true), nil
 }
 
 func (r *runner) readStorage(ctx context.Context) (*check.Storage, error) {

@@ -34,6 +34,7 @@ type worker struct {
 	res   *resources
 	rng   *rand.Rand
 	seq   int64
+	xfers int64         // bank transfers begun, for their IDs
 	kind  check.ResKind // of the write under way, for hold
 }
 
@@ -77,7 +78,8 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 }
 
 // section takes a random key's lock, writes its resources and unlocks; or,
-// in an election run, leads the key's election for one term.
+// in an election run, leads the key's election for one term; or does what
+// the run's Kind says.
 func (w *worker) section(ctx context.Context) {
 	key := w.cfg.Keys[w.rng.IntN(len(w.cfg.Keys))]
 	switch {
@@ -86,6 +88,9 @@ func (w *worker) section(ctx context.Context) {
 		return
 	case w.cfg.Kind == KindSemaphore:
 		w.permit(ctx)
+		return
+	case w.cfg.Kind == KindBank:
+		w.bank(ctx)
 		return
 	case w.cfg.Kind == KindRW && w.rng.IntN(2) == 0:
 		w.share(ctx, key)
@@ -139,7 +144,7 @@ func (w *worker) work(ctx, tctx context.Context, holder fence.Holder, key string
 	if err != nil {
 		return
 	}
-	kinds := w.shuffled()
+	kinds := w.shuffled(check.ResKinds)
 	for _, kind := range kinds {
 		w.read(ctx, kind, key)
 	}
@@ -152,10 +157,10 @@ func (w *worker) work(ctx, tctx context.Context, holder fence.Holder, key string
 	}
 }
 
-// shuffled returns the resource kinds in random order, so that the
+// shuffled returns a copy of kinds in random order, so that the
 // nemesis's holds land on every kind.
-func (w *worker) shuffled() []check.ResKind {
-	kinds := append([]check.ResKind(nil), check.ResKinds...)
+func (w *worker) shuffled(kinds []check.ResKind) []check.ResKind {
+	kinds = append([]check.ResKind(nil), kinds...)
 	w.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	return kinds
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 )
 
 // permit takes a permit of the run's semaphore, which has a permit per key
@@ -38,7 +39,7 @@ func (w *worker) share(ctx context.Context, key string) {
 		return
 	}
 	defer w.unlock(ctx, lock)
-	for _, kind := range w.shuffled() {
+	for _, kind := range w.shuffled(check.ResKinds) {
 		w.read(ctx, kind, key)
 	}
 }

@@ -4,8 +4,11 @@
 // it finds the safety violations ([Check]: token order, lost, refused yet
 // landed and phantom writes, and linearizability of a fenced register),
 // tallies a [Report], and says whether a fenced run and its control prove
-// anything ([Verdict]). It does no I/O but writing what it is given to; the
-// harness runs the processes and reads the storage. It imports no other
+// anything ([Verdict]). For the bank workload ([Bank]), [CheckBank]
+// checks the transfers against each store's [Ledger] instead: every
+// acknowledged transfer reflected exactly once, and the money conserved.
+// It does no I/O but writing what it is given to; the harness runs the
+// processes and reads the storage. It imports no other
 // part of the harness, no lock client and no adapter (only the fence
 // vocabulary and internal/tel's names), so it can be read and tested on
 // its own; internal/testkit's layering test holds it to that.

@@ -50,7 +50,8 @@ const (
 	ResSQL ResKind = "sql"
 )
 
-// ResKinds lists the resource kinds, in report order.
+// ResKinds lists the register's resource kinds, in report order (the
+// bank's are [BankKinds]).
 var ResKinds = []ResKind{ResRow, ResTx, ResS3, ResEtcd, ResSQL}
 
 // Event is one JSON line of a worker's log. Times are Unix nanoseconds of
@@ -71,6 +72,10 @@ type Event struct {
 	Err     string  `json:"err,omitempty"`
 	// Metrics are an [EvMetrics] event's counts, keyed as [Report.Metrics].
 	Metrics map[string]int64 `json:"m,omitempty"`
+	// Transfer is a bank transfer's, on its invoke and done events (Res
+	// one of [BankKinds]); the done event's says which legs may have
+	// landed.
+	Transfer *Transfer `json:"xfer,omitempty"`
 }
 
 // OutcomeOf classifies a write's error.

@@ -22,6 +22,9 @@ type Attempt struct {
 	Return  int64
 	Outcome Outcome
 	Read    bool // a read that saw Value, not a write
+	// Transfer is the bank transfer the attempt made on its store (Res),
+	// as its done event, or else its invoke event, tells it.
+	Transfer *Transfer
 }
 
 // Resource names the storage resource the attempt wrote to.
@@ -60,7 +63,7 @@ func Attempts(events []Event) []Attempt {
 		switch e.Ev {
 		case EvInvoke:
 			byID[k] = &Attempt{Worker: e.Worker, Res: e.Res, Key: e.Key, Token: e.Token, Seq: e.Seq,
-				Value: e.Value, Call: e.Time, Return: math.MaxInt64, Outcome: OutUnknown}
+				Value: e.Value, Call: e.Time, Return: math.MaxInt64, Outcome: OutUnknown, Transfer: e.Transfer}
 			order = append(order, k)
 		case EvRead:
 			out = append(out, Attempt{Worker: e.Worker, Res: e.Res, Key: e.Key, Value: e.Value,
@@ -68,6 +71,9 @@ func Attempts(events []Event) []Attempt {
 		case EvDone:
 			if a := byID[k]; a != nil {
 				a.Return, a.Outcome = e.Time, e.Outcome
+				if e.Transfer != nil {
+					a.Transfer = e.Transfer
+				}
 			}
 		}
 	}

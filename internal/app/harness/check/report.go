@@ -35,6 +35,8 @@ type Report struct {
 	Fenced   bool
 	Election bool   // the workers were election candidates (Config.Election)
 	Kind     string // the kind of lock the workers took, if not Lock (Config.Kind)
+	// Workload is what the workers wrote; the zero Workload is [Register].
+	Workload Workload
 	Duration time.Duration
 	Writes   map[ResKind]*Counts
 	Faults   map[FaultKind]int
@@ -61,11 +63,12 @@ type FaultDesc struct {
 	How  string
 }
 
-// NewReport returns the report of a run's events and attempts: the write
-// counts and lock waits, the rest left for the caller to fill in.
-func NewReport(events []Event, atts []Attempt) *Report {
-	r := &Report{Writes: map[ResKind]*Counts{}}
-	for _, k := range ResKinds {
+// NewReport returns the report of a run of wl from its events and
+// attempts: the write counts (for the bank, transfers per store) and lock
+// waits, the rest left for the caller to fill in.
+func NewReport(wl Workload, events []Event, atts []Attempt) *Report {
+	r := &Report{Workload: wl, Writes: map[ResKind]*Counts{}}
+	for _, k := range wl.or().Kinds {
 		r.Writes[k] = &Counts{}
 	}
 	for _, a := range atts {
@@ -81,7 +84,7 @@ func NewReport(events []Event, atts []Attempt) *Report {
 
 // Progress returns how far the run got, for [Minimums.Shortfalls].
 func (r *Report) Progress() Progress {
-	p := Progress{Accepted: map[ResKind]int{}, Faults: r.Faults}
+	p := Progress{Kinds: r.Workload.or().Kinds, Accepted: map[ResKind]int{}, Faults: r.Faults}
 	for k, c := range r.Writes {
 		p.Accepted[k] = c.Accepted
 		p.Refused += c.Refused
@@ -119,7 +122,7 @@ func PrintSummary(w io.Writer, fenced, control *Report) {
 	fmt.Fprintf(tw, "run\tresource\tattempted\taccepted\trefused (stale)\tlock lost\tunknown\terror\tviolations\t\n")
 	for _, r := range runs {
 		vs := r.violationsByRes()
-		for _, k := range ResKinds {
+		for _, k := range r.Workload.or().Kinds {
 			c := r.Writes[k]
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.name(), k, c.Attempted, c.Accepted, c.Refused, c.LockLost, c.Unknown, c.Errors, vs[k])
 		}

@@ -20,6 +20,9 @@ type Minimums struct {
 // Progress is how far a run has got: its writes (live, from the workers'
 // events, or final, from the report) and its faults.
 type Progress struct {
+	// Kinds are the resource kinds the run writes, in report order:
+	// Minimums.PerResource applies to each.
+	Kinds    []ResKind
 	Accepted map[ResKind]int
 	Refused  int
 	// Landed counts, per resource kind, the writes accepted after a newer
@@ -34,7 +37,7 @@ type Progress struct {
 func (m Minimums) WriteShortfalls(p Progress, fenced bool) []string {
 	var why []string
 	total := 0
-	for _, k := range ResKinds {
+	for _, k := range p.Kinds {
 		total += p.Accepted[k]
 	}
 	if total < m.Writes {
@@ -43,7 +46,7 @@ func (m Minimums) WriteShortfalls(p Progress, fenced bool) []string {
 	if fenced && p.Refused < m.RefusedOverall {
 		why = append(why, fmt.Sprintf("%d stale writes refused, want >= %d: fencing was never exercised", p.Refused, m.RefusedOverall))
 	}
-	for _, k := range ResKinds {
+	for _, k := range p.Kinds {
 		if c := p.Accepted[k]; c < m.PerResource {
 			why = append(why, fmt.Sprintf("%d %s writes accepted, want >= %d", c, k, m.PerResource))
 		}
@@ -70,9 +73,11 @@ func (m Minimums) Shortfalls(p Progress, fenced bool) []string {
 
 // Verdict returns why the pair of runs proves nothing or shows a stale
 // write, or nil when the fenced run is clean and exercised, and the control
-// (if any) caught a stale write landing on every resource kind: a kind on
-// which the control shows none is a kind the checker proved nothing for. A porcupine timeout fails the
-// fenced run (it proves nothing) and does not count for the control.
+// (if any) caught a stale write landing on every resource kind its
+// workload must catch one on ([Workload.MustCatch]): a kind on which the
+// control shows none is a kind the checker proved nothing for. A porcupine
+// timeout fails the fenced run (it proves nothing) and does not count for
+// the control.
 func Verdict(fenced, control *Report, min Minimums) []string {
 	var why []string
 	if n := len(fenced.Violations); n > 0 {
@@ -88,46 +93,10 @@ func Verdict(fenced, control *Report, min Minimums) []string {
 	if control == nil {
 		return why
 	}
-	if missed := control.uncaught(); len(missed) > 0 {
-		why = append(why, fmt.Sprintf("control run: no stale write caught on %v (no token-order or not-linearizable violation): the checker proved nothing for them (replay with seed %d)", missed, control.Seed))
+	wl := control.Workload.or()
+	if missed := wl.Uncaught(control.Violations, false); len(missed) > 0 {
+		why = append(why, fmt.Sprintf("control run: no stale write caught on %v (no %s violation): the checker proved nothing for them (replay with seed %d)",
+			missed, wl.catchNames(), control.Seed))
 	}
 	return why
-}
-
-// uncaught lists the resource kinds, in report order, on which the checker
-// found no stale write landing.
-func (r *Report) uncaught() []ResKind {
-	caught := map[ResKind]bool{}
-	for _, v := range r.Violations {
-		if v.Kind == vioTokenOrder || v.Kind == vioLinearizable {
-			caught[v.ResKind()] = true
-		}
-	}
-	return missing(caught)
-}
-
-// UncaughtOrder lists the resource kinds, in report order, on which vs
-// show no write committed after a higher token's (the storage's own
-// order): what a control run, checked while its workers still write, has
-// not yet proved. Unlike the final verdict it leaves linearizability out,
-// which a history with writes still in flight can fail for no fault.
-func UncaughtOrder(vs []Violation) []ResKind {
-	caught := map[ResKind]bool{}
-	for _, v := range vs {
-		if v.Kind == vioTokenOrder {
-			caught[v.ResKind()] = true
-		}
-	}
-	return missing(caught)
-}
-
-// missing lists the resource kinds, in report order, not in caught.
-func missing(caught map[ResKind]bool) []ResKind {
-	var missed []ResKind
-	for _, k := range ResKinds {
-		if !caught[k] {
-			missed = append(missed, k)
-		}
-	}
-	return missed
 }

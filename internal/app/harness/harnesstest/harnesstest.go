@@ -41,21 +41,26 @@ func SkipUnderShort(t *testing.T) {
 const wrapUp = 45 * time.Second
 
 // Pair runs the fenced run and its control with one seed and checks the
-// verdict (FENCECHECK_SEED replays a seed). set, when not nil, adapts the
-// short preset. Each run goes on until it reaches harness.ShortMinimums,
-// and is capped so that both end before the test's deadline: the fenced
-// run at half the time left, the control at what is left then. A run that
-// hits its cap fails the verdict and says so.
+// verdict (FENCECHECK_SEED replays a seed), against the minimums of the
+// run's Kind (harness.MinimumsOf). set, when not nil, adapts the short
+// preset. Each run goes on until it reaches those minimums, and is capped
+// so that both end before the test's deadline: the fenced run at half the
+// time left, the control at what is left then. A run that hits its cap
+// fails the verdict and says so.
 func Pair(t *testing.T, srv harness.Servers, set func(*harness.Config)) {
 	t.Helper()
 	seed := Seed(t)
 	t.Logf("seed %d (replay: FENCECHECK_SEED=%d)", seed, seed)
-	fenced := run(t, srv, seed, set, true, 2)
-	control := run(t, srv, seed, set, false, 1)
+	cfg := harness.Short(seed)
+	if set != nil {
+		set(&cfg)
+	}
+	fenced := run(t, srv, cfg, true, 2)
+	control := run(t, srv, cfg, false, 1)
 	var table strings.Builder
 	check.PrintSummary(&table, fenced, control)
 	t.Logf("seed %d\n%s", seed, table.String())
-	for _, why := range check.Verdict(fenced, control, harness.ShortMinimums) {
+	for _, why := range check.Verdict(fenced, control, harness.MinimumsOf(cfg.Kind)) {
 		t.Error(why)
 	}
 }
@@ -86,12 +91,8 @@ func Seed(t *testing.T) int64 {
 // run runs one of the runsLeft runs still to come, capped so that all of
 // them end before the test's deadline: a run cut short by the test timeout
 // would panic instead of saying which minimums it missed.
-func run(t *testing.T, srv harness.Servers, seed int64, set func(*harness.Config), fenced bool, runsLeft int) *check.Report {
+func run(t *testing.T, srv harness.Servers, cfg harness.Config, fenced bool, runsLeft int) *check.Report {
 	t.Helper()
-	cfg := harness.Short(seed)
-	if set != nil {
-		set(&cfg)
-	}
 	cfg.Fenced = fenced
 	cfg.Log = t.Logf
 	if dl, ok := t.Deadline(); ok {
@@ -103,7 +104,7 @@ func run(t *testing.T, srv harness.Servers, seed int64, set func(*harness.Config
 	start := time.Now()
 	rep, err := harness.Run(t.Context(), srv, cfg)
 	if err != nil {
-		t.Fatalf("harness run (fenced %v, seed %d): %v", fenced, seed, err)
+		t.Fatalf("harness run (fenced %v, seed %d): %v", fenced, cfg.Seed, err)
 	}
 	var out strings.Builder
 	check.PrintViolations(&out, rep, 10)

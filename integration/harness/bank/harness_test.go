@@ -1,0 +1,33 @@
+// Package bank_test runs the fault harness's short mode with Jepsen's bank
+// workload instead of the register.
+// Each kind of lock has a package of its own under integration/harness,
+// so that its pair of runs has go test's default timeout to itself.
+package bank_test
+
+import (
+	"testing"
+
+	"github.com/fencelock/fencelock/internal/app/harness"
+	"github.com/fencelock/fencelock/internal/app/harness/harnesstest"
+)
+
+// A harness worker, or one of a run's etcd members, is this test binary
+// re-executed; it runs from init, before any test or server starts.
+func init() { harnesstest.Init() }
+
+// TestHarnessShortBank runs the bank workload (go run ./cmd/fencecheck
+// -kind bank): the run's keys are accounts, each starting at 100 in
+// PostgreSQL rows, a fence/etcd Store and a fence/s3 Store; each worker
+// section takes two accounts' locks with LockAll and moves a random amount
+// between them on every store, while the nemesis pauses, kills and
+// partitions the workers and crashes and replaces etcd members. Fenced
+// (reads that claim: Table.GetForUpdate, Store.Update), the checker must
+// find every acknowledged transfer reflected once and the money conserved
+// on every store; the control (plain reads, then fenced writes: the code
+// the user wrote) must lose money on PostgreSQL, and what it does
+// on the KV stores is reported. FENCECHECK_SEED replays a seed; go test
+// -short skips the test outside CI.
+func TestHarnessShortBank(t *testing.T) {
+	harnesstest.SkipUnderShort(t)
+	harnesstest.Pair(t, harnesstest.Servers(t), func(c *harness.Config) { c.SetKind(harness.KindBank) })
+}
