@@ -1,5 +1,10 @@
 package sqlfence
 
+import (
+	"database/sql/driver"
+	"reflect"
+)
+
 // Assignment sets one column in a fenced write ([Table.Update],
 // [Table.Upsert]). Create it with [Set] or [Add]; the zero Assignment
 // names no column and is refused.
@@ -72,4 +77,21 @@ func (a Assignment) holds(s *stmt, col string, upsert bool) {
 	default:
 		s.sql(" AND ").arg(a.value).sql(" = 0")
 	}
+}
+
+// isAmount reports whether v is an amount Add can send alike to every
+// dialect: an integer or a float, or a driver.Valuer (a decimal type). A
+// string, a bool or a []byte is read three ways by MySQL, SQLite and
+// PostgreSQL (SQLite adds "abc" as 0), so it is refused.
+func isAmount(v any) bool {
+	if _, ok := v.(driver.Valuer); ok {
+		return true
+	}
+	switch reflect.ValueOf(v).Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return true
+	}
+	return false
 }

@@ -92,6 +92,8 @@ func TestInvalidInput(t *testing.T) {
 		{"CreateSchema: nil db", func() error { return sqlfence.CreateSchema(ctx, nil, sqlfence.MySQL) }, sqlfence.ErrInvalidArgument},
 		{"Add: fence column", func() error { return tbl.Update(ctx, db, "k", 1, sqlfence.Add("fence", 1)) }, sqlfence.ErrInvalidArgument},
 		{"Add: nil amount", func() error { return tbl.Update(ctx, db, "k", 1, sqlfence.Add("a", nil)) }, sqlfence.ErrInvalidArgument},
+		{"Add: a string amount", func() error { return tbl.Update(ctx, db, "k", 1, sqlfence.Add("a", "abc")) }, sqlfence.ErrInvalidArgument},
+		{"Add: a bool amount", func() error { return tbl.Upsert(ctx, db, "k", 1, sqlfence.Add("a", true)) }, sqlfence.ErrInvalidArgument},
 		{"GetForUpdate: destination not a pointer", func() error { return tbl.GetForUpdate(ctx, db, "k", 1, cols, v) }, sqlfence.ErrInvalidArgument},
 		{"Add: empty column", func() error { return tbl.Upsert(ctx, db, "k", 1, sqlfence.Add("", 1)) }, sqlfence.ErrInvalidIdentifier},
 		{"Add and Set of one column", func() error {

@@ -311,6 +311,8 @@ func (t *Table) prepare(ctx context.Context, db DB, key any, token fence.Token, 
 			return nil, fmt.Errorf("%w: column %q is the table's key or fence column", ErrInvalidArgument, a.column)
 		case a.add && nilcheck.IsNil(a.value):
 			return nil, fmt.Errorf("%w: Add(%q, nil): no amount to add (it would set the column to NULL)", ErrInvalidArgument, a.column)
+		case a.add && !isAmount(a.value):
+			return nil, fmt.Errorf("%w: Add(%q, %T): the amount must be a number (MySQL, SQLite and PostgreSQL read a %T differently)", ErrInvalidArgument, a.column, a.value, a.value)
 		case seen[a.column]:
 			return nil, fmt.Errorf("%w: column %q assigned twice", ErrInvalidArgument, a.column)
 		}

@@ -67,6 +67,9 @@ func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fe
 		if v == nil {
 			v = []byte{}
 		}
+		if err := ctx.Err(); err != nil {
+			return err // ended while fn ran: nothing sent, nothing written
+		}
 		var done bool
 		err = s.run(ctx, func() (err error) { done, err = s.writeIf(ctx, key, token, old.Value, missing, v); return err })
 		if done || err != nil {
@@ -145,6 +148,11 @@ func (s *Store) claimMySQL(ctx context.Context, key string, token fence.Token) (
 		return fence.Record{}, fmt.Errorf("sqlfence: fenced read of %q, its floor raised: %w", key, t.d.classify(err))
 	case fence.Token(cur) > token: // outside a transaction, a newer holder came between
 		return fence.Record{}, &fence.StaleError{Resource: key, Token: token, Current: fence.Token(cur)}
+	case fence.Token(cur) < token:
+		// Outside a transaction, the row was deleted (by other means than
+		// the Store) and recreated by an older holder between the two
+		// statements: the claim is gone, so it is not reported as made.
+		return fence.Record{}, fmt.Errorf("%w: %q (its row was deleted and written again with token %d after the claim; claim again)", fence.ErrNotFound, key, cur)
 	}
 	return record(key, token, v, missing)
 }
