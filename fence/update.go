@@ -1,8 +1,11 @@
 package fence
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/fencelock/fencelock/internal/nilcheck"
 )
@@ -67,6 +70,42 @@ type Claim struct {
 // resource, such as an *etcdlock.MultiLock (one per lock name).
 type Claimer interface {
 	Claims() []Claim
+}
+
+// SortClaims returns claims sorted by resource, a resource claimed twice
+// with the same token once: the one order in which a transaction over
+// several resources takes them, so that two such transactions never
+// deadlock on each other. It refuses an empty list and a resource claimed
+// with two tokens (errors matching [ErrInvalidArgument]), and a claim with
+// an empty resource ([ErrInvalidKey]) or a token that is not positive
+// ([ErrInvalidToken]).
+func SortClaims(claims []Claim) ([]Claim, error) {
+	if len(claims) == 0 {
+		return nil, fmt.Errorf("%w: no claims: a fenced transaction needs at least one resource", ErrInvalidArgument)
+	}
+	for i, c := range claims {
+		if c.Resource == "" {
+			return nil, fmt.Errorf("%w: claim %d: empty resource", ErrInvalidKey, i)
+		}
+		if err := c.Token.Validate(); err != nil {
+			return nil, fmt.Errorf("fence: claim %d (%q): %w", i, c.Resource, err)
+		}
+	}
+	set := slices.Clone(claims)
+	slices.SortFunc(set, func(a, b Claim) int {
+		return cmp.Or(strings.Compare(a.Resource, b.Resource), cmp.Compare(a.Token, b.Token))
+	})
+	out := set[:1]
+	for _, c := range set[1:] {
+		last := out[len(out)-1]
+		switch {
+		case c.Resource != last.Resource:
+			out = append(out, c)
+		case c.Token != last.Token:
+			return nil, fmt.Errorf("%w: resource %q claimed twice, with tokens %d and %d", ErrInvalidArgument, c.Resource, last.Token, c.Token)
+		}
+	}
+	return out, nil
 }
 
 // CheckUpdate validates an Update's arguments, as every adapter does

@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -95,35 +96,14 @@ func (f *Fences) RunInTxAll(ctx context.Context, db TxBeginner, claims []fence.C
 	})
 }
 
-// sortClaims checks claims and returns them sorted by resource, each
-// resource once.
+// sortClaims is [fence.SortClaims], its refusals matching this package's
+// ErrInvalidArgument too.
 func sortClaims(claims []fence.Claim) ([]fence.Claim, error) {
-	if len(claims) == 0 {
-		return nil, fmt.Errorf("%w: no claims: a fenced transaction needs at least one resource", ErrInvalidArgument)
+	set, err := fence.SortClaims(claims)
+	if err != nil && !errors.Is(err, fence.ErrInvalidKey) && !errors.Is(err, fence.ErrInvalidToken) {
+		err = fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	for i, c := range claims {
-		if c.Resource == "" {
-			return nil, fmt.Errorf("%w: claim %d: empty resource", fence.ErrInvalidKey, i)
-		}
-		if err := c.Token.Validate(); err != nil {
-			return nil, fmt.Errorf("claim %d (%q): %w", i, c.Resource, err)
-		}
-	}
-	set := slices.Clone(claims)
-	slices.SortFunc(set, func(a, b fence.Claim) int {
-		return cmp.Or(strings.Compare(a.Resource, b.Resource), cmp.Compare(a.Token, b.Token))
-	})
-	out := set[:1]
-	for _, c := range set[1:] {
-		last := out[len(out)-1]
-		switch {
-		case c.Resource != last.Resource:
-			out = append(out, c)
-		case c.Token != last.Token:
-			return nil, fmt.Errorf("%w: resource %q claimed twice, with tokens %d and %d", ErrInvalidArgument, c.Resource, last.Token, c.Token)
-		}
-	}
-	return out, nil
+	return set, err
 }
 
 // claimsLabel names the resources of sorted claims in errors and spans.

@@ -1,11 +1,10 @@
 package sqlfence
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/fencelock/fencelock/fence"
@@ -99,35 +98,12 @@ func checkTxAll(ctx context.Context, db TxBeginner, in []fence.Claim, fn func(*s
 	return cs, checkCtx(ctx)
 }
 
-// sortClaims returns in's claims sorted by resource, a claim repeated with
-// the same token once; it refuses an empty list, an invalid claim and a
-// resource with two tokens.
+// sortClaims is [fence.SortClaims], its refusals matching this package's
+// ErrInvalidArgument too.
 func sortClaims(in []fence.Claim) (claims, error) {
-	if len(in) == 0 {
-		return nil, fmt.Errorf("%w: no claims", ErrInvalidArgument)
+	set, err := fence.SortClaims(in)
+	if err != nil && !errors.Is(err, fence.ErrInvalidKey) && !errors.Is(err, fence.ErrInvalidToken) {
+		err = fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	for _, c := range in {
-		if c.Resource == "" {
-			return nil, fmt.Errorf("%w: empty resource", fence.ErrInvalidKey)
-		}
-		if err := c.Token.Validate(); err != nil {
-			return nil, fmt.Errorf("claim of %q: %w", c.Resource, err)
-		}
-	}
-	cs := slices.Clone(in)
-	slices.SortFunc(cs, func(a, b fence.Claim) int {
-		return cmp.Or(strings.Compare(a.Resource, b.Resource), cmp.Compare(a.Token, b.Token))
-	})
-	out := cs[:1]
-	for _, c := range cs[1:] {
-		last := out[len(out)-1]
-		switch {
-		case c == last:
-		case c.Resource == last.Resource:
-			return nil, fmt.Errorf("%w: resource %q claimed with two tokens, %d and %d", ErrInvalidArgument, c.Resource, last.Token, c.Token)
-		default:
-			out = append(out, c)
-		}
-	}
-	return out, nil
+	return set, err
 }
