@@ -107,7 +107,8 @@ func TestLinesThenExit(t *testing.T) {
 func TestOutputWithoutLineHandler(t *testing.T) {
 	p := start(t, childConfig{Lines: []string{"out"}}, nil)
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.Output(), "child stderr") && time.Now().Before(deadline) {
+	// stdout and stderr are read apart: wait for both, in either order.
+	for !(strings.Contains(p.Output(), "child stderr") && strings.Contains(p.Output(), "out")) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if got := p.Output(); !strings.Contains(got, "out") || !strings.Contains(got, "child stderr") {
