@@ -61,8 +61,8 @@ type xferMode string
 
 const (
 	// xferRows reads each row with Table.GetForUpdate (claiming it) and
-	// writes with Table.Update and postgres.Add: the docs' way for rows
-	// with a fence column.
+	// writes the balances computed from the reads with Table.Update: the
+	// control's writes, only the reads claimed.
 	xferRows xferMode = "rows claimed as read"
 	// xferHeld runs the transfer in postgres.RunInTxHeld over the
 	// MultiLock: both floors claimed before anything is read.

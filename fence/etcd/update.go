@@ -47,11 +47,11 @@ const (
 // claim whose reply is lost gives the same error (the floor may have been
 // raised; fn's value was not written). ctx bounds the whole call.
 func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
-	if err := fence.CheckUpdate(ctx, key, token, fn); err != nil {
-		return err
-	}
 	if err := s.checkWrite(ctx, key, token, 0); err != nil {
 		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: Update: nil function", fence.ErrInvalidArgument)
 	}
 	ctx, w := s.tel.Op(opUpdate).Start(ctx, token)
 	if w.Recording() {
@@ -89,6 +89,8 @@ func (s *Store) attempt(ctx context.Context, key string, token fence.Token, fn f
 	if err != nil {
 		return false, err
 	}
+	// The write's Txn names the data key twice (its compare and its put),
+	// where checkSize counts Put's once.
 	if err := s.checkSize(key, len(v)+len(s.DataKey(key))); err != nil {
 		return false, err
 	}
