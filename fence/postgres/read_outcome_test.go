@@ -88,3 +88,46 @@ func newClaimable(t *testing.T) (*pgxpool.Pool, *postgres.Table, *postgres.Store
 	}
 	return pool, tbl, s
 }
+
+// TestStoreUpdateWriteCancelledWhileWaiting cancels Store.Update's final
+// write (the conditional swap) while it waits on the row's lock, taken by
+// another session while fn ran: the swap was sent, so Update says the
+// outcome is unknown; the key then holds the old value or fn's, never
+// anything else, and an Update after it counts from what is there, the
+// late swap landing, if at all, only over the record fn saw.
+func TestStoreUpdateWriteCancelledWhileWaiting(t *testing.T) {
+	pool, _, s := newClaimable(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	claimed, locked := make(chan struct{}), make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- s.Update(ctx, "k", 2, func(old fence.Record) ([]byte, error) {
+			close(claimed) // the claim committed: the row is free to lock
+			<-locked
+			return []byte("fn's"), nil
+		})
+	}()
+	<-claimed
+	release := lockRow(t, pool, postgres.DefaultStoreTable, "key", "k")
+	close(locked)
+	waitLockWaiters(t, pool, 1)
+	cancel()
+	err := <-errc
+	release()
+	fencewant.Unknown(t, err, 2)
+	// The swap may still land after Update gave up (the server ran it
+	// once the lock was released, before the cancel reached it): a late
+	// copy that must land only over the record fn saw ("v"), never over a
+	// later Update's.
+	if err := s.Update(t.Context(), "k", 2, func(old fence.Record) ([]byte, error) { return append(old.Value, '+'), nil }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Get(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := string(r.Value); v != "v+" && v != "fn's+" {
+		t.Fatalf("after a write of unknown outcome and an Update: got %q, want \"v+\" or \"fn's+\" (the late write landed over the later Update, or was lost)", v)
+	}
+}
