@@ -131,6 +131,17 @@ func (c *Client) explain(err error) error {
 // its reply: it matches ErrKeyDeleted and fence.ErrUnknownOutcome.
 var errKeyDeletedMaybeUs = fmt.Errorf("%w, or by a release of ours sent while etcd was out of space (%w: its reply was lost, and no marker tells)", ErrKeyDeleted, fence.ErrUnknownOutcome)
 
+// prefixed is err with a prefix (a lock's name, say) formatted when the
+// error is read rather than when it is made, as fmt.Errorf would: making
+// one never waits for a cause still being found out (pendingCause).
+type prefixed struct {
+	prefix string
+	err    error
+}
+
+func (e *prefixed) Error() string { return e.prefix + e.err.Error() }
+func (e *prefixed) Unwrap() error { return e.err }
+
 // lostError ties a cause (ErrLeaseExpired, ErrKeyDeleted, ...) to ErrLost.
 type lostError struct{ cause error }
 

@@ -146,6 +146,12 @@ func (l *Lock) Done() <-chan struct{} { return l.done }
 // Err returns nil while the lock is held. After Done is closed it returns
 // [ErrUnlocked], [ErrClosed], or an error matching [ErrLost] that also
 // matches its cause ([ErrLeaseExpired], [ErrValidityExpired], [ErrKeyDeleted]).
+//
+// When the key watch sees the key deleted, Done closes at once, and the
+// cause takes one more request to etcd (was the lease revoked or expired,
+// or did someone delete the key?). Reading the error in that time, with its
+// Error method or [errors.Is], waits for that request, at most a second;
+// if it gets no answer the cause is [ErrKeyDeleted].
 func (l *Lock) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -306,16 +312,16 @@ func (l *Lock) tryUnlock() bool {
 	return true
 }
 
-// deletedCause tells why the key went (nil: Unlock will tell). etcd deletes
-// it when it expires or revokes the lease, which the watch may report before
-// the session's next keepalive would, so the lease is asked about first.
-func (l *Lock) deletedCause(ctx context.Context) error {
-	if l.unlocking.Load() {
-		return l.unlockedOrDeleted(ctx)
-	}
+// goneCause tells why the key went when Unlock was not called: etcd
+// deletes it when it expires or revokes the lease, which the watch may
+// report before the session's next keepalive would, so the lease is asked
+// about (for at most lookup, from when Done was already closed). It returns
+// the session's end (ErrLeaseExpired when the lookup found the lease gone),
+// or ErrKeyDeleted: someone deleted the key, or the lookup could not tell.
+func (l *Lock) goneCause(lookup time.Duration) error {
 	if l.s.Err() == nil {
-		tctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := l.c.cli.TimeToLive(tctx, l.s.id)
+		ctx, cancel := context.WithTimeout(context.Background(), lookup)
+		resp, err := l.c.cli.TimeToLive(ctx, l.s.id)
 		cancel()
 		// etcd answers -1 for a lease it does not have; a live lease with
 		// under a second left answers 0.
@@ -324,10 +330,34 @@ func (l *Lock) deletedCause(ctx context.Context) error {
 		}
 	}
 	if err := l.s.Err(); err != nil {
-		return sessionCause(err)
+		return err
 	}
-	return lost(ErrKeyDeleted)
+	return ErrKeyDeleted
 }
+
+// pendingCause is the cause of a lock's loss while it is being found out:
+// the key watch saw the key deleted, Done is closed at once, and the lease
+// lookup that tells an expiry from a deletion by someone else (goneCause)
+// follows. Error and Unwrap wait for it, at most the lookup's second, so
+// that Err, [context.Cause] of Do's context and MultiLock.Err, which all
+// carry this value, name the same cause however early they are read.
+type pendingCause struct {
+	settled chan struct{}
+	cause   error // set before settled is closed
+}
+
+func (p *pendingCause) settle(cause error) {
+	p.cause = cause
+	close(p.settled)
+}
+
+func (p *pendingCause) wait() error {
+	<-p.settled
+	return p.cause
+}
+
+func (p *pendingCause) Error() string { return p.wait().Error() }
+func (p *pendingCause) Unwrap() error { return p.wait() }
 
 // unlockedOrDeleted tells, once Unlock was called and the key is gone,
 // whether our release deleted it (it wrote the slot's marker with our token

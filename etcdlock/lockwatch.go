@@ -45,12 +45,33 @@ func (l *Lock) watchEnded(deleted bool, _ error) {
 	l.c.watches.spawn(l.recheck)
 }
 
-// deleted ends the lock after etcd reported its key deleted, with the
-// cause (none: Unlock tells).
+// leaseLookup bounds the lease lookup that names the cause of a deletion
+// (goneCause), and so how long reading that cause can wait.
+const leaseLookup = time.Second
+
+// deleted ends the lock after etcd reported its key deleted. Done closes
+// at once, and the cause, which takes a request to find out (goneCause),
+// follows in the error Err returns; the end is counted and logged with the
+// cause. While Unlock runs, it is left to tell (unlockedOrDeleted).
 func (l *Lock) deleted() {
-	if err := l.deletedCause(l.ctx); err != nil {
-		l.end(err)
+	if l.unlocking.Load() {
+		if err := l.unlockedOrDeleted(l.ctx); err != nil {
+			l.end(err)
+		}
+		return
 	}
+	if err := l.s.Err(); err != nil {
+		l.end(sessionCause(err))
+		return
+	}
+	p := &pendingCause{settled: make(chan struct{})}
+	cause := lost(p)
+	if !l.closeDone(cause) {
+		return
+	}
+	l.s.removeLock(l)
+	p.settle(l.goneCause(leaseLookup))
+	l.afterEnd(cause)
 }
 
 // recheck decides, after etcd ended the key's watch (compaction, a missing

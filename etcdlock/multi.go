@@ -85,7 +85,7 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 	}
 	for _, l := range m.locks {
 		m.stops = append(m.stops, context.AfterFunc(l.ctx, func() {
-			m.end(fmt.Errorf("etcdlock: %q: %w", l.Name(), l.Err()))
+			m.end(&prefixed{prefix: fmt.Sprintf("etcdlock: %q: ", l.Name()), err: l.Err()})
 		}))
 	}
 	return m, nil

@@ -137,7 +137,7 @@ func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Ter
 		defer close(watched)
 		select {
 		case <-t.Done():
-			cancel(fmt.Errorf("etcdlock: term %d of %q ended: %w", t.Token(), t.Name(), t.Err()))
+			cancel(&prefixed{prefix: fmt.Sprintf("etcdlock: term %d of %q ended: ", t.Token(), t.Name()), err: t.Err()})
 		case <-tctx.Done():
 		}
 	}()
