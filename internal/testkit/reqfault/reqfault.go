@@ -366,10 +366,19 @@ func (in *Injector) late(ctx context.Context, method string, req, reply any, cc 
 
 // deliver sends a copy of the request in the background once after is
 // closed (at once when nil) and extra has passed, and passes the server's
-// answer to result (if not nil). Its reply goes to a fresh message, never
+// answer to result (if not nil); after Close, nothing. Its reply goes to a fresh message, never
 // the caller's.
 func (in *Injector) deliver(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, after <-chan struct{}, extra time.Duration, result func(error), opts []grpc.CallOption) {
+	// Counted under mu, and never once Close began: an Add racing with
+	// Close's Wait is a misuse of the WaitGroup (the race detector caught
+	// one, from a request sent just as a test closed the injector).
+	in.mu.Lock()
+	if in.off {
+		in.mu.Unlock()
+		return
+	}
 	in.wg.Add(1)
+	in.mu.Unlock()
 	go func() {
 		defer in.wg.Done()
 		if after != nil {
