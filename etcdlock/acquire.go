@@ -126,7 +126,7 @@ const readerMark = "r"
 // the writers' for a reader.
 func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
 	end := clientv3.WithPrefix()
-	if t.kind == kindRead || (t.kind == kindLock && writersIgnoreReaders.Load()) {
+	if t.kind == kindRead || (t.kind == kindLock && t.ctl.writersIgnoreReaders) {
 		end = clientv3.WithRange(t.q + readerMark)
 	}
 	return clientv3.OpGet(t.q, append(opts, end)...)
@@ -209,6 +209,7 @@ type ticket struct {
 	// outcome is unknown (its reply lost): a key found gone since may be
 	// its doing, and no marker tells (see ticket.gone).
 	noSpaceSent atomic.Bool
+	ctl         controls // the Client's (see controls)
 }
 
 func (c *Client) ticket(s *session, sp spot) *ticket {
@@ -221,6 +222,7 @@ func (c *Client) ticket(s *session, sp spot) *ticket {
 		spot: sp, slot: slot, mark: mark,
 		key:    q + s.hex + "-" + strconv.Itoa(slot),
 		marker: markerKey(c.o.prefix + "slot/" + s.hex + "-" + strconv.Itoa(slot)),
+		ctl:    c.o.ctl,
 	}
 	if sp.kind == kindSemaphore {
 		t.permit = &permit{dir: c.semPermits(sp.name), tried: map[int]bool{}}

@@ -68,6 +68,7 @@ func TestDoEndsWorkOnLoss(t *testing.T) {
 
 // Cut off from etcd, the work's context ends by the validity deadline.
 func TestDoEndsWorkAtValidityDeadline(t *testing.T) {
+	t.Parallel()
 	pcli, proxy := proxied(t)
 	c := newLocker(t, pcli, etcdlock.WithCleanupTimeout(200*time.Millisecond))
 	err := c.Do(t.Context(), "job", func(ctx context.Context, l *etcdlock.Lock) error {

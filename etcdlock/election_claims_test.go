@@ -16,6 +16,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Tests of elections under faults, each pinning a claim of the package's
@@ -82,6 +83,7 @@ func TestLateProclaimAndResignOfOldTermOnReusedKey(t *testing.T) {
 // Campaigns whose create lands with its reply lost, or is delivered twice,
 // leave no key that keeps another candidate waiting, and never two leaders.
 func TestLostReplyAndTwiceCampaigns(t *testing.T) {
+	t.Parallel()
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 302)
 	a := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
@@ -114,6 +116,7 @@ func TestLostReplyAndTwiceCampaigns(t *testing.T) {
 // leader's network is cut, and before a candidate on the other side of the
 // cut starts leading.
 func TestRunTermEndsOnCutBeforeNextLeader(t *testing.T) {
+	t.Parallel()
 	direct := etcdClient(t)
 	pcli, proxy := proxied(t)
 	a := newLocker(t, pcli, etcdlock.WithTTL(2*time.Second))
@@ -187,6 +190,7 @@ func nextTerm2[T any](t *testing.T, ch <-chan T) T {
 // An observer whose watches etcd keeps refusing backs off (no busy loop),
 // and once they work again sends the current leader.
 func TestObserveRefusedWatchesBackOff(t *testing.T) {
+	t.Parallel()
 	fcli, in := faulty(t, 303)
 	watcher := newLocker(t, fcli)
 	c := newLocker(t, etcdClient(t))
@@ -212,6 +216,8 @@ func TestObserveRefusedWatchesBackOff(t *testing.T) {
 // An observer on an etcd with auth on and 1 s tokens keeps seeing every
 // leader across connection resets after its token expired.
 func TestObserveAuthShortTokenAcrossResets(t *testing.T) {
+	testenv.Long(t, "waits out auth tokens' expiry (about 8 s)")
+	t.Parallel()
 	p := prefix(t)
 	sec := secureEtcd(t, time.Second, false, p)
 	proxy, err := netproxy.Start(strings.TrimPrefix(sec.eps[0], "http://"))
@@ -419,6 +425,7 @@ func TestObserveEndsWithUnreadEntries(t *testing.T) {
 // An observer whose role may not read the election keeps retrying slowly
 // and closes its channel when its ctx ends.
 func TestObserveWithoutPermission(t *testing.T) {
+	t.Parallel()
 	p := prefix(t)
 	sec := secureEtcd(t, time.Minute, false, "/elsewhere/")
 	cli, in := sec.faultyLocker(t, 304)
@@ -596,6 +603,7 @@ func TestRunCloseWhileLeading(t *testing.T) {
 // succeeded is what Leader reads until the next one, whatever earlier,
 // failed Proclaims land late; and observers never go back.
 func TestElectionUnderRandomFaults(t *testing.T) {
+	testenv.Long(t, "a fault storm on an election")
 	eps := propServer(t)
 	direct := etcdClient(t, eps...)
 	fcli, in := faulty(t, 305, eps...)

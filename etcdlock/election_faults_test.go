@@ -44,6 +44,7 @@ func TestNonUTF8ValueRefused(t *testing.T) {
 // campaigns (100 ms to 5 s). Without that, it campaigned and resigned in a
 // tight loop: two raft writes per round, hundreds of rounds a second.
 func TestRunFailingLeadBacksOff(t *testing.T) {
+	t.Parallel()
 	fcli, in := faulty(t, 201)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second))
 	ctx, cancel := context.WithCancel(t.Context())
@@ -104,6 +105,7 @@ func TestRunGoexitResigns(t *testing.T) {
 // grant request under Run's ctx alone and etcd unreachable, Run stayed
 // blocked after Close returned, until the network healed or ctx ended.
 func TestRunClosedWhileGranting(t *testing.T) {
+	t.Parallel()
 	pcli, proxy := proxied(t)
 	c, err := etcdlock.New(pcli, etcdlock.WithPrefix(prefix(t)), etcdlock.WithTTL(2*time.Second))
 	if err != nil {
@@ -144,6 +146,7 @@ func TestRunClosedWhileGranting(t *testing.T) {
 // the caller's ctx alone, it outlived Done and the validity deadline, and
 // a status handler reading Value hung with it.
 func TestProclaimEndsWithTermValueNotBlocked(t *testing.T) {
+	t.Parallel()
 	pcli, proxy := proxied(t)
 	c := newLocker(t, pcli, etcdlock.WithTTL(2*time.Second))
 	term := mustCampaign(t, c, "hang", "v0")

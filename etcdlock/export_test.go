@@ -3,18 +3,25 @@ package etcdlock
 import "context"
 
 // UnconditionalReleaseForTest reverts fix 1 of the request-fault hardening
-// for the property test's control run: cleanups and Unlock delete whatever
-// key is in their slot, not only the one with their create revision.
-var UnconditionalReleaseForTest = &unconditionalRelease
+// in the Client it is given to, for the property test's control run:
+// cleanups and Unlock delete whatever key is in their slot, not only the
+// one with their create revision.
+func UnconditionalReleaseForTest() Option {
+	return optionFunc(func(o *options) { o.ctl.unconditionalRelease = true })
+}
 
 // UnconditionalSlotReleaseForTest reverts the value compare of a
 // semaphore's release, for its property test's control run: a release
 // deletes every permit slot key its claims tried, whoever holds it now.
-var UnconditionalSlotReleaseForTest = &unconditionalSlotRelease
+func UnconditionalSlotReleaseForTest() Option {
+	return optionFunc(func(o *options) { o.ctl.unconditionalSlotRelease = true })
+}
 
 // WritersIgnoreReadersForTest reverts the writer's wait for the readers
 // queued before it, for the read/write property test's control run.
-var WritersIgnoreReadersForTest = &writersIgnoreReaders
+func WritersIgnoreReadersForTest() Option {
+	return optionFunc(func(o *options) { o.ctl.writersIgnoreReaders = true })
+}
 
 // LockOnEndedSessionForTest calls newLock as enqueue does when the session
 // ends (its lease revoked) between enqueue's check of it and newLock.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Failover of one client given all three members' endpoints. clientv3
@@ -34,6 +35,7 @@ var stops = []struct {
 // that a majority runs): keepalives resume on another member and the
 // validity deadline moves on.
 func TestFailoverKeepsLock(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster")
 	srv := members(t)
 	leader := leaderOf(t, srv)
 	follower := (leader + 1) % 3
@@ -63,6 +65,7 @@ func TestFailoverKeepsLock(t *testing.T) {
 // Without a majority no keepalive is acknowledged, and Done closes at the
 // validity deadline, not later.
 func TestFailoverNoQuorum(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster")
 	const slack = 250 * time.Millisecond // timer and scheduler latency
 	srv := members(t)
 	cli := etcdClient(t, srv.Endpoints()...)
@@ -89,6 +92,7 @@ func TestFailoverNoQuorum(t *testing.T) {
 // once the holder unlocks: its watch moved to a live member and is synced,
 // with no 100 ms catch-up. The holder's member stays up.
 func TestFailoverWaiterGranted(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster")
 	for _, tt := range stops {
 		t.Run(tt.name, func(t *testing.T) { testWaiterFailover(t, tt.stop) })
 	}
@@ -170,6 +174,7 @@ func awaitGrant(t *testing.T, ch <-chan grant) grant {
 // move: a deletion of the lock's key closes Done, and Observe reports the
 // next leader, within a second.
 func TestFailoverWatches(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster")
 	for _, tt := range stops {
 		t.Run(tt.name, func(t *testing.T) { testWatchFailover(t, tt.stop) })
 	}
@@ -256,6 +261,7 @@ func nextLeader(t *testing.T, leaders <-chan etcdlock.Entry) etcdlock.Entry {
 // that the waiter's read is the only one its member has pending when a
 // leader is elected.
 func TestFailoverWaiterOutlastsQuorumLoss(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster")
 	srv := members(t)
 	stay := leaderOf(t, srv)
 	a, b := (stay+1)%3, (stay+2)%3

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Tests of a lock's watch, Unlock and Close under refusals, lost or late
@@ -25,6 +26,7 @@ import (
 // resumed the watch at once: a busy loop. TestRefusedWatchesBackOff covers
 // waiters.
 func TestRefusedWatchesHeldLockBacksOff(t *testing.T) {
+	t.Parallel()
 	fcli, in := faulty(t, 101)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second))
 	l := mustLock(t, c, "m")
@@ -147,6 +149,8 @@ func TestLateBlockFakesNoKeyDeleted(t *testing.T) {
 // looking at the session), Close's c.wg.Wait would wait for that goroutine,
 // i.e. for the other Unlock's deadline, not its own.
 func TestCloseIgnoresUnrelatedUnlockDeadline(t *testing.T) {
+	testenv.Long(t, "waits out an Unlock deadline (about 8 s)")
+	t.Parallel()
 	fcli, in := faulty(t, 103)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(200*time.Millisecond))
 	l := mustLock(t, c, "c")
@@ -183,6 +187,7 @@ func TestCloseIgnoresUnrelatedUnlockDeadline(t *testing.T) {
 // the revoke ("!wasAlive"), they stayed in etcd, blocking every waiter of
 // the name, for up to a TTL after Close returned.
 func TestCloseAfterValidityExpiredRemovesKeys(t *testing.T) {
+	t.Parallel()
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 104)
 	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
@@ -342,6 +347,7 @@ func raiseNoSpace(t *testing.T, cli *clientv3.Client) (disarm func()) {
 // lease, and the key) went on: the name stayed blocked for every other
 // client.
 func TestNoSpaceUnlockReleases(t *testing.T) {
+	t.Parallel()
 	eps := propServer(t)
 	cli := etcdClient(t, eps...)
 	c := newLocker(t, cli, etcdlock.WithTTL(3*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))

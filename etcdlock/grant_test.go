@@ -20,6 +20,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Tests of the session's lease grant: its ID chosen by the Client, and the
@@ -31,6 +32,7 @@ import (
 // up after its 100 tries (25 ms apart, about 2.5 s). TryLock's doc says it
 // then returns ctx's error when ctx ends, "and not before".
 func TestTryLockUnreachableWaitsForCtx(t *testing.T) {
+	t.Parallel()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +62,8 @@ func TestTryLockUnreachableWaitsForCtx(t *testing.T) {
 // 20 s budget, comes. The Lock waits for etcd and gets the lock once etcd
 // is back (without WaitForReady its grant failed after about 2.5 s).
 func TestLockWaitsForEtcdToComeBack(t *testing.T) {
+	testenv.Long(t, "waits for a stopped etcd to come back (about 10 s)")
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +166,7 @@ func captureGrants(in *reqfault.Injector) func() []*pb.LeaseGrantRequest {
 // WithoutKeyWatch does not, as WithoutKeyWatch's doc says, and its late
 // writes are refused by the resource once a newer holder wrote.
 func TestLateGrantCopyAfterRevoke(t *testing.T) {
+	t.Parallel()
 	for _, watched := range []bool{true, false} {
 		t.Run(fmt.Sprintf("watched=%v", watched), func(t *testing.T) {
 			direct := etcdClient(t)
@@ -256,6 +261,7 @@ func TestLateGrantAfterCloseLeavesPlaceholderOnly(t *testing.T) {
 // revoke found nothing, and the grant was applied after it (2 of 3 runs
 // under -race, 1-2 leases of 200 each).
 func TestCloseRaceStormLeavesNoLease(t *testing.T) {
+	testenv.Long(t, "a storm of Close races")
 	direct := etcdClient(t)
 	for i := 0; i < 200; i++ {
 		fcli, in := faulty(t, uint64(i))

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 func newHealth(t *testing.T, opts ...etcdlock.HealthOption) *etcdlock.LeaderHealth {
@@ -137,6 +138,7 @@ func TestLeaderHealthOptions(t *testing.T) {
 // healthy; the leader stays healthy past its first validity deadline (its
 // keepalives move it on).
 func TestLeaderHealthHealthyLeaderAndCandidate(t *testing.T) {
+	t.Parallel()
 	cli := etcdClient(t)
 	lh, ch := newHealth(t, etcdlock.WithValidityTolerance(0)), newHealth(t)
 	starts, _ := stubbornLeader(t, newLocker(t, cli), "healthy", lh, true)
@@ -160,6 +162,7 @@ func TestLeaderHealthHealthyLeaderAndCandidate(t *testing.T) {
 // passed since, and 200 again once it returns. The control: one that stops
 // stays healthy.
 func TestLeaderHealthWedgedLeader(t *testing.T) {
+	t.Parallel()
 	const stopTimeout = 500 * time.Millisecond
 	tests := []struct {
 		name string
@@ -221,6 +224,8 @@ func TestLeaderHealthWedgedLeader(t *testing.T) {
 // the tolerance (the stop timeout is far away), and 200 again once it
 // returns. The control: one that stops stays healthy.
 func TestLeaderHealthPartitionedLeader(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster")
+	t.Parallel()
 	const tolerance = 300 * time.Millisecond
 	for _, obeys := range []bool{false, true} {
 		name := "wedged"

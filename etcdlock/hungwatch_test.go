@@ -20,6 +20,7 @@ import (
 // while each lock had a clientv3 watch of its own, the deletion was never
 // noticed (the same holds for locks; how bad it is depends on the network).
 func TestRunHungWatchNoticesDeletion(t *testing.T) {
+	t.Parallel()
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 207)
 	a := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
@@ -72,6 +73,7 @@ func clientv3WithPrefix() []clientv3.OpOption { return []clientv3.OpOption{clien
 // and reads the queue: it reports the next leader within two thirds of the
 // TTL or so, not never. (Before: Observe stayed silent on a hung stream.)
 func TestObserveHungStream(t *testing.T) {
+	t.Parallel()
 	fcli, in := faulty(t, 208)
 	watcher := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
 	c := newLocker(t, etcdClient(t))
@@ -112,6 +114,7 @@ func TestObserveHungStream(t *testing.T) {
 // of the TTL or so, and a waiter re-reads the queue when its stream ends.
 // (Before: it waited until its context ended.)
 func TestWaiterHungStreamTakesTheLock(t *testing.T) {
+	t.Parallel()
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 209)
 	holder := newLocker(t, direct, etcdlock.WithTTL(3*time.Second))

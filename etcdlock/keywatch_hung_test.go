@@ -12,6 +12,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // lockMany takes n locks named prefix-0..n-1 (padded to long names, so that
@@ -53,6 +54,7 @@ func lockMany(t *testing.T, c *etcdlock.Client, name string, n int) []*etcdlock.
 // TTL 9s: probes every 3s, so the writer is blocked (after ~4,000
 // creations, about 2s) before the first probe after the hang is checked.
 func TestKeyWatchHungStreamManyCreations(t *testing.T) {
+	testenv.Long(t, "many watch creations on a hung stream (about 13 s)")
 	fcli, in := faulty(t, 301)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second))
 	admin := newLocker(t, etcdClient(t))

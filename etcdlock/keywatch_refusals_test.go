@@ -64,6 +64,7 @@ func (s *refusingStream) RecvMsg(m any) error {
 // is watched again, every deleted key's lock learns it and no other lock
 // is taken for lost.
 func TestKeyWatchRefusalsInterleaved(t *testing.T) {
+	t.Parallel()
 	const n = 1000
 	r := &refusing{rng: rand.New(rand.NewPCG(308, 1)), share: 0.3}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),

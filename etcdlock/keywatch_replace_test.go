@@ -17,6 +17,7 @@ import (
 // every deleted key's lock learns it, every other lock stays held, and in
 // the end every held lock is watched on one settled stream.
 func TestKeyWatchStreamsReplacedInFlight(t *testing.T) {
+	t.Parallel()
 	const n = 1000
 	fcli, in := faulty(t, 305)
 	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))

@@ -37,9 +37,12 @@ func faultyProxied(t *testing.T, seed uint64) (*reqfault.Injector, *netproxy.Pro
 // meet the same fate: the watches would never settle, and a deletion would
 // only be reported by the next read, seconds later.
 func TestKeyWatchSlowLinkSettles(t *testing.T) {
+	// Not parallel: the link it saturates carries the session's keepalives
+	// too (TTL 1s), and beside other tests' load they came late enough once
+	// that the validity deadline passed and every lock ended.
 	const n = 3000
 	in, proxy, c := faultyProxied(t, 303)
-	lockMany(t, c, "slow", n)
+	locks := lockMany(t, c, "slow", n)
 	poll.Until(t, "the watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok })
 	streams := in.Calls("Watch/Watch")
 	etcdlock.EndKeyWatchStreamForTest(c)
@@ -61,8 +64,9 @@ func TestKeyWatchSlowLinkSettles(t *testing.T) {
 		if time.Since(start) > limit {
 			q, u := etcdlock.KeyWatchBacklogForTest(c)
 			pprof.Lookup("goroutine").WriteTo(os.Stderr, 1) // where the writer, the reader and the probe are
-			t.Fatalf("watches not settled %v after the new stream: %d streams opened since; %d requests unsent, %d creations unanswered",
-				limit, in.Calls("Watch/Watch")-streams, q, u)
+			k, _ := etcdlock.KeyWatchesForTest(c)
+			t.Fatalf("watches not settled %v after the new stream: %d of %d watched, %d streams opened since; %d requests unsent, %d creations unanswered; first lock's Err: %v",
+				limit, k, n, in.Calls("Watch/Watch")-streams, q, u, locks[0].Err())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -14,6 +14,7 @@ import (
 // under way) loses them all by the validity deadline, and Close returns
 // soon after its context ends.
 func TestKeyWatchStalledConnectionClose(t *testing.T) {
+	t.Parallel()
 	const n = 3000
 	_, proxy, c := faultyProxied(t, 307)
 	locks := lockMany(t, c, "stall", n)

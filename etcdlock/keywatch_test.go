@@ -51,6 +51,7 @@ func TestWithoutKeyWatchMissesBreak(t *testing.T) {
 // Losing the session closes an unwatched lock's Done as a watched one's,
 // by the validity deadline.
 func TestWithoutKeyWatchSessionLoss(t *testing.T) {
+	t.Parallel()
 	cli, proxy := proxied(t)
 	c := newLocker(t, cli)
 	l, err := c.Lock(t.Context(), "cut", etcdlock.WithoutKeyWatch())
@@ -282,6 +283,7 @@ func reads(key string) reqfault.Match {
 // stream, logged in afresh, creates every watch again on it, and deletions
 // of both the new and the older lock's keys are reported.
 func TestKeyWatchExpiredTokenStream(t *testing.T) {
+	t.Parallel()
 	p := prefix(t)
 	sec := secureEtcd(t, time.Second, false, p)
 	root := sec.client(t, clientv3.Config{Username: "root", Password: rootPassword}, false)
@@ -314,6 +316,7 @@ func TestKeyWatchExpiredTokenStream(t *testing.T) {
 // TTL, and the read before the next stream reports the deletion it hid,
 // also when every new stream hangs as well.
 func TestKeyWatchHungStream(t *testing.T) {
+	t.Parallel()
 	fcli, in := faulty(t, 26)
 	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
 	admin := newLocker(t, etcdClient(t))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A Client that holds locks and does nothing else, on a member whose auth
@@ -21,6 +22,8 @@ import (
 // every watch again, forever. A lock's refused creation still ends the
 // stream (the second lock here).
 func TestKeyWatchProbeOnExpiredTokenKeepsStream(t *testing.T) {
+	testenv.Long(t, "waits out an auth token's expiry (about 7 s)")
+	t.Parallel()
 	p := prefix(t)
 	sec := secureEtcd(t, time.Second, false, p)
 	root := sec.client(t, clientv3.Config{Username: "root", Password: rootPassword}, false)

@@ -2,9 +2,11 @@ package etcdlock_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +29,34 @@ func endpoints() []string { return embedetcd.Shared().Endpoints() }
 // TestMain starts the embedded etcd member every test shares, and checks
 // for leaked goroutines after it stopped. It first lets this test binary,
 // re-executed by the tests' clusters of member processes, be their members.
+//
+// Parallel tests: a test that spends seconds waiting on leases, validity
+// deadlines, backoffs or a proxy's cut, and shares nothing with other
+// tests but the shared member (its keys under its own prefix(t); its own
+// Client, proxy, fault injector or server), calls t.Parallel. These do
+// not: a test that moves the clock of validity deadlines (the one
+// package-level switch left; the controls' switches are per Client),
+// counts the shared member's watchers, raises an alarm on it, or keeps
+// the CPU busy (the property tests, fault storms, thousands of locks,
+// clusters of member processes), whose throughput, or the 1 s leases of
+// the tests beside it, would suffer. go test runs those first, one at a
+// time, and the parallel ones after. The parallel ones wait far more than
+// they compute, so up to parallelTests run at once, on 2 cores too, unless
+// -parallel says otherwise.
 func TestMain(m *testing.M) {
 	embedetcd.MaybeRunMember()
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(parallelTests))
+	}
 	goleak.VerifyTestMain(embedetcd.Main(m))
 }
+
+// parallelTests is how many parallel tests run at once (see TestMain):
+// fewer under the race detector, which makes each several times as busy.
+var parallelTests = map[bool]int{false: 6, true: 3}[raceEnabled]
 
 // etcdClient returns a clientv3 client of the shared member, closed when the
 // test ends.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -87,10 +86,6 @@ func (l *Lock) dropHold() {
 // released): by us, but the key and the slot stay until the lease expires.
 const heldOn released = leaseGone + 1
 
-// unconditionalMove is set only by the minimum hold's control run: the move
-// then skips its compare of the key's create revision.
-var unconditionalMove atomic.Bool
-
 // releaseKey is Unlock's release: it moves l's key onto a lease of its own
 // while the minimum hold has time left, and deletes it otherwise. unlockMu
 // is held. Every request it sends is safe to arrive late or twice: the
@@ -113,7 +108,7 @@ func (l *Lock) releaseKey(ctx context.Context) (released, error) {
 		return 0, err
 	}
 	cmp := clientv3.Compare(clientv3.CreateRevision(l.t.key), "=", rev)
-	if unconditionalMove.Load() {
+	if l.c.o.ctl.unconditionalMove {
 		cmp = clientv3.Compare(clientv3.CreateRevision(l.t.key), "!=", 0)
 	}
 	resp, err := l.c.cli.Txn(ctx).

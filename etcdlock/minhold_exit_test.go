@@ -73,6 +73,7 @@ func minHoldChild(cfg minHoldChildConfig) error {
 // control, without the option, the key goes with the session's lease,
 // before then.
 func TestMinHoldOutlivesProcess(t *testing.T) {
+	t.Parallel()
 	const hold = 4 * time.Second // well past the session's lease (1 s TTL)
 	tests := []struct {
 		name     string

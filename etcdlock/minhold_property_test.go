@@ -11,6 +11,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Three machines run a job with TryLock, WithMinHold and Unlock over and
@@ -19,6 +20,7 @@ import (
 // the hold apart, and tokens increase. The control, without the hold,
 // runs the job closer together than that.
 func TestMinHoldRequestFaultProperty(t *testing.T) {
+	testenv.Long(t, "a property test: random request faults on minimum holds")
 	const hold = 1200 * time.Millisecond
 	for _, withHold := range []bool{true, false} {
 		name := map[bool]string{true: "min hold", false: "control: none"}[withHold]

@@ -12,6 +12,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // minHold is the minimum hold of these tests: long enough that a run takes
@@ -54,6 +55,7 @@ func waitQueueEmpty(t *testing.T, cli *clientv3.Client, name string) {
 // tries; the next period's run gets a greater token. The control, without
 // the option, runs every time.
 func TestMinHoldRunsOncePerPeriod(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		opts     []etcdlock.LockOption
@@ -134,6 +136,7 @@ func TestMinHoldInvalid(t *testing.T) {
 
 // A reader's minimum hold keeps writers out until it has passed.
 func TestMinHoldReader(t *testing.T) {
+	t.Parallel()
 	cli := etcdClient(t)
 	a, b := newLocker(t, cli), newLocker(t, cli)
 	start := time.Now()
@@ -172,6 +175,7 @@ func moves(method string, req any) bool {
 // still stays for the minimum hold (once Done tells the Unlock settled),
 // then goes, and the next holder's token is greater.
 func TestMinHoldMoveFaults(t *testing.T) {
+	testenv.Long(t, "a fault storm on minimum-hold moves")
 	targets := []struct {
 		name  string
 		match reqfault.Match
@@ -225,14 +229,17 @@ func TestMinHoldMoveFaults(t *testing.T) {
 // control, moving unconditionally, puts the newer holder's key on the old
 // hold's lease, which would delete it when it expires.
 func TestMinHoldLateMoveSparesNewerAcquisition(t *testing.T) {
+	t.Parallel()
 	for _, unconditional := range []bool{false, true} {
 		name := map[bool]string{false: "compare", true: "control: unconditional"}[unconditional]
 		t.Run(name, func(t *testing.T) {
-			etcdlock.UnconditionalMoveForTest.Store(unconditional)
-			t.Cleanup(func() { etcdlock.UnconditionalMoveForTest.Store(false) })
+			opts := []etcdlock.Option{etcdlock.WithCleanupTimeout(300 * time.Millisecond)}
+			if unconditional {
+				opts = append(opts, etcdlock.UnconditionalMoveForTest())
+			}
 			direct := etcdClient(t)
 			fcli, in := faulty(t, 1)
-			a := newLocker(t, fcli, etcdlock.WithCleanupTimeout(300*time.Millisecond))
+			a := newLocker(t, fcli, opts...)
 			l1, err := a.TryLock(t.Context(), "job", etcdlock.WithMinHold(minHold))
 			if err != nil {
 				t.Fatal(err)

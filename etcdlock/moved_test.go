@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Every member of the cluster moves to a new address, one at a time
@@ -21,6 +22,7 @@ import (
 // higher token. The control, a client without the sync, loses its lock
 // (Done closes, Err says why) once the last address it knew is gone.
 func TestLockFollowsMovedMembers(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster whose members are replaced")
 	cluster := embedetcd.New(t, 3)
 	start := cluster.Endpoints()
 	dial := func(autoSync time.Duration) *clientv3.Client {

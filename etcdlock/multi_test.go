@@ -16,6 +16,7 @@ import (
 // TestLockAllOverlapping has callers take overlapping sets of names in
 // random orders: none deadlocks, and no name is held twice at once.
 func TestLockAllOverlapping(t *testing.T) {
+	t.Parallel()
 	cli := etcdClient(t)
 	names := []string{"a", "b", "c", "d"}
 	var holders [4]atomic.Int64

@@ -16,6 +16,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // noSpaceRelease matches the release etcdlock sends under NOSPACE: a Txn
@@ -42,6 +43,8 @@ func putsAny(txn *pb.TxnRequest) bool {
 // accepted by every server version, and tells a deleted slot key from a
 // held one, as on the embedded server (TestNoSpaceSemaphoreUnlockAfterSlotTaken).
 func TestNoSpaceSemaphoreUnlockSlotKeyOnEveryEtcd(t *testing.T) {
+	testenv.Long(t, "other etcd versions")
+	t.Parallel()
 	forEachEtcd(t, func(t *testing.T, cli *clientv3.Client) {
 		p := prefix(t)
 		noSpaceSlotTaken(t, newLockerAt(t, cli, p, etcdlock.WithTTL(3*time.Second)), cli, p)
@@ -178,11 +181,11 @@ func TestNoSpaceUnlockLostReply(t *testing.T) {
 func TestNoSpaceSemaphoreSlotReclaimed(t *testing.T) {
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "compared", true: "control"}[control], func(t *testing.T) {
+			var ctl []etcdlock.Option
 			if control {
-				etcdlock.UnconditionalSlotReleaseForTest.Store(true)
-				defer etcdlock.UnconditionalSlotReleaseForTest.Store(false)
+				ctl = append(ctl, etcdlock.UnconditionalSlotReleaseForTest())
 			}
-			if kept := noSpaceSlotReclaimed(t); kept == control {
+			if kept := noSpaceSlotReclaimed(t, ctl...); kept == control {
 				t.Errorf("B's slot key kept after A's release under NOSPACE: %v, want %v", kept, !control)
 			}
 		})
@@ -191,12 +194,12 @@ func TestNoSpaceSemaphoreSlotReclaimed(t *testing.T) {
 
 // noSpaceSlotReclaimed runs TestNoSpaceSemaphoreSlotReclaimed's scenario
 // and reports whether B's slot key was kept.
-func noSpaceSlotReclaimed(t *testing.T) (kept bool) {
+func noSpaceSlotReclaimed(t *testing.T, ctl ...etcdlock.Option) (kept bool) {
 	eps := propServer(t)
 	cli := etcdClient(t, eps...)
 	p := prefix(t)
-	sa := semaphore(t, newLocker(t, cli, etcdlock.WithTTL(5*time.Second)), "s", 2)
-	sb := semaphore(t, newLocker(t, cli, etcdlock.WithTTL(5*time.Second)), "s", 2)
+	sa := semaphore(t, newLocker(t, cli, append([]etcdlock.Option{etcdlock.WithTTL(5 * time.Second)}, ctl...)...), "s", 2)
+	sb := semaphore(t, newLocker(t, cli, append([]etcdlock.Option{etcdlock.WithTTL(5 * time.Second)}, ctl...)...), "s", 2)
 	a, err := sa.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
 	if err != nil {
 		t.Fatal(err)
@@ -256,18 +259,17 @@ func TestNoSpaceSemaphoreUnlockWithAuth(t *testing.T) {
 // The control reverts the release's compares: the old release then
 // deletes the new holder's key.
 func TestNoSpaceSemaphoreReleaseLateOrAgain(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"late", "again", "control"} {
 		t.Run(how, func(t *testing.T) {
+			opts := []etcdlock.Option{etcdlock.WithTTL(5 * time.Second), etcdlock.WithCleanupTimeout(300 * time.Millisecond)}
 			if how == "control" {
-				etcdlock.UnconditionalReleaseForTest.Store(true)
-				etcdlock.UnconditionalSlotReleaseForTest.Store(true)
-				defer etcdlock.UnconditionalReleaseForTest.Store(false)
-				defer etcdlock.UnconditionalSlotReleaseForTest.Store(false)
+				opts = append(opts, etcdlock.UnconditionalReleaseForTest(), etcdlock.UnconditionalSlotReleaseForTest())
 			}
 			eps := propServer(t)
 			direct := etcdClient(t, eps...)
 			fcli, in := faulty(t, 57, eps...)
-			c := newLocker(t, fcli, etcdlock.WithTTL(5*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
+			c := newLocker(t, fcli, opts...)
 			sm := semaphore(t, c, "n", 1)
 			old, err := sm.Acquire(t.Context(), etcdlock.WithoutKeyWatch())
 			if err != nil {

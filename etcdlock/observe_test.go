@@ -91,6 +91,7 @@ func (o *observed) check(t *testing.T, what string) {
 // 4 candidates × 100 terms, with proclaims and cancelled campaigns in
 // between: two observers see every term, in increasing token order.
 func TestObserveEveryTermInOrder(t *testing.T) {
+	t.Parallel()
 	const candidates, terms = 4, 100
 	cli := etcdClient(t)
 	watcher := newLocker(t, cli)

@@ -28,6 +28,19 @@ type options struct {
 	tracerProvider trace.TracerProvider
 	logger         *slog.Logger
 	nameAttribute  bool
+	ctl            controls
+}
+
+// controls each revert one protection, for the control run of the test
+// that proves it: the run must then find the violation the protection
+// prevents. They are set only by the tests' options (export_test.go), and
+// per Client, so that a control run and the tests running beside it in
+// parallel do not share them.
+type controls struct {
+	unconditionalRelease     bool // a release deletes its slot's key whatever its create revision (ticket.created)
+	unconditionalSlotRelease bool // a semaphore's release deletes every slot key it tried, whoever's it is now (ticket.releaseOps)
+	writersIgnoreReaders     bool // a writer waits only for the writers queued before it (ticket.blockers)
+	unconditionalMove        bool // the minimum hold's move skips its compare of the key's create revision (Lock.releaseKey)
 }
 
 type optionFunc func(*options)

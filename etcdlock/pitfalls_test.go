@@ -189,6 +189,7 @@ func TestSharedSessionMutualExclusion(t *testing.T) {
 // lock leaves the new holder's key alone; a retried Unlock never deletes a
 // newer lock of the same session.
 func TestUnlockNeverDeletesAnotherHoldersKey(t *testing.T) {
+	t.Parallel()
 	t.Run("after lease expiry", func(t *testing.T) {
 		pcli, proxy := proxied(t)
 		a := newLocker(t, pcli)
@@ -237,6 +238,7 @@ func TestUnlockNeverDeletesAnotherHoldersKey(t *testing.T) {
 // Pitfall 4: when the lease is lost while holding, Done closes no later than
 // the validity deadline, and that deadline is no later than etcd's expiry.
 func TestLeaseLostWhileHolding(t *testing.T) {
+	t.Parallel()
 	t.Run("revoked", func(t *testing.T) {
 		cli := etcdClient(t)
 		c := newLocker(t, cli, etcdlock.WithTTL(5*time.Second))
@@ -318,6 +320,7 @@ func testCut(t *testing.T, renewals int) {
 // Pitfall 5: a waiter whose own session expires while it waits gets an
 // error, never the lock — also when the holder leaves meanwhile.
 func TestWaiterSessionExpires(t *testing.T) {
+	t.Parallel()
 	cli := etcdClient(t)
 	pcli, proxy := proxied(t)
 	holder, waiter := newLocker(t, cli), newLocker(t, pcli)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // The request-fault property test of TestRequestFaultProperty, for the
@@ -28,8 +29,9 @@ import (
 // read/write lock.
 type kindsConfig struct {
 	seed         uint64
-	rw           bool // read/write locks; else semaphores
-	permits      int  // a semaphore's
+	ctl          []etcdlock.Option // a control run's, for every owner's Client
+	rw           bool              // read/write locks; else semaphores
+	permits      int               // a semaphore's
 	acquisitions int64
 	budget       time.Duration
 	faultRate    float64
@@ -62,6 +64,7 @@ func kindsDefaults(seed uint64, rw bool) kindsConfig {
 // acquisitions queued before it, no slot key deleted from a live holder
 // but by its own release, nothing left behind. Replay with -etcdlock.seed.
 func TestSemaphoreFaultProperty(t *testing.T) {
+	testenv.Long(t, "a property test: random request faults on a semaphore")
 	cfg := kindsDefaults(seedOf(t, "TestSemaphoreFaultProperty"), false)
 	checkKinds(t, cfg)
 }
@@ -72,6 +75,7 @@ func TestSemaphoreFaultProperty(t *testing.T) {
 // blockers queued before it were gone (by etcd's record), nothing left
 // behind. Replay with -etcdlock.seed.
 func TestRWFaultProperty(t *testing.T) {
+	testenv.Long(t, "a property test: random request faults on read/write locks")
 	cfg := kindsDefaults(seedOf(t, "TestRWFaultProperty"), true)
 	checkKinds(t, cfg)
 }
@@ -82,6 +86,7 @@ func TestRWFaultProperty(t *testing.T) {
 // holder's slot taken from it while its lease lives, or it proves nothing.
 // The same faults against the fixed code find nothing.
 func TestSemaphoreFaultPropertyControl(t *testing.T) {
+	testenv.Long(t, "a property test's control")
 	// Contention for the claims (many waiters of one semaphore of 2
 	// permits), claims delivered late (held until their caller gives up:
 	// meanwhile another waiter takes the slot), so that the release of a
@@ -97,9 +102,8 @@ func TestSemaphoreFaultPropertyControl(t *testing.T) {
 		}
 	})
 	t.Run("value compare reverted", func(t *testing.T) {
-		etcdlock.UnconditionalSlotReleaseForTest.Store(true)
-		defer etcdlock.UnconditionalSlotReleaseForTest.Store(false)
 		cfg.acquisitions, cfg.control = 20_000, true
+		cfg.ctl = []etcdlock.Option{etcdlock.UnconditionalSlotReleaseForTest()}
 		st := runKinds(t, cfg)
 		expectViolation(t, st, "slot key deleted", "two holders of slot")
 	})
@@ -110,10 +114,10 @@ func TestSemaphoreFaultPropertyControl(t *testing.T) {
 // for readers reverted), the same test must find a writer beside a
 // reader.
 func TestRWFaultPropertyControl(t *testing.T) {
-	etcdlock.WritersIgnoreReadersForTest.Store(true)
-	defer etcdlock.WritersIgnoreReadersForTest.Store(false)
+	testenv.Long(t, "a property test's control")
 	cfg := kindsDefaults(seedOf(t, "TestRWFaultPropertyControl"), true)
 	cfg.acquisitions, cfg.budget, cfg.control = 2_000, 30*time.Second, true
+	cfg.ctl = []etcdlock.Option{etcdlock.WritersIgnoreReadersForTest()}
 	st := runKinds(t, cfg)
 	expectViolation(t, st, "writer beside", "before its turn")
 }
@@ -191,7 +195,7 @@ func runKinds(t *testing.T, cfg kindsConfig) propStats {
 	tr := newKindTracker(cfg, direct, prefix(t))
 	owners := make([]*etcdlock.Client, propOwners)
 	for i := range owners {
-		owners[i] = newLocker(t, fcli, etcdlock.WithTTL(propTTL), etcdlock.WithCleanupTimeout(propCleanup))
+		owners[i] = newLocker(t, fcli, append([]etcdlock.Option{etcdlock.WithTTL(propTTL), etcdlock.WithCleanupTimeout(propCleanup)}, cfg.ctl...)...)
 	}
 	in.Random(cfg.faultRate, cfg.maxLate, cfg.faultOn, cfg.faultKinds...)
 	var st propStats
@@ -362,6 +366,7 @@ func settleKinds(t *testing.T, cfg kindsConfig, tr *kindTracker, rec *kindRecord
 // both leases live, no deadlock (the acquisitions finish), nothing left
 // behind.
 func TestLockAllFaultProperty(t *testing.T) {
+	testenv.Long(t, "a property test: random request faults on LockAll")
 	seed := seedOf(t, "TestLockAllFaultProperty")
 	want := int64(300)
 	if raceEnabled {

@@ -16,6 +16,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 var (
@@ -26,8 +27,9 @@ var (
 // propConfig is one run of the property test.
 type propConfig struct {
 	seed         uint64
-	acquisitions int64         // stop after this many
-	budget       time.Duration // or after this long
+	ctl          []etcdlock.Option // a control run's (e.g. UnconditionalReleaseForTest), for every owner's Client
+	acquisitions int64             // stop after this many
+	budget       time.Duration     // or after this long
 	faultRate    float64
 	names        int
 	perOwner     int             // goroutines per owner
@@ -46,6 +48,7 @@ type propConfig struct {
 // is left behind, and every lost lock's Done closed. Replay with
 // -etcdlock.seed; -etcdlock.soak runs it ten times longer.
 func TestRequestFaultProperty(t *testing.T) {
+	testenv.Long(t, "a property test: random request faults")
 	seed := *propSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -79,6 +82,7 @@ func TestRequestFaultProperty(t *testing.T) {
 // second holder, or it proves nothing. The same faults against the fixed
 // code find none.
 func TestRequestFaultPropertyControl(t *testing.T) {
+	testenv.Long(t, "a property test's control")
 	seed := *propSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -97,9 +101,8 @@ func TestRequestFaultPropertyControl(t *testing.T) {
 		}
 	})
 	t.Run("fix 1 reverted", func(t *testing.T) {
-		etcdlock.UnconditionalReleaseForTest.Store(true)
-		defer etcdlock.UnconditionalReleaseForTest.Store(false)
 		cfg.acquisitions, cfg.control = 20_000, true
+		cfg.ctl = []etcdlock.Option{etcdlock.UnconditionalReleaseForTest()}
 		st := runProperty(t, cfg)
 		t.Logf("control: %d acquisitions, faults %v, in %v; violations: %d", st.acquired, st.faults, st.elapsed.Round(time.Millisecond), len(st.violations))
 		for _, v := range st.violations[:min(3, len(st.violations))] {
@@ -149,7 +152,7 @@ func runProperty(t *testing.T, cfg propConfig) propStats {
 	tr := newTracker()
 	owners := make([]*etcdlock.Client, propOwners)
 	for i := range owners {
-		owners[i] = newLocker(t, fcli, etcdlock.WithTTL(propTTL), etcdlock.WithCleanupTimeout(propCleanup))
+		owners[i] = newLocker(t, fcli, append([]etcdlock.Option{etcdlock.WithTTL(propTTL), etcdlock.WithCleanupTimeout(propCleanup)}, cfg.ctl...)...)
 	}
 	in.Random(cfg.faultRate, cfg.maxLate, cfg.faultOn, cfg.faultKinds...)
 	var st propStats

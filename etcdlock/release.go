@@ -3,7 +3,6 @@ package etcdlock
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -95,7 +94,7 @@ func (t *ticket) gone() released {
 // created compares t's key's create revision with rev: a release deletes
 // no later use of the slot's key, which has the same name.
 func (t *ticket) created(rev int64) clientv3.Cmp {
-	if unconditionalRelease.Load() { // the controls of the request-fault tests
+	if t.ctl.unconditionalRelease { // the controls of the request-fault tests
 		return clientv3.Compare(clientv3.CreateRevision(t.key), "!=", 0)
 	}
 	return clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)
@@ -172,15 +171,6 @@ func (c *Client) block(ctx context.Context, s *session, t *ticket) (int64, error
 	}
 	return 0, nil
 }
-
-// unconditionalRelease is set only by the property test's control run.
-var unconditionalRelease atomic.Bool
-
-// Set only by the control runs of the semaphore's and the read/write
-// lock's property tests: a release deletes every slot key it tried,
-// whoever's it is now (see ticket.releaseOps); a writer waits only for
-// the writers queued before it (see ticket.blockers).
-var unconditionalSlotRelease, writersIgnoreReaders atomic.Bool
 
 // leaseOr turns etcd's report that the session's lease is gone into
 // leaseGone (ending the session), and returns r, err otherwise.

@@ -11,6 +11,7 @@ import (
 // long-lived stream, as with stock clientv3's KeepAlive. (Before: a stream,
 // and a login, per renewal: 9 logins in 6 s with a 2 s lease.)
 func TestNoLoginPerRenewal(t *testing.T) {
+	t.Parallel()
 	e := secureEtcd(t, 2*time.Second, false, prefix(t))
 	cli, in := e.faultyLocker(t, 19)
 	c := newLocker(t, cli, etcdlock.WithTTL(2*time.Second))

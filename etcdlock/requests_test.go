@@ -71,6 +71,7 @@ func creates(q string) reqfault.Match {
 // Bug 1: the cleanup of a cancelled Lock, delivered late, must not delete
 // the key of a later acquisition that reuses the same key.
 func TestLateCleanupSparesNewerAcquisition(t *testing.T) {
+	t.Parallel()
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 1)
 	holder := newLocker(t, direct)
@@ -131,6 +132,7 @@ func TestLateCleanupSparesNewerAcquisition(t *testing.T) {
 // Bug 2: a waiter whose lease is revoked after its predecessor left is not
 // handed the lock, even when its view of the queue lags.
 func TestWaiterNotGrantedAfterRevoke(t *testing.T) {
+	t.Parallel()
 	direct := etcdClient(t)
 	pcli, proxy := proxied(t)
 	holder := newLocker(t, direct)
@@ -302,6 +304,7 @@ func waitKeys(t *testing.T, cli *clientv3.Client, p string, n int) {
 // whose auth token expired) backs off instead of re-reading the queue in a
 // busy loop.
 func TestRefusedWatchesBackOff(t *testing.T) {
+	t.Parallel()
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 7)
 	holder := newLocker(t, direct)
@@ -335,6 +338,7 @@ func TestRefusedWatchesBackOff(t *testing.T) {
 // A keepalive stuck on a hung stream is given up and retried on a new one
 // while the lease can still be saved.
 func TestHungKeepAliveIsRetried(t *testing.T) {
+	t.Parallel()
 	fcli, in := faulty(t, 8)
 	c := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))
 	l := mustLock(t, c, "k")

@@ -56,6 +56,7 @@ func TestPrefixGrantIsEnough(t *testing.T) {
 // etcdserver: permission denied", naming no prefix; control with
 // permanent() returning false: 24 requests in the 2 s window.)
 func TestMissingPermission(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		grant func(p string) string
@@ -105,6 +106,7 @@ func checkPermissionError(t *testing.T, op string, err error, p string) {
 // Without a client certificate, Lock fails with the transport error that
 // keeps the connection from being established, not only the deadline.
 func TestNoClientCertificate(t *testing.T) {
+	t.Parallel()
 	e := secureEtcd(t, 2*time.Second, true, prefix(t))
 	cli := e.client(t, clientv3.Config{}, false) // no user: New would fail logging in
 	c := newLocker(t, cli)

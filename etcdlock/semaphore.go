@@ -182,7 +182,7 @@ func (t *ticket) releaseOps() []clientv3.Op {
 	for slot := range t.permit.tried {
 		k := t.permit.key(slot)
 		cmp := clientv3.Compare(clientv3.Value(k), "=", t.permit.id)
-		if unconditionalSlotRelease.Load() {
+		if t.ctl.unconditionalSlotRelease {
 			cmp = clientv3.Compare(clientv3.CreateRevision(k), "!=", 0)
 		}
 		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpDelete(k)}, nil))

@@ -366,6 +366,7 @@ func TestCloseEndsWaitersWithErrClosed(t *testing.T) {
 // releases and acquisitions at once. Nothing deadlocks, every lock ends
 // once, and Close returns.
 func TestSessionChurn(t *testing.T) {
+	t.Parallel()
 	in, opts := withTelemetry(t)
 	direct := etcdClient(t)
 	c := newLocker(t, direct, append(opts, etcdlock.WithTTL(3*time.Second))...)

@@ -118,6 +118,7 @@ func TestTelemetryLockPaths(t *testing.T) {
 // Losses by cause, each with a warn log line naming the lock, token, lease
 // and cause.
 func TestTelemetryLosses(t *testing.T) {
+	t.Parallel()
 	in, opts := withTelemetry(t)
 	cli := etcdClient(t)
 	pcli, proxy := proxied(t)

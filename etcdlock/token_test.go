@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A waiter whose watch stream's auth token expired does not loop on
@@ -14,6 +15,8 @@ import (
 // unlocks. (Before: a refused watch and a read every second, the backoff's
 // cap, and a handover up to a second late.)
 func TestExpiredTokenWaiterWatches(t *testing.T) {
+	testenv.Long(t, "waits out an auth token's expiry (about 8 s)")
+	t.Parallel()
 	e := secureEtcd(t, 2*time.Second, false, prefix(t))
 	holder := newLocker(t, e.locker(t, nil))
 	wcli, in := e.faultyLocker(t, 18)
@@ -64,6 +67,8 @@ func TestExpiredTokenWaiterWatches(t *testing.T) {
 // about 1,400 refused watches and 1,400 reads a second), and a deletion of
 // the key is reported.
 func TestExpiredTokenHolderWatches(t *testing.T) {
+	testenv.Long(t, "waits out an auth token's expiry (about 6 s)")
+	t.Parallel()
 	e := secureEtcd(t, 2*time.Second, false, prefix(t))
 	cli, in := e.faultyLocker(t, 21)
 	c := newLocker(t, cli, etcdlock.WithTTL(9*time.Second))

@@ -16,6 +16,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/otheretcd"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // forEachEtcd runs f against a server of every version (see otheretcd).
@@ -30,6 +31,8 @@ func forEachEtcd(t *testing.T, f func(t *testing.T, cli *clientv3.Client)) {
 //
 //	go test -run TestKindsOnEveryEtcd ./etcdlock
 func TestKindsOnEveryEtcd(t *testing.T) {
+	testenv.Long(t, "other etcd versions")
+	t.Parallel()
 	forEachEtcd(t, func(t *testing.T, cli *clientv3.Client) {
 		p := prefix(t)
 		a := newLockerAt(t, cli, p, etcdlock.WithTTL(3*time.Second))

@@ -18,6 +18,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Observe sends only leaders that led at some revision: when one revision
@@ -86,6 +87,8 @@ func TestObserveSendsNoLeaderBetweenEventsOfOneRevision(t *testing.T) {
 //
 //	go test -run TestEngineOnOtherEtcd ./etcdlock  # needs etcd, etcd-3.5, etcd-3.6 (bash .ci/setup.sh), or FENCELOCK_OTHER_ETCD=URL
 func TestEngineOnOtherEtcd(t *testing.T) {
+	testenv.Long(t, "other etcd versions")
+	t.Parallel()
 	forEachEtcd(t, testEngineOn)
 }
 
@@ -184,6 +187,7 @@ func TestGivenUpWaitersLeaveNoServerWatchers(t *testing.T) {
 // 1,000 waiters on one name take the lock one after the other, each within
 // the run's bound, with the waiters' watch stream ended in the middle.
 func TestThousandWaitersWithStreamEnd(t *testing.T) {
+	testenv.Long(t, "a thousand waiters")
 	n := 1000
 	if raceEnabled {
 		n = 200 // the race detector makes each handoff several times slower
@@ -231,6 +235,7 @@ func TestThousandWaitersWithStreamEnd(t *testing.T) {
 // it is refused), both still get through: the waiter takes the lock after
 // its holder unlocks, the observer sees the next leader.
 func TestWaiterAndObserverAfterTokenExpiredAndStreamEnd(t *testing.T) {
+	t.Parallel()
 	p := prefix(t)
 	sec := secureEtcd(t, time.Second, false, p)
 	other := newLockerAt(t, sec.locker(t, nil), p, etcdlock.WithTTL(30*time.Second))

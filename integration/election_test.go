@@ -37,6 +37,7 @@ func electLocks(t *testing.T, endpoints []string) *etcdlock.Client {
 // etcd expires the dead leader's lease: within its TTL after the last
 // keepalive etcd received, plus up to 500 ms for etcd's expiry check.
 func TestElectionLeaderKilled(t *testing.T) {
+	t.Parallel() // its own etcd, database (or bucket) and names; it mostly waits on a lease
 	etcd := etcdlocktest.New(t)
 	a := startWorker(t, electWorkerEnv, electWorkerConfig{Etcd: etcd.Endpoints(), Election: "killed"})
 	tokA, err := strconv.ParseInt(next(t, a, "LEADING"), 10, 64)
@@ -103,6 +104,7 @@ func waitQueued(t *testing.T, c *etcdlock.Client, name string, n int) {
 // Fenced, PostgreSQL refuses A's write; in the control (a plain UPDATE)
 // it lands over B's.
 func TestElectionPausedLeader(t *testing.T) {
+	t.Parallel() // its own etcd, database (or bucket) and names; it mostly waits on a lease
 	etcd := etcdlocktest.New(t)
 	dsn := pgtest.New(t).NewDatabase(t)
 	pool := pgPool(t, dsn)

@@ -23,6 +23,7 @@ import (
 // PostgreSQL refuses A's write and the row holds B's data; in the control,
 // a plain UPDATE, A's stale write lands.
 func TestPostgresPausedHolder(t *testing.T) {
+	t.Parallel() // its own etcd, database (or bucket) and names; it mostly waits on a lease
 	etcd := etcdlocktest.New(t)
 	dsn := pgtest.New(t).NewDatabase(t)
 	pool := pgPool(t, dsn)

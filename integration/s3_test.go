@@ -28,6 +28,7 @@ import (
 // conditional PUT (412: B's write changed the ETag) and the object holds B's
 // data; in the control, a store that ignores tokens, A's stale write lands.
 func TestS3PausedHolder(t *testing.T) {
+	t.Parallel() // its own etcd, database (or bucket) and names; it mostly waits on a lease
 	etcd := etcdlocktest.New(t)
 	srv := s3test.New(t)
 	tests := []struct {

@@ -27,6 +27,7 @@ import (
 // and then fenced writes, loses T1's acknowledged transfer with no error
 // on either side: A = 990, B = 1010.
 func TestTransferPausedHolder(t *testing.T) {
+	t.Parallel() // its own etcd, database (or bucket) and names; it mostly waits on a lease
 	etcd := etcdlocktest.New(t)
 	dsn := pgtest.New(t).NewDatabase(t)
 	pool := accountsPool(t, dsn)

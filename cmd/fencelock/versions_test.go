@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/otheretcd"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // The CLI against every etcd server version (see otheretcd): run gives the
@@ -22,6 +23,7 @@ import (
 //
 //	go test -run TestCLIOnEveryEtcd ./cmd/fencelock
 func TestCLIOnEveryEtcd(t *testing.T) {
+	testenv.Long(t, "other etcd versions")
 	otheretcd.ForEach(t, func(t *testing.T, ep string) {
 		eps := []string{ep}
 		code, out, stderr := result(t, fencelock(t, eps, "run", "job", "--", "sh", "-c", `echo "$FENCELOCK_TOKEN"`))

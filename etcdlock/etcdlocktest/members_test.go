@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // With three member processes (this test binary re-executed: TestMain
@@ -15,6 +16,7 @@ import (
 // loses it by its validity deadline when the majority is gone, and the
 // lock can be taken again once the members are back.
 func TestMembers(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster")
 	srv := etcdlocktest.New(t, etcdlocktest.WithMembers(3))
 	_, locks := locker(t, srv, time.Second)
 	l := mustLock(t, locks, "job")

@@ -13,6 +13,7 @@ import (
 	"github.com/fencelock/fencelock/fence/fencetest"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // The contention tests write 8 MiB values from 12 writers at once, so that
@@ -37,6 +38,7 @@ func contentionStores(srv *s3test.Server) fencetest.NewStore {
 }
 
 func TestContention(t *testing.T) {
+	testenv.Long(t, "contention (about 5 s)")
 	fencetest.RunContention(t, contentionStores(s3test.New(t)))
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // firstWrites races writers with tokens 1..writers on a new key, rounds
@@ -59,6 +60,7 @@ func firstWrites(t *testing.T, s *sqlfence.Store, writers, rounds int) (retryabl
 // the retries absorb in SQLite (MariaDB's and PostgreSQL's counts are
 // logged; TestUpsertDeadlockRetried makes MariaDB's deadlock happen).
 func TestFirstWritesRace(t *testing.T) {
+	testenv.Long(t, "a race of first writes, repeated (about 12 s)")
 	eachServer(t, func(t *testing.T, srv server) {
 		_, s := newStore(t, srv)
 		if n := firstWrites(t, s, 12, 20); n > 0 {

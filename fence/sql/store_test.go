@@ -7,6 +7,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/fencetest"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 func TestStoreConformance(t *testing.T) {
@@ -21,6 +22,7 @@ func TestStoreConformance(t *testing.T) {
 // in MariaDB concurrent first writes to a new key can deadlock on the
 // upsert's next-key locks; neither may surface as a wrong outcome.
 func TestStoreContention(t *testing.T) {
+	testenv.Long(t, "contention on every dialect (about 9 s)")
 	eachServer(t, func(t *testing.T, srv server) {
 		_, s := newStore(t, srv)
 		fencetest.RunContention(t, func(*testing.T) fence.Store { return s }, fencetest.WithValueSize(1<<20))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/app/harness"
 	"github.com/fencelock/fencelock/internal/app/harness/harnesstest"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A harness worker, or one of a run's etcd members, is this test binary
@@ -28,6 +29,6 @@ func init() { harnesstest.Init() }
 // on the KV stores is reported. FENCECHECK_SEED replays a seed; go test
 // -short skips the test outside CI.
 func TestHarnessShortBank(t *testing.T) {
-	harnesstest.SkipUnderShort(t)
+	testenv.Long(t, "the fault harness: a fenced run and its control, minutes each")
 	harnesstest.Pair(t, harnesstest.Servers(t), func(c *harness.Config) { c.SetKind(harness.KindBank) })
 }

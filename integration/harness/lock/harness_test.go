@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/internal/app/harness/harnesstest"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A harness worker, or one of a run's etcd members, is this test binary
@@ -24,6 +25,6 @@ func init() { harnesstest.Init() }
 // find a stale write landing on every kind of resource. FENCECHECK_SEED
 // replays a seed; go test -short skips the test outside CI.
 func TestHarnessShort(t *testing.T) {
-	harnesstest.SkipUnderShort(t)
+	testenv.Long(t, "the fault harness: a fenced run and its control, minutes each")
 	harnesstest.Pair(t, harnesstest.Servers(t), nil)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/app/harness"
 	"github.com/fencelock/fencelock/internal/app/harness/harnesstest"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A harness worker, or one of a run's etcd members, is this test binary
@@ -18,6 +19,6 @@ func init() { harnesstest.Init() }
 // locks: half the sections a writer, writing with its token, half a reader,
 // reading only; the resources are fenced by the writers' tokens.
 func TestHarnessShortRW(t *testing.T) {
-	harnesstest.SkipUnderShort(t)
+	testenv.Long(t, "the fault harness: a fenced run and its control, minutes each")
 	harnesstest.Pair(t, harnesstest.Servers(t), func(c *harness.Config) { c.Kind = harness.KindRW })
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/app/harness"
 	"github.com/fencelock/fencelock/internal/app/harness/harnesstest"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A harness worker, or one of a run's etcd members, is this test binary
@@ -19,6 +20,6 @@ func init() { harnesstest.Init() }
 // writing its slot's key with its token: a resource is fenced by one
 // slot's tokens.
 func TestHarnessShortSemaphore(t *testing.T) {
-	harnesstest.SkipUnderShort(t)
+	testenv.Long(t, "the fault harness: a fenced run and its control, minutes each")
 	harnesstest.Pair(t, harnesstest.Servers(t), func(c *harness.Config) { c.Kind = harness.KindSemaphore })
 }

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Crashing members under a load of serializable reads, the leader and a
@@ -18,6 +19,7 @@ import (
 // with members inside this process, a read in flight when its member
 // stopped could panic the process (etcd-io/etcd#17223).
 func TestClusterSurvivesMemberCrashes(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster")
 	c := embedetcd.New(t, 3)
 	cli := client(t, c.Endpoints())
 	put(t, cli, "k", "v0")

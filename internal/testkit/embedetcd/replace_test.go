@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Replacing every member in turn, and then the leader, through the
@@ -19,6 +20,7 @@ import (
 // latest value on its fresh data dir, and writes go on landing while
 // members are removed, added and promoted.
 func TestClusterReplace(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster whose members are replaced")
 	c := embedetcd.New(t, 3)
 	cli := client(t, c.Endpoints())
 	put(t, cli, "k", "v0")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/testkit/childtest"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -24,6 +25,7 @@ func TestUntilReturnsOnceTrue(t *testing.T) {
 // Until fails the test when cond never holds (run in a child process,
 // where the failure is the expected result), naming what it waited for.
 func TestUntilFailsOnTimeout(t *testing.T) {
+	testenv.Long(t, "waits out poll.Timeout (10 s)")
 	if childtest.InChild() {
 		poll.Until(t, "a condition that never holds", func() bool { return false })
 		return

@@ -1,7 +1,8 @@
 // Package testenv holds the one rule for a test that cannot run on this
 // machine (a server, a tool or a long run is missing): under CI=true it
 // fails loudly, so a green CI never hides a test that did not run;
-// elsewhere it skips and says how to enable it.
+// elsewhere it skips and says how to enable it. [Long] is the one way a
+// test joins the long tier, which go test -short skips.
 package testenv
 
 import (
@@ -10,6 +11,19 @@ import (
 	"os"
 	"testing"
 )
+
+// Long marks tb as a test of the long tier: a property test, a fault storm,
+// a multi-member cluster, other etcd versions, the fault harness, or any test
+// that takes seconds of waiting. Under go test -short it skips, saying what
+// it is and how to run it, so that -short is the fast loop; under CI=true it
+// runs, -short or not, since CI runs everything. what says why it is long
+// ("a property test: 200 random schedules").
+func Long(tb testing.TB, what string) {
+	tb.Helper()
+	if testing.Short() && !InCI() {
+		tb.Skipf("long tier, skipped under -short: %s (to run this test: go test without -short)", what)
+	}
+}
 
 // InCI reports whether CI=true.
 func InCI() bool { return os.Getenv("CI") == "true" }

@@ -17,7 +17,6 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
-	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Init makes this test binary a harness worker or one of a run's etcd
@@ -26,15 +25,6 @@ import (
 func Init() {
 	harness.MaybeRunWorker()
 	embedetcd.MaybeRunMember()
-}
-
-// SkipUnderShort skips t under go test -short outside CI (CI runs the
-// harness, -short or not), saying how to run it.
-func SkipUnderShort(t *testing.T) {
-	t.Helper()
-	if testing.Short() && !testenv.InCI() {
-		testenv.Unavailable(t, "the fault harness takes minutes and -short is set", "run without -short")
-	}
 }
 
 // wrapUp is what a run needs after its cap to stop the workers and check.
