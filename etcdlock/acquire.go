@@ -98,22 +98,9 @@ type spot struct {
 // waiting: a semaphore's permits, or one.
 func (sp spot) need() int { return max(1, sp.permits) }
 
-// kind is what is acquired: a lock (a writer's, for a read/write lock), a
-// reader's share of a lock, or an election's term.
-type kind uint8
-
-const (
-	kindLock kind = iota
-	kindElection
-	kindRead
-	kindSemaphore
-)
-
 // ended is what Err says after a release: ErrUnlocked, or ErrResigned for
 // a term.
-func (sp spot) ended() error { return endErrs[sp.kind] }
-
-var endErrs = [...]error{kindLock: ErrUnlocked, kindElection: ErrResigned, kindRead: ErrUnlocked, kindSemaphore: ErrUnlocked}
+func (sp spot) ended() error { return kindTable[sp.kind].ended }
 
 // readerMark begins the key of a reader (see [Client.RLock]) after its
 // queue's prefix. It sorts after every hex digit, which begin the other
@@ -126,7 +113,7 @@ const readerMark = "r"
 // the writers' for a reader.
 func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
 	end := clientv3.WithPrefix()
-	if t.kind == kindRead || (t.kind == kindLock && t.ctl.writersIgnoreReaders) {
+	if kindTable[t.kind].reader || (t.kind == kindLock && t.ctl.writersIgnoreReaders) {
 		end = clientv3.WithRange(t.q + readerMark)
 	}
 	return clientv3.OpGet(t.q, append(opts, end)...)
@@ -215,7 +202,7 @@ type ticket struct {
 func (c *Client) ticket(s *session, sp spot) *ticket {
 	slot, mark := s.slots.take()
 	q := sp.q
-	if sp.kind == kindRead {
+	if kindTable[sp.kind].reader {
 		q += readerMark
 	}
 	t := &ticket{
@@ -224,7 +211,7 @@ func (c *Client) ticket(s *session, sp spot) *ticket {
 		marker: markerKey(c.o.prefix + "slot/" + s.hex + "-" + strconv.Itoa(slot)),
 		ctl:    c.o.ctl,
 	}
-	if sp.kind == kindSemaphore {
+	if kindTable[sp.kind].permit {
 		t.permit = &permit{dir: c.semPermits(sp.name), tried: map[int]bool{}}
 	}
 	return t

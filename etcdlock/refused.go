@@ -43,7 +43,7 @@ func (t *telemetry) writeRefused(ctx context.Context, l *Lock, err error) {
 	}
 	w.End(err)
 	if t.log.Enabled(ctx, slog.LevelWarn) {
-		t.log.WarnContext(ctx, "etcdlock: write refused by the guard: lock lost", "kind", kinds[l.t.kind], "name", l.t.name,
+		t.log.WarnContext(ctx, "etcdlock: write refused by the guard: lock lost", "kind", kindTable[l.t.kind].name, "name", l.t.name,
 			"token", int64(l.token), "lease", leaseHex(l.s.id), "err", err)
 	}
 }

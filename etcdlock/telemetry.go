@@ -30,8 +30,6 @@ const (
 	attrLease   = attribute.Key("fencelock.lease") // spans only
 )
 
-var kinds = [...]string{kindLock: "lock", kindElection: "election", kindRead: "read", kindSemaphore: "semaphore"}
-
 // outcome is how an acquisition ended.
 type outcome uint8
 
@@ -85,10 +83,10 @@ type telemetry struct {
 
 	// Attribute sets without names, by kind and by kind and outcome or
 	// cause; the span attributes of each kind and outcome.
-	base        [len(kinds)]attrs
-	byOutcome   [len(kinds)][len(outcomes)]attrs
-	byCause     [len(kinds)][len(causes)]attrs
-	spanKind    [len(kinds)]attribute.KeyValue
+	base        [numKinds]attrs
+	byOutcome   [numKinds][len(outcomes)]attrs
+	byCause     [numKinds][len(causes)]attrs
+	spanKind    [numKinds]attribute.KeyValue
 	spanOutcome [len(outcomes)]attribute.KeyValue
 
 	waitDur        metric.Float64Histogram
@@ -159,8 +157,8 @@ func (t *telemetry) cacheSets() {
 	for o, s := range outcomes {
 		t.spanOutcome[o] = attrOutcome.String(s)
 	}
-	for k, ks := range kinds {
-		t.spanKind[k] = attrKind.String(ks)
+	for k, row := range kindTable {
+		t.spanKind[k] = attrKind.String(row.name)
 		t.base[k] = newAttrs(t.spanKind[k])
 		for o := range outcomes {
 			t.byOutcome[k][o] = newAttrs(t.spanKind[k], t.spanOutcome[o])

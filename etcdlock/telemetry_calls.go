@@ -16,25 +16,11 @@ import (
 
 // acquireSpan names the span of the call that makes an acquisition.
 func acquireSpan(sp spot) string {
-	switch {
-	case sp.kind == kindElection:
-		return "etcdlock.Campaign"
-	case sp.kind == kindRead && !sp.wait:
-		return "etcdlock.TryRLock"
-	case sp.kind == kindRead:
-		return "etcdlock.RLock"
-	case sp.kind == kindSemaphore && !sp.wait:
-		return "etcdlock.TryAcquire"
-	case sp.kind == kindSemaphore:
-		return "etcdlock.Acquire"
-	case !sp.wait:
-		return "etcdlock.TryLock"
+	if !sp.wait {
+		return kindTable[sp.kind].trySpan
 	}
-	return "etcdlock.Lock"
+	return kindTable[sp.kind].waitSpan
 }
-
-// releaseSpans name the span of a release, by kind.
-var releaseSpans = [...]string{kindLock: "etcdlock.Unlock", kindElection: "etcdlock.Resign", kindRead: "etcdlock.Unlock", kindSemaphore: "etcdlock.Unlock"}
 
 // acquisition is one Lock, TryLock or Campaign under way, from
 // [telemetry.acquiring] to [acquisition.done].
@@ -85,7 +71,7 @@ func (a acquisition) done(l *Lock, err error) {
 	}
 	a.span.End()
 	if t.log.Enabled(ctx, slog.LevelDebug) {
-		t.log.DebugContext(ctx, "etcdlock: acquired", "kind", kinds[a.kind], "name", a.name, "token", int64(l.token),
+		t.log.DebugContext(ctx, "etcdlock: acquired", "kind", kindTable[a.kind].name, "name", a.name, "token", int64(l.token),
 			"lease", leaseHex(l.s.id), "waited", time.Since(a.start))
 	}
 }
@@ -100,7 +86,7 @@ func (a acquisition) notAcquired(o outcome, err error) {
 	}
 	a.span.End()
 	if a.t.log.Enabled(a.ctx, slog.LevelDebug) {
-		a.t.log.DebugContext(a.ctx, "etcdlock: not acquired", "kind", kinds[a.kind], "name", a.name, "outcome", outcomes[o], "err", err)
+		a.t.log.DebugContext(a.ctx, "etcdlock: not acquired", "kind", kindTable[a.kind].name, "name", a.name, "outcome", outcomes[o], "err", err)
 	}
 }
 
@@ -110,7 +96,7 @@ type release struct{ span trace.Span }
 
 // releasing starts Unlock's or Resign's span.
 func (t *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, release) {
-	ctx, span := t.tracer.Start(ctx, releaseSpans[l.t.kind])
+	ctx, span := t.tracer.Start(ctx, kindTable[l.t.kind].releaseSpan)
 	if span.IsRecording() {
 		span.SetAttributes(attrName.String(l.t.name), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
 	}
@@ -140,7 +126,7 @@ func (t *telemetry) ended(l *Lock, cause error) {
 	}
 	if cause == l.t.ended() {
 		if t.log.Enabled(ctx, slog.LevelDebug) {
-			t.log.Debug("etcdlock: released", "kind", kinds[k], "name", l.t.name, "token", int64(l.token), "lease", leaseHex(l.s.id))
+			t.log.Debug("etcdlock: released", "kind", kindTable[k].name, "name", l.t.name, "token", int64(l.token), "lease", leaseHex(l.s.id))
 		}
 		return
 	}
@@ -151,7 +137,7 @@ func (t *telemetry) ended(l *Lock, cause error) {
 		level = slog.LevelDebug
 	}
 	if t.log.Enabled(ctx, level) {
-		t.log.Log(ctx, level, "etcdlock: lost", "kind", kinds[k], "name", l.t.name, "token", int64(l.token),
+		t.log.Log(ctx, level, "etcdlock: lost", "kind", kindTable[k].name, "name", l.t.name, "token", int64(l.token),
 			"lease", leaseHex(l.s.id), "cause", causes[c], "owner", l.c.o.owner, "err", cause)
 	}
 }

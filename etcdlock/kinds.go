@@ -1,0 +1,45 @@
+package etcdlock
+
+// kind is what is acquired: a lock (a writer's, for a read/write lock), a
+// reader's share of a lock, an election's term, or a semaphore's permit.
+type kind uint8
+
+const (
+	kindLock kind = iota
+	kindElection
+	kindRead
+	kindSemaphore
+	numKinds
+)
+
+// kindInfo is what the engine knows of a kind. A new kind is a constant
+// above, a row of kindTable, and its own file with the calls that make a
+// spot of it (as rwlock.go, election.go and semaphore.go do); the engine
+// reads the kind's properties here and names no kind's file.
+type kindInfo struct {
+	name  string // the fencelock.kind attribute, and "kind" in logs
+	ended error  // what Err says after a release (spot.ended)
+	// reader: it waits only for the writers queued before it, and its key
+	// sorts after theirs (readerMark; ticket.blockers).
+	reader bool
+	// permit: it holds a second key, a permit's, claimed after its turn
+	// (Client.claim), whose create revision is its token; it waits for
+	// fewer than its spot's permits (spot.need), not for one.
+	permit bool
+	// The spans: of an acquisition that waits, of one that gives up at
+	// once, and of a release.
+	waitSpan, trySpan, releaseSpan string
+}
+
+// kindTable is the one table of kinds (see kindInfo); TestKindTable checks
+// that every kind has a complete row.
+var kindTable = [numKinds]kindInfo{
+	kindLock: {name: "lock", ended: ErrUnlocked,
+		waitSpan: "etcdlock.Lock", trySpan: "etcdlock.TryLock", releaseSpan: "etcdlock.Unlock"},
+	kindElection: {name: "election", ended: ErrResigned,
+		waitSpan: "etcdlock.Campaign", trySpan: "etcdlock.Campaign", releaseSpan: "etcdlock.Resign"},
+	kindRead: {name: "read", ended: ErrUnlocked, reader: true,
+		waitSpan: "etcdlock.RLock", trySpan: "etcdlock.TryRLock", releaseSpan: "etcdlock.Unlock"},
+	kindSemaphore: {name: "semaphore", ended: ErrUnlocked, permit: true,
+		waitSpan: "etcdlock.Acquire", trySpan: "etcdlock.TryAcquire", releaseSpan: "etcdlock.Unlock"},
+}
