@@ -20,29 +20,29 @@ import (
 // [Client.TryLock], [Client.RLock], [Client.TryRLock], a [Semaphore]'s
 // Acquire and TryAcquire, and [Client.LockAll]; the zero Lock is not usable.
 type Lock struct {
+	// Set by newLock, read-only after.
 	c        *Client
 	s        *session
 	t        *ticket
 	token    fence.Token
 	acquired time.Time // for the hold duration; zero when no SDK records it (telemetry.holdStart)
+	done     chan struct{}
+	ctx      context.Context    // ends when done is closed: bounds the key watch's requests and a Term's Proclaim
+	stop     context.CancelFunc // ends ctx
+	hold     minHold            // WithMinHold (minhold.go); set before the caller gets l
 
-	done chan struct{}
-	ctx  context.Context    // ends when done is closed: bounds the key watch's requests and a Term's Proclaim
-	stop context.CancelFunc // ends ctx
+	mu  sync.Mutex // guards err
+	err error      // why done was closed; set once, before done is closed (closeDone)
 
-	mu  sync.Mutex
-	err error
+	unlockMu  sync.Mutex // guards the three fields below, and is held through a release
+	unlocked  bool       // released: unlockErr is Unlock's answer
+	unlockErr error      // nil, or why the lock was lost before its release
+	retrying  bool       // a background release is running
 
-	unlockMu  sync.Mutex
-	unlocked  bool        // released: unlockErr is Unlock's answer
-	unlockErr error       // nil, or why the lock was lost before its release
-	retrying  bool        // a background release is running
 	unlocking atomic.Bool // a deletion seen from now on may be our own
 	gaveUp    atomic.Bool // etcd refused the release for good (permission): it never landed
 
-	kw keyWatch // the watch of the key
-
-	hold minHold // WithMinHold (minhold.go); set before the caller gets l
+	kw keyWatch // the watch of the key; its fields say what guards them
 }
 
 // newLock registers the lock with its session, which closes its Done when

@@ -32,19 +32,18 @@ type session struct {
 	ttl time.Duration // granted by etcd
 	ka  keepalive     // used by run alone
 
-	ctx    context.Context // ends when the session is closed or lost
-	cancel context.CancelFunc
-	done   chan struct{}
-	wg     sync.WaitGroup
+	ctx        context.Context // ends when the session is closed or lost
+	cancel     context.CancelFunc
+	done       chan struct{} // closed by the first end, after its locks' Done
+	wg         sync.WaitGroup
+	anchorMono time.Time // the clocks read together when the session began (see until); read-only
+	anchorBoot instant
 
 	slots slots // guarded by its own mutex
 
-	mu         sync.Mutex
-	validUntil instant // see instant
-
-	anchorMono time.Time // the clocks read together when the session began (see until); read-only
-	anchorBoot instant
-	err        error
+	mu         sync.Mutex         // guards the fields below
+	validUntil instant            // see instant
+	err        error              // why the session ended; nil while it lives
 	locks      map[*Lock]struct{} // held on this session; nil once it ended
 }
 
