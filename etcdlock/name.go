@@ -9,6 +9,12 @@ import (
 // MaxNameLen is the longest lock name accepted, in bytes.
 const MaxNameLen = 256
 
+// ValidateName returns the error, matching [ErrInvalidName], that Lock,
+// Campaign, a Semaphore and the admin calls give for name, or nil when
+// they accept it: for a program (a CLI, a config loader) that checks its
+// names before it connects. It sends no request.
+func ValidateName(name string) error { return validateName(name) }
+
 // validateName rejects names that would be ambiguous as key prefixes or
 // unreadable in etcdctl output.
 func validateName(name string) error {

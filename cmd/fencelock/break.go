@@ -51,7 +51,12 @@ Exit status: 0 when the key was deleted; 75 when N is not the holder's token
   fencelock break nightly-report --token 812
   fencelock break --election scheduler --token 790
   fencelock break --semaphore workers --token 833`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.ExactArgs(1)(cmd, args); err != nil {
+				return err
+			}
+			return validName(cmd, args[0])
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("token") {
 				return bad("break: --token is required (the holder's token, from fencelock status)")

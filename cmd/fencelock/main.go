@@ -97,7 +97,8 @@ fencing token, which every write it makes should carry so that storage can
 refuse a late write from a holder that lost the lock; run --read shares the
 lock with other readers, run --permits N takes one of a semaphore's N
 permits. status shows holders and waiters; break frees a stuck lock (or
-permit) by its holder's token.
+permit) by its holder's token; check compares a resource's highest
+accepted token with etcd's revision, after a restore or a rebuild of etcd.
 
 Connection flags accept, when not given, FENCELOCK_* environment variables
 and then etcdctl's ETCDCTL_* ones (FENCELOCK_ENDPOINTS, then

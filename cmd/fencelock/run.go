@@ -138,7 +138,26 @@ func nameAndCommand(cmd *cobra.Command, args []string) error {
 	case isOwnFlag(cmd, argv[0]):
 		return bad("%s: the command to run, %q, is a fencelock flag: put fencelock's flags before NAME", cmd.Name(), argv[0])
 	}
-	return nil
+	return validName(cmd, name)
+}
+
+// validName refuses a NAME the library would refuse, as bad usage (64),
+// before anything is dialled, for every command.
+func validName(cmd *cobra.Command, name string) error {
+	err := etcdlock.ValidateName(name)
+	if err == nil {
+		return nil
+	}
+	what := "lock name"
+	switch f := cmd.Flags(); {
+	case cmd.Name() == "elect" || f.Changed("election"):
+		what = "election name"
+	case f.Changed("permits") || f.Changed("semaphore"):
+		what = "semaphore name"
+	case cmd.Name() == "status":
+		what = "name"
+	}
+	return bad("%s: %s %q: %v", cmd.Name(), what, name, err)
 }
 
 // splitCommand returns NAME and CMD [ARGS...] of args.

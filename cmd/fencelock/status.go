@@ -50,6 +50,14 @@ and "key" its queue key.`,
 		Example: `  fencelock status
   fencelock status --json nightly-report | jq '.locks[0].holder.token'
   fencelock status --json workers | jq '.semaphores[0].holders[] | {slot, token, owner}'`,
+		Args: func(cmd *cobra.Command, names []string) error {
+			for _, n := range names {
+				if err := validName(cmd, n); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, names []string) error {
 			return status(cmd.Context(), g, names, asJSON, cmd.OutOrStdout())
 		},

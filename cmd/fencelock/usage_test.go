@@ -26,6 +26,14 @@ func TestUsageMessages(t *testing.T) {
 		{"negative wait", nil, []string{"run", "--wait", "-1s", "x", "--", "true"}, exitUsage, "--wait -1s: must not be negative"},
 		{"empty election name", nil, []string{"elect", "", "--", "true"}, exitUsage, `election name "": etcdlock: invalid name: empty`},
 		{"empty lock name", nil, []string{"run", "", "--", "true"}, exitUsage, `lock name "": etcdlock: invalid name: empty`},
+		// An invalid NAME is bad usage before anything is dialled, for
+		// every command: with etcd unreachable, still 64 and at once.
+		{"empty election name, no etcd", []string{"127.0.0.1:1"}, []string{"elect", "", "--", "true"}, exitUsage, `elect: election name "": etcdlock: invalid name: empty`},
+		{"empty lock name, no etcd", []string{"127.0.0.1:1"}, []string{"run", "", "--", "true"}, exitUsage, `run: lock name "": etcdlock: invalid name: empty`},
+		{"empty semaphore name, no etcd", []string{"127.0.0.1:1"}, []string{"run", "--permits", "2", "", "--", "true"}, exitUsage, `run: semaphore name "": etcdlock: invalid name: empty`},
+		{"empty status name, no etcd", []string{"127.0.0.1:1"}, []string{"status", "a", ""}, exitUsage, `status: name "": etcdlock: invalid name: empty`},
+		{"empty break name, no etcd", []string{"127.0.0.1:1"}, []string{"break", "--election", "", "--token", "3"}, exitUsage, `break: election name "": etcdlock: invalid name: empty`},
+		{"name with a slash, no etcd", []string{"127.0.0.1:1"}, []string{"break", "a/b", "--token", "3"}, exitUsage, `break: lock name "a/b": etcdlock: invalid name: "a/b" contains '/'`},
 		{"unreachable etcd", []string{"127.0.0.1:1"}, []string{"--dial-timeout", "300ms", "status"}, exitUnavailable,
 			"dial tcp 127.0.0.1:1: connect: connection refused"},
 		{"https to plain etcd", httpsEndpoints(), []string{"--dial-timeout", "500ms", "status"}, exitUnavailable,
