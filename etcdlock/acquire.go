@@ -134,11 +134,11 @@ func (c *Client) acquire(ctx context.Context, sp spot) (*Lock, error) {
 func (c *Client) acquireRetrying(ctx context.Context, sp spot) (*Lock, error) {
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("etcdlock: %q: %w", sp.name, err)
 		}
 		s, err := c.session(ctx)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("etcdlock: %q: %w", sp.name, err)
 		}
 		l, err := c.attempt(ctx, s, sp)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {

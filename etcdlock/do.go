@@ -32,6 +32,9 @@ import (
 //
 // A panic in fn is passed on after the release.
 func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Context, l *Lock) error, opts ...LockOption) error {
+	if err := c.checkCall(ctx, "Do"); err != nil {
+		return err
+	}
 	if fn == nil {
 		return fmt.Errorf("%w: Do: nil function", ErrInvalidArgument)
 	}

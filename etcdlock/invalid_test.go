@@ -73,3 +73,21 @@ func TestInvalidInputMatchesFamily(t *testing.T) {
 		t.Fatalf("after the invalid calls: term %v, want it held", term.Err())
 	}
 }
+
+// An acquisition that fails for its context names the lock, as LockAll's
+// error names its locks, and still matches the context's error; Do with a
+// nil context says Do, not Lock.
+func TestCancelledAcquisitionNamesTheLock(t *testing.T) {
+	c := newLocker(t, etcdClient(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := c.Lock(ctx, "report-7")
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), `"report-7"`) {
+		t.Fatalf("Lock with a cancelled context: got %v, want context.Canceled naming \"report-7\"", err)
+	}
+	//lint:ignore SA1012 the nil context is the test
+	err = c.Do(nil, "report-7", func(context.Context, *etcdlock.Lock) error { return nil })
+	if !errors.Is(err, etcdlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "Do: nil context") {
+		t.Fatalf("Do(nil, ...): got %v, want ErrInvalidArgument saying \"Do: nil context\"", err)
+	}
+}
