@@ -12,8 +12,12 @@
 // of the lock's key) and is stopped, SIGTERM then SIGKILL, when the lock is
 // lost. Pass the token to every write the child makes, e.g.
 //
-//	fencelock run nightly-report -- sh -c \
-//	  'psql "$DSN" -c "UPDATE reports SET state = 1, fence = $FENCELOCK_TOKEN WHERE id = 1 AND fence <= $FENCELOCK_TOKEN"'
+//	fencelock run nightly-report -- sh -c '
+//	  tag=$(psql "$DSN" -v ON_ERROR_STOP=1 -c "UPDATE reports SET state = 1, fence = $FENCELOCK_TOKEN WHERE id = 1 AND fence <= $FENCELOCK_TOKEN") || exit
+//	  [ "$tag" = "UPDATE 1" ] || { echo "refused: a newer holder wrote row 1" >&2; exit 1; }'
+//
+// psql exits 0 after an UPDATE that matched no row; the script does not, so
+// a refused write is not reported as success.
 //
 // Connection flags and environment variables follow etcdctl's; see
 // fencelock help.

@@ -92,8 +92,9 @@ number of permits than --permits (they must agree; the message says theirs);
 69 when etcd cannot be reached or refuses; 64 for bad usage (--permits
 outside 1 to 1024 among it); 127 when CMD cannot be started.`,
 		Example: `  fencelock run --wait 30s nightly-report -- ./report.sh
-  fencelock run --try nightly-report -- sh -c \
-    'psql "$DSN" -c "UPDATE reports SET state = 1, fence = $FENCELOCK_TOKEN WHERE id = 1 AND fence <= $FENCELOCK_TOKEN"'
+  fencelock run --try nightly-report -- sh -c '
+    tag=$(psql "$DSN" -v ON_ERROR_STOP=1 -c "UPDATE reports SET state = 1, fence = $FENCELOCK_TOKEN WHERE id = 1 AND fence <= $FENCELOCK_TOKEN") || exit
+    [ "$tag" = "UPDATE 1" ] || { echo "refused: a newer holder wrote row 1" >&2; exit 1; }'   # UPDATE 0 is not success
   fencelock run --read config -- ./read-config.sh
   fencelock run --permits 4 workers -- sh -c './work.sh --shard "$FENCELOCK_SLOT" --fence "$FENCELOCK_TOKEN"'`,
 		Args: nameAndCommand,
