@@ -112,7 +112,10 @@ func (c *Client) semQueue(name string) string   { return c.o.prefix + "sem/" + n
 func (c *Client) semPermits(name string) string { return c.o.prefix + "sem/" + name + "/p/" }
 
 // Slot returns the slot of a semaphore's permit (see [Semaphore]), and 0
-// for any other lock.
+// for any other lock. A slot is from 0 to permits-1 and held by one holder
+// at a time; it is not the lowest free one: an acquisition starts its
+// search at its own queue key's create revision modulo the permits, so
+// that waiters let in by the same release do not all claim the same slot.
 func (l *Lock) Slot() int {
 	if l.t.permit == nil {
 		return 0
