@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,18 +16,117 @@ import (
 // gateLeaseLookups holds every lease lookup (TimeToLive, which names the
 // cause of a watched key's deletion) until the returned open is called or
 // the lookup's own context ends; looked reports whether any lookup has gone
-// on, either way.
+// on, either way. open may be called more than once.
 func gateLeaseLookups(in *reqfault.Injector) (open func(), looked func() bool) {
+	open, looked, _ = gateLeaseLookupsWhy(in)
+	return open, looked
+}
+
+// gateLeaseLookupsWhy is gateLeaseLookups, and ended returns how the last
+// lookup held ended: nil when opened, else its context's error.
+func gateLeaseLookupsWhy(in *reqfault.Injector) (open func(), looked func() bool, ended func() error) {
 	gate := make(chan struct{})
 	var passed atomic.Bool
+	var why atomic.Pointer[error]
 	in.BeforeContext(reqfault.Method("Lease/LeaseTimeToLive"), func(ctx context.Context, _ any) {
+		var err error
 		select {
 		case <-gate:
 		case <-ctx.Done():
+			err = ctx.Err()
 		}
+		why.Store(&err)
 		passed.Store(true)
 	})
-	return func() { close(gate) }, passed.Load
+	var once sync.Once
+	return func() { once.Do(func() { close(gate) }) }, passed.Load, func() error {
+		if p := why.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
+}
+
+// The lookup is held while a program reacts to the loss: none of Unlock,
+// Do's return and Close waits for it, and a Close then does not change the
+// cause. Before, Unlock and Do read or formatted the cause (waiting out the
+// lookup's second, past Unlock's context), Close waited for a lookup
+// running on no context of the Client's, and the Close's revoke turned the
+// cause into "client closed".
+func TestLossReactionsDoNotWaitForLeaseLookup(t *testing.T) {
+	setup := func(t *testing.T, seed uint64) (*etcdlock.Client, *reqfault.Injector, *etcdlock.Client) {
+		fcli, in := faulty(t, seed)
+		return newLocker(t, fcli), in, newLocker(t, etcdClient(t))
+	}
+	t.Run("Unlock", func(t *testing.T) {
+		c, in, admin := setup(t, 61)
+		l := mustLock(t, c, "lookup-unlock")
+		poll.Until(t, "the key watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
+		open, looked := gateLeaseLookups(in)
+		defer open()
+		if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, l.Done(), 5*time.Second, "Done after the Break")
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		l.Unlock(ctx)
+		if looked() {
+			t.Fatal("Unlock returned only after the lease lookup did")
+		}
+		open()
+		if err := l.Unlock(ctx); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+			t.Fatalf("Unlock: got %v, want ErrKeyDeleted", err)
+		}
+	})
+	t.Run("Do", func(t *testing.T) {
+		c, in, admin := setup(t, 62)
+		inDo := make(chan *etcdlock.Lock)
+		doEnded := make(chan error, 1)
+		go func() {
+			doEnded <- c.Do(context.Background(), "lookup-do-return", func(ctx context.Context, dl *etcdlock.Lock) error {
+				inDo <- dl
+				<-ctx.Done()
+				return nil
+			})
+		}()
+		dl := <-inDo
+		poll.Until(t, "the key watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
+		open, looked := gateLeaseLookups(in)
+		defer open()
+		if _, err := admin.Break(t.Context(), dl.Name(), dl.Token()); err != nil {
+			t.Fatal(err)
+		}
+		err := <-doEnded
+		if looked() {
+			t.Fatal("Do returned only after the lease lookup did")
+		}
+		open()
+		if !errors.Is(err, etcdlock.ErrKeyDeleted) {
+			t.Fatalf("Do: got %v, want ErrKeyDeleted", err)
+		}
+	})
+	t.Run("Close", func(t *testing.T) {
+		c, in, admin := setup(t, 63)
+		l := mustLock(t, c, "lookup-close")
+		poll.Until(t, "the key watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
+		open, looked, ended := gateLeaseLookupsWhy(in)
+		defer open()
+		if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, l.Done(), 5*time.Second, "Done after the Break")
+		if err := c.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if !looked() || !errors.Is(ended(), context.Canceled) {
+			t.Fatalf("the lease lookup ended with %v, want context.Canceled: Close waited for it instead of ending it", ended())
+		}
+		err := l.Err()
+		if !errors.Is(err, etcdlock.ErrKeyDeleted) || errors.Is(err, etcdlock.ErrClosed) {
+			t.Fatalf("Err after a Break, then Close during the lookup: got %v, want ErrKeyDeleted, not ErrClosed", err)
+		}
+	})
 }
 
 // Done closes as soon as the key watch sees the key deleted, not after the

@@ -243,7 +243,10 @@ func (l *Lock) unlock(ctx context.Context) error {
 // settle records the release's outcome; unlockMu is held.
 func (l *Lock) settle(r released) {
 	lostBefore := l.Err()
-	if errors.Is(lostBefore, l.t.ended()) {
+	// A loss (*lostError) is never the release's end; errors.Is on one
+	// whose cause is still being found out (pendingCause) would wait for
+	// the lease lookup, past Unlock's ctx.
+	if _, isLost := lostBefore.(*lostError); !isLost && errors.Is(lostBefore, l.t.ended()) {
 		lostBefore = nil
 	}
 	l.unlocked = true
@@ -270,7 +273,8 @@ func (l *Lock) settle(r released) {
 		}
 	}
 	if lostBefore != nil {
-		l.unlockErr = fmt.Errorf("etcdlock: release %q: %w", l.t.name, lostBefore)
+		// Formatted when read: lostBefore's cause may still be pending.
+		l.unlockErr = &prefixed{prefix: fmt.Sprintf("etcdlock: release %q: ", l.t.name), err: lostBefore}
 		l.end(lostBefore)
 	}
 	l.end(l.t.ended())
@@ -320,7 +324,9 @@ func (l *Lock) tryUnlock() bool {
 // or ErrKeyDeleted: someone deleted the key, or the lookup could not tell.
 func (l *Lock) goneCause(lookup time.Duration) error {
 	if l.s.Err() == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), lookup)
+		// On the session's context: Close, which ends it and then waits
+		// for this goroutine, need not wait the lookup out.
+		ctx, cancel := context.WithTimeout(l.s.ctx, lookup)
 		resp, err := l.c.cli.TimeToLive(ctx, l.s.id)
 		cancel()
 		// etcd answers -1 for a lease it does not have; a live lease with
@@ -329,7 +335,9 @@ func (l *Lock) goneCause(lookup time.Duration) error {
 			l.s.end(ErrLeaseExpired)
 		}
 	}
-	if err := l.s.Err(); err != nil {
+	// A Close after Done closed (in reaction to the loss, say) is not why
+	// the key went, and its revoke leaves the lookup unable to tell.
+	if err := l.s.Err(); err != nil && !errors.Is(err, ErrClosed) {
 		return err
 	}
 	return ErrKeyDeleted
