@@ -79,6 +79,27 @@ func TestLossReactionsDoNotWaitForLeaseLookup(t *testing.T) {
 			t.Fatalf("Unlock: got %v, want ErrKeyDeleted", err)
 		}
 	})
+	t.Run("Unlock, traced", func(t *testing.T) {
+		fcli, in := faulty(t, 64)
+		_, opts := withTelemetry(t) // spans recorded: Unlock records its error on its span
+		c, admin := newLocker(t, fcli, opts...), newLocker(t, etcdClient(t))
+		l := mustLock(t, c, "lookup-unlock-traced")
+		poll.Until(t, "the key watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
+		open, looked := gateLeaseLookups(in)
+		defer open()
+		if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
+			t.Fatal(err)
+		}
+		waitClosed(t, l.Done(), 5*time.Second, "Done after the Break")
+		l.Unlock(t.Context()) // its span records its error
+		if looked() {
+			t.Fatal("a traced Unlock returned only after the lease lookup did")
+		}
+		open()
+		if err := l.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+			t.Fatalf("Unlock: got %v, want ErrKeyDeleted", err)
+		}
+	})
 	t.Run("Do", func(t *testing.T) {
 		c, in, admin := setup(t, 62)
 		inDo := make(chan *etcdlock.Lock)

@@ -145,7 +145,7 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	t.proclaiming.Lock()
 	defer t.proclaiming.Unlock()
 	if err := t.Err(); err != nil {
-		return fmt.Errorf("etcdlock: proclaim %q: %w", t.Name(), err)
+		return &prefixed{prefix: fmt.Sprintf("etcdlock: proclaim %q: ", t.Name()), err: err} // formatted when read: see pendingCause
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -154,7 +154,9 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 		ok, err := t.proclaimOnce(ctx, value)
 		if err != nil {
 			if terr := t.Err(); terr != nil && !errors.Is(err, ErrLost) {
-				err = terr // the term ended while the request was out
+				// The term ended while the request was out; formatted when
+				// read (see pendingCause).
+				return &prefixed{prefix: fmt.Sprintf("etcdlock: proclaim %q: ", t.Name()), err: terr}
 			}
 			return fmt.Errorf("etcdlock: proclaim %q: %w", t.Name(), t.l.c.explain(err))
 		}

@@ -364,6 +364,22 @@ func (p *pendingCause) wait() error {
 	return p.cause
 }
 
+// unsettled reports whether err carries a pendingCause not yet settled,
+// whose Error, Unwrap and errors.Is through it would wait. It does not
+// wait: errors.As stops at the pendingCause, before its Unwrap.
+func unsettled(err error) bool {
+	var p *pendingCause
+	if !errors.As(err, &p) {
+		return false
+	}
+	select {
+	case <-p.settled:
+		return false
+	default:
+		return true
+	}
+}
+
 func (p *pendingCause) Error() string { return p.wait().Error() }
 func (p *pendingCause) Unwrap() error { return p.wait() }
 

@@ -80,7 +80,7 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 	for _, l := range m.locks {
 		if err := l.Err(); err != nil {
 			m.release(ctx)
-			return nil, fmt.Errorf("etcdlock: LockAll %q: %q lost while waiting for the rest: %w", names, l.Name(), err)
+			return nil, &prefixed{prefix: fmt.Sprintf("etcdlock: LockAll %q: %q lost while waiting for the rest: ", names, l.Name()), err: err} // formatted when read: see pendingCause
 		}
 	}
 	for _, l := range m.locks {

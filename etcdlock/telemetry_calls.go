@@ -103,9 +103,13 @@ func (t *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, re
 	return ctx, release{span}
 }
 
-// done ends the release's span with its error.
+// done ends the release's span with its error. A loss whose cause is still
+// being found out is recorded as ErrLost: reading its message would hold
+// Unlock until the lease lookup answers (see pendingCause).
 func (r release) done(err error) {
-	if err != nil && r.span.IsRecording() {
+	if err != nil && r.span.IsRecording() && unsettled(err) {
+		r.span.RecordError(ErrLost)
+	} else if err != nil && r.span.IsRecording() {
 		r.span.RecordError(err)
 		if !errors.Is(err, ErrLost) && !errors.Is(err, ErrClosed) {
 			r.span.SetStatus(codes.Error, err.Error())
