@@ -63,8 +63,7 @@ func (l *Lock) run(ctx context.Context, fn func(context.Context, *Lock) error) e
 	uerr := l.release(ctx)
 	switch {
 	case lostDuring != nil:
-		// Formatted when read: lostDuring's cause may still be pending (pendingCause).
-		return &prefixed{prefix: fmt.Sprintf("etcdlock: Do %q: the lock ended before its work did: ", l.t.name), err: errors.Join(lostDuring, ferr)}
+		return wrapLost(errors.Join(lostDuring, ferr), "etcdlock: Do %q: the lock ended before its work did: ", l.t.name)
 	case ferr != nil:
 		return ferr
 	case errors.Is(uerr, ErrLost) || errors.Is(uerr, ErrClosed):

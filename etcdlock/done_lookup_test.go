@@ -54,54 +54,29 @@ func gateLeaseLookupsWhy(in *reqfault.Injector) (open func(), looked func() bool
 // running on no context of the Client's, and the Close's revoke turned the
 // cause into "client closed".
 func TestLossReactionsDoNotWaitForLeaseLookup(t *testing.T) {
-	setup := func(t *testing.T, seed uint64) (*etcdlock.Client, *reqfault.Injector, *etcdlock.Client) {
-		fcli, in := faulty(t, seed)
-		return newLocker(t, fcli), in, newLocker(t, etcdClient(t))
+	for _, traced := range []bool{false, true} { // traced: Unlock records its error on its span
+		t.Run(map[bool]string{false: "Unlock", true: "Unlock, traced"}[traced], func(t *testing.T) {
+			fcli, in := faulty(t, 61)
+			var opts []etcdlock.Option
+			if traced {
+				_, opts = withTelemetry(t)
+			}
+			c := newLocker(t, fcli, opts...)
+			l := mustLock(t, c, "lookup-unlock")
+			open, looked, _ := brokenWhileLookupHeld(t, c, in, l)
+			l.Unlock(t.Context())
+			if looked() {
+				t.Fatal("Unlock returned only after the lease lookup did")
+			}
+			open()
+			if err := l.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
+				t.Fatalf("Unlock: got %v, want ErrKeyDeleted", err)
+			}
+		})
 	}
-	t.Run("Unlock", func(t *testing.T) {
-		c, in, admin := setup(t, 61)
-		l := mustLock(t, c, "lookup-unlock")
-		poll.Until(t, "the key watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
-		open, looked := gateLeaseLookups(in)
-		defer open()
-		if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
-			t.Fatal(err)
-		}
-		waitClosed(t, l.Done(), 5*time.Second, "Done after the Break")
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		l.Unlock(ctx)
-		if looked() {
-			t.Fatal("Unlock returned only after the lease lookup did")
-		}
-		open()
-		if err := l.Unlock(ctx); !errors.Is(err, etcdlock.ErrKeyDeleted) {
-			t.Fatalf("Unlock: got %v, want ErrKeyDeleted", err)
-		}
-	})
-	t.Run("Unlock, traced", func(t *testing.T) {
-		fcli, in := faulty(t, 64)
-		_, opts := withTelemetry(t) // spans recorded: Unlock records its error on its span
-		c, admin := newLocker(t, fcli, opts...), newLocker(t, etcdClient(t))
-		l := mustLock(t, c, "lookup-unlock-traced")
-		poll.Until(t, "the key watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
-		open, looked := gateLeaseLookups(in)
-		defer open()
-		if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
-			t.Fatal(err)
-		}
-		waitClosed(t, l.Done(), 5*time.Second, "Done after the Break")
-		l.Unlock(t.Context()) // its span records its error
-		if looked() {
-			t.Fatal("a traced Unlock returned only after the lease lookup did")
-		}
-		open()
-		if err := l.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
-			t.Fatalf("Unlock: got %v, want ErrKeyDeleted", err)
-		}
-	})
 	t.Run("Do", func(t *testing.T) {
-		c, in, admin := setup(t, 62)
+		fcli, in := faulty(t, 62)
+		c := newLocker(t, fcli)
 		inDo := make(chan *etcdlock.Lock)
 		doEnded := make(chan error, 1)
 		go func() {
@@ -111,13 +86,7 @@ func TestLossReactionsDoNotWaitForLeaseLookup(t *testing.T) {
 				return nil
 			})
 		}()
-		dl := <-inDo
-		poll.Until(t, "the key watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
-		open, looked := gateLeaseLookups(in)
-		defer open()
-		if _, err := admin.Break(t.Context(), dl.Name(), dl.Token()); err != nil {
-			t.Fatal(err)
-		}
+		open, looked, _ := brokenWhileLookupHeld(t, c, in, <-inDo)
 		err := <-doEnded
 		if looked() {
 			t.Fatal("Do returned only after the lease lookup did")
@@ -128,15 +97,10 @@ func TestLossReactionsDoNotWaitForLeaseLookup(t *testing.T) {
 		}
 	})
 	t.Run("Close", func(t *testing.T) {
-		c, in, admin := setup(t, 63)
+		fcli, in := faulty(t, 63)
+		c := newLocker(t, fcli)
 		l := mustLock(t, c, "lookup-close")
-		poll.Until(t, "the key watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
-		open, looked, ended := gateLeaseLookupsWhy(in)
-		defer open()
-		if _, err := admin.Break(t.Context(), l.Name(), l.Token()); err != nil {
-			t.Fatal(err)
-		}
-		waitClosed(t, l.Done(), 5*time.Second, "Done after the Break")
+		_, looked, ended := brokenWhileLookupHeld(t, c, in, l)
 		if err := c.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -148,6 +112,22 @@ func TestLossReactionsDoNotWaitForLeaseLookup(t *testing.T) {
 			t.Fatalf("Err after a Break, then Close during the lookup: got %v, want ErrKeyDeleted, not ErrClosed", err)
 		}
 	})
+}
+
+// brokenWhileLookupHeld waits for l's key watch, holds the lease lookups
+// of c's injector in (see gateLeaseLookupsWhy, whose functions it returns;
+// the lookups are let go when the test ends), breaks l with another Client,
+// and waits for l's Done.
+func brokenWhileLookupHeld(t *testing.T, c *etcdlock.Client, in *reqfault.Injector, l *etcdlock.Lock) (open func(), looked func() bool, ended func() error) {
+	t.Helper()
+	poll.Until(t, "the key watch", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == 1 && ok })
+	open, looked, ended = gateLeaseLookupsWhy(in)
+	t.Cleanup(open)
+	if _, err := newLocker(t, etcdClient(t)).Break(t.Context(), l.Name(), l.Token()); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, l.Done(), 5*time.Second, "Done after the Break")
+	return open, looked, ended
 }
 
 // Done closes as soon as the key watch sees the key deleted, not after the

@@ -145,7 +145,7 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	t.proclaiming.Lock()
 	defer t.proclaiming.Unlock()
 	if err := t.Err(); err != nil {
-		return &prefixed{prefix: fmt.Sprintf("etcdlock: proclaim %q: ", t.Name()), err: err} // formatted when read: see pendingCause
+		return wrapLost(err, "etcdlock: proclaim %q: ", t.Name())
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -154,9 +154,8 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 		ok, err := t.proclaimOnce(ctx, value)
 		if err != nil {
 			if terr := t.Err(); terr != nil && !errors.Is(err, ErrLost) {
-				// The term ended while the request was out; formatted when
-				// read (see pendingCause).
-				return &prefixed{prefix: fmt.Sprintf("etcdlock: proclaim %q: ", t.Name()), err: terr}
+				// The term ended while the request was out.
+				return wrapLost(terr, "etcdlock: proclaim %q: ", t.Name())
 			}
 			return fmt.Errorf("etcdlock: proclaim %q: %w", t.Name(), t.l.c.explain(err))
 		}

@@ -139,6 +139,13 @@ type prefixed struct {
 	err    error
 }
 
+// wrapLost is fmt.Errorf(format+"%w", args..., err) for an error that may
+// carry a lock's loss: err's message is read when the result's is, so
+// that wrapping a cause still being found out does not wait for it.
+func wrapLost(err error, format string, args ...any) error {
+	return &prefixed{prefix: fmt.Sprintf(format, args...), err: err}
+}
+
 func (e *prefixed) Error() string { return e.prefix + e.err.Error() }
 func (e *prefixed) Unwrap() error { return e.err }
 

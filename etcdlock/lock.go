@@ -243,10 +243,9 @@ func (l *Lock) unlock(ctx context.Context) error {
 // settle records the release's outcome; unlockMu is held.
 func (l *Lock) settle(r released) {
 	lostBefore := l.Err()
-	// A loss (*lostError) is never the release's end; errors.Is on one
-	// whose cause is still being found out (pendingCause) would wait for
-	// the lease lookup, past Unlock's ctx.
-	if _, isLost := lostBefore.(*lostError); !isLost && errors.Is(lostBefore, l.t.ended()) {
+	// The release's end is recorded as the sentinel itself; comparing, not
+	// errors.Is, never waits for a loss's cause still being found out.
+	if lostBefore == l.t.ended() {
 		lostBefore = nil
 	}
 	l.unlocked = true
@@ -273,8 +272,7 @@ func (l *Lock) settle(r released) {
 		}
 	}
 	if lostBefore != nil {
-		// Formatted when read: lostBefore's cause may still be pending.
-		l.unlockErr = &prefixed{prefix: fmt.Sprintf("etcdlock: release %q: ", l.t.name), err: lostBefore}
+		l.unlockErr = wrapLost(lostBefore, "etcdlock: release %q: ", l.t.name)
 		l.end(lostBefore)
 	}
 	l.end(l.t.ended())

@@ -80,12 +80,12 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 	for _, l := range m.locks {
 		if err := l.Err(); err != nil {
 			m.release(ctx)
-			return nil, &prefixed{prefix: fmt.Sprintf("etcdlock: LockAll %q: %q lost while waiting for the rest: ", names, l.Name()), err: err} // formatted when read: see pendingCause
+			return nil, wrapLost(err, "etcdlock: LockAll %q: %q lost while waiting for the rest: ", names, l.Name())
 		}
 	}
 	for _, l := range m.locks {
 		m.stops = append(m.stops, context.AfterFunc(l.ctx, func() {
-			m.end(&prefixed{prefix: fmt.Sprintf("etcdlock: %q: ", l.Name()), err: l.Err()})
+			m.end(wrapLost(l.Err(), "etcdlock: %q: ", l.Name()))
 		}))
 	}
 	return m, nil

@@ -137,7 +137,7 @@ func (c *Client) lead(ctx context.Context, t *Term, f func(context.Context, *Ter
 		defer close(watched)
 		select {
 		case <-t.Done():
-			cancel(&prefixed{prefix: fmt.Sprintf("etcdlock: term %d of %q ended: ", t.Token(), t.Name()), err: t.Err()})
+			cancel(wrapLost(t.Err(), "etcdlock: term %d of %q ended: ", t.Token(), t.Name()))
 		case <-tctx.Done():
 		}
 	}()

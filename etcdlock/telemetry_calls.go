@@ -108,8 +108,9 @@ func (t *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, re
 // Unlock until the lease lookup answers (see pendingCause).
 func (r release) done(err error) {
 	if err != nil && r.span.IsRecording() && unsettled(err) {
-		r.span.RecordError(ErrLost)
-	} else if err != nil && r.span.IsRecording() {
+		err = ErrLost
+	}
+	if err != nil && r.span.IsRecording() {
 		r.span.RecordError(err)
 		if !errors.Is(err, ErrLost) && !errors.Is(err, ErrClosed) {
 			r.span.SetStatus(codes.Error, err.Error())
