@@ -13,10 +13,10 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
-// faultyProxied returns an etcdlock client (TTL 1s) on an etcd client whose
+// faultyProxied returns an etcdlock client with ttl on an etcd client whose
 // requests go through a fault injector and whose traffic goes through a
 // proxy the test can slow.
-func faultyProxied(t *testing.T, seed uint64) (*reqfault.Injector, *netproxy.Proxy, *etcdlock.Client) {
+func faultyProxied(t *testing.T, seed uint64, ttl time.Duration) (*reqfault.Injector, *netproxy.Proxy, *etcdlock.Client) {
 	t.Helper()
 	p, err := netproxy.Start(strings.TrimPrefix(endpoints()[0], "http://"))
 	if err != nil {
@@ -24,7 +24,7 @@ func faultyProxied(t *testing.T, seed uint64) (*reqfault.Injector, *netproxy.Pro
 	}
 	t.Cleanup(func() { p.Close() })
 	cli, in := faulty(t, seed, "http://"+p.Addr())
-	return in, p, newLocker(t, cli, etcdlock.WithTTL(time.Second))
+	return in, p, newLocker(t, cli, etcdlock.WithTTL(ttl))
 }
 
 // A new stream that re-creates thousands of watches over a slow link (here
@@ -32,16 +32,19 @@ func faultyProxied(t *testing.T, seed uint64) (*reqfault.Injector, *netproxy.Pro
 // a probe counts as unanswered only when the stream delivered nothing since
 // the last tick, so the watches settle and a deletion is reported by its
 // watch. Counting the first probe, queued behind the creations, as
-// unanswered at the next tick (TTL 1s: 500 ms) would end the stream, read
+// unanswered at the next tick (TTL 2s: 667 ms) would end the stream, read
 // the keys again and create every watch again on the next one, which would
 // meet the same fate: the watches would never settle, and a deletion would
 // only be reported by the next read, seconds later.
 func TestKeyWatchSlowLinkSettles(t *testing.T) {
 	// Not parallel: the link it saturates carries the session's keepalives
-	// too (TTL 1s), and beside other tests' load they came late enough once
-	// that the validity deadline passed and every lock ended.
+	// too, and beside other tests' load they came late enough once that the
+	// validity deadline passed and every lock ended. That happened with TTL
+	// 1s in whole runs of the package too ("0 of 3000 watched"), hence 2s:
+	// the creations still take longer than two probe ticks, so the
+	// regression above still ends the stream.
 	const n = 3000
-	in, proxy, c := faultyProxied(t, 303)
+	in, proxy, c := faultyProxied(t, 303, 2*time.Second)
 	locks := lockMany(t, c, "slow", n)
 	poll.Until(t, "the watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok })
 	streams := in.Calls("Watch/Watch")

@@ -16,7 +16,7 @@ import (
 func TestKeyWatchStalledConnectionClose(t *testing.T) {
 	t.Parallel()
 	const n = 3000
-	_, proxy, c := faultyProxied(t, 307)
+	_, proxy, c := faultyProxied(t, 307, time.Second)
 	locks := lockMany(t, c, "stall", n)
 	poll.Until(t, "the watches", func() bool { k, ok := etcdlock.KeyWatchesForTest(c); return k == n && ok })
 	proxy.Cut()
