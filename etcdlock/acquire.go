@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -79,13 +78,14 @@ func (c *Client) lock(ctx context.Context, name string, k kind, wait bool, opts 
 	}
 	wctx, cancel := o.waitContext(ctx)
 	defer cancel()
-	l, err := c.acquire(wctx, spot{kind: k, name: name, q: c.queue(name), data: o.metadata, wait: wait, noWatch: o.noWatch})
-	l.keepAtLeast(o.minHold) // minhold.go
+	l, err := c.acquire(wctx, spot{kind: k, name: name, data: o.metadata, wait: wait, noWatch: o.noWatch})
+	l.keepAtLeast(o.minHold) // release.go
 	return l, o.waited(ctx, wctx, name, err)
 }
 
-// spot is what an acquisition asks for: a place in the queue q of a lock
-// or an election called name, with data in its key's record.
+// spot is what an acquisition asks for: a place in the queue q (its kind's,
+// kindInfo.queue) of the lock, election or semaphore called name, with data
+// in its key's record.
 type spot struct {
 	kind          kind
 	name, q, data string
@@ -102,26 +102,48 @@ func (sp spot) need() int { return max(1, sp.permits) }
 // a term.
 func (sp spot) ended() error { return kindTable[sp.kind].ended }
 
-// readerMark begins the key of a reader (see [Client.RLock]) after its
-// queue's prefix. It sorts after every hex digit, which begin the other
-// keys, so that a queue's writers are the range [q, q+readerMark) and its
-// readers follow it.
-const readerMark = "r"
-
 // blockers returns a read, narrowed by opts, of the keys of t's queue that
 // must be gone before t holds: every key for a writer (and a candidate),
 // the writers' for a reader.
 func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
 	end := clientv3.WithPrefix()
 	if kindTable[t.kind].reader || (t.kind == kindLock && t.ctl.writersIgnoreReaders) {
-		end = clientv3.WithRange(t.q + readerMark)
+		end = clientv3.WithRange(readersFrom(t.q))
 	}
 	return clientv3.OpGet(t.q, append(opts, end)...)
 }
 
-// acquire is one Lock, TryLock or Campaign, traced and measured. Name and
-// data are valid.
+// entitled returns how many of kvs, the keys of a queue in arrival order,
+// hold it now or are entitled to (their turn has come; a claim, or the
+// news of it, may be pending): a key is when fewer than need of its
+// blockers (see blockers: every key, or for a reader's key the writers')
+// come before it. It is the rule a waiter waits on (waitTurn), applied to
+// a whole queue for those who read one rather than wait in it: Inspect,
+// Break, Observe's leader and InspectSemaphore. Those keys are the first
+// of kvs: a key that is not entitled has a blocker of every key after it
+// before it.
+func entitled(kvs []*mvccpb.KeyValue, need int) int {
+	writers := 0
+	for i, kv := range kvs {
+		reader := isReaderKey(string(kv.Key))
+		before := i // its blockers before it
+		if reader {
+			before = writers
+		}
+		if before >= need {
+			return i
+		}
+		if !reader {
+			writers++
+		}
+	}
+	return len(kvs)
+}
+
+// acquire is one acquisition of any kind, traced and measured, in the
+// queue of its kind's key space (kindInfo.queue). Name and data are valid.
 func (c *Client) acquire(ctx context.Context, sp spot) (*Lock, error) {
+	sp.q = kindTable[sp.kind].queue(c.keys(), sp.name)
 	ctx, a := c.tel.acquiring(ctx, sp)
 	l, err := c.acquireRetrying(ctx, sp)
 	a.done(l, err)
@@ -186,7 +208,7 @@ type ticket struct {
 	slot   int
 	mark   int64
 	rev    int64     // the key's create revision, once the create landed
-	permit *permit   // a semaphore's permit (see Client.Semaphore); nil for the rest
+	second secondKey // its kind's second key (kindInfo.second); nil for most kinds
 	at     time.Time // when the key was first written, for its record
 	queued bool      // the create landed, and we know it: a loss from now on is of our place
 	// unmarked: released without moving the marker (etcd out of space), set
@@ -201,24 +223,17 @@ type ticket struct {
 
 func (c *Client) ticket(s *session, sp spot) *ticket {
 	slot, mark := s.slots.take()
-	q := sp.q
-	if kindTable[sp.kind].reader {
-		q += readerMark
-	}
 	t := &ticket{
 		spot: sp, slot: slot, mark: mark,
-		key:    q + s.hex + "-" + strconv.Itoa(slot),
-		marker: markerKey(c.o.prefix + "slot/" + s.hex + "-" + strconv.Itoa(slot)),
+		key:    queueKey(sp.q, kindTable[sp.kind].reader, s.hex, slot),
+		marker: c.keys().marker(s.hex, slot),
 		ctl:    c.o.ctl,
 	}
-	if kindTable[sp.kind].permit {
-		t.permit = &permit{dir: c.semPermits(sp.name), tried: map[int]bool{}}
+	if mk := kindTable[sp.kind].second; mk != nil {
+		t.second = mk(c, sp)
 	}
 	return t
 }
-
-// queue is the prefix under which the keys of lock name are queued.
-func (c *Client) queue(name string) string { return c.o.prefix + "lock/" + name + "/" }
 
 // maxCreateTries bounds the creates refused because the slot's marker or key
 // was not as last seen (a late request of an earlier use of the slot).
@@ -230,14 +245,20 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPermits(t, preds); err != nil {
-		c.abandon(ctx, s, t, rev)
-		return nil, err
+	if t.second != nil {
+		if err := t.second.check(preds); err != nil {
+			c.abandon(ctx, s, t, rev)
+			return nil, err
+		}
 	}
 	if len(preds) >= t.need() {
 		if !t.wait {
 			c.abandon(ctx, s, t, rev)
-			return nil, &LockedError{Name: t.name, Holder: t.permit.holder(entryOf(first))}
+			holder := entryOf(first)
+			if t.second != nil {
+				holder = t.second.holder(holder)
+			}
+			return nil, &LockedError{Name: t.name, Holder: holder}
 		}
 		if err := c.waitTurn(ctx, s, t, rev, preds); err != nil {
 			c.abandon(ctx, s, t, rev)
@@ -247,8 +268,8 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	// The read that handed us the turn may predate the end of our session:
 	// never return a lock whose lease this process already knows is gone.
 	token := rev
-	if t.permit != nil {
-		if token, err = c.claim(ctx, s, t, rev); err != nil {
+	if t.second != nil {
+		if token, err = t.second.claim(ctx, c, s, t, rev); err != nil {
 			c.abandon(ctx, s, t, rev)
 			if le := (*LockedError)(nil); errors.As(err, &le) {
 				return nil, le // TryAcquire, every slot held: as TryLock answers
@@ -283,7 +304,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 		if !t.wait {
 			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithFirstCreate()...))
 		}
-		ops = t.permit.read(ops)
+		ops = t.readSecond(ops)
 		resp, err := c.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0), t.marker.at(t.mark)).
 			Then(ops...).
@@ -300,7 +321,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 			if !t.wait {
 				first = resp.Responses[2].GetResponseRange().Kvs[0]
 			}
-			t.permit.saw(resp)
+			t.sawSecond(resp)
 			for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 				if string(kv.Key) != t.key && len(preds) < t.need() {
 					preds = append(preds, kv)

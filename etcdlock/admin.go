@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,16 +29,16 @@ import (
 // still write; a fenced resource refuses its writes once the next holder,
 // whose token is greater, has written there.
 func (c *Client) Break(ctx context.Context, name string, token fence.Token) (Entry, error) {
-	return c.breakHolder(ctx, "Break", name, token, c.queue)
+	return c.breakHolder(ctx, "Break", name, token, kindLock)
 }
 
 // BreakElection is [Client.Break] for the leader of the election called
 // name.
 func (c *Client) BreakElection(ctx context.Context, name string, token fence.Token) (Entry, error) {
-	return c.breakHolder(ctx, "BreakElection", name, token, c.electionQueue)
+	return c.breakHolder(ctx, "BreakElection", name, token, kindElection)
 }
 
-func (c *Client) breakHolder(ctx context.Context, op, name string, token fence.Token, queue func(string) string) (Entry, error) {
+func (c *Client) breakHolder(ctx context.Context, op, name string, token fence.Token, k kind) (Entry, error) {
 	if err := c.checkCall(ctx, op); err != nil {
 		return Entry{}, err
 	}
@@ -49,7 +48,7 @@ func (c *Client) breakHolder(ctx context.Context, op, name string, token fence.T
 	if err := token.Validate(); err != nil {
 		return Entry{}, fmt.Errorf("%w: %s %q: %w", ErrInvalidArgument, op, name, err)
 	}
-	q := queue(name)
+	q := kindTable[k].queue(c.keys(), name)
 	kvs, err := c.holders(ctx, q)
 	if err != nil {
 		return Entry{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
@@ -81,7 +80,7 @@ func (c *Client) holders(ctx context.Context, q string) ([]*mvccpb.KeyValue, err
 	if err != nil {
 		return nil, err
 	}
-	return resp.Kvs[:holding(resp.Kvs)], nil
+	return resp.Kvs[:entitled(resp.Kvs, 1)], nil
 }
 
 func (c *Client) notHolder(name string, token fence.Token, holders []*mvccpb.KeyValue) error {
@@ -94,35 +93,34 @@ func (c *Client) notHolder(name string, token fence.Token, holders []*mvccpb.Key
 // ListLocks returns the names of the locks that have a holder or a waiter,
 // sorted. ctx bounds the request.
 func (c *Client) ListLocks(ctx context.Context) ([]string, error) {
-	return c.list(ctx, "ListLocks", "lock/")
+	return c.list(ctx, "ListLocks", spaceLock)
 }
 
 // ListSemaphores returns the names of the semaphores that have a holder or
 // a waiter, sorted. ctx bounds the request.
 func (c *Client) ListSemaphores(ctx context.Context) ([]string, error) {
-	return c.list(ctx, "ListSemaphores", "sem/")
+	return c.list(ctx, "ListSemaphores", spaceSem)
 }
 
 // ListElections returns the names of the elections that have a candidate,
 // sorted. ctx bounds the request.
 func (c *Client) ListElections(ctx context.Context) ([]string, error) {
-	return c.list(ctx, "ListElections", "elect/")
+	return c.list(ctx, "ListElections", spaceElect)
 }
 
-// list lists the names under c's prefix + space.
-func (c *Client) list(ctx context.Context, op, space string) ([]string, error) {
+// list lists the names in key space sp.
+func (c *Client) list(ctx context.Context, op, sp string) ([]string, error) {
 	if err := c.checkCall(ctx, op); err != nil {
 		return nil, err
 	}
-	under := c.o.prefix + space
-	resp, err := c.cli.Get(ctx, under, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := c.cli.Get(ctx, c.keys().space(sp), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, fmt.Errorf("etcdlock: %s: %w", op, c.explain(err))
 	}
 	seen := map[string]bool{}
 	var names []string
 	for _, kv := range resp.Kvs {
-		name, _, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), under), "/")
+		name, ok := c.keys().nameIn(sp, string(kv.Key))
 		if ok && !seen[name] && validateName(name) == nil {
 			seen[name] = true
 			names = append(names, name)

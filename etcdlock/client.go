@@ -42,8 +42,9 @@ type Client struct {
 
 // New returns a Client that takes locks through cli. It fails on a nil cli or
 // an invalid option. It does no I/O: the session is created by the first
-// Lock, TryLock or Campaign (Run campaigns); Inspect, Leader, Observe,
-// Break and the List calls need none.
+// acquisition (Lock, TryLock, RLock, TryRLock, Do, LockAll, a Semaphore's
+// Acquire or TryAcquire, Campaign; Run campaigns); the Inspect, Break and
+// List calls, Leader and Observe need none.
 func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 	if nilcheck.IsNil(cli) {
 		return nil, fmt.Errorf("%w: New: nil etcd client", ErrInvalidArgument)
@@ -248,8 +249,9 @@ func (c *Client) forget(id clientv3.LeaseID) {
 // after its TTL and Close returns the error. Close then waits for the
 // client's goroutines. Close is idempotent: a Close called while another
 // runs (a signal handler beside a defer) returns when that one has
-// finished, and every Close returns the first one's result. Lock, TryLock
-// and Campaign fail with [ErrClosed] afterwards.
+// finished, and every Close returns the first one's result. Every
+// acquisition (of a lock, a reader's share, a permit or a term) fails with
+// [ErrClosed] afterwards.
 func (c *Client) Close(ctx context.Context) error {
 	if err := c.checkCall(ctx, "Close"); err != nil {
 		return err

@@ -64,7 +64,7 @@ func TestDoWithWait(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || ran {
 		t.Fatalf("Do while held elsewhere, WithWait(200ms): got %v (ran %v), want context.DeadlineExceeded and no run", err, ran)
 	}
-	if ks := keys(t, cli, prefix(t)+"lock/job/"); len(ks) != 1 {
+	if ks := keys(t, cli, keysOf(t).Lock("job")); len(ks) != 1 {
 		t.Errorf("after the wait gave up: keys %v, want the holder's alone", ks)
 	}
 	if err := holder.Unlock(t.Context()); err != nil {

@@ -34,7 +34,7 @@ func TestDoRunsAndReleases(t *testing.T) {
 		if token <= 0 {
 			t.Errorf("the work saw token %d, want a positive one", token)
 		}
-		if ks := keys(t, cli, prefix(t)+"lock/job/"); len(ks) != 0 {
+		if ks := keys(t, cli, keysOf(t).Lock("job")); len(ks) != 0 {
 			t.Errorf("after Do: keys %v, want none", ks)
 		}
 	}
@@ -102,7 +102,7 @@ func TestDoPanicReleases(t *testing.T) {
 		c.Do(t.Context(), "job", func(context.Context, *etcdlock.Lock) error { panic("boom") })
 		t.Error("Do returned after the work panicked")
 	}()
-	if ks := keys(t, cli, prefix(t)+"lock/job/"); len(ks) != 0 {
+	if ks := keys(t, cli, keysOf(t).Lock("job")); len(ks) != 0 {
 		t.Errorf("after the panic: keys %v, want none", ks)
 	}
 }

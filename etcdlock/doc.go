@@ -114,7 +114,8 @@
 // attribute fencelock.kind ("lock", "read", "semaphore" or "election") and, on request
 // ([WithNameAttribute]), fencelock.name:
 //
-//   - fencelock.lock.wait.duration (s): Lock, TryLock and Campaign, by
+//   - fencelock.lock.wait.duration (s): every acquisition (Lock, RLock, a
+//     Semaphore's Acquire, Campaign, and their Try forms), by
 //     fencelock.outcome: acquired, locked, timeout, cancelled, error
 //   - fencelock.lock.hold.duration (s): until released or lost
 //   - fencelock.lock.acquisitions, fencelock.lock.holders,

@@ -172,7 +172,7 @@ func TestLockAfterRevokeRetriesWhenSiblingEndsSession(t *testing.T) {
 	}
 	var once sync.Once
 	reached := make(chan struct{})
-	q := prefix(t) + "lock/c/"
+	q := keysOf(t).Lock("c")
 	in.BeforeContext(creates(q), func(ctx context.Context, _ any) {
 		once.Do(func() {
 			close(reached)
@@ -230,7 +230,7 @@ func TestGaveUpCandidateReportedUntilItsDeleteLands(t *testing.T) {
 		campaigned <- err
 	}()
 	poll.Until(t, "the candidate queued", func() bool {
-		return len(keys(t, direct, prefix(t)+"elect/e/")) == 2
+		return len(keys(t, direct, keysOf(t).Election("e"))) == 2
 	})
 	cancel()
 	<-g.reached // its cleanup delete is out, held

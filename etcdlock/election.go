@@ -34,16 +34,12 @@ func (c *Client) Campaign(ctx context.Context, name, value string) (*Term, error
 	if err := validateData("election value", value); err != nil {
 		return nil, err
 	}
-	l, err := c.acquire(ctx, spot{kind: kindElection, name: name, q: c.electionQueue(name), data: value, wait: true})
+	l, err := c.acquire(ctx, spot{kind: kindElection, name: name, data: value, wait: true})
 	if err != nil {
 		return nil, err
 	}
 	return &Term{l: l, value: value, rev: int64(l.token)}, nil
 }
-
-// electionQueue is the prefix under which the candidates of election name
-// are queued.
-func (c *Client) electionQueue(name string) string { return c.o.prefix + "elect/" + name + "/" }
 
 // Term is one candidate's leadership of an election, from [Client.Campaign]
 // until it resigns or is lost. It is a [fence.Holder] and a [fence.Expirer]:
@@ -203,3 +199,23 @@ func (t *Term) proclaimOnce(ctx context.Context, value string) (bool, error) {
 // Held returns a comparison that holds while the term's key exists with
 // its token as its create revision; see [Lock.Held].
 func (t *Term) Held() clientv3.Cmp { return t.l.Held() }
+
+var (
+	_ fence.RefusalObserver = (*Term)(nil)
+	_ fence.TokenIssuer     = (*Term)(nil)
+)
+
+// WriteRefused implements [fence.RefusalObserver]; see [Lock.WriteRefused].
+func (t *Term) WriteRefused(ctx context.Context, err error) {
+	if t != nil {
+		t.l.WriteRefused(ctx, err)
+	}
+}
+
+// Issued implements [fence.TokenIssuer]; see [Lock.Issued].
+func (t *Term) Issued(ctx context.Context, tok fence.Token) (bool, error) {
+	if err := checkCall(ctx, t == nil || t.l == nil, "Term", "Issued"); err != nil {
+		return false, err
+	}
+	return t.l.Issued(ctx, tok)
+}

@@ -77,7 +77,7 @@ func TestLateProclaimAndResignOfOldTermOnReusedKey(t *testing.T) {
 	if err := cur.Resign(t.Context()); err != nil {
 		t.Fatalf("new term's Resign: %v", err)
 	}
-	waitKeys(t, direct, prefix(t)+"elect/", 0)
+	waitKeys(t, direct, keysOf(t).Elections(), 0)
 }
 
 // Campaigns whose create lands with its reply lost, or is delivered twice,
@@ -88,7 +88,7 @@ func TestLostReplyAndTwiceCampaigns(t *testing.T) {
 	fcli, in := faulty(t, 302)
 	a := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(300*time.Millisecond))
 	b := newLocker(t, direct, etcdlock.WithTTL(9*time.Second))
-	q := prefix(t) + "elect/dup/"
+	q := keysOf(t).Election("dup")
 	for i, k := range []reqfault.Kind{reqfault.LostReply, reqfault.Twice, reqfault.LostReply, reqfault.Twice} {
 		in.Next(creates(q), k)
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
@@ -684,7 +684,7 @@ func TestElectionUnderRandomFaults(t *testing.T) {
 	if terms < 10 {
 		t.Fatalf("only %d terms: the test proved little", terms)
 	}
-	waitKeys(t, direct, prefix(t)+"elect/", 0)
+	waitKeys(t, direct, keysOf(t).Elections(), 0)
 	o.check(t, "observer under faults")
 	ocancel()
 }

@@ -95,7 +95,7 @@ func TestRunGoexitResigns(t *testing.T) {
 	defer cancel()
 	term, err := b.Campaign(ctx, "goexit", "b")
 	if err != nil {
-		t.Fatalf("b's Campaign 3s after a's Run goroutine exited: %v; keys: %v", err, keys(t, cli, prefix(t)+"elect/"))
+		t.Fatalf("b's Campaign 3s after a's Run goroutine exited: %v; keys: %v", err, keys(t, cli, keysOf(t).Elections()))
 	}
 	term.Resign(t.Context())
 }

@@ -72,7 +72,7 @@ var ErrUnhealthy = errors.New("etcdlock: leader unhealthy")
 // ErrClosed means the [Client] was closed.
 var ErrClosed = errors.New("etcdlock: client closed")
 
-// ErrInvalidName means a lock or election name was empty, too long, not
+// ErrInvalidName means a lock, election or semaphore name was empty, too long, not
 // valid UTF-8, or contained '/' or a control character.
 var ErrInvalidName = errfamily.New("etcdlock: invalid name", ErrInvalidArgument)
 

@@ -1,6 +1,9 @@
 package etcdlock
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // UnconditionalReleaseForTest reverts fix 1 of the request-fault hardening
 // in the Client it is given to, for the property test's control run:
@@ -30,7 +33,7 @@ func LockOnEndedSessionForTest(ctx context.Context, c *Client, name string, noWa
 	if err != nil {
 		return nil, err
 	}
-	t := c.ticket(s, spot{name: name, q: c.queue(name), wait: true, noWatch: noWatch, kind: kindLock})
+	t := c.ticket(s, spot{name: name, q: c.keys().lockQueue(name), wait: true, noWatch: noWatch, kind: kindLock})
 	s.end(ErrLeaseExpired)
 	return newLock(c, s, t, 1)
 }
@@ -79,3 +82,39 @@ func JumpClockForTest(d int64) { clockJump.Add(d) }
 // ClockSourceForTest names the clock of validity deadlines and reads it
 // (without any jump).
 func ClockSourceForTest() (string, int64) { return clockSource(), readClock() }
+
+// KeysForTest is the key layout under a Client's prefix (keys.go), for
+// tests that read, write or delete etcd's keys themselves: they build the
+// keys with the package's own code, so that a change of the layout is one
+// change. (record_compat_test.go and the fuzz tests spell the layout out on
+// purpose: they pin it.)
+type KeysForTest struct{ p layout }
+
+// KeysUnder is the layout under prefix, as WithPrefix normalises it.
+func KeysUnder(prefix string) KeysForTest {
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return KeysForTest{layout(prefix)}
+}
+
+// Locks is the prefix of every lock's keys, Lock(name) lock name's queue.
+func (k KeysForTest) Locks() string           { return k.p.space(spaceLock) }
+func (k KeysForTest) Lock(name string) string { return k.p.lockQueue(name) }
+
+// Elections is the prefix of every election's keys, Election(name) election
+// name's queue.
+func (k KeysForTest) Elections() string           { return k.p.space(spaceElect) }
+func (k KeysForTest) Election(name string) string { return k.p.electionQueue(name) }
+
+// Semaphores is the prefix of every semaphore's keys, Semaphore(name) of
+// semaphore name's (its queue's and its permits'), SemaphoreQueue(name) its
+// queue, and Permit(name, k) its permit k's key.
+func (k KeysForTest) Semaphores() string                { return k.p.space(spaceSem) }
+func (k KeysForTest) Semaphore(name string) string      { return k.p.semaphore(name) }
+func (k KeysForTest) SemaphoreQueue(name string) string { return k.p.semQueue(name) }
+func (k KeysForTest) Permits(name string) string        { return k.p.semPermits(name) }
+func (k KeysForTest) Permit(name string, n int) string  { return permitKey(k.p.semPermits(name), n) }
+
+// Markers is the prefix of every session slot's marker.
+func (k KeysForTest) Markers() string { return k.p.space(spaceSlot) }

@@ -93,8 +93,8 @@ func TestLateBlockFakesNoKeyDeleted(t *testing.T) {
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second), etcdlock.WithCleanupTimeout(200*time.Millisecond))
 	p := prefix(t)
 
-	in.Next(creates(p+"lock/"), reqfault.LostReply)
-	held := in.Hold(blocks(p + "slot/"))
+	in.Next(creates(etcdlock.KeysUnder(p).Locks()), reqfault.LostReply)
+	held := in.Hold(blocks(etcdlock.KeysUnder(p).Markers()))
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	_, err := c.Lock(ctx, "x")
 	cancel()
@@ -106,8 +106,8 @@ func TestLateBlockFakesNoKeyDeleted(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the cleanup's block request was not seen")
 	}
-	waitKeys(t, direct, p+"lock/", 0)  // the background retry removed the key
-	time.Sleep(100 * time.Millisecond) // and freed the slot (right after)
+	waitKeys(t, direct, etcdlock.KeysUnder(p).Locks(), 0) // the background retry removed the key
+	time.Sleep(100 * time.Millisecond)                    // and freed the slot (right after)
 
 	la := mustLock(t, c, "x")
 	if la.Key()[len(la.Key())-2:] != "-0" {
@@ -360,7 +360,7 @@ func TestNoSpaceUnlockReleases(t *testing.T) {
 	err := l.Unlock(ctx)
 	cancel()
 	time.Sleep(4 * time.Second) // more than the TTL: keepalives still work
-	ks := keys(t, cli, prefix(t)+"lock/")
+	ks := keys(t, cli, keysOf(t).Locks())
 	t.Logf("Unlock under NOSPACE: %v; lock keys 4s later: %v; Err %v", err, ks, l.Err())
 	if err != nil || len(ks) > 0 {
 		t.Fatalf("under NOSPACE, Unlock of a held lock: got %v, keys left %v; want nil and no key", err, ks)

@@ -29,9 +29,9 @@ func FuzzKeyLayout(f *testing.F) {
 			t.Fatalf("validateName(%q) = nil, want an error", name)
 		}
 		for _, under := range []string{c.o.prefix + "lock/", c.o.prefix + "elect/"} {
-			q := c.queue(name)
+			q := c.keys().lockQueue(name)
 			if under != c.o.prefix+"lock/" {
-				q = c.electionQueue(name)
+				q = c.keys().electionQueue(name)
 			}
 			key := q + "0123456789abcdef-0"
 			rest, ok := strings.CutPrefix(key, under)
@@ -40,9 +40,9 @@ func FuzzKeyLayout(f *testing.F) {
 				t.Fatalf("key %q of name %q: under %q %v, name reads back as %q", key, name, under, ok, got)
 			}
 			if validateName(other) == nil && other != name {
-				oq := c.queue(other)
+				oq := c.keys().lockQueue(other)
 				if under != c.o.prefix+"lock/" {
-					oq = c.electionQueue(other)
+					oq = c.keys().electionQueue(other)
 				}
 				if strings.HasPrefix(key, oq) {
 					t.Fatalf("key %q of %q lies in the queue of %q", key, name, other)

@@ -40,7 +40,7 @@ func TestRunHungWatchNoticesDeletion(t *testing.T) {
 	}()
 	actx := nextTerm2(t, aStarts)
 	time.Sleep(200 * time.Millisecond) // past the monitor's 50 ms delay: it watches
-	e, err := direct.Get(t.Context(), prefix(t)+"elect/hung/", clientv3WithPrefix()...)
+	e, err := direct.Get(t.Context(), keysOf(t).Election("hung"), clientv3WithPrefix()...)
 	if err != nil || len(e.Kvs) != 1 {
 		t.Fatalf("a's key: %v %v", e, err)
 	}
@@ -130,7 +130,7 @@ func TestWaiterHungStreamTakesTheLock(t *testing.T) {
 		}
 		got <- err
 	}()
-	poll.Until(t, "the waiter queued", func() bool { return len(keys(t, direct, prefix(t)+"lock/x/")) == 2 })
+	poll.Until(t, "the waiter queued", func() bool { return len(keys(t, direct, keysOf(t).Lock("x"))) == 2 })
 	in.HangStreams(reqfault.Method("Watch/Watch"))
 	defer in.HangStreams(nil)
 	if err := h.Unlock(t.Context()); err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -29,17 +28,6 @@ type Queue struct {
 	Waiters []Entry
 }
 
-// holding returns how many of kvs, a queue's keys in arrival order, hold
-// it: the first, and when it is a reader, every reader before the first
-// writer.
-func holding(kvs []*mvccpb.KeyValue) int {
-	n := 0
-	for n < len(kvs) && entryOf(kvs[n]).Shared {
-		n++
-	}
-	return max(n, min(1, len(kvs)))
-}
-
 // Inspect reads the queue of the lock called name: who holds it, since
 // when, with which token, how long its lease has left, and who waits
 // behind it. It reads only: one range request and one lease TTL request
@@ -48,13 +36,13 @@ func holding(kvs []*mvccpb.KeyValue) int {
 // A key written by something else than this package reads as an unknown
 // owner (see [Entry]), never as an error.
 func (c *Client) Inspect(ctx context.Context, name string) (Queue, error) {
-	return c.inspect(ctx, "Inspect", name, c.queue, 0)
+	return c.inspect(ctx, "Inspect", name, kindLock, 0)
 }
 
 // InspectElection is [Client.Inspect] for the election called name: Holder
 // is the leader, Waiters the other candidates.
 func (c *Client) InspectElection(ctx context.Context, name string) (Queue, error) {
-	return c.inspect(ctx, "InspectElection", name, c.electionQueue, 0)
+	return c.inspect(ctx, "InspectElection", name, kindElection, 0)
 }
 
 // Leader returns the current leader of the election called name: its
@@ -70,7 +58,7 @@ func (c *Client) InspectElection(ctx context.Context, name string) (Queue, error
 // expires. To route work to a leader, route on a value it proclaims once
 // it has begun ([Term.Proclaim]), and fence what it writes.
 func (c *Client) Leader(ctx context.Context, name string) (Entry, error) {
-	q, err := c.inspect(ctx, "Leader", name, c.electionQueue, 1)
+	q, err := c.inspect(ctx, "Leader", name, kindElection, 1)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -80,23 +68,23 @@ func (c *Client) Leader(ctx context.Context, name string) (Entry, error) {
 	return *q.Holder, nil
 }
 
-// inspect reads the queue of name under queue: its first limit keys (0:
+// inspect reads the queue of the kind k called name: its first limit keys (0:
 // all of them). op names the call in errors.
-func (c *Client) inspect(ctx context.Context, op, name string, queue func(string) string, limit int64) (Queue, error) {
+func (c *Client) inspect(ctx context.Context, op, name string, k kind, limit int64) (Queue, error) {
 	if err := c.checkCall(ctx, op); err != nil {
 		return Queue{}, err
 	}
 	if err := validateName(name); err != nil {
 		return Queue{}, err
 	}
-	resp, err := c.cli.Get(ctx, queue(name), clientv3.WithPrefix(),
+	resp, err := c.cli.Get(ctx, kindTable[k].queue(c.keys(), name), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(limit))
 	if err != nil {
 		return Queue{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
 	}
 	q := Queue{Name: name, Rev: resp.Header.Revision}
 	ttls := map[clientv3.LeaseID]time.Duration{}
-	holders := holding(resp.Kvs)
+	holders := entitled(resp.Kvs, 1)
 	for i, kv := range resp.Kvs {
 		e := entryOf(kv)
 		if e.TTL, err = c.leaseTTL(ctx, ttls, e.Lease); err != nil {

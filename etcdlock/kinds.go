@@ -17,15 +17,18 @@ const (
 // spot of it (as rwlock.go, election.go and semaphore.go do); the engine
 // reads the kind's properties here and names no kind's file.
 type kindInfo struct {
-	name  string // the fencelock.kind attribute, and "kind" in logs
-	ended error  // what Err says after a release (spot.ended)
+	name string // the fencelock.kind attribute, and "kind" in logs
+	// queue is the queue of the one called name, in the kind's key
+	// space (keys.go).
+	queue func(p layout, name string) string
+	ended error // what Err says after a release (spot.ended)
 	// reader: it waits only for the writers queued before it, and its key
 	// sorts after theirs (readerMark; ticket.blockers).
 	reader bool
-	// permit: it holds a second key, a permit's, claimed after its turn
-	// (Client.claim), whose create revision is its token; it waits for
-	// fewer than its spot's permits (spot.need), not for one.
-	permit bool
+	// second makes an acquisition's second key: one it claims after its
+	// turn, whose create revision is then its token (see secondKey). nil
+	// for a kind that holds by its queue key.
+	second func(*Client, spot) secondKey
 	// The spans: of an acquisition that waits, of one that gives up at
 	// once, and of a release.
 	waitSpan, trySpan, releaseSpan string
@@ -34,12 +37,12 @@ type kindInfo struct {
 // kindTable is the one table of kinds (see kindInfo); TestKindTable checks
 // that every kind has a complete row.
 var kindTable = [numKinds]kindInfo{
-	kindLock: {name: "lock", ended: ErrUnlocked,
+	kindLock: {name: "lock", queue: layout.lockQueue, ended: ErrUnlocked,
 		waitSpan: "etcdlock.Lock", trySpan: "etcdlock.TryLock", releaseSpan: "etcdlock.Unlock"},
-	kindElection: {name: "election", ended: ErrResigned,
+	kindElection: {name: "election", queue: layout.electionQueue, ended: ErrResigned,
 		waitSpan: "etcdlock.Campaign", trySpan: "etcdlock.Campaign", releaseSpan: "etcdlock.Resign"},
-	kindRead: {name: "read", ended: ErrUnlocked, reader: true,
+	kindRead: {name: "read", queue: layout.lockQueue, ended: ErrUnlocked, reader: true,
 		waitSpan: "etcdlock.RLock", trySpan: "etcdlock.TryRLock", releaseSpan: "etcdlock.Unlock"},
-	kindSemaphore: {name: "semaphore", ended: ErrUnlocked, permit: true,
+	kindSemaphore: {name: "semaphore", queue: layout.semQueue, ended: ErrUnlocked, second: newPermit,
 		waitSpan: "etcdlock.Acquire", trySpan: "etcdlock.TryAcquire", releaseSpan: "etcdlock.Unlock"},
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -41,7 +40,7 @@ func TestTryAcquireSlotsTaken(t *testing.T) {
 	if !errors.As(err, &le) || le.Holder.Slot != h.Slot() || le.Holder.Token != h.Token() || le.Holder.Lease != h.Lease() {
 		t.Errorf("TryAcquire's holder: got %+v, want slot %d, token %d, lease %x (the holder's)", le, h.Slot(), h.Token(), h.Lease())
 	}
-	if ks := keys(t, cli, prefix(t)+"sem/ghost/q/"); len(ks) != 0 {
+	if ks := keys(t, cli, keysOf(t).SemaphoreQueue("ghost")); len(ks) != 0 {
 		t.Fatalf("queue keys left by TryAcquire: %v", ks)
 	}
 }
@@ -92,7 +91,7 @@ func TestLockAllLostWhileWaiting(t *testing.T) {
 	if !errors.Is(r.err, etcdlock.ErrKeyDeleted) {
 		t.Fatalf("LockAll: got %v, want ErrKeyDeleted (a's)", r.err)
 	}
-	poll.Until(t, "no key left", func() bool { return len(keys(t, cli, prefix(t)+"lock/")) == 0 })
+	poll.Until(t, "no key left", func() bool { return len(keys(t, cli, keysOf(t).Locks())) == 0 })
 }
 
 // TestSemaphoreUnlockAfterSlotTaken checks that Unlock tells a holder
@@ -107,7 +106,7 @@ func TestSemaphoreUnlockAfterSlotTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Delete(t.Context(), prefix(t)+"sem/taken/p/"+strconv.Itoa(l.Slot())); err != nil {
+	if _, err := cli.Delete(t.Context(), keysOf(t).Permit("taken", l.Slot())); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Unlock(t.Context()); !errors.Is(err, etcdlock.ErrKeyDeleted) {
@@ -116,7 +115,7 @@ func TestSemaphoreUnlockAfterSlotTaken(t *testing.T) {
 	if !errors.Is(l.Err(), etcdlock.ErrKeyDeleted) {
 		t.Fatalf("Err: got %v, want ErrKeyDeleted", l.Err())
 	}
-	if ks := keys(t, cli, prefix(t)+"sem/"); len(ks) != 0 {
+	if ks := keys(t, cli, keysOf(t).Semaphores()); len(ks) != 0 {
 		t.Fatalf("keys left: %v", ks)
 	}
 	// The control: a holder whose slot is its own is told so.
@@ -149,7 +148,7 @@ func TestSemaphorePermitsDisagreeWithSlot(t *testing.T) {
 	if _, err := semaphore(t, newLocker(t, cli), "mix", 2).Acquire(ctx); !errors.Is(err, etcdlock.ErrPermits) {
 		t.Fatalf("Acquire with 2 permits beside a slot held with 1: got %v, want ErrPermits", err)
 	}
-	if ks := keys(t, cli, prefix(t)+"sem/mix/"); len(ks) != 1 {
+	if ks := keys(t, cli, keysOf(t).Semaphore("mix")); len(ks) != 1 {
 		t.Fatalf("keys: %v, want only the holder's slot key", ks)
 	}
 }

@@ -29,7 +29,7 @@ type Lock struct {
 	done     chan struct{}
 	ctx      context.Context    // ends when done is closed: bounds the key watch's requests and a Term's Proclaim
 	stop     context.CancelFunc // ends ctx
-	hold     minHold            // WithMinHold (minhold.go); set before the caller gets l
+	hold     minHold            // WithMinHold (release.go); set before the caller gets l
 
 	mu  sync.Mutex // guards err
 	err error      // why done was closed; set once, before done is closed (closeDone)
@@ -253,7 +253,7 @@ func (l *Lock) settle(r released) {
 	case byUs:
 		l.c.freeSlot(l.s, l.t)
 		lostBefore = nil // the key was still ours: nothing was lost
-	case heldOn: // moved onto its own lease (minhold.go), which frees the slot later
+	case heldOn: // moved onto its own lease (Lock.releaseKey), which frees the slot later
 		lostBefore = nil
 	case goneBefore:
 		l.c.freeSlot(l.s, l.t)

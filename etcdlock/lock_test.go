@@ -41,7 +41,7 @@ func TestLockUnlock(t *testing.T) {
 	if !errors.Is(l.Err(), etcdlock.ErrUnlocked) {
 		t.Fatalf("Err after Unlock: got %v, want ErrUnlocked", l.Err())
 	}
-	if ks := keys(t, cli, prefix(t)+"lock/"); len(ks) != 0 {
+	if ks := keys(t, cli, keysOf(t).Locks()); len(ks) != 0 {
 		t.Fatalf("keys after Unlock: got %v, want none", ks)
 	}
 }

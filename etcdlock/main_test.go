@@ -98,6 +98,10 @@ func prefix(t testing.TB) string {
 	return v.(string)
 }
 
+// keysOf is the key layout under prefix(t), built by the package's own
+// code (see etcdlock.KeysForTest).
+func keysOf(t testing.TB) etcdlock.KeysForTest { return etcdlock.KeysUnder(prefix(t)) }
+
 // proxied returns an etcd client whose traffic goes through a proxy the test
 // can cut.
 func proxied(t testing.TB) (*clientv3.Client, *netproxy.Proxy) {

@@ -44,7 +44,7 @@ func runJob(t *testing.T, c *etcdlock.Client, opts ...etcdlock.LockOption) (bool
 func waitQueueEmpty(t *testing.T, cli *clientv3.Client, name string) {
 	t.Helper()
 	poll.Until(t, "the queue of "+name+" empty", func() bool {
-		resp, err := cli.Get(t.Context(), prefix(t)+"lock/"+name+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := cli.Get(t.Context(), keysOf(t).Lock(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == 0
 	})
 }

@@ -75,7 +75,7 @@ func TestLockAllCancelledLeavesNothing(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("LockAll with m2 held: got %v, want DeadlineExceeded", err)
 	}
-	ks := keys(t, cli, prefix(t)+"lock/")
+	ks := keys(t, cli, keysOf(t).Locks())
 	if len(ks) != 1 || !strings.Contains(ks[0], "/m2/") {
 		t.Fatalf("keys after the failed LockAll: %v, want only m2's holder", ks)
 	}

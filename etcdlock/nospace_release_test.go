@@ -3,7 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,7 +76,7 @@ func noSpaceSlotTaken(t *testing.T, c *etcdlock.Client, admin *clientv3.Client, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Delete(t.Context(), p+"sem/taken/p/"+strconv.Itoa(lost.Slot())); err != nil {
+	if _, err := admin.Delete(t.Context(), etcdlock.KeysUnder(p).Permit("taken", lost.Slot())); err != nil {
 		t.Fatal(err)
 	}
 	defer raiseNoSpace(t, admin)()
@@ -87,7 +86,7 @@ func noSpaceSlotTaken(t *testing.T, c *etcdlock.Client, admin *clientv3.Client, 
 	if err := kept.Unlock(t.Context()); err != nil || !errors.Is(kept.Err(), etcdlock.ErrUnlocked) {
 		t.Errorf("Unlock under NOSPACE of a held permit: got %v (Err %v), want nil (ErrUnlocked)", err, kept.Err())
 	}
-	if ks := keys(t, admin, p+"sem/"); len(ks) > 0 {
+	if ks := keys(t, admin, etcdlock.KeysUnder(p).Semaphores()); len(ks) > 0 {
 		t.Errorf("keys left after both Unlocks: %v", ks)
 	}
 }
@@ -208,7 +207,7 @@ func noSpaceSlotReclaimed(t *testing.T, ctl ...etcdlock.Option) (kept bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slotKey := p + "sem/s/p/" + strconv.Itoa(a.Slot())
+	slotKey := etcdlock.KeysUnder(p).Permit("s", a.Slot())
 	if _, err := cli.Delete(t.Context(), slotKey); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +322,7 @@ func TestNoSpaceSemaphoreReleaseLateOrAgain(t *testing.T) {
 					t.Fatalf("the old release again: succeeded %v, error %v; want refused", resp.GetSucceeded(), err)
 				}
 			}
-			ks := keys(t, direct, prefix(t)+"sem/n/")
+			ks := keys(t, direct, keysOf(t).Semaphore("n"))
 			if how == "control" {
 				if len(ks) == 2 {
 					t.Errorf("control: the old release without its compares left the new holder's keys %v; want them deleted", ks)

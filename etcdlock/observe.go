@@ -1,8 +1,11 @@
 package etcdlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -43,7 +46,7 @@ func (c *Client) Observe(ctx context.Context, name string) (<-chan Entry, error)
 		defer close(out)
 		defer cancel()
 		defer stop()
-		o := observer{c: c, q: c.electionQueue(name), out: out}
+		o := observer{c: c, q: c.keys().electionQueue(name), out: out}
 		o.run(ctx)
 	})
 	if !started {
@@ -176,16 +179,11 @@ func (o *observer) apply(ev *mvccpb.Event) {
 // send sends the queue's leader if it is newer than the last one sent;
 // false when ctx ended first.
 func (o *observer) send(ctx context.Context) bool {
-	var first *mvccpb.KeyValue
-	for _, kv := range o.keys {
-		if first == nil || kv.CreateRevision < first.CreateRevision {
-			first = kv
-		}
+	kvs := slices.SortedFunc(maps.Values(o.keys), func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
+	if entitled(kvs, 1) == 0 {
+		return true // no candidate
 	}
-	if first == nil {
-		return true
-	}
-	e := entryOf(first)
+	e := entryOf(kvs[0])
 	if e.Token < o.last.Token || e.Token == o.last.Token && e.Rev <= o.last.Rev {
 		return true
 	}

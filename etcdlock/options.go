@@ -116,7 +116,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 // WithTracerProvider sets the OpenTelemetry tracer provider for the spans
-// of Lock, TryLock, Unlock, Campaign and Resign, and of the writes a
+// of every acquisition and release (etcdlock.Lock, TryLock, RLock,
+// TryRLock, Acquire, TryAcquire, Campaign, Unlock, Resign), and of the writes a
 // [fence.Guard] refuses (guard.write). Default: the global one
 // (otel.GetTracerProvider). nil makes [New] fail.
 func WithTracerProvider(tp trace.TracerProvider) Option {
@@ -162,11 +163,6 @@ func (o *options) validate() error {
 	return nil
 }
 
-// layoutSegments are the names under a prefix that the key layout uses
-// (see WithPrefix). A prefix containing one as a segment would put its
-// keys inside another Client's queues or markers.
-var layoutSegments = []string{"lock", "elect", "slot", "sem"}
-
 // ttlSeconds is the TTL to request, rounded up to whole seconds.
 func (o *options) ttlSeconds() int64 {
 	return int64((o.ttl + time.Second - 1) / time.Second)
@@ -181,7 +177,7 @@ type lockOptions struct {
 	metadata string
 	noWatch  bool
 	shared   bool
-	minHold  time.Duration // WithMinHold (minhold.go)
+	minHold  time.Duration // WithMinHold
 	wait     time.Duration // WithWait; 0: ctx alone bounds the wait
 	waitSet  bool
 }
@@ -263,4 +259,53 @@ func lockOptionsOf(opts []LockOption) (lockOptions, error) {
 		return o, err
 	}
 	return o, validateData("metadata", o.metadata)
+}
+
+// MaxMinHold is the longest minimum hold [WithMinHold] accepts: a year.
+const MaxMinHold = 366 * 24 * time.Hour
+
+// WithMinHold keeps the lock's key in etcd until at least d after the
+// acquisition (measured from when Lock or TryLock returned it), as
+// ShedLock's lockAtLeastFor does, so that a job scheduled on several
+// machines runs once per period even when it takes a millisecond and the
+// machines' clocks differ by less than d. Default 0: none.
+//
+// [Lock.Unlock] still returns at once, and [Lock.Done] closes: what stays is
+// the key. An Unlock before d has passed moves the key, with its create
+// revision and value, onto a lease of its own whose TTL covers the time
+// left (rounded up to whole seconds), in a transaction that compares the
+// key's create revision with the token, so it never touches another
+// acquisition's key; the next waiter then gets the lock when that lease
+// expires, and a later holder's token is still greater. The key outlives
+// the Client's session: [Client.Close] and the end of the process after
+// Unlock leave it in place until its lease expires. An Unlock after d
+// deletes the key, as without the option.
+//
+// The minimum hold starts with Unlock: a process that dies, or a Client
+// closed, while the lock is held frees the lock when the session's lease
+// goes (at once on Close, within the TTL after a crash), so a crashed job
+// can run again elsewhere. If the move fails (etcd unreachable or out of
+// space), Unlock returns the error and keeps trying in the background, as
+// a failed release does; the key stays on the session's lease meanwhile,
+// and once d has passed the retry deletes it. Done closes once the move
+// (or the deletion) has landed; a Client closed before then revokes the
+// session's lease, and the key with it.
+//
+// It applies to [Client.Lock], [Client.TryLock], [Client.RLock],
+// [Client.TryRLock], [Client.Do] and each lock of [Client.LockAll] (a
+// LockAll that fails releases the locks it took at once, without the
+// hold: its caller never got them); a
+// [Semaphore], whose permit is a second key, refuses it with
+// [ErrInvalidOption]. Negative d, or d over [MaxMinHold], makes the call
+// fail with [ErrInvalidOption] before any request.
+func WithMinHold(d time.Duration) LockOption {
+	return lockOptionFunc(func(o *lockOptions) { o.minHold = d })
+}
+
+// checkMinHold validates the option of [WithMinHold].
+func (o *lockOptions) checkMinHold() error {
+	if o.minHold < 0 || o.minHold > MaxMinHold {
+		return fmt.Errorf("%w: minimum hold %v is not in [0, %v]", ErrInvalidOption, o.minHold, MaxMinHold)
+	}
+	return nil
 }

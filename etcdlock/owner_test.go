@@ -80,7 +80,7 @@ func TestTryLockErrorNamesHolder(t *testing.T) {
 func TestForeignKeyInQueue(t *testing.T) {
 	cli := etcdClient(t)
 	c := newLocker(t, cli)
-	foreign := prefix(t) + "lock/mixed/by-hand"
+	foreign := keysOf(t).Lock("mixed") + "by-hand"
 	if _, err := cli.Put(t.Context(), foreign, "not a record"); err != nil {
 		t.Fatal(err)
 	}

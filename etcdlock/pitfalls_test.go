@@ -22,7 +22,7 @@ func TestCancelledLockLeavesNoKey(t *testing.T) {
 	t.Run("during the first txn", func(t *testing.T) {
 		c := newLocker(t, cli)
 		mustLock(t, c, "warm").Unlock(t.Context()) // the session exists already
-		q := prefix(t) + "lock/one/"
+		q := keysOf(t).Lock("one")
 		failed := 0
 		for i := range 80 {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Duration(i%20)*100*time.Microsecond)
@@ -56,10 +56,10 @@ func TestCancelledLockLeavesNoKey(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Lock while held, with a deadline: got %v, want context.DeadlineExceeded", err)
 			}
-			if ks := keys(t, cli, prefix(t)+"lock/"); len(ks) != 1 || ks[0] != l.Key() {
+			if ks := keys(t, cli, keysOf(t).Locks()); len(ks) != 1 || ks[0] != l.Key() {
 				t.Fatalf("queue keys after a cancelled wait: got %v, want only the holder's %q", ks, l.Key())
 			}
-			if ks := keys(t, cli, prefix(t)+"slot/"); len(ks) > 1 {
+			if ks := keys(t, cli, keysOf(t).Markers()); len(ks) > 1 {
 				t.Fatalf("slot markers after cancelled waits: got %v, want at most one (one slot used)", ks)
 			}
 		}
@@ -81,7 +81,7 @@ func TestCancelledLockLeavesNoKey(t *testing.T) {
 		proxy.Reset() // the cleanup request dies with the connections
 		proxy.Heal()
 		deadline := time.Now().Add(10 * time.Second)
-		for ks := keys(t, cli, prefix(t)+"lock/"); len(ks) != 1; ks = keys(t, cli, prefix(t)+"lock/") {
+		for ks := keys(t, cli, keysOf(t).Locks()); len(ks) != 1; ks = keys(t, cli, keysOf(t).Locks()) {
 			if time.Now().After(deadline) {
 				t.Fatalf("keys 10s after the partition healed: got %v, want only the holder's", ks)
 			}
@@ -101,10 +101,10 @@ func TestFailedTryLockLeavesNothing(t *testing.T) {
 			t.Fatalf("TryLock: got %v, want ErrLocked", err)
 		}
 	}
-	if ks := keys(t, cli, prefix(t)+"lock/"); len(ks) != 1 || ks[0] != l.Key() {
+	if ks := keys(t, cli, keysOf(t).Locks()); len(ks) != 1 || ks[0] != l.Key() {
 		t.Fatalf("queue keys after failed TryLocks: got %v, want only the holder's %q", ks, l.Key())
 	}
-	if ks := keys(t, cli, prefix(t)+"slot/"); len(ks) > 1 {
+	if ks := keys(t, cli, keysOf(t).Markers()); len(ks) > 1 {
 		t.Fatalf("slot markers after failed TryLocks: got %v, want at most one", ks)
 	}
 }

@@ -82,13 +82,13 @@ func (r *record) run(ctx context.Context, wch clientv3.WatchChan) {
 func (r *record) apply(ctx context.Context, rev int64, evs []*clientv3.Event) {
 	markers := map[string]bool{} // values written to markers in this revision
 	for _, ev := range evs {
-		if ev.Type == mvccpb.PUT && strings.HasPrefix(string(ev.Kv.Key), r.prefix+"slot/") {
+		if ev.Type == mvccpb.PUT && strings.HasPrefix(string(ev.Kv.Key), etcdlock.KeysUnder(r.prefix).Markers()) {
 			markers[string(ev.Kv.Value)] = true
 		}
 	}
 	for _, ev := range evs {
 		key := string(ev.Kv.Key)
-		if !strings.HasPrefix(key, r.prefix+"lock/") {
+		if !strings.HasPrefix(key, etcdlock.KeysUnder(r.prefix).Locks()) {
 			continue
 		}
 		switch {

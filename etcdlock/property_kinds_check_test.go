@@ -90,13 +90,13 @@ func (r *kindRecord) run(ctx context.Context, wch clientv3.WatchChan) {
 func (r *kindRecord) apply(ctx context.Context, rev int64, evs []*clientv3.Event) {
 	markers := map[string]bool{} // values written to slot markers in this revision
 	for _, ev := range evs {
-		if ev.Type == mvccpb.PUT && strings.HasPrefix(string(ev.Kv.Key), r.prefix+"slot/") {
+		if ev.Type == mvccpb.PUT && strings.HasPrefix(string(ev.Kv.Key), etcdlock.KeysUnder(r.prefix).Markers()) {
 			markers[string(ev.Kv.Value)] = true
 		}
 	}
 	for _, ev := range evs {
 		key := string(ev.Kv.Key)
-		if !strings.HasPrefix(key, r.prefix+"lock/") && !strings.HasPrefix(key, r.prefix+"sem/") {
+		if !strings.HasPrefix(key, etcdlock.KeysUnder(r.prefix).Locks()) && !strings.HasPrefix(key, etcdlock.KeysUnder(r.prefix).Semaphores()) {
 			continue
 		}
 		switch {
@@ -124,7 +124,7 @@ func (r *kindRecord) apply(ctx context.Context, rev int64, evs []*clientv3.Event
 // isSlot reports whether key is a semaphore's permit slot key,
 // prefix+"sem/NAME/p/I".
 func (r *kindRecord) isSlot(key string) bool {
-	rest, ok := strings.CutPrefix(key, r.prefix+"sem/")
+	rest, ok := strings.CutPrefix(key, etcdlock.KeysUnder(r.prefix).Semaphores())
 	parts := strings.Split(rest, "/")
 	return ok && len(parts) == 3 && parts[1] == "p"
 }
@@ -274,8 +274,8 @@ func (r *kindRecord) checkRW(g *kgrant, l *klife, q []*klife, granted map[int64]
 // the slot was taken from no live holder.
 func (r *kindRecord) checkSem(cfg kindsConfig, g *kgrant, l *klife, byDir map[string][]*klife, granted map[int64]*kgrant) []string {
 	tok := l.create
-	name := strings.TrimPrefix(strings.TrimSuffix(l.dir, "/p/"), r.prefix+"sem/")
-	if want := fmt.Sprintf("%ssem/%s/p/%d", r.prefix, name, g.l.Slot()); l.key != want {
+	name := strings.TrimPrefix(strings.TrimSuffix(l.dir, "/p/"), etcdlock.KeysUnder(r.prefix).Semaphores())
+	if want := etcdlock.KeysUnder(r.prefix).Permit(name, g.l.Slot()); l.key != want {
 		return []string{fmt.Sprintf("token %d: slot %d, but the key created at its token is %s", tok, g.l.Slot(), l.key)}
 	}
 	var v slotValue
@@ -316,7 +316,7 @@ func (r *kindRecord) checkSem(cfg kindsConfig, g *kgrant, l *klife, byDir map[st
 // orphanSlots returns the permit slot keys whose queue key is gone, left
 // by a claim that landed after its acquisition's release.
 func orphanSlots(t *testing.T, rec *kindRecord) []string {
-	resp, err := rec.direct.Get(t.Context(), rec.prefix+"sem/", clientv3.WithPrefix())
+	resp, err := rec.direct.Get(t.Context(), etcdlock.KeysUnder(rec.prefix).Semaphores(), clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}

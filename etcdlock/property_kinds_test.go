@@ -350,8 +350,9 @@ func settleKinds(t *testing.T, cfg kindsConfig, tr *kindTracker, rec *kindRecord
 	for _, c := range owners {
 		c.Close(t.Context())
 	}
-	for _, dir := range []string{"lock/", "sem/", "slot/"} {
-		if ks := keys(t, rec.direct, prefix(t)+dir); len(ks) != 0 {
+	k := keysOf(t)
+	for _, dir := range []string{k.Locks(), k.Semaphores(), k.Markers()} {
+		if ks := keys(t, rec.direct, dir); len(ks) != 0 {
 			bad = append(bad, fmt.Sprintf("keys left under %s after closing every owner: %v", dir, ks))
 		}
 	}

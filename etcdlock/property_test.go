@@ -304,10 +304,10 @@ func settleProperty(t *testing.T, tr *tracker, rec *record, owners []*etcdlock.C
 	for _, c := range owners {
 		c.Close(t.Context())
 	}
-	if ks := keys(t, rec.direct, prefix(t)+"lock/"); len(ks) != 0 {
+	if ks := keys(t, rec.direct, keysOf(t).Locks()); len(ks) != 0 {
 		bad = append(bad, fmt.Sprintf("queue keys left after closing every owner: %v", ks))
 	}
-	if ks := keys(t, rec.direct, prefix(t)+"slot/"); len(ks) != 0 {
+	if ks := keys(t, rec.direct, keysOf(t).Markers()); len(ks) != 0 {
 		bad = append(bad, fmt.Sprintf("slot markers left after closing every owner: %v", ks))
 	}
 	return bad

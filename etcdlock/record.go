@@ -188,7 +188,7 @@ func entryOf(kv *mvccpb.KeyValue) Entry {
 	e := Entry{
 		Key: key, Token: fence.Token(kv.CreateRevision), Rev: kv.ModRevision,
 		Lease: clientv3.LeaseID(kv.Lease), TTL: -1,
-		Shared: strings.HasPrefix(key[strings.LastIndex(key, "/")+1:], readerMark), Slot: -1,
+		Shared: isReaderKey(key), Slot: -1,
 	}
 	r := recordOf(kv.Value)
 	e.Owner, e.Acquired, e.Data = r.Owner, r.Acquired, r.Data

@@ -28,13 +28,6 @@ func (l *Lock) WriteRefused(ctx context.Context, err error) {
 	l.c.tel.writeRefused(ctx, l, err)
 }
 
-// WriteRefused implements [fence.RefusalObserver]; see [Lock.WriteRefused].
-func (t *Term) WriteRefused(ctx context.Context, err error) {
-	if t != nil {
-		t.l.WriteRefused(ctx, err)
-	}
-}
-
 // writeRefused records a write a Guard refused for l.
 func (t *telemetry) writeRefused(ctx context.Context, l *Lock, err error) {
 	ctx, w := t.refused.Start(ctx, l.token)
@@ -48,10 +41,7 @@ func (t *telemetry) writeRefused(ctx context.Context, l *Lock, err error) {
 	}
 }
 
-var (
-	_ fence.TokenIssuer = (*Lock)(nil)
-	_ fence.TokenIssuer = (*Term)(nil)
-)
+var _ fence.TokenIssuer = (*Lock)(nil)
 
 // Issued implements [fence.TokenIssuer]: it reports whether etcd's current
 // revision has reached t (every token is a revision, so a token above it
@@ -104,12 +94,4 @@ func (c *Client) CheckToken(ctx context.Context, token fence.Token) (TokenCheck,
 		return TokenCheck{}, fmt.Errorf("etcdlock: CheckToken: %w", c.explain(err))
 	}
 	return TokenCheck{Revision: resp.Header.Revision, ClusterID: resp.Header.ClusterId, Issued: resp.Header.Revision >= int64(token)}, nil
-}
-
-// Issued implements [fence.TokenIssuer]; see [Lock.Issued].
-func (t *Term) Issued(ctx context.Context, tok fence.Token) (bool, error) {
-	if err := checkCall(ctx, t == nil || t.l == nil, "Term", "Issued"); err != nil {
-		return false, err
-	}
-	return t.l.Issued(ctx, tok)
 }

@@ -3,9 +3,13 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -18,6 +22,7 @@ const (
 	goneBefore                  // it was gone before: someone else deleted it
 	goneMaybeUs                 // gone, by someone else or by a release of ours under NOSPACE whose reply was lost
 	leaseGone                   // the lease is gone, and every key on it
+	heldOn                      // moved onto a lease of its own (Lock.releaseKey): by us, but the key and the slot stay until that lease expires
 )
 
 // maxReleasePasses bounds the passes of release that find the marker moved
@@ -43,7 +48,7 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 	for range maxReleasePasses {
 		resp, err := c.cli.Txn(ctx).
 			If(cmp).
-			Then(append([]clientv3.Op{t.releaseMark(s, rev)}, append(t.releaseOps(), clientv3.OpDelete(t.key))...)...).
+			Then(append([]clientv3.Op{t.releaseMark(s, rev)}, append(t.releaseSecond(), clientv3.OpDelete(t.key))...)...).
 			Commit()
 		if errors.Is(err, rpctypes.ErrNoSpace) {
 			return c.releaseNoSpace(ctx, s, t, rev)
@@ -53,8 +58,8 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 		}
 		if resp.Succeeded {
 			t.moved(resp.Header.Revision)
-			if slotTaken(resp) {
-				return goneBefore, nil // a semaphore's slot key was deleted by someone else
+			if secondTaken(resp) {
+				return goneBefore, nil // the second key (a semaphore's slot's) was deleted by someone else
 			}
 			return byUs, nil
 		}
@@ -68,7 +73,7 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 		}
 		// Someone else deleted the key. Move the marker all the same, unless
 		// a late request of ours just did.
-		resp, err = c.cli.Txn(ctx).If(t.marker.at(markRev(gr.Kvs))).Then(append(t.releaseOps(), t.marker.put(s, markGone(rev)))...).Commit()
+		resp, err = c.cli.Txn(ctx).If(t.marker.at(markRev(gr.Kvs))).Then(append(t.releaseSecond(), t.marker.put(s, markGone(rev)))...).Commit()
 		if err != nil {
 			return leaseOr(s, err, 0)
 		}
@@ -109,10 +114,10 @@ func (t *ticket) created(rev int64) clientv3.Cmp {
 // could still land.
 func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev int64) (released, error) {
 	t.unmarked.Store(true)
-	held := t.slotHeld()
+	held := t.secondStillHeld()
 	resp, err := c.cli.Txn(ctx).
 		If(t.created(rev)).
-		Then(append(held, append(t.releaseOps(), clientv3.OpDelete(t.key))...)...).
+		Then(append(held, append(t.releaseSecond(), clientv3.OpDelete(t.key))...)...).
 		Commit()
 	if err != nil {
 		if !refused(err) {
@@ -123,8 +128,8 @@ func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev 
 	switch {
 	case !resp.Succeeded:
 		return t.gone(), nil
-	case len(held) > 0 && slotTaken(resp): // else the first is releaseOps' (a claim that may not have landed)
-		return goneBefore, nil // our queue key, but a semaphore's slot key was deleted by someone else
+	case len(held) > 0 && secondTaken(resp): // else the first is releaseSecond's (a claim that may not have landed)
+		return goneBefore, nil // our queue key, but the second key was deleted by someone else
 	}
 	return byUs, nil
 }
@@ -267,4 +272,107 @@ func refused(err error) bool {
 		return true
 	}
 	return false
+}
+
+// A Lock's release is one of two strategies: the deletion above, or, while
+// a minimum hold (WithMinHold) has time left, a move of the key onto a
+// lease of its own, which keeps it, with its create revision, until that
+// lease expires. Lock.releaseKey chooses.
+
+// minHold is a lock's minimum hold (see WithMinHold).
+type minHold struct {
+	d     time.Duration // 0: none
+	from  time.Time     // when the lock was handed to the caller
+	lease clientv3.LeaseID
+}
+
+// keepAtLeast gives l, just acquired (nil: not), a minimum hold of d.
+func (l *Lock) keepAtLeast(d time.Duration) {
+	if l != nil && d > 0 {
+		l.hold = minHold{d: d, from: time.Now(), lease: newLeaseID()}
+	}
+}
+
+// dropHold removes l's minimum hold, before l was handed to the caller.
+func (l *Lock) dropHold() {
+	l.unlockMu.Lock()
+	defer l.unlockMu.Unlock()
+	l.hold = minHold{}
+}
+
+// releaseKey is Unlock's release: it moves l's key onto a lease of its own
+// while the minimum hold has time left, and deletes it otherwise. unlockMu
+// is held. Every request it sends is safe to arrive late or twice: the
+// lease's ID is chosen once per lock, so that a grant whose reply was lost
+// is found again ("lease already exists") instead of granted twice, and
+// the move compares the key's create revision with the token, so that it
+// moves no other acquisition's key (a later use of the same session slot
+// reuses the key's name), and writes the slot's marker as a release does.
+// A grant that lands and is never used (the move found the key gone) is
+// revoked; one that cannot be leaves an empty lease that expires within
+// the hold.
+func (l *Lock) releaseKey(ctx context.Context) (released, error) {
+	rev := l.t.rev // the key's create revision (the token, for a lock)
+	left := l.hold.d - time.Since(l.hold.from)
+	if l.hold.d == 0 || left <= 0 {
+		return l.c.release(ctx, l.s, l.t, rev)
+	}
+	ttl, err := l.grantHold(ctx, left)
+	if err != nil {
+		return 0, err
+	}
+	cmp := clientv3.Compare(clientv3.CreateRevision(l.t.key), "=", rev)
+	if l.c.o.ctl.unconditionalMove {
+		cmp = clientv3.Compare(clientv3.CreateRevision(l.t.key), "!=", 0)
+	}
+	resp, err := l.c.cli.Txn(ctx).
+		If(cmp).
+		Then(clientv3.OpPut(l.t.key, "", clientv3.WithLease(l.hold.lease), clientv3.WithIgnoreValue()),
+			l.t.marker.put(l.s, markOurs(rev))).
+		Commit()
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// The session's lease is gone, or the hold's has expired: the
+		// release tells which, and deletes the key in the latter case.
+		return l.c.release(ctx, l.s, l.t, rev)
+	case err != nil:
+		return 0, err
+	case !resp.Succeeded:
+		// The key is gone (the lease expired, or someone else deleted it):
+		// the release tells, and moves the marker. The hold's lease then
+		// holds nothing (only this key is ever put on it, and a late move
+		// compares the same create revision), so it is revoked rather than
+		// left, empty, for as long as the hold; in the background and best
+		// effort, as it expires anyway, so that a slow revoke does not hold
+		// up the release. Not so on ErrLeaseNotFound above: the session's
+		// lease may be the missing one, with the key on the hold's already.
+		if !l.c.background(func() { l.c.revoke(l.hold.lease) }) {
+			l.c.cli.Revoke(ctx, l.hold.lease) // Close has begun: not in the background
+		}
+		return l.c.release(ctx, l.s, l.t, rev)
+	}
+	l.t.moved(resp.Header.Revision)
+	// The slot's key stays until the lease expires: a later use of the
+	// slot would find it, and delete it, before then.
+	c, s, t := l.c, l.s, l.t
+	time.AfterFunc(ttl, func() { c.freeSlot(s, t) })
+	return heldOn, nil
+}
+
+// grantHold grants the hold's lease, with a TTL of at least left, and
+// returns that TTL. A lease that exists already is ours: an earlier grant
+// of this lock's, granted no later than now with a TTL no shorter than
+// left then, so it lasts at least as long.
+func (l *Lock) grantHold(ctx context.Context, left time.Duration) (time.Duration, error) {
+	secs := int64((left + time.Second - 1) / time.Second)
+	resp, err := clientv3.RetryLeaseClient(l.c.cli).LeaseGrant(ctx,
+		&pb.LeaseGrantRequest{ID: int64(l.hold.lease), TTL: secs}, grpc.WaitForReady(true))
+	switch {
+	case err == nil:
+		secs = max(secs, resp.TTL)
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseExist):
+	default:
+		return 0, fmt.Errorf("etcdlock: grant the minimum hold's lease: %w", rpctypes.Error(err))
+	}
+	return time.Duration(secs) * time.Second, nil
 }

@@ -86,7 +86,7 @@ func TestLateCleanupSparesNewerAcquisition(t *testing.T) {
 	go func() { _, err := a.Lock(ctx, "x"); got <- err }()
 	waitQueued(t, direct, h, 2)
 	var waiterKey string // A's: the one that is not the holder's (lease IDs are random, so is their order)
-	for _, k := range keys(t, direct, prefix(t)+"lock/x/") {
+	for _, k := range keys(t, direct, keysOf(t).Lock("x")) {
 		if k != h.Key() {
 			waiterKey = k
 		}
@@ -97,7 +97,7 @@ func TestLateCleanupSparesNewerAcquisition(t *testing.T) {
 		t.Fatalf("cancelled Lock: got %v, want context.Canceled", err)
 	}
 	<-held.Caught()
-	waitKeys(t, direct, prefix(t)+"lock/x/", 1) // the background retry removed it
+	waitKeys(t, direct, keysOf(t).Lock("x"), 1) // the background retry removed it
 
 	// The holder leaves; A takes the lock again, on the same key.
 	h.Unlock(t.Context())
@@ -148,7 +148,7 @@ func TestWaiterNotGrantedAfterRevoke(t *testing.T) {
 		got <- err
 	}()
 	waitQueued(t, direct, h, 2)
-	resp, err := direct.Get(t.Context(), prefix(t)+"lock/r/", append(clientv3.WithLastCreate(), clientv3.WithPrefix())...)
+	resp, err := direct.Get(t.Context(), keysOf(t).Lock("r"), append(clientv3.WithLastCreate(), clientv3.WithPrefix())...)
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("waiter's key: %v %v", resp, err)
 	}
@@ -203,7 +203,7 @@ func TestUnknownCreatesDoNotPileUp(t *testing.T) {
 	mustLock(t, c, "warm").Unlock(t.Context())
 	failed := 0
 	for range 24 {
-		in.Next(creates(prefix(t)+"lock/"), reqfault.LostReply)
+		in.Next(creates(keysOf(t).Locks()), reqfault.LostReply)
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		l, err := c.Lock(ctx, "p")
 		cancel()
@@ -216,7 +216,7 @@ func TestUnknownCreatesDoNotPileUp(t *testing.T) {
 	if failed == 0 {
 		t.Fatal("no attempt failed: the test proved nothing")
 	}
-	if ks := keys(t, direct, prefix(t)+"lock/"); len(ks) != 0 {
+	if ks := keys(t, direct, keysOf(t).Locks()); len(ks) != 0 {
 		t.Fatalf("queue keys left: %v", ks)
 	}
 	if ks := keys(t, direct, prefix(t)); len(ks) > 2 {
@@ -278,7 +278,7 @@ func TestLeaseGoneTwiceIsLost(t *testing.T) {
 	fcli, in := faulty(t, 6)
 	c := newLocker(t, fcli, etcdlock.WithTTL(9*time.Second))
 	mustLock(t, c, "warm").Unlock(t.Context())
-	in.Before(creates(prefix(t)+"lock/"), func(req any) { // revoke the lease the key is put on
+	in.Before(creates(keysOf(t).Locks()), func(req any) { // revoke the lease the key is put on
 		put := req.(*pb.TxnRequest).Success[0].GetRequestPut()
 		direct.Revoke(context.Background(), clientv3.LeaseID(put.Lease))
 	})

@@ -73,7 +73,7 @@ func TestRunHandsOverWhenLeaderStops(t *testing.T) {
 	if err := <-bDone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("b's Run: got %v, want context.Canceled", err)
 	}
-	if ks := keys(t, cli, prefix(t)+"elect/"); len(ks) != 0 {
+	if ks := keys(t, cli, keysOf(t).Elections()); len(ks) != 0 {
 		t.Fatalf("keys after both Runs ended: got %v, want none", ks)
 	}
 }
@@ -137,7 +137,7 @@ func TestRunPanicLeavesNoLeaderKey(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not panic")
 	}
-	if ks := keys(t, cli, prefix(t)+"elect/"); len(ks) != 0 {
+	if ks := keys(t, cli, keysOf(t).Elections()); len(ks) != 0 {
 		t.Fatalf("keys after the panic: got %v, want none", ks)
 	}
 }

@@ -60,7 +60,7 @@ func lossFenced(t *testing.T, ep, p string, opts ...etcdlock.LockOption) {
 			closed[i] = time.Now()
 		})
 	}
-	deleted := watchDeletions(t, etcdClient(t, ep), p+"lock/")
+	deleted := watchDeletions(t, etcdClient(t, ep), etcdlock.KeysUnder(p).Locks())
 	cut := time.Now()
 	px.Cut()
 	waitGroup(t, &wg, 2*scaleTTL*time.Second+time.Minute)

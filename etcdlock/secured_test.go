@@ -45,7 +45,7 @@ func TestPrefixGrantIsEnough(t *testing.T) {
 			if !errors.Is(tl.Err(), etcdlock.ErrClosed) {
 				t.Fatalf("Err of a lock held at Close: got %v, want ErrClosed", tl.Err())
 			}
-			waitGone(t, cli, p+"lock/")
+			waitGone(t, cli, etcdlock.KeysUnder(p).Locks())
 		})
 	}
 }
@@ -62,7 +62,7 @@ func TestMissingPermission(t *testing.T) {
 		grant func(p string) string
 	}{
 		{"nothing granted under the prefix", func(string) string { return "/elsewhere/" }},
-		{"only the lock queues granted", func(p string) string { return p + "lock/" }},
+		{"only the lock queues granted", func(p string) string { return etcdlock.KeysUnder(p).Locks() }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := prefix(t)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -89,7 +87,7 @@ func (sm *Semaphore) acquire(ctx context.Context, wait bool, opts []LockOption) 
 	}
 	wctx, cancel := o.waitContext(ctx)
 	defer cancel()
-	l, err := sm.c.acquire(wctx, spot{kind: kindSemaphore, name: sm.name, q: sm.c.semQueue(sm.name), data: o.metadata,
+	l, err := sm.c.acquire(wctx, spot{kind: kindSemaphore, name: sm.name, data: o.metadata,
 		wait: wait, noWatch: o.noWatch, permits: sm.permits})
 	return l, o.waited(ctx, wctx, sm.name, err)
 }
@@ -106,21 +104,16 @@ func (sm *Semaphore) Inspect(ctx context.Context) (Queue, error) {
 	return sq.Queue, err
 }
 
-// semQueue is the prefix under which the acquisitions of semaphore name
-// are queued; its permits' keys are under semPermits.
-func (c *Client) semQueue(name string) string   { return c.o.prefix + "sem/" + name + "/q/" }
-func (c *Client) semPermits(name string) string { return c.o.prefix + "sem/" + name + "/p/" }
-
 // Slot returns the slot of a semaphore's permit (see [Semaphore]), and 0
 // for any other lock. A slot is from 0 to permits-1 and held by one holder
 // at a time; it is not the lowest free one: an acquisition starts its
 // search at its own queue key's create revision modulo the permits, so
 // that waiters let in by the same release do not all claim the same slot.
 func (l *Lock) Slot() int {
-	if l.t.permit == nil {
-		return 0
+	if p, ok := l.t.second.(*permit); ok {
+		return p.slot
 	}
-	return l.t.permit.slot
+	return 0
 }
 
 // permit is a semaphore acquisition's claim on one of its permits. The
@@ -130,32 +123,37 @@ func (l *Lock) Slot() int {
 // slot), so that a copy of it, or of a claim of another slot, can never
 // land after one has (their compare of our key's mod revision fails), nor
 // after our key is deleted. Every release deletes, in its transaction, the
-// keys of the slots tried whose value is still ours.
+// keys of the slots tried whose value is still ours. It is the engine's
+// secondKey for kindSemaphore (see kindTable).
 type permit struct {
-	dir   string                // the prefix of the slots' keys
-	id    string                // a slot key's value while ours; set once our key is created
-	tried map[int]bool          // slots whose claim was sent and may have landed
-	slot  int                   // the slot held, once claimed
-	token int64                 // the slot key's create revision, once claimed (0 before)
-	seen  *clientv3.TxnResponse // the slots' keys, read by the last read of the queue; nil once used
+	name    string // the semaphore's
+	permits int    // the semaphore's, as this caller gives them
+	// unconditional: a release deletes every slot key tried, whoever's it
+	// is now (the controls of the request-fault tests)
+	unconditional bool
+	dir           string                // the prefix of the slots' keys
+	id            string                // a slot key's value while ours; set once our key is created
+	tried         map[int]bool          // slots whose claim was sent and may have landed
+	slot          int                   // the slot held, once claimed
+	token         int64                 // the slot key's create revision, once claimed (0 before)
+	seen          *clientv3.TxnResponse // the slots' keys, read by the last read of the queue; nil once used
 }
 
-// read adds to ops, the operations of a read of t's queue, a read of the
-// slots' keys, so that the claim that may follow needs no read of its
-// own; nothing for a ticket without a permit.
+// newPermit is kindSemaphore's secondKey (see kindTable): the permit an
+// acquisition of sp claims once its turn has come.
+func newPermit(c *Client, sp spot) secondKey {
+	return &permit{name: sp.name, permits: sp.permits, unconditional: c.o.ctl.unconditionalSlotRelease,
+		dir: c.keys().semPermits(sp.name), tried: map[int]bool{}}
+}
+
+// read adds to ops, the operations of a read of the queue, a read of the
+// slots' keys, so that the claim that may follow needs no read of its own.
 func (p *permit) read(ops []clientv3.Op) []clientv3.Op {
-	if p == nil {
-		return ops
-	}
 	return append(ops, clientv3.OpGet(p.dir, clientv3.WithPrefix()))
 }
 
 // saw keeps the slots' keys a read (see read) returned.
-func (p *permit) saw(resp *clientv3.TxnResponse) {
-	if p != nil {
-		p.seen = resp
-	}
-}
+func (p *permit) saw(resp *clientv3.TxnResponse) { p.seen = resp }
 
 // permitValue is the value of a slot's key.
 type permitValue struct {
@@ -164,28 +162,23 @@ type permitValue struct {
 	Permits int    `json:"permits"`
 }
 
-func (p *permit) key(slot int) string { return p.dir + strconv.Itoa(slot) }
-
-// holdKey is the key whose existence, with the Lock's token as its create
-// revision, is t's hold: its permit's key for a semaphore, else its own.
-func (t *ticket) holdKey() string {
-	if t.permit != nil {
-		return t.permit.key(t.permit.slot)
+// claimed returns the key of the slot claimed, and its token; "" and 0
+// before the claim.
+func (p *permit) claimed() (string, int64) {
+	if p.token == 0 {
+		return "", 0
 	}
-	return t.key
+	return permitKey(p.dir, p.slot), p.token
 }
 
-// releaseOps are the operations a release of t adds to the deletion of its
-// key: the deletion of every slot's key of t's that a claim may have put.
-func (t *ticket) releaseOps() []clientv3.Op {
-	if t.permit == nil {
-		return nil
-	}
+// release returns the deletions of every slot's key that a claim of ours
+// may have put, each while its value is still ours.
+func (p *permit) release() []clientv3.Op {
 	var ops []clientv3.Op
-	for slot := range t.permit.tried {
-		k := t.permit.key(slot)
-		cmp := clientv3.Compare(clientv3.Value(k), "=", t.permit.id)
-		if t.ctl.unconditionalSlotRelease {
+	for slot := range p.tried {
+		k := permitKey(p.dir, slot)
+		cmp := clientv3.Compare(clientv3.Value(k), "=", p.id)
+		if p.unconditional {
 			cmp = clientv3.Compare(clientv3.CreateRevision(k), "!=", 0)
 		}
 		ops = append(ops, clientv3.OpTxn([]clientv3.Cmp{cmp}, []clientv3.Op{clientv3.OpDelete(k)}, nil))
@@ -193,52 +186,12 @@ func (t *ticket) releaseOps() []clientv3.Op {
 	return ops
 }
 
-// releaseMark is the marker write of a release of t's use that deletes
-// its queue key, created at rev: markOurs(rev), and for a semaphore's
-// claimed permit markGone(rev) when the slot's key is no longer the one it
-// claimed. A permit is held by its slot's key, not its queue key: when
-// someone deleted the slot's key (etcdctl del), another acquisition may
-// have held the slot since, and the release must say the permit was lost
-// (see slotTaken), as it does for a lock whose key was deleted. etcd
-// evaluates a transaction's nested compares before any of its operations,
-// so the deletion of the slot's key in the same transaction does not
-// change the answer.
-func (t *ticket) releaseMark(s *session, rev int64) clientv3.Op {
-	if t.permit == nil || t.permit.token == 0 {
-		return t.marker.put(s, markOurs(rev))
-	}
-	return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.permit.key(t.permit.slot)), "=", t.permit.token)},
-		[]clientv3.Op{t.marker.put(s, markOurs(rev))}, []clientv3.Op{t.marker.put(s, markGone(rev))})
-}
-
-// slotHeld is releaseMark's question without its writes, for a release
-// while etcd is out of space (see releaseNoSpace), which refuses every put:
-// whether a semaphore's claimed permit's slot key is still the one it
-// claimed. For the rest it asks nothing (no operation).
-func (t *ticket) slotHeld() []clientv3.Op {
-	if t.permit == nil || t.permit.token == 0 {
-		return nil
-	}
-	return []clientv3.Op{clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.permit.key(t.permit.slot)), "=", t.permit.token)}, nil, nil)}
-}
-
-// slotTaken reports whether a release's response, whose first operation
-// was releaseMark's or slotHeld's, says the permit's slot key had been
-// deleted (false when the first was neither: a delete's response).
-func slotTaken(resp *clientv3.TxnResponse) bool {
-	n := resp.Responses[0].GetResponseTxn()
-	return n != nil && !n.Succeeded
-}
-
-// checkPermits fails when one of kvs, keys of t's queue, says its
-// semaphore has other permits than t.
-func checkPermits(t *ticket, kvs []*mvccpb.KeyValue) error {
-	if t.permit == nil {
-		return nil // not a semaphore: its queue holds no semaphore's keys
-	}
+// check fails when one of kvs, keys of the semaphore's queue, says it has
+// other permits than p.
+func (p *permit) check(kvs []*mvccpb.KeyValue) error {
 	for _, kv := range kvs {
-		if n := recordOf(kv.Value).Permits; n != 0 && n != t.permits {
-			return fmt.Errorf("etcdlock: semaphore %q: %w: %d asked, %s says %d", t.name, ErrPermits, t.permits, kv.Key, n)
+		if n := recordOf(kv.Value).Permits; n != 0 && n != p.permits {
+			return fmt.Errorf("etcdlock: semaphore %q: %w: %d asked, %s says %d", p.name, ErrPermits, p.permits, kv.Key, n)
 		}
 	}
 	return nil
@@ -249,8 +202,7 @@ func checkPermits(t *ticket, kvs []*mvccpb.KeyValue) error {
 // When every slot is taken (by a holder whose queue key someone deleted,
 // or by callers that disagree on the permits), it waits for one to be
 // freed.
-func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (int64, error) {
-	p := t.permit
+func (p *permit) claim(ctx context.Context, c *Client, s *session, t *ticket, rev int64) (int64, error) {
 	if p.id == "" {
 		id, _ := json.Marshal(permitValue{Key: t.key, Rev: rev, Permits: t.permits})
 		p.id = string(id)
@@ -273,8 +225,8 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 		taken := map[int]bool{}
 		var held Entry // a holder of a slot, for TryAcquire's answer
 		for _, kv := range slotKeys {
-			slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), p.dir))
-			if err != nil {
+			slot, ok := permitOf(p.dir, string(kv.Key))
+			if !ok {
 				continue // not a slot's key
 			}
 			if string(kv.Value) == p.id { // a claim of ours landed
@@ -322,8 +274,8 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 		r := encodeRecordSlot(c.o.owner, t.at, t.data, t.permits, free)
 		cr, err := c.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev), clientv3.Compare(clientv3.ModRevision(t.key), "=", rev),
-				clientv3.Compare(clientv3.CreateRevision(p.key(free)), "=", 0)).
-			Then(clientv3.OpPut(p.key(free), p.id, clientv3.WithLease(s.id)), clientv3.OpPut(t.key, r, clientv3.WithIgnoreLease())).
+				clientv3.Compare(clientv3.CreateRevision(permitKey(p.dir, free)), "=", 0)).
+			Then(clientv3.OpPut(permitKey(p.dir, free), p.id, clientv3.WithLease(s.id)), clientv3.OpPut(t.key, r, clientv3.WithIgnoreLease())).
 			Commit()
 		if err != nil {
 			return 0, err
@@ -337,37 +289,17 @@ func (c *Client) claim(ctx context.Context, s *session, t *ticket, rev int64) (i
 	}
 }
 
-// waitRange waits until a key under prefix dir is deleted after revision
-// from, or the watch ends (the caller reads again either way).
-func (c *Client) waitRange(ctx context.Context, s *session, dir string, from int64) error {
-	b := newWatchBox(watch{key: dir, end: clientv3.GetPrefixRangeEnd(dir)})
-	b.add(ctx, c.watches, from)
-	defer b.remove(c.watches)
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.done:
-			return c.lostWhileWaiting(s)
-		case <-b.note:
-		}
-		if b.take().ended {
-			return nil
-		}
-	}
-}
-
 // holder returns e, a queue key's entry, with the slot and the permit's
 // token (the one its holder fences with) when the slots read with the
 // queue show it holds one.
 func (p *permit) holder(e Entry) Entry {
-	if p == nil || p.seen == nil {
+	if p.seen == nil {
 		return e
 	}
 	for _, kv := range p.seen.Responses[len(p.seen.Responses)-1].GetResponseRange().Kvs {
 		var v permitValue
-		slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), p.dir))
-		if err == nil && json.Unmarshal(kv.Value, &v) == nil && v.Key == e.Key && v.Rev == int64(e.Token) {
+		slot, ok := permitOf(p.dir, string(kv.Key))
+		if ok && json.Unmarshal(kv.Value, &v) == nil && v.Key == e.Key && v.Rev == int64(e.Token) {
 			e.Slot, e.Token = slot, fence.Token(kv.CreateRevision)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -55,8 +54,8 @@ func (c *Client) InspectSemaphore(ctx context.Context, name string) (SemaphoreQu
 // and returns its slot keys by their tokens.
 func (c *Client) readSemaphore(ctx context.Context, name string) (SemaphoreQueue, map[fence.Token]heldSlot, error) {
 	resp, err := c.cli.Txn(ctx).Then(
-		clientv3.OpGet(c.semQueue(name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
-		clientv3.OpGet(c.semPermits(name), clientv3.WithPrefix()),
+		clientv3.OpGet(c.keys().semQueue(name), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+		clientv3.OpGet(c.keys().semPermits(name), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return SemaphoreQueue{}, nil, err
@@ -68,6 +67,7 @@ func (c *Client) readSemaphore(ctx context.Context, name string) (SemaphoreQueue
 	}
 	byToken, slots := c.slotsOf(name, resp.Responses[1].GetResponseRange().Kvs)
 	orphans := maps.Clone(byToken)
+	entitledN := entitled(kvs, sq.Permits)
 	for i, kv := range kvs {
 		e := entryOf(kv)
 		e.Slot = -1
@@ -77,7 +77,7 @@ func (c *Client) readSemaphore(ctx context.Context, name string) (SemaphoreQueue
 			e.Slot, e.Token = p.slot, fence.Token(p.kv.CreateRevision)
 			delete(orphans, e.Token)
 		}
-		if claimed || i < sq.Permits {
+		if claimed || i < entitledN {
 			sq.Holders = append(sq.Holders, e)
 		} else {
 			sq.Waiters = append(sq.Waiters, e)
@@ -107,12 +107,12 @@ type heldSlot struct {
 // slotsOf returns the slot keys among kvs by their tokens and by the
 // queue key holding each.
 func (c *Client) slotsOf(name string, kvs []*mvccpb.KeyValue) (map[fence.Token]heldSlot, map[string]heldSlot) {
-	dir := c.semPermits(name)
+	dir := c.keys().semPermits(name)
 	byToken, slots := map[fence.Token]heldSlot{}, map[string]heldSlot{}
 	for _, kv := range kvs {
-		slot, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), dir))
+		slot, ok := permitOf(dir, string(kv.Key))
 		var v permitValue
-		if err != nil || json.Unmarshal(kv.Value, &v) != nil {
+		if !ok || json.Unmarshal(kv.Value, &v) != nil {
 			continue // not a slot's key of this package
 		}
 		h := heldSlot{kv: kv, slot: slot, queueKey: v.Key, rev: v.Rev}

@@ -115,10 +115,10 @@ func TestBreakSemaphore(t *testing.T) {
 func TestBreakSemaphoreNeedsBothKeys(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
-		delete func(sq etcdlock.SemaphoreQueue) string
+		delete func(t *testing.T, sq etcdlock.SemaphoreQueue) string
 	}{
-		{"slot key only", func(etcdlock.SemaphoreQueue) string { return "sem/one/p/0" }},
-		{"queue key only", func(sq etcdlock.SemaphoreQueue) string { return sq.Holder.Key }},
+		{"slot key only", func(t *testing.T, _ etcdlock.SemaphoreQueue) string { return keysOf(t).Permit("one", 0) }},
+		{"queue key only", func(_ *testing.T, sq etcdlock.SemaphoreQueue) string { return sq.Holder.Key }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cli := etcdClient(t)
@@ -130,10 +130,7 @@ func TestBreakSemaphoreNeedsBothKeys(t *testing.T) {
 			if err != nil || sq.Holder == nil {
 				t.Fatalf("InspectSemaphore: %+v, %v", sq, err)
 			}
-			key := tt.delete(sq)
-			if key == "sem/one/p/0" {
-				key = prefix(t) + key
-			}
+			key := tt.delete(t, sq)
 			if _, err := cli.Delete(t.Context(), key); err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +158,7 @@ func TestBreakSemaphoreLateTwiceLostReply(t *testing.T) {
 	holder := semaphore(t, newLocker(t, direct), "one", 1)
 	fcli, in := faulty(t, 25)
 	op := newLocker(t, fcli)
-	slotKey := prefix(t) + "sem/one/p/0"
+	slotKey := keysOf(t).Permit("one", 0)
 	acquire := func(t *testing.T) *etcdlock.Lock {
 		t.Helper()
 		l, err := holder.Acquire(t.Context())

@@ -3,7 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,7 +95,7 @@ func TestSemaphorePermitsDisagree(t *testing.T) {
 	if _, err := semaphore(t, other, "n", 3).Acquire(t.Context()); !errors.Is(err, etcdlock.ErrPermits) {
 		t.Fatalf("Acquire with 3 permits beside 2: got %v, want ErrPermits", err)
 	}
-	if ks := keys(t, cli, prefix(t)+"sem/n/q/"); len(ks) != 1 {
+	if ks := keys(t, cli, keysOf(t).SemaphoreQueue("n")); len(ks) != 1 {
 		t.Fatalf("queue after the refused acquisition: %v, want only the holder's key", ks)
 	}
 }
@@ -141,7 +140,7 @@ func TestSemaphoreBounds(t *testing.T) {
 	if m := most.Load(); m > permits || m < 2 {
 		t.Fatalf("at most %d held at once, want 2 to %d", m, permits)
 	}
-	if ks := keys(t, cli, prefix(t)+"sem/"); len(ks) != 0 {
+	if ks := keys(t, cli, keysOf(t).Semaphores()); len(ks) != 0 {
 		t.Fatalf("keys left: %v", ks)
 	}
 }
@@ -181,7 +180,7 @@ func TestSemaphoreSlotFencing(t *testing.T) {
 	}
 	// la is deposed (its key deleted, as a lease expiry would), and a new
 	// holder takes its slot.
-	if _, err := cli.Delete(t.Context(), prefix(t)+"sem/shards/p/"+strconv.Itoa(la.Slot())); err != nil {
+	if _, err := cli.Delete(t.Context(), keysOf(t).Permit("shards", la.Slot())); err != nil {
 		t.Fatal(err)
 	}
 	waitClosed(t, la.Done(), 5*time.Second, "deposed holder's Done")

@@ -259,7 +259,7 @@ func TestAcquireOnLostLeaseEndsItsLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	inj.Before(creates(prefix(t)+"lock/next/"), func(req any) {
+	inj.Before(creates(keysOf(t).Lock("next")), func(req any) {
 		once.Do(func() {
 			put := req.(*pb.TxnRequest).Success[0].GetRequestPut()
 			direct.Revoke(context.Background(), clientv3.LeaseID(put.Lease))
@@ -350,7 +350,7 @@ func TestCloseEndsWaitersWithErrClosed(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitKeys(t, cli, prefix(t)+"lock/busy/", 11)
+	waitKeys(t, cli, keysOf(t).Lock("busy"), 11)
 	if err := c.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -136,7 +136,7 @@ func (t *telemetry) instruments(m metric.Meter) error {
 		errs = append(errs, err)
 		return g
 	}
-	t.waitDur = hist("fencelock.lock.wait.duration", "s", "Time from Lock, TryLock or Campaign to its outcome, by kind and outcome.")
+	t.waitDur = hist("fencelock.lock.wait.duration", "s", "Time from an acquisition's call (Lock, RLock, Acquire, Campaign, or a Try form) to its outcome, by kind and outcome.")
 	t.holdDur = hist("fencelock.lock.hold.duration", "s", "Time a lock was held or a term led, until released or lost.")
 	t.acquisitions = count("fencelock.lock.acquisitions", "{acquisition}", "Locks acquired and terms won.")
 	t.losses = count("fencelock.lock.losses", "{loss}", "Locks and terms lost, by cause.")

@@ -22,7 +22,7 @@ func acquireSpan(sp spot) string {
 	return kindTable[sp.kind].waitSpan
 }
 
-// acquisition is one Lock, TryLock or Campaign under way, from
+// acquisition is one acquisition of any kind under way, from
 // [telemetry.acquiring] to [acquisition.done].
 type acquisition struct {
 	t     *telemetry

@@ -118,8 +118,9 @@ func TestKindsOnEveryEtcd(t *testing.T) {
 		if err := term.Resign(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for _, under := range []string{"lock/", "sem/", "elect/"} { // the sessions' slot markers stay while they live
-			if ks := keys(t, cli, p+under); len(ks) != 0 {
+		k := etcdlock.KeysUnder(p)
+		for _, under := range []string{k.Locks(), k.Semaphores(), k.Elections()} { // the sessions' slot markers stay while they live
+			if ks := keys(t, cli, under); len(ks) != 0 {
 				t.Errorf("keys left: %v", ks)
 			}
 		}

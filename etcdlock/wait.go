@@ -101,7 +101,7 @@ func (s *session) pause(ctx context.Context, b *backoff) error {
 func (c *Client) predecessors(ctx context.Context, s *session, t *ticket, rev int64) ([]*mvccpb.KeyValue, error) {
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
-		Then(t.permit.read([]clientv3.Op{t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+		Then(t.readSecond([]clientv3.Op{t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 			clientv3.WithLimit(int64(t.need())), clientv3.WithMaxCreateRev(rev-1))})...).
 		Commit()
 	if err != nil {
@@ -110,7 +110,7 @@ func (c *Client) predecessors(ctx context.Context, s *session, t *ticket, rev in
 	if !resp.Succeeded {
 		return nil, c.lostWhileWaiting(s)
 	}
-	t.permit.saw(resp)
+	t.sawSecond(resp)
 	return resp.Responses[0].GetResponseRange().Kvs, nil
 }
 
@@ -196,4 +196,24 @@ func (c *Client) lostWhileWaiting(s *session) error {
 		return sessionCause(err)
 	}
 	return lost(ErrKeyDeleted)
+}
+
+// waitRange waits until a key under prefix dir is deleted after revision
+// from, or the watch ends (the caller reads again either way).
+func (c *Client) waitRange(ctx context.Context, s *session, dir string, from int64) error {
+	b := newWatchBox(watch{key: dir, end: clientv3.GetPrefixRangeEnd(dir)})
+	b.add(ctx, c.watches, from)
+	defer b.remove(c.watches)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return c.lostWhileWaiting(s)
+		case <-b.note:
+		}
+		if b.take().ended {
+			return nil
+		}
+	}
 }

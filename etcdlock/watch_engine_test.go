@@ -112,7 +112,7 @@ func testEngineOn(t *testing.T, cli *clientv3.Client) {
 			got <- time.Now()
 			l.Unlock(ctx)
 		}()
-		poll.Until(t, "the waiter queued", func() bool { return len(keys(t, cli, p+"lock/a/")) == 2 })
+		poll.Until(t, "the waiter queued", func() bool { return len(keys(t, cli, etcdlock.KeysUnder(p).Lock("a"))) == 2 })
 		unlocked := time.Now()
 		if err := h.Unlock(ctx); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,110 @@
+package etcdlock
+
+import (
+	"strconv"
+	"strings"
+)
+
+// The key layout: every key this package writes is built here, and read
+// back (a name, a reader's mark, a permit's number) here. Under a Client's
+// prefix (WithPrefix, ending in "/"):
+//
+//	lock/NAME/LEASE-N      a lock's writer (or Lock's) key, in the queue of NAME
+//	lock/NAME/rLEASE-N     a reader's key (RLock), after the writers (readerMark)
+//	elect/NAME/LEASE-N     an election candidate's key
+//	sem/NAME/q/LEASE-N     a semaphore acquisition's key
+//	sem/NAME/p/K           a semaphore's permit K, held while it exists
+//	slot/LEASE-N           the marker of the session's slot N (marker.go)
+//
+// LEASE is the session's lease ID in hex, as etcdctl prints it, and N the
+// session's slot (slots.go). PROTOCOL.md describes what each key means.
+type layout string // the Client's prefix
+
+// The key spaces under a prefix: one for locks (and their readers), one
+// for elections, one for semaphores, one for slot markers.
+const (
+	spaceLock  = "lock"
+	spaceElect = "elect"
+	spaceSem   = "sem"
+	spaceSlot  = "slot"
+)
+
+// layoutSegments are the names under a prefix that the layout uses (see
+// WithPrefix). A prefix containing one as a segment would put its keys
+// inside another Client's queues or markers.
+var layoutSegments = []string{spaceLock, spaceElect, spaceSlot, spaceSem}
+
+// readerMark begins the key of a reader (see [Client.RLock]) after its
+// queue's prefix. It sorts after every hex digit, which begin the other
+// keys, so that a queue's writers are the range [q, q+readerMark) and its
+// readers follow it.
+const readerMark = "r"
+
+// space is the prefix of key space sp: the names of its locks, elections
+// or semaphores follow it.
+func (p layout) space(sp string) string { return string(p) + sp + "/" }
+
+// lockQueue is the queue of lock name: its writers', then its readers' keys.
+func (p layout) lockQueue(name string) string { return p.space(spaceLock) + name + "/" }
+
+// electionQueue is the queue of the candidates of election name.
+func (p layout) electionQueue(name string) string { return p.space(spaceElect) + name + "/" }
+
+// semaphore is the prefix of every key of semaphore name: its queue's and
+// its permits'.
+func (p layout) semaphore(name string) string { return p.space(spaceSem) + name + "/" }
+
+// semQueue is the queue of the acquisitions of semaphore name.
+func (p layout) semQueue(name string) string { return p.semaphore(name) + "q/" }
+
+// semPermits is the prefix of the permits' keys of semaphore name; permit
+// k's key is permitKey(semPermits(name), k).
+func (p layout) semPermits(name string) string { return p.semaphore(name) + "p/" }
+
+// permitKey is the key of permit k under dir, a semPermits prefix.
+func permitKey(dir string, k int) string { return dir + strconv.Itoa(k) }
+
+// permitOf is the number of the permit whose key is key under dir, and
+// false for a key that is not one.
+func permitOf(dir, key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, dir)
+	if !ok {
+		return 0, false
+	}
+	k, err := strconv.Atoi(rest)
+	return k, err == nil
+}
+
+// marker is the key of the marker of slot n of the session whose lease is
+// hex.
+func (p layout) marker(hex string, n int) markerKey {
+	return markerKey(p.space(spaceSlot) + hex + "-" + strconv.Itoa(n))
+}
+
+// queueKey is the key of slot n of the session whose lease is hex in queue
+// q, a reader's when reader.
+func queueKey(q string, reader bool, hex string, n int) string {
+	if reader {
+		q += readerMark
+	}
+	return q + hex + "-" + strconv.Itoa(n)
+}
+
+// readersFrom is where the readers' keys of queue q begin; its writers'
+// are the range [q, readersFrom(q)).
+func readersFrom(q string) string { return q + readerMark }
+
+// isReaderKey reports whether key, a queue's, is a reader's.
+func isReaderKey(key string) bool {
+	return strings.HasPrefix(key[strings.LastIndex(key, "/")+1:], readerMark)
+}
+
+// nameIn is the name of the lock, election or semaphore whose key, under
+// the prefix of space sp, is key; false for a key of no name.
+func (p layout) nameIn(sp, key string) (string, bool) {
+	name, _, ok := strings.Cut(strings.TrimPrefix(key, p.space(sp)), "/")
+	return name, ok
+}
+
+// keys is c's key layout.
+func (c *Client) keys() layout { return layout(c.o.prefix) }
