@@ -73,7 +73,8 @@ var ErrUnhealthy = errors.New("etcdlock: leader unhealthy")
 var ErrClosed = errors.New("etcdlock: client closed")
 
 // ErrInvalidName means a lock, election or semaphore name was empty, too long, not
-// valid UTF-8, or contained '/' or a control character.
+// valid UTF-8, or contained a control character. A '/' is allowed
+// (tenant/42/report): keys spell it escaped.
 var ErrInvalidName = errfamily.New("etcdlock: invalid name", ErrInvalidArgument)
 
 // ErrInvalidData means data given with an acquisition ([WithMetadata], an

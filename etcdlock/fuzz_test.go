@@ -11,10 +11,11 @@ import (
 )
 
 // FuzzKeyLayout: a name validateName accepts cannot escape its queue: its
-// keys lie under prefix+"lock/" (or "elect/"), the name reads back from
-// them unchanged, and no other accepted name's queue contains them.
+// keys lie under prefix+"lock/" (or "elect/", or "sem/"), the name reads
+// back from them unchanged, and no other accepted name's queue contains
+// them, also when either name holds '/' or '%'.
 func FuzzKeyLayout(f *testing.F) {
-	for _, s := range []string{"job", "a/b", "..", "../x", "", "\x00", "a\nb", "name with space", "ü-ö", "\xff", strings.Repeat("x", MaxNameLen+1)} {
+	for _, s := range []string{"job", "a/b", "a%2Fb", "%", "a%", "/", "//", "..", "../x", "", "\x00", "a\nb", "name with space", "ü-ö", "\xff", strings.Repeat("x", MaxNameLen+1)} {
 		f.Add(s, "job")
 	}
 	c := &Client{o: defaultOptions()}
@@ -28,32 +29,31 @@ func FuzzKeyLayout(f *testing.F) {
 		if strings.ContainsFunc(name, badNameRune) || name == "" || len(name) > MaxNameLen {
 			t.Fatalf("validateName(%q) = nil, want an error", name)
 		}
-		for _, under := range []string{c.o.prefix + "lock/", c.o.prefix + "elect/"} {
-			q := c.keys().lockQueue(name)
-			if under != c.o.prefix+"lock/" {
-				q = c.keys().electionQueue(name)
+		for _, sp := range []struct {
+			space, under string
+			queue        func(string) string
+		}{
+			{spaceLock, c.o.prefix + "lock/", c.keys().lockQueue},
+			{spaceElect, c.o.prefix + "elect/", c.keys().electionQueue},
+			{spaceSem, c.o.prefix + "sem/", c.keys().semQueue},
+			{spaceSem, c.o.prefix + "sem/", c.keys().semPermits},
+		} {
+			key := sp.queue(name) + "0123456789abcdef-0"
+			if !strings.HasPrefix(key, sp.under) {
+				t.Fatalf("key %q of name %q is not under %q", key, name, sp.under)
 			}
-			key := q + "0123456789abcdef-0"
-			rest, ok := strings.CutPrefix(key, under)
-			got, _, _ := strings.Cut(rest, "/")
-			if !ok || got != name {
-				t.Fatalf("key %q of name %q: under %q %v, name reads back as %q", key, name, under, ok, got)
+			if got, ok := c.keys().nameIn(sp.space, key); !ok || got != name {
+				t.Fatalf("key %q of name %q: name reads back as %q (%v)", key, name, got, ok)
 			}
-			if validateName(other) == nil && other != name {
-				oq := c.keys().lockQueue(other)
-				if under != c.o.prefix+"lock/" {
-					oq = c.keys().electionQueue(other)
-				}
-				if strings.HasPrefix(key, oq) {
-					t.Fatalf("key %q of %q lies in the queue of %q", key, name, other)
-				}
+			if validateName(other) == nil && other != name && strings.HasPrefix(key, sp.queue(other)) {
+				t.Fatalf("key %q of %q lies in the queue of %q", key, name, other)
 			}
 		}
 	})
 }
 
 func badNameRune(r rune) bool {
-	return r == '/' || r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)
 }
 
 // FuzzEntryOf: any value in a queue key reads as an Entry, never a panic;

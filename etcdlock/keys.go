@@ -17,7 +17,9 @@ import (
 //	slot/LEASE-N           the marker of the session's slot N (marker.go)
 //
 // LEASE is the session's lease ID in hex, as etcdctl prints it, and N the
-// session's slot (slots.go). PROTOCOL.md describes what each key means.
+// session's slot (slots.go). NAME is the name escaped (escapeName): a name
+// may hold '/', which its key spells %2F, so that no name's keys lie in
+// another's queue. PROTOCOL.md describes what each key means.
 type layout string // the Client's prefix
 
 // The key spaces under a prefix: one for locks (and their readers), one
@@ -45,14 +47,52 @@ const readerMark = "r"
 func (p layout) space(sp string) string { return string(p) + sp + "/" }
 
 // lockQueue is the queue of lock name: its writers', then its readers' keys.
-func (p layout) lockQueue(name string) string { return p.space(spaceLock) + name + "/" }
+func (p layout) lockQueue(name string) string { return p.space(spaceLock) + escapeName(name) + "/" }
 
 // electionQueue is the queue of the candidates of election name.
-func (p layout) electionQueue(name string) string { return p.space(spaceElect) + name + "/" }
+func (p layout) electionQueue(name string) string {
+	return p.space(spaceElect) + escapeName(name) + "/"
+}
 
 // semaphore is the prefix of every key of semaphore name: its queue's and
 // its permits'.
-func (p layout) semaphore(name string) string { return p.space(spaceSem) + name + "/" }
+func (p layout) semaphore(name string) string { return p.space(spaceSem) + escapeName(name) + "/" }
+
+// escapeName is name as its keys spell it: '%' is %25 and '/' is %2F, and
+// nothing else changes. It is one-to-one and its result has no '/', so
+// that a queue (space, escaped name, '/') is the prefix of no other's.
+func escapeName(name string) string {
+	if !strings.ContainsAny(name, "%/") {
+		return name // the common case: no copy
+	}
+	return strings.NewReplacer("%", "%25", "/", "%2F").Replace(name)
+}
+
+// unescapeName reverses escapeName; false for a segment escapeName does
+// not make (a '/', a '%' not followed by 25 or 2F).
+func unescapeName(seg string) (string, bool) {
+	if !strings.Contains(seg, "%") {
+		return seg, !strings.Contains(seg, "/")
+	}
+	var b strings.Builder
+	for i := 0; i < len(seg); i++ {
+		switch {
+		case seg[i] == '/':
+			return "", false
+		case seg[i] != '%':
+			b.WriteByte(seg[i])
+		case strings.HasPrefix(seg[i:], "%25"):
+			b.WriteByte('%')
+			i += 2
+		case strings.HasPrefix(seg[i:], "%2F"):
+			b.WriteByte('/')
+			i += 2
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
 
 // semQueue is the queue of the acquisitions of semaphore name.
 func (p layout) semQueue(name string) string { return p.semaphore(name) + "q/" }
@@ -99,11 +139,18 @@ func isReaderKey(key string) bool {
 	return strings.HasPrefix(key[strings.LastIndex(key, "/")+1:], readerMark)
 }
 
-// nameIn is the name of the lock, election or semaphore whose key, under
-// the prefix of space sp, is key; false for a key of no name.
+// nameIn is the name, unescaped, of the lock, election or semaphore whose
+// key, in space sp, is key; false for a key of no name.
 func (p layout) nameIn(sp, key string) (string, bool) {
-	name, _, ok := strings.Cut(strings.TrimPrefix(key, p.space(sp)), "/")
-	return name, ok
+	rest, ok := strings.CutPrefix(key, p.space(sp))
+	if !ok {
+		return "", false
+	}
+	seg, _, ok := strings.Cut(rest, "/")
+	if !ok {
+		return "", false
+	}
+	return unescapeName(seg)
 }
 
 // keys is c's key layout.

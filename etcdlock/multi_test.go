@@ -123,7 +123,7 @@ func TestLockAllInvalid(t *testing.T) {
 	if _, err := c.LockAll(t.Context(), nil); !errors.Is(err, etcdlock.ErrInvalidArgument) {
 		t.Errorf("LockAll(nil): got %v", err)
 	}
-	if _, err := c.LockAll(t.Context(), []string{"ok", "a/b"}); !errors.Is(err, etcdlock.ErrInvalidName) {
-		t.Errorf("LockAll with a/b: got %v", err)
+	if _, err := c.LockAll(t.Context(), []string{"ok", "a\nb"}); !errors.Is(err, etcdlock.ErrInvalidName) {
+		t.Errorf("LockAll with a newline: got %v", err)
 	}
 }

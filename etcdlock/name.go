@@ -15,8 +15,9 @@ const MaxNameLen = 256
 // names before it connects. It sends no request.
 func ValidateName(name string) error { return validateName(name) }
 
-// validateName rejects names that would be ambiguous as key prefixes or
-// unreadable in etcdctl output.
+// validateName rejects names that are empty, too long, or unreadable in
+// logs and etcdctl output. A '/' is accepted: keys spell it escaped
+// (escapeName), so that no name's keys lie in another's queue.
 func validateName(name string) error {
 	switch {
 	case name == "":
@@ -27,7 +28,7 @@ func validateName(name string) error {
 		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidName, name)
 	}
 	for _, r := range name {
-		if r == '/' || unicode.IsControl(r) {
+		if unicode.IsControl(r) {
 			return fmt.Errorf("%w: %q contains %q", ErrInvalidName, name, r)
 		}
 	}

@@ -59,7 +59,7 @@ func TestInspectSemaphore(t *testing.T) {
 	if sq, err := ops.InspectSemaphore(t.Context(), "nobody"); err != nil || sq.Permits != 0 || sq.Holder != nil {
 		t.Fatalf("InspectSemaphore of an unused name: got %+v, %v", sq, err)
 	}
-	if _, err := ops.InspectSemaphore(t.Context(), "a/b"); !errors.Is(err, etcdlock.ErrInvalidName) {
+	if _, err := ops.InspectSemaphore(t.Context(), "a\nb"); !errors.Is(err, etcdlock.ErrInvalidName) {
 		t.Fatalf("InspectSemaphore(a/b): got %v, want ErrInvalidName", err)
 	}
 }

@@ -266,10 +266,10 @@ func TestBadUsageAndUnreachable(t *testing.T) {
 	}{
 		{"unknown flag", nil, []string{"run", "--frobnicate", "x", "--", "true"}, exitUsage},
 		{"no command", nil, []string{"run", "x"}, exitUsage},
-		{"bad name", nil, []string{"run", "a/b", "--", "true"}, exitUsage},
-		{"bad election name", nil, []string{"elect", "a/b", "--", "true"}, exitUsage},
+		{"bad name", nil, []string{"run", "a\tb", "--", "true"}, exitUsage},
+		{"bad election name", nil, []string{"elect", "a\tb", "--", "true"}, exitUsage},
 		{"non-UTF-8 value", nil, []string{"elect", "--value", "\xff", "e", "--", "true"}, exitUsage},
-		{"bad status name", nil, []string{"status", "a/b"}, exitUsage},
+		{"bad status name", nil, []string{"status", "a\tb"}, exitUsage},
 		{"break without token", nil, []string{"break", "x"}, exitUsage},
 		{"bad ttl", nil, []string{"--ttl", "-1s", "status"}, exitUsage},
 		{"unknown command", nil, []string{"lcok"}, exitUsage},

@@ -33,7 +33,7 @@ func TestUsageMessages(t *testing.T) {
 		{"empty semaphore name, no etcd", []string{"127.0.0.1:1"}, []string{"run", "--permits", "2", "", "--", "true"}, exitUsage, `run: semaphore name "": etcdlock: invalid name: empty`},
 		{"empty status name, no etcd", []string{"127.0.0.1:1"}, []string{"status", "a", ""}, exitUsage, `status: name "": etcdlock: invalid name: empty`},
 		{"empty break name, no etcd", []string{"127.0.0.1:1"}, []string{"break", "--election", "", "--token", "3"}, exitUsage, `break: election name "": etcdlock: invalid name: empty`},
-		{"name with a slash, no etcd", []string{"127.0.0.1:1"}, []string{"break", "a/b", "--token", "3"}, exitUsage, `break: lock name "a/b": etcdlock: invalid name: "a/b" contains '/'`},
+		{"name with a tab, no etcd", []string{"127.0.0.1:1"}, []string{"break", "a\tb", "--token", "3"}, exitUsage, `break: lock name "a\tb": etcdlock: invalid name: "a\tb" contains '\t'`},
 		{"unreachable etcd", []string{"127.0.0.1:1"}, []string{"--dial-timeout", "300ms", "status"}, exitUnavailable,
 			"dial tcp 127.0.0.1:1: connect: connection refused"},
 		{"https to plain etcd", httpsEndpoints(), []string{"--dial-timeout", "500ms", "status"}, exitUnavailable,
