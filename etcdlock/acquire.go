@@ -235,13 +235,17 @@ func (c *Client) ticket(s *session, sp spot) *ticket {
 	return t
 }
 
+// maxListedHolders bounds the holders a LockedError lists (readers that
+// share a lock, beyond a semaphore's permits).
+const maxListedHolders = 16
+
 // maxCreateTries bounds the creates refused because the slot's marker or key
 // was not as last seen (a late request of an earlier use of the slot).
 const maxCreateTries = 3
 
 // enqueue creates t's key and waits for its turn (wait) or gives up (!wait).
 func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, error) {
-	rev, preds, first, err := c.create(ctx, s, t)
+	rev, preds, firsts, err := c.create(ctx, s, t)
 	if err != nil {
 		return nil, err
 	}
@@ -254,11 +258,16 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	if len(preds) >= t.need() {
 		if !t.wait {
 			c.abandon(ctx, s, t, rev)
-			holder := entryOf(first)
-			if t.second != nil {
-				holder = t.second.holder(holder)
+			le := &LockedError{Name: t.name}
+			for _, kv := range firsts[:max(1, entitled(firsts, t.need()))] {
+				e := entryOf(kv)
+				if t.second != nil {
+					e = t.second.holder(e)
+				}
+				le.Holders = append(le.Holders, e)
 			}
-			return nil, &LockedError{Name: t.name, Holder: holder}
+			le.Holder = le.Holders[0]
+			return nil, le
 		}
 		if err := c.waitTurn(ctx, s, t, rev, preds); err != nil {
 			c.abandon(ctx, s, t, rev)
@@ -292,8 +301,8 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 // create puts t's key, provided the slot's marker is as last seen (so no
 // create of an earlier use of the slot can land), and returns its create
 // revision, our nearest t.need blockers (see predecessors), and for
-// TryLock the first key in the queue (the holder's).
-func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, preds []*mvccpb.KeyValue, first *mvccpb.KeyValue, err error) {
+// TryLock the first keys in the queue (its holders', see maxListedHolders).
+func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, preds []*mvccpb.KeyValue, firsts []*mvccpb.KeyValue, err error) {
 	t.at = time.Now()
 	for range maxCreateTries {
 		ops := []clientv3.Op{
@@ -302,7 +311,8 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 			t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(t.need())+1)),
 		}
 		if !t.wait {
-			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithFirstCreate()...))
+			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
+				clientv3.WithLimit(int64(max(t.need(), maxListedHolders)))))
 		}
 		ops = t.readSecond(ops)
 		resp, err := c.cli.Txn(ctx).
@@ -319,7 +329,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 		if resp.Succeeded {
 			t.queued = true
 			if !t.wait {
-				first = resp.Responses[2].GetResponseRange().Kvs[0]
+				firsts = resp.Responses[2].GetResponseRange().Kvs
 			}
 			t.sawSecond(resp)
 			for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
@@ -328,7 +338,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 				}
 			}
 			t.rev = resp.Header.Revision // the transaction's revision is our put's
-			return t.rev, preds, first, nil
+			return t.rev, preds, firsts, nil
 		}
 		// A request of an earlier use of the slot moved the marker, or
 		// left a key: catch up, remove the key, and try again.

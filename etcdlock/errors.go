@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
@@ -12,7 +13,7 @@ import (
 
 // ErrLocked means TryLock found the lock held (or queued for) by another
 // acquisition. TryLock left no key behind. The error TryLock returns is a
-// [*LockedError] naming the holder.
+// [*LockedError] naming the holders.
 var ErrLocked = errors.New("etcdlock: locked by another holder")
 
 // LockedError is the error TryLock returns when the lock is held: it
@@ -20,13 +21,26 @@ var ErrLocked = errors.New("etcdlock: locked by another holder")
 // that found it held, so a caller can log e.g.
 //
 //	etcdlock: "report-job" locked by host-7/4121 (token 812) since 10:02:03
+//
+// A semaphore's TryAcquire, and a TryLock that met readers sharing the lock,
+// list every holder read (up to 16):
+//
+//	etcdlock: "pool" locked by 2 holders: w1/311 (token 31, slot 0) since 10:02:03, w2/92 (token 35, slot 1) since 10:02:04
 type LockedError struct {
-	Name   string
-	Holder Entry
+	Name    string
+	Holder  Entry   // the first holder (Holders[0])
+	Holders []Entry // every holder read, in arrival order; nil on an error made by hand
 }
 
 func (e *LockedError) Error() string {
-	return fmt.Sprintf("etcdlock: %q locked by %v", e.Name, e.Holder)
+	if len(e.Holders) <= 1 {
+		return fmt.Sprintf("etcdlock: %q locked by %v", e.Name, e.Holder)
+	}
+	hs := make([]string, len(e.Holders))
+	for i, h := range e.Holders {
+		hs[i] = h.format(true)
+	}
+	return fmt.Sprintf("etcdlock: %q locked by %d holders: %s", e.Name, len(e.Holders), strings.Join(hs, ", "))
 }
 
 // Is reports whether target is ErrLocked.

@@ -170,10 +170,16 @@ func (e Entry) OwnerOrUnknown() string {
 
 // String describes the entry for a log line, e.g.
 // "host-7/4121 (token 812) since 10:02:03"; a reader's says "reader".
-func (e Entry) String() string {
+func (e Entry) String() string { return e.format(false) }
+
+// format is String, with a semaphore permit's slot when withSlot.
+func (e Entry) format(withSlot bool) string {
 	s := fmt.Sprintf("%s (token %d)", e.OwnerOrUnknown(), e.Token)
-	if e.Shared {
+	switch {
+	case e.Shared:
 		s = fmt.Sprintf("%s (reader, token %d)", e.OwnerOrUnknown(), e.Token)
+	case withSlot && e.Slot >= 0:
+		s = fmt.Sprintf("%s (token %d, slot %d)", e.OwnerOrUnknown(), e.Token, e.Slot)
 	}
 	if !e.Acquired.IsZero() {
 		s += " since " + e.Acquired.Local().Format(time.TimeOnly)

@@ -223,7 +223,7 @@ func (p *permit) claim(ctx context.Context, c *Client, s *session, t *ticket, re
 			slotKeys, readRev = resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision
 		}
 		taken := map[int]bool{}
-		var held Entry // a holder of a slot, for TryAcquire's answer
+		var held []Entry // the slots' holders, for TryAcquire's answer
 		for _, kv := range slotKeys {
 			slot, ok := permitOf(p.dir, string(kv.Key))
 			if !ok {
@@ -237,10 +237,9 @@ func (p *permit) claim(ctx context.Context, c *Client, s *session, t *ticket, re
 			if json.Unmarshal(kv.Value, &v) == nil && v.Permits != t.permits {
 				return 0, fmt.Errorf("etcdlock: semaphore %q: %w: %d asked, slot %d held with %d", t.name, ErrPermits, t.permits, slot, v.Permits)
 			}
-			if len(taken) == 0 {
-				held = entryOf(kv)
-				held.Slot = slot
-			}
+			e := entryOf(kv)
+			e.Slot = slot
+			held = append(held, e)
 			taken[slot] = true
 		}
 		// Start the search at a slot of our own (by our key's create
@@ -259,7 +258,7 @@ func (p *permit) claim(ctx context.Context, c *Client, s *session, t *ticket, re
 			// whose queue key someone deleted (it keeps its slot's key), or
 			// by callers that disagree on the permits. Waiting here for a
 			// slot would hold TryAcquire until its context ended.
-			return 0, &LockedError{Name: t.name, Holder: held}
+			return 0, &LockedError{Name: t.name, Holder: held[0], Holders: held}
 		}
 		if free < 0 {
 			if err := c.waitRange(ctx, s, p.dir, readRev+1); err != nil {

@@ -3,6 +3,8 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,5 +238,59 @@ func TestTryAcquireNamesPermitToken(t *testing.T) {
 	var le *etcdlock.LockedError
 	if !errors.As(err, &le) || le.Holder.Token != l.Token() || le.Holder.Slot != l.Slot() {
 		t.Fatalf("TryAcquire: got %v (holder %+v), want the holder named with token %d, slot %d", err, le, l.Token(), l.Slot())
+	}
+}
+
+// A full semaphore's TryAcquire lists every permit's holder, each by the
+// token it fences with and its slot, not one holder as a mutex's would;
+// so does a TryLock that meets readers sharing a lock.
+func TestLockedErrorListsHolders(t *testing.T) {
+	t.Parallel()
+	cli := etcdClient(t)
+	a := newLocker(t, cli, etcdlock.WithOwner("w1"))
+	b := newLocker(t, cli, etcdlock.WithOwner("w2"))
+	la, err := semaphore(t, a, "pool", 2).Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := semaphore(t, b, "pool", 2).Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = semaphore(t, newLocker(t, cli), "pool", 2).TryAcquire(t.Context())
+	var le *etcdlock.LockedError
+	if !errors.As(err, &le) || len(le.Holders) != 2 || le.Holder != le.Holders[0] {
+		t.Fatalf("TryAcquire of a full semaphore: %v (%+v), want both holders", err, le)
+	}
+	for i, l := range []*etcdlock.Lock{la, lb} {
+		if h := le.Holders[i]; h.Token != l.Token() || h.Slot != l.Slot() {
+			t.Errorf("holder %d: %+v, want token %d slot %d", i, h, l.Token(), l.Slot())
+		}
+	}
+	msg := err.Error()
+	for _, want := range []string{`"pool" locked by 2 holders`, fmt.Sprintf("w1 (token %d, slot %d)", la.Token(), la.Slot()), fmt.Sprintf("w2 (token %d, slot %d)", lb.Token(), lb.Slot())} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	r1, err := a.RLock(t.Context(), "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := b.RLock(t.Context(), "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newLocker(t, cli).TryLock(t.Context(), "cfg")
+	if !errors.As(err, &le) || len(le.Holders) != 2 || le.Holders[0].Token != r1.Token() || le.Holders[1].Token != r2.Token() || !le.Holders[1].Shared {
+		t.Errorf("TryLock of a lock two readers share: %v (%+v), want both readers", err, le)
+	}
+	// A mutex's one holder reads as it did.
+	if _, err := a.Lock(t.Context(), "solo"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = newLocker(t, cli).TryLock(t.Context(), "solo")
+	if !errors.As(err, &le) || len(le.Holders) != 1 || strings.Contains(err.Error(), "holders") || !strings.Contains(err.Error(), `"solo" locked by w1 (token`) {
+		t.Errorf("TryLock of a held mutex: %v (%+v)", err, le)
 	}
 }
