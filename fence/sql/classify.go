@@ -16,6 +16,7 @@ const (
 	kindOther     kind = iota
 	kindRetryable      // nothing written; the statement may be run again
 	kindSchema         // a table, column or unique constraint is missing
+	kindDialect        // the server is of another dialect: the statement was refused
 )
 
 // sqliteError is modernc.org/sqlite's *sqlite.Error (and any driver's
@@ -30,6 +31,9 @@ type sqlStateError interface{ SQLState() string }
 // an error the statement failed with, after which it changed nothing. A
 // transport error, a context that ended, anything else is not.
 func (d Dialect) serverError(err error) (kind, bool) {
+	if s, ok := answeredAs(err); ok && s != d {
+		return kindDialect, true // refused: another dialect's statement does not parse
+	}
 	switch d {
 	case MySQL:
 		var me *mysql.MySQLError
@@ -80,6 +84,24 @@ func (d Dialect) serverError(err error) (kind, bool) {
 	return kindOther, false
 }
 
+// answeredAs reports which dialect's server answered with err, when its
+// driver's error type says (go-sql-driver/mysql's, a SQLite driver's
+// result code, a SQLSTATE).
+func answeredAs(err error) (Dialect, bool) {
+	var me *mysql.MySQLError
+	var se sqliteError
+	var pe sqlStateError
+	switch {
+	case errors.As(err, &me):
+		return MySQL, true
+	case errors.As(err, &se):
+		return SQLite, true
+	case errors.As(err, &pe):
+		return PostgreSQL, true
+	}
+	return 0, false
+}
+
 // notSent reports whether err says the request never left: the driver
 // found the connection broken before writing (database/sql's
 // driver.ErrBadConn), or pgx's errors that are safe to retry.
@@ -110,6 +132,9 @@ func (d Dialect) classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrRetryable, err)
 	case kindSchema:
 		return fmt.Errorf("%w: %w", ErrSchema, err)
+	case kindDialect:
+		s, _ := answeredAs(err)
+		return fmt.Errorf("%w: the statement is %s, the database answered as %s (give the dialect of the database the handle opens): %w", ErrDialect, d, s, err)
 	}
 	return err
 }

@@ -163,7 +163,9 @@
 // failure it cannot (database/sql rolls back a transaction whose context
 // ended; a broken connection cannot commit): that failure is a definite
 // one. Deadlocks, serialization failures and busy locks match
-// [ErrRetryable]; missing tables and columns [ErrSchema]. The driver's
+// [ErrRetryable]; missing tables and columns [ErrSchema]; a statement
+// refused by a server of another dialect than the one given (a MySQL Table
+// on SQLite) [ErrDialect], naming both, and nothing was written. The driver's
 // error stays reachable with errors.As (*mysql.MySQLError,
 // *sqlite.Error, *pgconn.PgError). Bad input (a nil context or handle, a
 // typed nil *sql.DB too, an empty key, a token <= 0, an unusable name, an

@@ -24,6 +24,13 @@ var ErrInvalidOption = errfamily.New("sqlfence: invalid option", ErrInvalidArgum
 // Nothing was sent to the server.
 var ErrInvalidIdentifier = errfamily.New("sqlfence: invalid identifier", ErrInvalidArgument)
 
+// ErrDialect means the database answered a statement as a server of
+// another [Dialect] than the one the Table, Fences or Store was given (a
+// MySQL Table used on SQLite): the statement was refused, and nothing was
+// written. The error names both dialects; the driver's error stays
+// reachable with errors.As. It matches [ErrInvalidArgument].
+var ErrDialect = errfamily.New("sqlfence: the database is not of the dialect given", ErrInvalidArgument)
+
 // ErrRowNotFound means a fenced update ([Table.Update]) found no row with
 // the given key. Nothing was written.
 var ErrRowNotFound = errors.New("sqlfence: no row with that key")
