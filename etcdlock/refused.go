@@ -61,17 +61,21 @@ func (l *Lock) Issued(ctx context.Context, t fence.Token) (bool, error) {
 	if !tc.Issued && l.c.tel.log.Enabled(ctx, slog.LevelError) {
 		l.c.tel.log.ErrorContext(ctx, "etcdlock: a resource has accepted a token etcd never issued: etcd was replaced or restored from an earlier snapshot; "+
 			"every holder's writes are refused until etcd's revision passes it (restore with etcdutl snapshot restore --bump-revision; see docs/restore.md)",
-			"name", l.t.name, "token", int64(l.token), "resource_token", int64(t), "etcd_revision", tc.Revision,
-			"cluster_id", fmt.Sprintf("%x", tc.ClusterID))
+			"name", l.t.name, "token", int64(l.token), "resource_token", int64(t), "etcd_revision", tc.Revision)
 	}
 	return tc.Issued, nil
 }
 
 // TokenCheck is what [Client.CheckToken] found.
 type TokenCheck struct {
-	Revision  int64  // etcd's current revision
-	ClusterID uint64 // the cluster's ID, as etcd reports it
-	Issued    bool   // the revision has reached the token
+	Revision int64 // etcd's current revision
+	// ClusterID is the cluster ID etcd reports. etcd derives it from the
+	// initial cluster's peer URLs and --initial-cluster-token, so a cluster
+	// wiped and rebuilt, or restored from a snapshot, with the same ones
+	// reports the same ID: it does not tell such clusters apart, and the
+	// messages about a token etcd never issued do not show it.
+	ClusterID uint64
+	Issued    bool // the revision has reached the token
 }
 
 // CheckToken compares token, a resource's highest accepted token, with

@@ -61,11 +61,11 @@ func checkToken(ctx context.Context, g *globals, token fence.Token, out io.Write
 		return fail(exitUnavailable, "%v", err)
 	}
 	if tc.Issued {
-		fmt.Fprintf(out, "ok: etcd (cluster %x) is at revision %d; token %d is within what it has issued.\n", tc.ClusterID, tc.Revision, token)
+		fmt.Fprintf(out, "ok: etcd is at revision %d; token %d is within what it has issued.\n", tc.Revision, token)
 		return nil
 	}
-	return fail(exitRegressed, "token %d is above etcd's revision %d (cluster %x): etcd was replaced or restored from an earlier snapshot, "+
+	return fail(exitRegressed, "token %d is above etcd's revision %d: etcd was replaced or restored from an earlier snapshot, "+
 		"and every holder's writes to this resource will be refused until etcd's revision passes %d. "+
 		"Restore again with etcdutl snapshot restore --bump-revision %d --mark-compacted (or more), or see docs/restore.md",
-		token, tc.Revision, tc.ClusterID, token, int64(token)-tc.Revision+1_000_000)
+		token, tc.Revision, token, int64(token)-tc.Revision+1_000_000)
 }
