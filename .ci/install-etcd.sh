@@ -1,12 +1,14 @@
 #!/bin/sh
-# install-etcd.sh VERSION builds the etcd server VERSION (3.5.x, 3.6.x) and
-# its etcdutl from their own Go modules, through the module proxy as any
-# dependency, and installs them as etcd-MAJOR.MINOR and etcdutl-MAJOR.MINOR
-# next to the other Go binaries, unless they are there already. It prints
-# the server's path on stdout.
+# install-etcd.sh VERSION builds the etcd server VERSION (3.5.x, 3.6.x),
+# its etcdutl and its etcdctl from their own Go modules, through the module
+# proxy as any dependency, and installs them as etcd-MAJOR.MINOR,
+# etcdutl-MAJOR.MINOR and etcdctl-MAJOR.MINOR next to the other Go
+# binaries, unless they are there already. It prints the server's path on
+# stdout. docs/restore.md's runbook uses all three.
 #
-# "go install go.etcd.io/etcd/server/v3@VERSION" is refused (etcd's go.mod
-# has replace directives), so it builds etcdmain.Main in a throwaway module
+# "go install go.etcd.io/etcd/server/v3@VERSION" (and etcdctl's, etcdutl's)
+# is refused (their go.mod files have replace directives), so it builds
+# etcdmain.Main, etcdctl and etcdutl in a throwaway module
 # of its own: this repository's go.mod is neither read nor changed. The
 # lock, election and CLI tests run against these servers (see
 # internal/testkit/otheretcd), and TestSnapshotRestore restores one with
@@ -21,12 +23,12 @@ gobin="$(go env GOBIN)"
 if [ -z "$gobin" ]; then
 	gobin="$(go env GOPATH | cut -d: -f1)/bin"
 fi
-if [ -x "$gobin/etcdutl-$minor" ] && [ -x "$gobin/$name" ] && "$gobin/$name" --version 2>/dev/null | grep -q "etcd Version: ${version#v}"; then
+if [ -x "$gobin/etcdutl-$minor" ] && [ -x "$gobin/etcdctl-$minor" ] && [ -x "$gobin/$name" ] && "$gobin/$name" --version 2>/dev/null | grep -q "etcd Version: ${version#v}"; then
 	echo "$gobin/$name"
 	exit 0
 fi
 
-echo "install-etcd: building etcd $version into $gobin/$name (a few minutes on a cold module cache)" >&2
+echo "install-etcd: building etcd, etcdctl and etcdutl $version into $gobin (a few minutes on a cold module cache)" >&2
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 cat >"$dir/main.go" <<'GO'
@@ -47,6 +49,7 @@ module etcdserver
 go 1.26.0
 
 require (
+	go.etcd.io/etcd/etcdctl/v3 $version
 	go.etcd.io/etcd/etcdutl/v3 $version
 	go.etcd.io/etcd/server/v3 $version
 )
@@ -56,9 +59,13 @@ cat >"$dir/tools.go" <<'GO'
 
 package main
 
-import _ "go.etcd.io/etcd/etcdutl/v3"
+import (
+	_ "go.etcd.io/etcd/etcdctl/v3"
+	_ "go.etcd.io/etcd/etcdutl/v3"
+)
 GO
 mkdir -p "$gobin"
 (cd "$dir" && GOFLAGS=-mod=mod go mod tidy >&2 && go build -o "$gobin/$name" . >&2 &&
-	go build -o "$gobin/etcdutl-$minor" go.etcd.io/etcd/etcdutl/v3 >&2)
+	go build -o "$gobin/etcdutl-$minor" go.etcd.io/etcd/etcdutl/v3 >&2 &&
+	go build -o "$gobin/etcdctl-$minor" go.etcd.io/etcd/etcdctl/v3 >&2)
 echo "$gobin/$name"
