@@ -259,7 +259,11 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 		if !t.wait {
 			c.abandon(ctx, s, t, rev)
 			le := &LockedError{Name: t.name}
-			for _, kv := range firsts[:max(1, entitled(firsts, t.need()))] {
+			n := max(1, entitled(firsts, t.need()))
+			if limit := max(t.need(), maxListedHolders); n > limit {
+				n, le.More = limit, true // read one more than listed: there are more
+			}
+			for _, kv := range firsts[:n] {
 				e := entryOf(kv)
 				if t.second != nil {
 					e = t.second.holder(e)
@@ -312,7 +316,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 		}
 		if !t.wait {
 			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
-				clientv3.WithLimit(int64(max(t.need(), maxListedHolders)))))
+				clientv3.WithLimit(int64(max(t.need(), maxListedHolders)+1))))
 		}
 		ops = t.readSecond(ops)
 		resp, err := c.cli.Txn(ctx).

@@ -74,7 +74,7 @@ func (c *Client) breakHolder(ctx context.Context, op, name string, token fence.T
 	return e, nil
 }
 
-// holders reads the keys holding queue q now (see holding).
+// holders reads the keys holding queue q now (see entitled).
 func (c *Client) holders(ctx context.Context, q string) ([]*mvccpb.KeyValue, error) {
 	resp, err := c.cli.Get(ctx, q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {

@@ -187,7 +187,8 @@
 // segment begins with "r"), election candidates under
 // prefix+"elect/"+name+"/", a semaphore's queue under
 // prefix+"sem/"+name+"/q/" and its permits' slots under
-// prefix+"sem/"+name+"/p/", slot markers under prefix+"slot/". With etcd
+// prefix+"sem/"+name+"/p/", slot markers under prefix+"slot/"; in keys, a
+// name's '%' is spelled %25 and its '/' %2F (tenant/42 is tenant%2F42). With etcd
 // authentication on, grant the role readwrite on the whole prefix (a grant
 // on prefix+"lock/" alone fails: every create reads a slot marker):
 //

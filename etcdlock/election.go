@@ -20,7 +20,8 @@ import (
 //
 // value is published with the candidacy, for [Client.Leader] and
 // [Client.Observe] to read; it may be empty and may not be longer than
-// [MaxDataLen] ([ErrInvalidData]). Elections live under prefix+"elect/"+name+"/",
+// [MaxDataLen] ([ErrInvalidData]). Elections live under prefix+"elect/"+name+"/"
+// (the name escaped, see [WithPrefix]),
 // apart from locks: a lock and an election of the same name are unrelated.
 // Their tokens come from the same revision counter, so a term's token is
 // comparable with every lock's.

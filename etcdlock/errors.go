@@ -22,14 +22,16 @@ var ErrLocked = errors.New("etcdlock: locked by another holder")
 //
 //	etcdlock: "report-job" locked by host-7/4121 (token 812) since 10:02:03
 //
-// A semaphore's TryAcquire, and a TryLock that met readers sharing the lock,
-// list every holder read (up to 16):
+// A semaphore's TryAcquire lists every permit's holder, and a TryLock that
+// met readers sharing the lock lists them, up to 16 (More says when more
+// hold it):
 //
 //	etcdlock: "pool" locked by 2 holders: w1/311 (token 31, slot 0) since 10:02:03, w2/92 (token 35, slot 1) since 10:02:04
 type LockedError struct {
 	Name    string
 	Holder  Entry   // the first holder (Holders[0])
 	Holders []Entry // every holder read, in arrival order; nil on an error made by hand
+	More    bool    // more hold it than Holders lists (readers beyond 16)
 }
 
 func (e *LockedError) Error() string {
@@ -39,6 +41,9 @@ func (e *LockedError) Error() string {
 	hs := make([]string, len(e.Holders))
 	for i, h := range e.Holders {
 		hs[i] = h.format(true)
+	}
+	if e.More {
+		return fmt.Sprintf("etcdlock: %q locked by more than %d holders, the first %[2]d: %s", e.Name, len(e.Holders), strings.Join(hs, ", "))
 	}
 	return fmt.Sprintf("etcdlock: %q locked by %d holders: %s", e.Name, len(e.Holders), strings.Join(hs, ", "))
 }

@@ -38,7 +38,7 @@ type options struct {
 // parallel do not share them.
 type controls struct {
 	unconditionalRelease     bool // a release deletes its slot's key whatever its create revision (ticket.created)
-	unconditionalSlotRelease bool // a semaphore's release deletes every slot key it tried, whoever's it is now (ticket.releaseOps)
+	unconditionalSlotRelease bool // a semaphore's release deletes every slot key it tried, whoever's it is now (permit.release)
 	writersIgnoreReaders     bool // a writer waits only for the writers queued before it (ticket.blockers)
 	unconditionalMove        bool // the minimum hold's move skips its compare of the key's create revision (Lock.releaseKey)
 }
@@ -68,10 +68,11 @@ func WithTTL(d time.Duration) Option { return optionFunc(func(o *options) { o.tt
 const MaxTTL = 9_000_000_000 * time.Second
 
 // WithPrefix sets the key prefix under which every key of the client lives:
-// a lock named n keeps its queue under prefix+"lock/"+n+"/", an election
-// named n under prefix+"elect/"+n+"/", a semaphore named n under
-// prefix+"sem/"+n+"/", and the session's slot markers live under
-// prefix+"slot/". Default "/fencelock/".
+// a lock named n keeps its queue under prefix+"lock/"+e+"/", an election
+// named n under prefix+"elect/"+e+"/", a semaphore named n under
+// prefix+"sem/"+e+"/", where e is n with '%' spelled %25 and '/' spelled
+// %2F (tenant%2F42 for tenant/42), and the session's slot markers live
+// under prefix+"slot/". Default "/fencelock/".
 // A '/' is appended when missing. Empty makes [New] fail.
 //
 // A prefix may not contain "lock", "elect", "slot" or "sem" as a segment

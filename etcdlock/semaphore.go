@@ -1,10 +1,12 @@
 package etcdlock
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -43,7 +45,8 @@ type Semaphore struct {
 // permits (1 … [MaxPermits]). It does no I/O. Every caller of one name
 // must give the same number: an acquisition that meets another fails with
 // an error matching [ErrPermits]. Semaphores live under
-// prefix+"sem/"+name+"/", apart from locks and elections.
+// prefix+"sem/"+name+"/" (the name escaped, see [WithPrefix]), apart from
+// locks and elections.
 func (c *Client) Semaphore(name string, permits int) (*Semaphore, error) {
 	if err := validateName(name); err != nil {
 		return nil, err
@@ -258,6 +261,7 @@ func (p *permit) claim(ctx context.Context, c *Client, s *session, t *ticket, re
 			// whose queue key someone deleted (it keeps its slot's key), or
 			// by callers that disagree on the permits. Waiting here for a
 			// slot would hold TryAcquire until its context ended.
+			slices.SortFunc(held, func(a, b Entry) int { return cmp.Compare(a.Token, b.Token) }) // arrival order, not the keys'
 			return 0, &LockedError{Name: t.name, Holder: held[0], Holders: held}
 		}
 		if free < 0 {

@@ -294,3 +294,31 @@ func TestLockedErrorListsHolders(t *testing.T) {
 		t.Errorf("TryLock of a held mutex: %v (%+v)", err, le)
 	}
 }
+
+// More readers than a LockedError lists: it says there are more, not a
+// count that is false; exactly as many as it lists: it counts them.
+func TestLockedErrorSaysMore(t *testing.T) {
+	t.Parallel()
+	cli := etcdClient(t)
+	a := newLocker(t, cli)
+	for _, tt := range []struct {
+		readers int
+		more    bool
+		says    string
+	}{
+		{20, true, "locked by more than 16 holders, the first 16: "},
+		{16, false, "locked by 16 holders: "},
+	} {
+		name := fmt.Sprintf("wide-%d", tt.readers)
+		for range tt.readers {
+			if _, err := a.RLock(t.Context(), name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := newLocker(t, cli).TryLock(t.Context(), name)
+		var le *etcdlock.LockedError
+		if !errors.As(err, &le) || len(le.Holders) != 16 || le.More != tt.more || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("TryLock of a lock %d readers share: %v, want 16 holders listed, More %v, %q", tt.readers, err, tt.more, tt.says)
+		}
+	}
+}

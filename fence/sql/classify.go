@@ -32,7 +32,13 @@ type sqlStateError interface{ SQLState() string }
 // transport error, a context that ended, anything else is not.
 func (d Dialect) serverError(err error) (kind, bool) {
 	if s, ok := answeredAs(err); ok && s != d {
-		return kindDialect, true // refused: another dialect's statement does not parse
+		// A server of another dialect: its own rules say whether it
+		// answered the statement (then it was refused: it did not parse)
+		// or ended the session, after which a commit may have happened.
+		if _, answered := s.serverError(err); !answered {
+			return kindOther, false
+		}
+		return kindDialect, true
 	}
 	switch d {
 	case MySQL:
@@ -124,9 +130,24 @@ func unconvertible(err error) bool {
 }
 
 // classify marks server errors callers act on ([ErrRetryable],
-// [ErrSchema]); the driver's error stays reachable.
+// [ErrSchema], [ErrDialect]) in the answer to a statement of this
+// package's; the driver's error stays reachable.
 func (d Dialect) classify(err error) error {
+	return d.classifyAs(err, true)
+}
+
+// classifyCallers is classify for an error of the caller's own code (the
+// fn of RunInTx), whose statements are not this package's: it may run them
+// on another database, so no [ErrDialect].
+func (d Dialect) classifyCallers(err error) error {
+	return d.classifyAs(err, false)
+}
+
+func (d Dialect) classifyAs(err error, ours bool) error {
 	k, _ := d.serverError(err)
+	if k == kindDialect && !ours {
+		return err
+	}
 	switch k {
 	case kindRetryable:
 		return fmt.Errorf("%w: %w", ErrRetryable, err)

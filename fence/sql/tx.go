@@ -76,7 +76,7 @@ func (f *Fences) commit(ctx context.Context, db TxBeginner, cs claims, fn func(*
 	// the panic goes on.
 	defer func() { _ = tx.Rollback() }()
 	if err := fn(tx); err != nil {
-		return f.d.classify(err)
+		return f.d.classifyCallers(err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlfence: fenced transaction on %s not committed: %w", cs.label(), err)
