@@ -146,37 +146,6 @@ func (c *Client) freeSlot(s *session, t *ticket) {
 	c.background(func() { c.retryAbandon(s, t, 0) })
 }
 
-// block writes t's marker, so that a create of this use of the slot whose
-// outcome is unknown can no longer land, and returns the create revision of
-// the slot's key if it exists: the create landed (no one else writes keys
-// of this session's slots), and the key is ours to delete.
-//
-// The marker is written only while it is at t.mark, the revision this use's
-// last create compared: if it has moved, that create can no longer land
-// anyway, and an unconditional write delivered late (after the slot was
-// reused) would overwrite the tag of a later use's release, which then
-// takes its own deletion for someone else's.
-func (c *Client) block(ctx context.Context, s *session, t *ticket) (int64, error) {
-	resp, err := c.cli.Txn(ctx).
-		If(t.marker.at(t.mark)).
-		Then(t.marker.put(s, markNone), clientv3.OpGet(t.key)).
-		Else(t.marker.get(), clientv3.OpGet(t.key)).
-		Commit()
-	if err != nil {
-		return 0, err
-	}
-	t.unmarked.Store(false) // moved now, or before: no create of this use can land
-	if resp.Succeeded {
-		t.mark = resp.Header.Revision
-	} else if m := markRev(resp.Responses[0].GetResponseRange().Kvs); m != 0 {
-		t.mark = m
-	}
-	if k := resp.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
-		return k[0].CreateRevision, nil
-	}
-	return 0, nil
-}
-
 // leaseOr turns etcd's report that the session's lease is gone into
 // leaseGone (ending the session), and returns r, err otherwise.
 func leaseOr(s *session, err error, r released) (released, error) {

@@ -89,23 +89,6 @@ func (t *ticket) secondHeld() (clientv3.Cmp, bool) {
 	return clientv3.Compare(clientv3.CreateRevision(k), "=", token), true
 }
 
-// releaseMark is the marker write of a release of t's use that deletes its
-// queue key, created at rev: markOurs(rev), and markGone(rev) when t holds
-// by a second key that is no longer the one it claimed. Such a hold is its
-// second key, not its queue key: when someone deleted the second key
-// (etcdctl del), another acquisition may have held it since, and the
-// release must say the hold was lost (see secondTaken), as it does for a
-// lock whose key was deleted. etcd evaluates a transaction's nested
-// compares before any of its operations, so the deletion of the second key
-// in the same transaction does not change the answer.
-func (t *ticket) releaseMark(s *session, rev int64) clientv3.Op {
-	held, ok := t.secondHeld()
-	if !ok {
-		return t.marker.put(s, markOurs(rev))
-	}
-	return clientv3.OpTxn([]clientv3.Cmp{held}, []clientv3.Op{t.marker.put(s, markOurs(rev))}, []clientv3.Op{t.marker.put(s, markGone(rev))})
-}
-
 // secondStillHeld is releaseMark's question without its writes, for a
 // release while etcd is out of space (see releaseNoSpace), which refuses
 // every put: whether t's claimed second key is still the one it claimed.
