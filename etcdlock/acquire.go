@@ -107,7 +107,7 @@ func (sp spot) ended() error { return kindTable[sp.kind].ended }
 // the writers' for a reader.
 func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
 	end := clientv3.WithPrefix()
-	if kindTable[t.kind].reader || (t.kind == kindLock && t.ctl.writersIgnoreReaders) {
+	if kindTable[t.kind].reader || t.ctl.writersIgnoreReaders { // the control skips the readers, the only keys from readersFrom(q) on
 		end = clientv3.WithRange(readersFrom(t.q))
 	}
 	return clientv3.OpGet(t.q, append(opts, end)...)
