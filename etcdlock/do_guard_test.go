@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +104,23 @@ func TestMultiLockClaims(t *testing.T) {
 	var nilM *etcdlock.MultiLock
 	if cs := nilM.Claims(); cs != nil {
 		t.Errorf("Claims of a nil MultiLock: got %v, want none", cs)
+	}
+}
+
+// LockAll's WithWait bounds the wait for the whole set, once: the error
+// says so once and names the lock it waited for.
+func TestLockAllWithWaitBoundsTheSet(t *testing.T) {
+	t.Parallel()
+	cli := etcdClient(t)
+	held := mustLock(t, newLocker(t, cli), "b")
+	defer held.Unlock(context.WithoutCancel(t.Context()))
+	start := time.Now()
+	_, err := newLocker(t, cli).LockAll(t.Context(), []string{"a", "b"}, etcdlock.WithWait(300*time.Millisecond))
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) || strings.Count(err.Error(), "(WithWait)") != 1 || !strings.Contains(err.Error(), `"b": not acquired within 300ms (WithWait)`) {
+		t.Fatalf("LockAll with b held, WithWait(300ms): got %v, want one bound, naming b", err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("LockAll with WithWait(300ms) returned after %v", took)
 	}
 }

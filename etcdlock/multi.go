@@ -65,8 +65,9 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 	m := &MultiLock{done: make(chan struct{})}
 	wctx, cancel := o.waitContext(ctx) // WithWait bounds the wait for the whole set
 	defer cancel()
+	each := append(slices.Clip(opts), noWait) // and not each Lock's again
 	for _, n := range names {
-		l, err := c.Lock(wctx, n, opts...)
+		l, err := c.Lock(wctx, n, each...)
 		if err != nil {
 			m.release(ctx)
 			return nil, fmt.Errorf("etcdlock: LockAll %q: %w", names, o.waited(ctx, wctx, n, err))

@@ -224,6 +224,10 @@ func WithWait(d time.Duration) LockOption {
 	return lockOptionFunc(func(o *lockOptions) { o.wait = d; o.waitSet = true })
 }
 
+// noWait undoes a WithWait before it: LockAll bounds the wait for the
+// whole set once, not each Lock of it again with a timer of its own.
+var noWait = lockOptionFunc(func(o *lockOptions) { o.wait, o.waitSet = 0, false })
+
 // waitContext is ctx bounded by WithWait's d, if set.
 func (o *lockOptions) waitContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if o.wait <= 0 {
