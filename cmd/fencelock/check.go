@@ -67,5 +67,13 @@ func checkToken(ctx context.Context, g *globals, token fence.Token, out io.Write
 	return fail(exitRegressed, "token %d is above etcd's revision %d: etcd was replaced or restored from an earlier snapshot, "+
 		"and every holder's writes to this resource will be refused until etcd's revision passes %d. "+
 		"Restore again with etcdutl snapshot restore --bump-revision %d --mark-compacted (or more), or see docs/restore.md",
-		token, tc.Revision, token, int64(token)-tc.Revision+1_000_000)
+		token, tc.Revision, token, restoreBump(token))
 }
+
+// restoreBump is a --bump-revision that clears token whatever snapshot is
+// restored: etcdutl adds it to the snapshot's revision, which is at least
+// 1, so the token plus a margin of a million. The gap to the current
+// revision is no measure of it: a cluster that was itself restored with a
+// bump, or that ran on since, is past the snapshot it would be restored
+// from again.
+func restoreBump(token fence.Token) int64 { return int64(token) + 1_000_000 }
