@@ -119,7 +119,8 @@ func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
 // blockers (see blockers: every key, or for a reader's key the writers')
 // come before it. It is the rule a waiter waits on (waitTurn), applied to
 // a whole queue for those who read one rather than wait in it: Inspect,
-// Break, Observe's leader and InspectSemaphore. Those keys are the first
+// Break and InspectSemaphore (Observe's leader is an election's one
+// entitled key, its oldest, which it finds in one pass). Those keys are the first
 // of kvs: a key that is not entitled has a blocker of every key after it
 // before it.
 func entitled(kvs []*mvccpb.KeyValue, need int) int {

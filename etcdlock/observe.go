@@ -1,11 +1,8 @@
 package etcdlock
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"maps"
-	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -179,11 +176,19 @@ func (o *observer) apply(ev *mvccpb.Event) {
 // send sends the queue's leader if it is newer than the last one sent;
 // false when ctx ended first.
 func (o *observer) send(ctx context.Context) bool {
-	kvs := slices.SortedFunc(maps.Values(o.keys), func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
-	if entitled(kvs, 1) == 0 {
+	// The leader is the one key entitled (see entitled) in an election's
+	// queue: it has no readers and need 1, so that is the oldest key. Found
+	// by one pass, not by sorting the queue on every event.
+	var first *mvccpb.KeyValue
+	for _, kv := range o.keys {
+		if first == nil || kv.CreateRevision < first.CreateRevision {
+			first = kv
+		}
+	}
+	if first == nil {
 		return true // no candidate
 	}
-	e := entryOf(kvs[0])
+	e := entryOf(first)
 	if e.Token < o.last.Token || e.Token == o.last.Token && e.Rev <= o.last.Rev {
 		return true
 	}
