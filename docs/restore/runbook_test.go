@@ -19,7 +19,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
-	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
@@ -130,16 +129,6 @@ func newMembers(t *testing.T, n int) []member {
 	return ms
 }
 
-func client(t *testing.T, eps ...string) *clientv3.Client {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
-
 func serving(t *testing.T, cli *clientv3.Client, ep string, p *childproc.Proc) {
 	t.Helper()
 	poll.Until(t, "etcd serving at "+ep, func() bool {
@@ -213,7 +202,7 @@ func TestRunbook(t *testing.T) {
 
 	// A member in use: the resource goes on past the snapshot.
 	orig := otheretcd.Start(t, server, "3.6", filepath.Join(t.TempDir(), "orig"))
-	origCli := client(t, orig.Endpoint)
+	origCli := otheretcd.Client(t, orig.Endpoint)
 	store := fence.NewMemoryStore()
 	if _, err := write(t, origCli, store); err != nil {
 		t.Fatal(err)
@@ -240,7 +229,7 @@ func TestRunbook(t *testing.T) {
 		m := newMembers(t, 1)[0]
 		work.run(t, "the restore-one block", rb["restore-one"], m.env()...)
 		p := work.start(t, rb["start-one"], m.env()...)
-		cli := client(t, m.client)
+		cli := otheretcd.Client(t, m.client)
 		serving(t, cli, m.client, p)
 		t.Log(work.run(t, "the check block", rb["check"], append(m.env(), highest)...))
 		if tok, err := write(t, cli, store); err != nil {
@@ -251,7 +240,7 @@ func TestRunbook(t *testing.T) {
 		m := newMembers(t, 1)[0]
 		work.run(t, "the restore-one block without the bump", noBump, m.env()...)
 		p := work.start(t, rb["start-one"], m.env()...)
-		cli := client(t, m.client)
+		cli := otheretcd.Client(t, m.client)
 		serving(t, cli, m.client, p)
 		out, err := work.cmd(rb["check"], append(m.env(), highest)...).CombinedOutput()
 		var ee *exec.ExitError
@@ -277,7 +266,7 @@ func TestRunbook(t *testing.T) {
 		for i, m := range ms {
 			procs[i] = work.start(t, rb["start-member"], append(cluster, m.env()...)...)
 		}
-		cli := client(t, eps...)
+		cli := otheretcd.Client(t, eps...)
 		for i, m := range ms {
 			serving(t, cli, m.client, procs[i])
 		}

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/otheretcd"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestClusterSurvivesMemberCrashes(t *testing.T) {
 	testenv.Long(t, "a multi-member cluster")
 	c := embedetcd.New(t, 3)
-	cli := client(t, c.Endpoints())
+	cli := otheretcd.Client(t, c.Endpoints()...)
 	put(t, cli, "k", "v0")
 	reads := readUnderLoad(t, c)
 	for round := range 4 {
@@ -42,7 +43,7 @@ func TestClusterSurvivesMemberCrashes(t *testing.T) {
 	}
 	// Every member, the restarted ones too, serves the latest value.
 	for _, ep := range c.Endpoints() {
-		resp, err := client(t, []string{ep}).Get(t.Context(), "k")
+		resp, err := otheretcd.Client(t, ep).Get(t.Context(), "k")
 		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v4" {
 			t.Fatalf("get k from %s: got %v, %v; want v4", ep, resp, err)
 		}
@@ -86,7 +87,7 @@ func readUnderLoad(t *testing.T, c *embedetcd.Cluster) *atomic.Int64 {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, ep := range c.Endpoints() {
-		cli := client(t, []string{ep})
+		cli := otheretcd.Client(t, ep)
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/otheretcd"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestClusterReplace(t *testing.T) {
 	testenv.Long(t, "a multi-member cluster whose members are replaced")
 	c := embedetcd.New(t, 3)
-	cli := client(t, c.Endpoints())
+	cli := otheretcd.Client(t, c.Endpoints()...)
 	put(t, cli, "k", "v0")
 	writes := writeUnderLoad(t, c)
 
@@ -56,7 +57,7 @@ func TestClusterReplace(t *testing.T) {
 		put(t, cli, "k", v)
 		// The replacement serves the latest value (a linearizable read: it
 		// votes and has caught up).
-		resp, err := client(t, []string{c.Members[i].ClientURL}).Get(t.Context(), "k")
+		resp, err := otheretcd.Client(t, c.Members[i].ClientURL).Get(t.Context(), "k")
 		if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != v {
 			t.Fatalf("round %d: get k from replaced member %d: got %v, %v; want %s", r, i, resp, err, v)
 		}
@@ -72,7 +73,7 @@ func memberIDs(t *testing.T, c *embedetcd.Cluster) []uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	resp, err := client(t, c.Endpoints()).MemberList(ctx)
+	resp, err := otheretcd.Client(t, c.Endpoints()...).MemberList(ctx)
 	if err != nil {
 		t.Fatalf("member list: %v", err)
 	}
@@ -104,7 +105,7 @@ func memberIDs(t *testing.T, c *embedetcd.Cluster) []uint64 {
 func writeUnderLoad(t *testing.T, c *embedetcd.Cluster) *atomic.Int64 {
 	t.Helper()
 	var n atomic.Int64
-	cli := client(t, c.Endpoints())
+	cli := otheretcd.Client(t, c.Endpoints()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {

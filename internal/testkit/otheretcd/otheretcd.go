@@ -130,3 +130,15 @@ func Start(t *testing.T, bin, version, dir string) *Server {
 	t.Logf("etcd %s at %s", resp.Version, client)
 	return srv
 }
+
+// Client returns a clientv3 client of eps (quiet: no zap logger), closed
+// when the test ends.
+func Client(t testing.TB, eps ...string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
