@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -22,14 +19,8 @@ import (
 )
 
 // TestMain starts the PostgreSQL server and the embedded etcd member the
-// tests and examples share; not in a fuzz worker (go test -fuzz starts
-// them, each running only the parser's fuzz target, which needs neither),
-// where it would take most of the fuzzing time.
+// tests and examples share (not in a fuzz worker: see testenv.Main.Run).
 func TestMain(m *testing.M) {
-	if slices.ContainsFunc(os.Args[1:], func(a string) bool { return strings.HasPrefix(a, "-test.fuzzworker") }) {
-		goleak.VerifyTestMain(m)
-		return
-	}
 	goleak.VerifyTestMain(testenv.Join(m, pgtest.Main(m), embedetcd.Main(m)))
 }
 

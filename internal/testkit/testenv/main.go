@@ -42,7 +42,17 @@ const startTimeout = 2 * time.Minute
 // anything; elsewhere it prints why and how to get one, runs the tests
 // (those that need the server skip, through [Unavailable]) and leaves out
 // the examples, which cannot skip.
+//
+// A fuzz worker (the processes go test -fuzz starts, each running only the
+// fuzz target) starts no server: each worker would start its own beside
+// the coordinator's, which took most of the fuzzing time, and a worker
+// whose start failed died before fuzzing, failing the target with only
+// "fuzzing process terminated without fuzzing: EOF" (CI, FuzzQuoteName in
+// fence/sql, whose workers each started PostgreSQL and MariaDB).
 func (w Main) Run() int {
+	if fuzzWorker() {
+		return w.M.Run()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	srv, err := w.Start(ctx)
 	cancel()
@@ -65,6 +75,15 @@ func (w Main) Run() int {
 		}
 	}
 	return code
+}
+
+// fuzzWorker reports whether this process is a fuzz worker.
+func fuzzWorker() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f := flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() == "true"
 }
 
 // skipExamples leaves the examples out of the run, unless -test.skip was
