@@ -192,11 +192,13 @@ func (o *observer) send(ctx context.Context) bool {
 	if e.Token < o.last.Token || e.Token == o.last.Token && e.Rev <= o.last.Rev {
 		return true
 	}
+	if e.Token != o.last.Token {
+		// Counted before it is delivered, so that a reader of the metric
+		// who has received the leader finds it counted.
+		o.c.tel.leaderChanges.Add(ctx, 1)
+	}
 	select {
 	case o.out <- e:
-		if e.Token != o.last.Token {
-			o.c.tel.leaderChanges.Add(ctx, 1)
-		}
 		o.last = e
 		return true
 	case <-ctx.Done():
