@@ -14,6 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Cluster is a set of etcd members, each its own process, that can be
@@ -76,13 +78,13 @@ func start(ctx context.Context, dir string, n int) (*Cluster, error) {
 	return c, nil
 }
 
-// New starts an n-member cluster for a test, in t.TempDir(), and closes it
+// New starts an n-member cluster for a test, in testenv.TempDir, and closes it
 // when the test ends.
 func New(t testing.TB, n int) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Start(ctx, t.TempDir(), n)
+	c, err := Start(ctx, testenv.TempDir(t), n)
 	if err != nil {
 		t.Fatalf("embedded etcd: %v", err)
 	}

@@ -10,8 +10,10 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
-// EnvDir names a directory for the data of [Main]'s member (e.g. /dev/shm,
-// for tmpfs); the system's temporary directory by default.
+// EnvDir names a directory for the data of [Main]'s member; by default it
+// is testenv.DataDir (tmpfs where there is room, else the system's
+// temporary directory). Set it to a directory on disk to measure etcd's
+// fsyncs.
 const EnvDir = "FENCELOCK_ETCD_DIR"
 
 // shared is the package's member, set by [Main]'s Run.
@@ -50,7 +52,11 @@ func Shared() *Server {
 
 // startShared starts Main's member.
 func startShared(ctx context.Context) (io.Closer, error) {
-	dir, err := os.MkdirTemp(os.Getenv(EnvDir), "embedetcd-")
+	base := os.Getenv(EnvDir)
+	if base == "" {
+		base = testenv.DataDir()
+	}
+	dir, err := os.MkdirTemp(base, "embedetcd-")
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Server is one etcd member running inside this process. Nothing stops it
@@ -42,12 +44,12 @@ func StartServer(ctx context.Context, dir string, opts ...Option) (*Server, erro
 }
 
 // NewServer starts a one-member etcd in this process for a test, in
-// t.TempDir(), and closes it when the test ends.
+// testenv.TempDir, and closes it when the test ends.
 func NewServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := StartServer(ctx, t.TempDir(), opts...)
+	s, err := StartServer(ctx, testenv.TempDir(t), opts...)
 	if err != nil {
 		t.Fatalf("embedded etcd: %v", err)
 	}

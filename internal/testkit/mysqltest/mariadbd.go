@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // binaries are the programs a throwaway server needs.
@@ -50,7 +51,7 @@ func lookFirst(names ...string) string {
 // server on it, retrying with another port when the one picked was taken
 // in the meantime.
 func startServer(ctx context.Context, bin binaries) (*Server, error) {
-	dir, err := os.MkdirTemp("", "fencelock-mysqltest-")
+	dir, err := os.MkdirTemp(testenv.DataDir(), "fencelock-mysqltest-")
 	if err != nil {
 		return nil, fmt.Errorf("mysqltest: %w", err)
 	}

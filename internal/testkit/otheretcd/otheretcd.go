@@ -51,7 +51,7 @@ func ForEach(t *testing.T, f func(t *testing.T, endpoint string)) {
 				testenv.Unavailable(t, err.Error(),
 					"bash .ci/setup.sh installs etcd (apt-get install etcd-server) and builds etcd-3.5 and etcd-3.6 (.ci/install-etcd.sh), or set "+EnvEndpoint+" to an etcd's client URL")
 			}
-			f(t, Start(t, bin, s.Version, t.TempDir()).Endpoint)
+			f(t, Start(t, bin, s.Version, testenv.TempDir(t)).Endpoint)
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // binaries are the PostgreSQL programs a throwaway cluster needs.
@@ -77,7 +78,7 @@ func startCluster(ctx context.Context, bin binaries) (*Server, error) {
 // makeDir creates the cluster's temp dir, owned by the user the cluster
 // runs as: the "postgres" user when we are root, ourselves otherwise.
 func makeDir() (string, *syscall.Credential, error) {
-	dir, err := os.MkdirTemp("", "fencelock-pgtest-")
+	dir, err := os.MkdirTemp(testenv.DataDir(), "fencelock-pgtest-")
 	if err != nil {
 		return "", nil, fmt.Errorf("pgtest: %w", err)
 	}

@@ -99,7 +99,7 @@ func (s *Server) Close() error {
 }
 
 // New returns the package's server started by [Main] or, without Main, a
-// server for one test, started in t.TempDir() and closed when the test
+// server for one test, started in testenv.TempDir and closed when the test
 // ends. It skips the test when no server is available, or fails it under
 // CI=true.
 func New(tb testing.TB) *Server {
@@ -112,7 +112,7 @@ func New(tb testing.TB) *Server {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	s, err := Start(ctx, tb.TempDir())
+	s, err := Start(ctx, testenv.TempDir(tb))
 	if err != nil {
 		testenv.NoServer(tb, err, ErrUnavailable, howToEnable)
 	}
