@@ -27,6 +27,7 @@ import (
 // The child sees its lock's token, name, key, lease and TTL, exactly as
 // etcd has them; fencelock exits with the child's status and releases.
 func TestRunEnvironmentAndStatus(t *testing.T) {
+	t.Parallel()
 	locks, _ := locker(t)
 	env, release := tempFile(t, "env"), tempFile(t, "release")
 	cmd := fencelock(t, nil, "run", "--metadata", "nightly", "job", "--", "sh", "-c",
@@ -60,6 +61,7 @@ func TestRunEnvironmentAndStatus(t *testing.T) {
 // Concurrent runs of one name never overlap: each child logs its start and
 // end times, and no interval may intersect another.
 func TestRunsNeverOverlap(t *testing.T) {
+	t.Parallel()
 	log := tempFile(t, "log")
 	var wg sync.WaitGroup
 	for i := range 3 {
@@ -94,6 +96,7 @@ func TestRunsNeverOverlap(t *testing.T) {
 // SIGTERM, so SIGKILL) within TTL + --kill-after + 1 s, and fencelock
 // exits 79.
 func TestRunStopsChildWhenLockLost(t *testing.T) {
+	t.Parallel()
 	p, err := netproxy.Start(strings.TrimPrefix(etcdEndpoints()[0], "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +130,7 @@ func TestRunStopsChildWhenLockLost(t *testing.T) {
 // SIGTERM and SIGINT sent to fencelock reach the child, whose status
 // fencelock then exits with.
 func TestRunForwardsSignals(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			started, got := tempFile(t, "started"), tempFile(t, "got")
@@ -146,6 +150,7 @@ func TestRunForwardsSignals(t *testing.T) {
 }
 
 func TestRunNotAcquired(t *testing.T) {
+	t.Parallel()
 	locks, _ := locker(t, etcdlock.WithOwner("host-7/4121"))
 	l, err := locks.Lock(t.Context(), "busy")
 	if err != nil {
@@ -163,6 +168,7 @@ func TestRunNotAcquired(t *testing.T) {
 }
 
 func TestStatusJSON(t *testing.T) {
+	t.Parallel()
 	a, _ := locker(t, etcdlock.WithOwner("a"))
 	l, err := a.Lock(t.Context(), "queue", etcdlock.WithMetadata("first"))
 	if err != nil {
@@ -230,6 +236,7 @@ func TestStatusJSON(t *testing.T) {
 }
 
 func TestBreakByToken(t *testing.T) {
+	t.Parallel()
 	locks, _ := locker(t, etcdlock.WithOwner("stuck-host"))
 	l, err := locks.Lock(t.Context(), "stuck")
 	if err != nil {
@@ -258,6 +265,7 @@ func TestBreakByToken(t *testing.T) {
 }
 
 func TestBadUsageAndUnreachable(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		eps  []string
@@ -372,6 +380,7 @@ func TestPausedRunChildWriteRefused(t *testing.T) {
 // election NAME's leader (or the reverse) deletes nothing and says which
 // flag would have found it.
 func TestBreakOtherKindHint(t *testing.T) {
+	t.Parallel()
 	locks, _ := locker(t)
 	term, err := locks.Campaign(t.Context(), "ldr", "a")
 	if err != nil {
@@ -405,6 +414,7 @@ func TestBreakOtherKindHint(t *testing.T) {
 // TestStatusFreeOnlyWhenNeither: status NAME shows a NAME free only when
 // it has neither a lock holder nor an election leader.
 func TestStatusFreeOnlyWhenNeither(t *testing.T) {
+	t.Parallel()
 	locks, _ := locker(t)
 	if _, err := locks.Campaign(t.Context(), "ldr", "a"); err != nil {
 		t.Fatal(err)

@@ -45,6 +45,7 @@ func tokenOf(t *testing.T, line string) int64 {
 // the command, whose status elect exits with), the other candidate's
 // command starts with a greater token.
 func TestElectRunsOnlyWhileLeading(t *testing.T) {
+	t.Parallel()
 	logA, logB := tempFile(t, "a"), tempFile(t, "b")
 	a := fencelock(t, nil, append([]string{"elect", "--value", "a", "sched", "--"}, leaderScript(logA)...)...)
 	if err := a.Start(); err != nil {
@@ -85,6 +86,7 @@ func TestElectRunsOnlyWhileLeading(t *testing.T) {
 // --restart elect exits 79, with it the command runs again, with a newer
 // token, once this instance leads again.
 func TestElectLoss(t *testing.T) {
+	t.Parallel()
 	for _, restart := range []bool{false, true} {
 		t.Run("restart="+strconv.FormatBool(restart), func(t *testing.T) {
 			p, err := netproxy.Start(strings.TrimPrefix(etcdEndpoints()[0], "http://"))

@@ -43,6 +43,7 @@ func getHealth(addr string) (int, string, error) {
 // while a candidate; a SIGSTOPped elect does not answer at all (the
 // probe's timeout is the signal), and answers again once continued.
 func TestElectServesHealth(t *testing.T) {
+	t.Parallel()
 	logA, logB := tempFile(t, "a"), tempFile(t, "b")
 	addrA, addrB := freeAddr(t), freeAddr(t)
 	a := startElect(t, addrA, logA)
@@ -100,6 +101,7 @@ func waitHealthy(t *testing.T, who, addr string) {
 
 // An address that cannot be listened on is bad usage, before any campaign.
 func TestElectHealthAddrInUse(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 // fencelock run --metrics-addr serves the lock's metrics for Prometheus
 // while the command runs.
 func TestRunServesMetrics(t *testing.T) {
+	t.Parallel()
 	addr := freeAddr(t)
 	started, release := tempFile(t, "started"), tempFile(t, "release")
 	cmd := fencelock(t, nil, "--metrics-addr", addr, "run", "observed", "--", "sh", "-c",

@@ -16,6 +16,7 @@ import (
 // with --min-hold the second run finds the lock held (exit 75) until the
 // hold has passed. The control, without --min-hold, runs both.
 func TestRunMinHold(t *testing.T) {
+	t.Parallel()
 	const hold = 3 * time.Second // far longer than two runs of fencelock take
 	tests := []struct {
 		name     string
@@ -65,6 +66,7 @@ func TestRunMinHold(t *testing.T) {
 }
 
 func TestRunMinHoldUsage(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		want string

@@ -85,6 +85,7 @@ func count(runs []*heldRun) int {
 // as FENCELOCK_SLOT and the slot's token as FENCELOCK_TOKEN, as the
 // library reads them, and the permit is released when it exits.
 func TestRunPermitsEnvironment(t *testing.T) {
+	t.Parallel()
 	locks, _ := locker(t)
 	r := startHeld(t, "--permits", "2", "--metadata", "batch", "pool")
 	slot, tok := r.slotAndToken(t)
@@ -105,6 +106,7 @@ func TestRunPermitsEnvironment(t *testing.T) {
 // once and a third waits until one of them ends, then takes its slot; with
 // --permits 1 (the control) the second already waits.
 func TestRunPermitsConcurrency(t *testing.T) {
+	t.Parallel()
 	for _, permits := range []int{2, 1} {
 		t.Run(fmt.Sprintf("permits %d", permits), func(t *testing.T) {
 			locks, _ := locker(t)
@@ -148,6 +150,7 @@ func TestRunPermitsConcurrency(t *testing.T) {
 // once the readers end the writer runs alone, then the last reader. The
 // control: two plain runs do not run at once.
 func TestRunReadShares(t *testing.T) {
+	t.Parallel()
 	locks, _ := locker(t)
 	queued := func(n int) {
 		t.Helper()
@@ -204,6 +207,7 @@ func TestRunReadShares(t *testing.T) {
 // 75 naming the holders; a run with another --permits than the
 // semaphore's users exits 78 saying theirs.
 func TestRunPermitsNotAcquired(t *testing.T) {
+	t.Parallel()
 	locks, _ := locker(t, etcdlock.WithOwner("host-7/4121"))
 	sm, _ := locks.Semaphore("full", 1)
 	l, err := sm.Acquire(t.Context())
@@ -246,6 +250,7 @@ func TestRunPermitsNotAcquired(t *testing.T) {
 // and a semaphore's holders with their slots and permit tokens, in the
 // table and in --json, whose earlier fields stay as they were.
 func TestStatusReadersAndSemaphores(t *testing.T) {
+	t.Parallel()
 	var readers, permits []*etcdlock.Lock
 	for _, owner := range []string{"r1", "r2"} {
 		c, _ := locker(t, etcdlock.WithOwner(owner))
@@ -339,6 +344,7 @@ func TestStatusReadersAndSemaphores(t *testing.T) {
 // --semaphore, deletes nothing and says so; break frees one reader of
 // several.
 func TestBreakSemaphoreAndReader(t *testing.T) {
+	t.Parallel()
 	locks, _ := locker(t)
 	stuck := startHeld(t, "--permits", "1", "one")
 	slot, tok := stuck.slotAndToken(t)

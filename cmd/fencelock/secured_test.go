@@ -15,6 +15,7 @@ import (
 // whose role has readwrite on the prefix alone can run, status and break;
 // a wrong password is one clear line and exit 69.
 func TestSecuredEtcd(t *testing.T) {
+	t.Parallel()
 	certs, err := embedetcd.NewCerts(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // TestUsageMessages: bad input and an unreachable etcd exit with the status
 // the help gives and a message saying what is wrong.
 func TestUsageMessages(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		eps  []string
@@ -78,6 +79,7 @@ func httpsEndpoints() []string {
 // TestDefaultTTLIsTheLibrarys: without --ttl, run's lease has the TTL a
 // library client's has without WithTTL.
 func TestDefaultTTLIsTheLibrarys(t *testing.T) {
+	t.Parallel()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdEndpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +110,7 @@ func TestDefaultTTLIsTheLibrarys(t *testing.T) {
 // command and is noted on stderr, unless "--" right after NAME says it is
 // meant for it; flags after a later "--" are not noted.
 func TestArgsAfterNameGoToCommand(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		sep      []string
@@ -140,6 +143,7 @@ func TestArgsAfterNameGoToCommand(t *testing.T) {
 // help says where arguments after NAME go, and status does not call a
 // holder's queueing time its start.
 func TestHelpTexts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		want []string
@@ -169,6 +173,7 @@ func TestHelpTexts(t *testing.T) {
 // written QUEUED, not SINCE: etcd does not record when a holder that
 // waited began to hold.
 func TestStatusQueuedColumn(t *testing.T) {
+	t.Parallel()
 	locks, _ := locker(t)
 	if _, err := locks.TryLock(t.Context(), "job"); err != nil {
 		t.Fatal(err)
