@@ -36,9 +36,9 @@ import (
 // behind: the key is deleted with a request bounded by the cleanup timeout
 // ([WithCleanupTimeout]), retried in the background if that fails. A create
 // request still in flight, or delivered twice, cannot land afterwards: every
-// create compares the mod revision of its session slot's marker key, and
+// create compares the mod revision of its session lane's marker key, and
 // every cleanup writes that marker. The session keeps one marker key per
-// slot (its peak number of concurrent acquisitions) until it ends. If the
+// lane (its peak number of concurrent acquisitions) until it ends. If the
 // session is lost while waiting, Lock returns an error matching [ErrLost],
 // never the lock.
 //
@@ -200,13 +200,13 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 }
 
 // ticket is one attempt's place in a queue: the key and marker of one of
-// the session's slots (see slots), and the marker's mod revision when the
-// slot was taken.
+// the session's lanes (see lanes), and the marker's mod revision when the
+// lane was taken.
 type ticket struct {
 	spot
 	key    string
 	marker markerKey
-	slot   int
+	lane   int
 	mark   int64
 	rev    int64     // the key's create revision, once the create landed
 	second secondKey // its kind's second key (kindInfo.second); nil for most kinds
@@ -223,11 +223,11 @@ type ticket struct {
 }
 
 func (c *Client) ticket(s *session, sp spot) *ticket {
-	slot, mark := s.slots.take()
+	lane, mark := s.lanes.take()
 	t := &ticket{
-		spot: sp, slot: slot, mark: mark,
-		key:    queueKey(sp.q, kindTable[sp.kind].reader, s.hex, slot),
-		marker: c.keys().marker(s.hex, slot),
+		spot: sp, lane: lane, mark: mark,
+		key:    queueKey(sp.q, kindTable[sp.kind].reader, s.hex, lane),
+		marker: c.keys().marker(s.hex, lane),
 		ctl:    c.o.ctl,
 	}
 	if mk := kindTable[sp.kind].second; mk != nil {
@@ -240,8 +240,8 @@ func (c *Client) ticket(s *session, sp spot) *ticket {
 // share a lock, beyond a semaphore's permits).
 const maxListedHolders = 16
 
-// maxCreateTries bounds the creates refused because the slot's marker or key
-// was not as last seen (a late request of an earlier use of the slot).
+// maxCreateTries bounds the creates refused because the lane's marker or key
+// was not as last seen (a late request of an earlier use of the lane).
 const maxCreateTries = 3
 
 // enqueue creates t's key and waits for its turn (wait) or gives up (!wait).
@@ -303,8 +303,8 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	return l, nil
 }
 
-// create puts t's key, provided the slot's marker is as last seen (so no
-// create of an earlier use of the slot can land), and returns its create
+// create puts t's key, provided the lane's marker is as last seen (so no
+// create of an earlier use of the lane can land), and returns its create
 // revision, our nearest t.need blockers (see predecessors), and for
 // TryLock the first keys in the queue (its holders', see maxListedHolders).
 func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, preds []*mvccpb.KeyValue, firsts []*mvccpb.KeyValue, err error) {
@@ -345,7 +345,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 			t.rev = resp.Header.Revision // the transaction's revision is our put's
 			return t.rev, preds, firsts, nil
 		}
-		// A request of an earlier use of the slot moved the marker, or
+		// A request of an earlier use of the lane moved the marker, or
 		// left a key: catch up, remove the key, and try again.
 		gr, err := c.cli.Txn(ctx).Then(t.marker.get(), clientv3.OpGet(t.key)).Commit()
 		if err != nil {
@@ -361,5 +361,5 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 		}
 	}
 	c.abandon(ctx, s, t, 0)
-	return 0, nil, nil, fmt.Errorf("etcdlock: %q: slot %d of the session kept changing under us", t.name, t.slot)
+	return 0, nil, nil, fmt.Errorf("etcdlock: %q: lane %d of the session kept changing under us", t.name, t.lane)
 }

@@ -155,7 +155,7 @@
 //
 //   - Deletes compare the key's create revision, so they never remove
 //     another acquisition's key, even one that reuses the same key name.
-//   - Each session hands out numbered slots, and each slot has a marker key
+//   - Each session hands out numbered lanes, and each lane has a marker key
 //     under prefix+"slot/". Every create compares the marker's mod revision
 //     with the one last seen and every release writes it, so a create of an
 //     earlier acquisition cannot land once that acquisition was released.
@@ -163,7 +163,7 @@
 //     granted the lock.
 //   - A failed Unlock keeps being retried in the background.
 //
-// The session keeps one marker key per slot (its peak number of concurrent
+// The session keeps one marker key per lane (its peak number of concurrent
 // acquisitions) until it ends.
 //
 // # Compared with concurrency.Mutex
@@ -187,10 +187,10 @@
 // segment begins with "r"), election candidates under
 // prefix+"elect/"+name+"/", a semaphore's queue under
 // prefix+"sem/"+name+"/q/" and its permits' slots under
-// prefix+"sem/"+name+"/p/", slot markers under prefix+"slot/"; in keys, a
+// prefix+"sem/"+name+"/p/", lane markers under prefix+"slot/"; in keys, a
 // name's '%' is spelled %25 and its '/' %2F (tenant/42 is tenant%2F42). With etcd
 // authentication on, grant the role readwrite on the whole prefix (a grant
-// on prefix+"lock/" alone fails: every create reads a slot marker):
+// on prefix+"lock/" alone fails: every create reads a lane marker):
 //
 //	etcdctl role grant-permission ROLE readwrite /fencelock/ --prefix
 //

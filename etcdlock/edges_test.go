@@ -254,7 +254,7 @@ func TestGaveUpCandidateReportedUntilItsDeleteLands(t *testing.T) {
 // A prefix that would nest inside another Client's key space (another
 // prefix followed by one of the layout's own segments: lock/, elect/,
 // slot/) is refused: its keys would sit in the other's queues. It used to
-// be accepted, and its slot marker held the other's lock "jobs".
+// be accepted, and its lane marker held the other's lock "jobs".
 func TestNestedPrefixRefused(t *testing.T) {
 	cli := etcdClient(t)
 	p := prefix(t)

@@ -116,5 +116,5 @@ func (k KeysForTest) SemaphoreQueue(name string) string { return k.p.semQueue(na
 func (k KeysForTest) Permits(name string) string        { return k.p.semPermits(name) }
 func (k KeysForTest) Permit(name string, n int) string  { return permitKey(k.p.semPermits(name), n) }
 
-// Markers is the prefix of every session slot's marker.
-func (k KeysForTest) Markers() string { return k.p.space(spaceSlot) }
+// Markers is the prefix of every session lane's marker.
+func (k KeysForTest) Markers() string { return k.p.space(spaceLane) }

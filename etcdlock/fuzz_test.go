@@ -81,7 +81,7 @@ func FuzzEntryOf(f *testing.F) {
 }
 
 // FuzzPrefixLayout: of two different prefixes New accepts, neither's keys
-// (queue keys of locks and elections, slot markers) lie in the other's
+// (queue keys of locks and elections, lane markers) lie in the other's
 // queues or markers, so Clients with nested prefixes cannot see each
 // other's keys.
 func FuzzPrefixLayout(f *testing.F) {

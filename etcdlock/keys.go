@@ -14,27 +14,27 @@ import (
 //	elect/NAME/LEASE-N     an election candidate's key
 //	sem/NAME/q/LEASE-N     a semaphore acquisition's key
 //	sem/NAME/p/K           a semaphore's permit K, held while it exists
-//	slot/LEASE-N           the marker of the session's slot N (marker.go)
+//	slot/LEASE-N           the marker of the session's lane N (marker.go)
 //
 // LEASE is the session's lease ID in hex, as etcdctl prints it, and N the
-// session's slot (slots.go). NAME is the name escaped (escapeName): a name
+// session's lane (lanes.go). NAME is the name escaped (escapeName): a name
 // may hold '/', which its key spells %2F, so that no name's keys lie in
 // another's queue. PROTOCOL.md describes what each key means.
 type layout string // the Client's prefix
 
 // The key spaces under a prefix: one for locks (and their readers), one
-// for elections, one for semaphores, one for slot markers.
+// for elections, one for semaphores, one for lane markers.
 const (
 	spaceLock  = "lock"
 	spaceElect = "elect"
 	spaceSem   = "sem"
-	spaceSlot  = "slot"
+	spaceLane  = "slot" // spelled as when lanes were called slots: the layout is the protocol
 )
 
 // layoutSegments are the names under a prefix that the layout uses (see
 // WithPrefix). A prefix containing one as a segment would put its keys
 // inside another Client's queues or markers.
-var layoutSegments = []string{spaceLock, spaceElect, spaceSlot, spaceSem}
+var layoutSegments = []string{spaceLock, spaceElect, spaceLane, spaceSem}
 
 // readerMark begins the key of a reader (see [Client.RLock]) after its
 // queue's prefix. It sorts after every hex digit, which begin the other
@@ -115,13 +115,13 @@ func permitOf(dir, key string) (int, bool) {
 	return k, err == nil
 }
 
-// marker is the key of the marker of slot n of the session whose lease is
+// marker is the key of the marker of lane n of the session whose lease is
 // hex.
 func (p layout) marker(hex string, n int) markerKey {
-	return markerKey(p.space(spaceSlot) + hex + "-" + strconv.Itoa(n))
+	return markerKey(p.space(spaceLane) + hex + "-" + strconv.Itoa(n))
 }
 
-// queueKey is the key of slot n of the session whose lease is hex in queue
+// queueKey is the key of lane n of the session whose lease is hex in queue
 // q, a reader's when reader.
 func queueKey(q string, reader bool, hex string, n int) string {
 	if reader {

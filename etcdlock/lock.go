@@ -251,18 +251,18 @@ func (l *Lock) settle(r released) {
 	l.unlocked = true
 	switch r {
 	case byUs:
-		l.c.freeSlot(l.s, l.t)
+		l.c.freeLane(l.s, l.t)
 		lostBefore = nil // the key was still ours: nothing was lost
-	case heldOn: // moved onto its own lease (Lock.releaseKey), which frees the slot later
+	case heldOn: // moved onto its own lease (Lock.releaseKey), which frees the lane later
 		lostBefore = nil
 	case goneBefore:
-		l.c.freeSlot(l.s, l.t)
+		l.c.freeLane(l.s, l.t)
 		if lostBefore == nil {
 			lostBefore = lost(ErrKeyDeleted)
 		}
 	case goneMaybeUs:
 		// Reported as lost, the safe side, but not as a certainty.
-		l.c.freeSlot(l.s, l.t)
+		l.c.freeLane(l.s, l.t)
 		if lostBefore == nil {
 			lostBefore = lost(errKeyDeletedMaybeUs)
 		}
@@ -382,8 +382,8 @@ func (p *pendingCause) Error() string { return p.wait().Error() }
 func (p *pendingCause) Unwrap() error { return p.wait() }
 
 // unlockedOrDeleted tells, once Unlock was called and the key is gone,
-// whether our release deleted it (it wrote the slot's marker with our token
-// in the same transaction) or someone else did; while the slot is ours only
+// whether our release deleted it (it wrote the lane's marker with our token
+// in the same transaction) or someone else did; while the lane is ours only
 // our own requests write its marker. nil when it cannot tell: the release,
 // retrying in the background, will.
 func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
@@ -401,7 +401,7 @@ func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 	case l.t.unmarked.Load():
 		return nil // released while etcd was out of space: the release tells
 	case len(resp.Kvs) == 0:
-		// The slot's marker was never written, or the lease went with it.
+		// The lane's marker was never written, or the lease went with it.
 		if ttl, err := l.c.cli.TimeToLive(tctx, l.s.id); err != nil || ttl.TTL < 0 {
 			return nil // the session tells
 		}

@@ -125,13 +125,13 @@ func (e *watcher) refresh(life context.Context) {
 	// leave the locks unwatched for 157 round trips.
 	var failed atomic.Bool
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, refreshParallel)
+	inflight := make(chan struct{}, refreshParallel)
 	for len(ws) > 0 && life.Err() == nil && !failed.Load() {
 		batch := ws[:min(len(ws), refreshBatchSize)]
 		ws = ws[len(batch):]
-		slots <- struct{}{}
+		inflight <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-slots }()
+			defer func() { <-inflight }()
 			if !e.refreshKeys(life, batch) {
 				failed.Store(true)
 			}

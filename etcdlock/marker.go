@@ -8,14 +8,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Every operation on a slot's marker is built in this file: the compare of
+// Every operation on a lane's marker is built in this file: the compare of
 // a create (at), the writes of a release (releaseMark) and of block, and
 // the reads of those that catch up (get, markRev, markedOurs).
 
-// markerKey is the key of a session slot's marker (see slots). It makes the
-// requests of an earlier use of the slot harmless when they arrive late or
-// twice: every create of the slot's key compares the marker's mod revision
-// with the one last seen (ticket.mark), and every release of the slot
+// markerKey is the key of a session lane's marker (see lanes). It makes the
+// requests of an earlier use of the lane harmless when they arrive late or
+// twice: every create of the lane's key compares the marker's mod revision
+// with the one last seen (ticket.mark), and every release of the lane
 // writes the marker, on the session's lease, so a create of an earlier use
 // can no longer land. The value written says how the use ended:
 // markOurs(token), its release deleted the key created at token (the key
@@ -77,14 +77,14 @@ func (t *ticket) releaseMark(s *session, rev int64) clientv3.Op {
 	return clientv3.OpTxn([]clientv3.Cmp{held}, []clientv3.Op{t.marker.put(s, markOurs(rev))}, []clientv3.Op{t.marker.put(s, markGone(rev))})
 }
 
-// block writes t's marker, so that a create of this use of the slot whose
+// block writes t's marker, so that a create of this use of the lane whose
 // outcome is unknown can no longer land, and returns the create revision of
-// the slot's key if it exists: the create landed (no one else writes keys
-// of this session's slots), and the key is ours to delete.
+// the lane's key if it exists: the create landed (no one else writes keys
+// of this session's lanes), and the key is ours to delete.
 //
 // The marker is written only while it is at t.mark, the revision this use's
 // last create compared: if it has moved, that create can no longer land
-// anyway, and an unconditional write delivered late (after the slot was
+// anyway, and an unconditional write delivered late (after the lane was
 // reused) would overwrite the tag of a later use's release, which then
 // takes its own deletion for someone else's.
 func (c *Client) block(ctx context.Context, s *session, t *ticket) (int64, error) {

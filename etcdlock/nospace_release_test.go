@@ -294,7 +294,7 @@ func TestNoSpaceSemaphoreReleaseLateOrAgain(t *testing.T) {
 				t.Fatalf("the old permit not released 10s after Unlock (Err %v)", old.Err())
 			}
 			disarm()
-			// The permit anew, on the old one's session slot (and so its
+			// The permit anew, on the old one's session lane (and so its
 			// key's name) once the background cleanup has freed it.
 			var cur *etcdlock.Lock
 			poll.Until(t, "the permit anew under the old key's name", func() bool {

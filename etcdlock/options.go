@@ -37,7 +37,7 @@ type options struct {
 // per Client, so that a control run and the tests running beside it in
 // parallel do not share them.
 type controls struct {
-	unconditionalRelease     bool // a release deletes its slot's key whatever its create revision (ticket.created)
+	unconditionalRelease     bool // a release deletes its lane's key whatever its create revision (ticket.created)
 	unconditionalSlotRelease bool // a semaphore's release deletes every slot key it tried, whoever's it is now (permit.release)
 	writersIgnoreReaders     bool // a writer waits only for the writers queued before it (ticket.blockers)
 	unconditionalMove        bool // the minimum hold's move skips its compare of the key's create revision (Lock.releaseKey)
@@ -71,7 +71,7 @@ const MaxTTL = 9_000_000_000 * time.Second
 // a lock named n keeps its queue under prefix+"lock/"+e+"/", an election
 // named n under prefix+"elect/"+e+"/", a semaphore named n under
 // prefix+"sem/"+e+"/", where e is n with '%' spelled %25 and '/' spelled
-// %2F (tenant%2F42 for tenant/42), and the session's slot markers live
+// %2F (tenant%2F42 for tenant/42), and the session's lane markers live
 // under prefix+"slot/". Default "/fencelock/".
 // A '/' is appended when missing. Empty makes [New] fail.
 //
@@ -83,7 +83,7 @@ const MaxTTL = 9_000_000_000 * time.Second
 // key.
 //
 // With etcd authentication on, the client's role needs readwrite on the
-// whole prefix, not only on prefix+"lock/" (every create reads a slot
+// whole prefix, not only on prefix+"lock/" (every create reads a lane
 // marker); for the default prefix:
 //
 //	etcdctl role grant-permission ROLE readwrite /fencelock/ --prefix

@@ -60,7 +60,7 @@ func TestCancelledLockLeavesNoKey(t *testing.T) {
 				t.Fatalf("queue keys after a cancelled wait: got %v, want only the holder's %q", ks, l.Key())
 			}
 			if ks := keys(t, cli, keysOf(t).Markers()); len(ks) > 1 {
-				t.Fatalf("slot markers after cancelled waits: got %v, want at most one (one slot used)", ks)
+				t.Fatalf("lane markers after cancelled waits: got %v, want at most one (one lane used)", ks)
 			}
 		}
 	})
@@ -91,7 +91,7 @@ func TestCancelledLockLeavesNoKey(t *testing.T) {
 }
 
 // A failed TryLock leaves no queue key behind, and no more than the marker
-// of the one session slot it used.
+// of the one session lane it used.
 func TestFailedTryLockLeavesNothing(t *testing.T) {
 	cli := etcdClient(t)
 	a, b := newLocker(t, cli), newLocker(t, cli)
@@ -105,7 +105,7 @@ func TestFailedTryLockLeavesNothing(t *testing.T) {
 		t.Fatalf("queue keys after failed TryLocks: got %v, want only the holder's %q", ks, l.Key())
 	}
 	if ks := keys(t, cli, keysOf(t).Markers()); len(ks) > 1 {
-		t.Fatalf("slot markers after failed TryLocks: got %v, want at most one", ks)
+		t.Fatalf("lane markers after failed TryLocks: got %v, want at most one", ks)
 	}
 }
 

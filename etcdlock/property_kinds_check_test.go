@@ -21,7 +21,7 @@ import (
 // kindRecord is etcd's own record of a test prefix, as record is, for the
 // keys of read/write locks (readers' and writers') and of semaphores
 // (queue keys and permit slot keys). For each deletion of such a key that
-// is not its owner's release (which writes the owner's slot marker with
+// is not its owner's release (which writes the owner's lane marker with
 // the owner's queue key's create revision in the same transaction), it
 // asks etcd at once whether the key's lease is still alive: if it is, the
 // key was taken from a live session.
@@ -88,7 +88,7 @@ func (r *kindRecord) run(ctx context.Context, wch clientv3.WatchChan) {
 
 // apply takes the events of one revision (one transaction).
 func (r *kindRecord) apply(ctx context.Context, rev int64, evs []*clientv3.Event) {
-	markers := map[string]bool{} // values written to slot markers in this revision
+	markers := map[string]bool{} // values written to lane markers in this revision
 	for _, ev := range evs {
 		if ev.Type == mvccpb.PUT && strings.HasPrefix(string(ev.Kv.Key), etcdlock.KeysUnder(r.prefix).Markers()) {
 			markers[string(ev.Kv.Value)] = true

@@ -308,7 +308,7 @@ func settleProperty(t *testing.T, tr *tracker, rec *record, owners []*etcdlock.C
 		bad = append(bad, fmt.Sprintf("queue keys left after closing every owner: %v", ks))
 	}
 	if ks := keys(t, rec.direct, keysOf(t).Markers()); len(ks) != 0 {
-		bad = append(bad, fmt.Sprintf("slot markers left after closing every owner: %v", ks))
+		bad = append(bad, fmt.Sprintf("lane markers left after closing every owner: %v", ks))
 	}
 	return bad
 }

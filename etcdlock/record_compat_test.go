@@ -114,19 +114,19 @@ func TestRecordYearsPast9999(t *testing.T) {
 func TestQueueKeySameAs8dd50a2(t *testing.T) {
 	c := &Client{o: defaultOptions()}
 	for _, id := range []int64{1, 0xf, 0x7fffffffffffffff, math.MinInt64, -1, -0x10, 0x694d9fa3c5a1b2e7} {
-		for _, slot := range []int{0, 1, 9, 10, 12345} {
+		for _, lane := range []int{0, 1, 9, 10, 12345} {
 			s := &session{id: clientv3.LeaseID(id), hex: leaseHex(clientv3.LeaseID(id))}
-			s.slots.next = slot
+			s.lanes.next = lane
 			for _, sp := range []spot{{kind: kindLock, name: "n", q: c.keys().lockQueue("n")}, {kind: kindRead, name: "n", q: c.keys().lockQueue("n")}, {kind: kindSemaphore, name: "n", q: c.keys().semQueue("n"), permits: 2}} {
 				tk := c.ticket(s, sp)
 				q := sp.q
 				if sp.kind == kindRead {
 					q += readerMark
 				}
-				wantKey := fmt.Sprintf("%s%016x-%d", q, id, tk.slot)
-				wantMarker := fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, id, tk.slot)
+				wantKey := fmt.Sprintf("%s%016x-%d", q, id, tk.lane)
+				wantMarker := fmt.Sprintf("%sslot/%016x-%d", c.o.prefix, id, tk.lane)
 				if tk.key != wantKey || string(tk.marker) != wantMarker {
-					t.Fatalf("lease %#x slot %d: key %q marker %q, want %q %q", id, tk.slot, tk.key, tk.marker, wantKey, wantMarker)
+					t.Fatalf("lease %#x lane %d: key %q marker %q, want %q %q", id, tk.lane, tk.key, tk.marker, wantKey, wantMarker)
 				}
 			}
 		}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// released is how a slot's key ended.
+// released is how a lane's key ended.
 type released int
 
 const (
@@ -22,7 +22,7 @@ const (
 	goneBefore                  // it was gone before: someone else deleted it
 	goneMaybeUs                 // gone, by someone else or by a release of ours under NOSPACE whose reply was lost
 	leaseGone                   // the lease is gone, and every key on it
-	heldOn                      // moved onto a lease of its own (Lock.releaseKey): by us, but the key and the slot stay until that lease expires
+	heldOn                      // moved onto a lease of its own (Lock.releaseKey): by us, but the key and the lane stay until that lease expires
 )
 
 // maxReleasePasses bounds the passes of release that find the marker moved
@@ -30,11 +30,11 @@ const (
 const maxReleasePasses = 3
 
 // release removes t's key, created at revision rev (0 when it is unknown
-// whether the create landed), and writes the slot's marker in the same
-// transaction, so that no create of this use of the slot can land later.
+// whether the create landed), and writes the lane's marker in the same
+// transaction, so that no create of this use of the lane can land later.
 // Every request it sends is safe to arrive late or twice: deletes compare
 // the key's create revision, marker writes only ever block creates of this
-// use of the slot. On success t.mark is the marker's new mod revision. An
+// use of the lane. On success t.mark is the marker's new mod revision. An
 // error means the outcome is unknown and release may be called again.
 func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) (released, error) {
 	if rev == 0 {
@@ -97,7 +97,7 @@ func (t *ticket) gone() released {
 }
 
 // created compares t's key's create revision with rev: a release deletes
-// no later use of the slot's key, which has the same name.
+// no later use of the lane's key, which has the same name.
 func (t *ticket) created(rev int64) clientv3.Cmp {
 	if t.ctl.unconditionalRelease { // the controls of the request-fault tests
 		return clientv3.Compare(clientv3.CreateRevision(t.key), "!=", 0)
@@ -109,8 +109,8 @@ func (t *ticket) created(rev int64) clientv3.Cmp {
 // alarm refuses every write but deletes): it deletes the key, still only
 // if it has create revision rev, so that the name is free for others at
 // once, and leaves the marker for later: t.unmarked tells the caller to
-// keep the slot until block succeeds (see freeSlot), because until the
-// marker moves a create of this use of the slot delivered late or twice
+// keep the lane until block succeeds (see freeLane), because until the
+// marker moves a create of this use of the lane delivered late or twice
 // could still land.
 func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev int64) (released, error) {
 	t.unmarked.Store(true)
@@ -134,13 +134,13 @@ func (c *Client) releaseNoSpace(ctx context.Context, s *session, t *ticket, rev 
 	return byUs, nil
 }
 
-// freeSlot makes t's slot free for the session's next acquisition once its
+// freeLane makes t's lane free for the session's next acquisition once its
 // key is gone: at once when the release moved the marker, and otherwise
 // (released while etcd was out of space) once a background block has moved
 // it and removed any key a late create left.
-func (c *Client) freeSlot(s *session, t *ticket) {
+func (c *Client) freeLane(s *session, t *ticket) {
 	if !t.unmarked.Load() {
-		s.slots.release(t.slot, t.mark)
+		s.lanes.free(t.lane, t.mark)
 		return
 	}
 	c.background(func() { c.retryAbandon(s, t, 0) })
@@ -156,12 +156,12 @@ func leaseOr(s *session, err error, r released) (released, error) {
 	return r, err
 }
 
-// abandon releases t's slot after a failed or cancelled attempt (rev as for
+// abandon releases t's lane after a failed or cancelled attempt (rev as for
 // release). The request runs even though ctx may have ended, bounded by the
 // cleanup timeout; if it fails, it is retried in the background until it
 // succeeds, fails for good, or the session ends, because the session's
 // lease, renewed for the client's other locks, would otherwise keep the key,
-// and with it everyone queued behind it. The slot is reused only once its
+// and with it everyone queued behind it. The lane is reused only once its
 // key is known gone.
 func (c *Client) abandon(ctx context.Context, s *session, t *ticket, rev int64) {
 	if !c.releaseOnce(context.WithoutCancel(ctx), s, t, rev) {
@@ -184,7 +184,7 @@ func (c *Client) releaseOnce(ctx context.Context, s *session, t *ticket, rev int
 		return permanent(err)
 	}
 	if r != leaseGone {
-		c.freeSlot(s, t)
+		c.freeLane(s, t)
 	}
 	return true
 }
@@ -275,8 +275,8 @@ func (l *Lock) dropHold() {
 // lease's ID is chosen once per lock, so that a grant whose reply was lost
 // is found again ("lease already exists") instead of granted twice, and
 // the move compares the key's create revision with the token, so that it
-// moves no other acquisition's key (a later use of the same session slot
-// reuses the key's name), and writes the slot's marker as a release does.
+// moves no other acquisition's key (a later use of the same session lane
+// reuses the key's name), and writes the lane's marker as a release does.
 // A grant that lands and is never used (the move found the key gone) is
 // revoked; one that cannot be leaves an empty lease that expires within
 // the hold.
@@ -321,10 +321,10 @@ func (l *Lock) releaseKey(ctx context.Context) (released, error) {
 		return l.c.release(ctx, l.s, l.t, rev)
 	}
 	l.t.moved(resp.Header.Revision)
-	// The slot's key stays until the lease expires: a later use of the
-	// slot would find it, and delete it, before then.
+	// The lane's key stays until the lease expires: a later use of the
+	// lane would find it, and delete it, before then.
 	c, s, t := l.c, l.s, l.t
-	time.AfterFunc(ttl, func() { c.freeSlot(s, t) })
+	time.AfterFunc(ttl, func() { c.freeLane(s, t) })
 	return heldOn, nil
 }
 

@@ -39,7 +39,7 @@ type session struct {
 	anchorMono time.Time // the clocks read together when the session began (see until); read-only
 	anchorBoot instant
 
-	slots slots // guarded by its own mutex
+	lanes lanes // guarded by its own mutex
 
 	mu         sync.Mutex         // guards the fields below
 	validUntil instant            // see instant

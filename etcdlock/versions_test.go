@@ -119,7 +119,7 @@ func TestKindsOnEveryEtcd(t *testing.T) {
 			t.Fatal(err)
 		}
 		k := etcdlock.KeysUnder(p)
-		for _, under := range []string{k.Locks(), k.Semaphores(), k.Elections()} { // the sessions' slot markers stay while they live
+		for _, under := range []string{k.Locks(), k.Semaphores(), k.Elections()} { // the sessions' lane markers stay while they live
 			if ks := keys(t, cli, under); len(ks) != 0 {
 				t.Errorf("keys left: %v", ks)
 			}
