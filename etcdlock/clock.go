@@ -12,7 +12,7 @@ import (
 // machine sleeps), so after a resume a deadline measured on it would
 // still lie ahead although etcd expired the lease during the suspend, and
 // Done would stay open; on this clock the deadline is seen passed at the
-// first look after the resume (see session.run). The clock is
+// first look after the resume (see session.keepAlive). The clock is
 // CLOCK_BOOTTIME on Linux (clock_linux.go) and Go's monotonic clock
 // elsewhere (clock_other.go), which on some platforms does not count a
 // suspend either: there Done closes after a resume only once a keepalive

@@ -42,11 +42,11 @@ func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Contex
 	if err != nil {
 		return err
 	}
-	return l.run(ctx, fn)
+	return l.do(ctx, fn)
 }
 
-// run runs fn under l (see Client.Do) and releases l, also when fn panics.
-func (l *Lock) run(ctx context.Context, fn func(context.Context, *Lock) error) error {
+// do runs fn under l (see Client.Do) and releases l, also when fn panics.
+func (l *Lock) do(ctx context.Context, fn func(context.Context, *Lock) error) error {
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(l.ctx, func() { cancel(l.Err()) })
@@ -54,13 +54,13 @@ func (l *Lock) run(ctx context.Context, fn func(context.Context, *Lock) error) e
 	released := false
 	defer func() {
 		if !released { // fn panicked
-			l.release(ctx)
+			l.unlockBounded(ctx)
 		}
 	}()
 	ferr := fn(fctx, l)
 	lostDuring := l.Err() // nil: held, as far as this process knows, until fn returned
 	released = true
-	uerr := l.release(ctx)
+	uerr := l.unlockBounded(ctx)
 	switch {
 	case lostDuring != nil:
 		return wrapLost(errors.Join(lostDuring, ferr), "etcdlock: Do %q: the lock ended before its work did: ", l.t.name)
@@ -72,8 +72,8 @@ func (l *Lock) run(ctx context.Context, fn func(context.Context, *Lock) error) e
 	return uerr
 }
 
-// release unlocks l, bounded by the cleanup timeout, also when ctx ended.
-func (l *Lock) release(ctx context.Context) error {
+// unlockBounded unlocks l, bounded by the cleanup timeout, also when ctx ended.
+func (l *Lock) unlockBounded(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.o.cleanupTimeout)
 	defer cancel()
 	return l.Unlock(rctx)

@@ -65,40 +65,40 @@ var (
 )
 
 // Name returns the election's name.
-func (t *Term) Name() string { return t.l.Name() }
+func (tm *Term) Name() string { return tm.l.Name() }
 
 // Key returns the etcd key of this candidacy.
-func (t *Term) Key() string { return t.l.Key() }
+func (tm *Term) Key() string { return tm.l.Key() }
 
 // Token returns the term's fencing token: the create revision of its key,
 // strictly greater than every earlier leader's.
-func (t *Term) Token() fence.Token { return t.l.Token() }
+func (tm *Term) Token() fence.Token { return tm.l.Token() }
 
 // Lease returns the ID of the session lease the term's key is attached to.
-func (t *Term) Lease() clientv3.LeaseID { return t.l.Lease() }
+func (tm *Term) Lease() clientv3.LeaseID { return tm.l.Lease() }
 
 // TTL returns the lease TTL etcd granted.
-func (t *Term) TTL() time.Duration { return t.l.TTL() }
+func (tm *Term) TTL() time.Duration { return tm.l.TTL() }
 
 // ValidUntil returns the instant, on this process's monotonic clock, up to
 // which the lease is known to be alive; see [Lock.ValidUntil].
-func (t *Term) ValidUntil() time.Time { return t.l.ValidUntil() }
+func (tm *Term) ValidUntil() time.Time { return tm.l.ValidUntil() }
 
 // Done returns a channel that is closed when the term ends: it was lost or
 // may be lost (as for [Lock.Done]), the Client was closed, or Resign
 // succeeded. Err tells which.
-func (t *Term) Done() <-chan struct{} { return t.l.Done() }
+func (tm *Term) Done() <-chan struct{} { return tm.l.Done() }
 
 // Err returns nil while the term lasts. After Done is closed it returns
 // [ErrResigned], [ErrClosed], or an error matching [ErrLost] and its cause.
-func (t *Term) Err() error { return t.l.Err() }
+func (tm *Term) Err() error { return tm.l.Err() }
 
 // Value returns the value last published by Campaign or a successful
 // Proclaim.
-func (t *Term) Value() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.value
+func (tm *Term) Value() string {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.value
 }
 
 // Resign ends the term: it deletes the term's key only while the key's
@@ -108,11 +108,11 @@ func (t *Term) Value() string {
 // one) deleted the key, an error matching [ErrLost] when the term had been
 // lost first; a failed request is retried in the background. The next
 // candidate leads as soon as the deletion lands.
-func (t *Term) Resign(ctx context.Context) error {
-	if err := checkCall(ctx, t == nil || t.l == nil, "Term", "Resign"); err != nil {
+func (tm *Term) Resign(ctx context.Context) error {
+	if err := checkCall(ctx, tm == nil || tm.l == nil, "Term", "Resign"); err != nil {
 		return err
 	}
-	return t.l.Unlock(ctx)
+	return tm.l.Unlock(ctx)
 }
 
 // maxProclaimTries bounds the Proclaim writes refused because the key's mod
@@ -132,45 +132,45 @@ const maxProclaimTries = 3
 // longer than [MaxDataLen]; or the request's error, when the write may or
 // may not have landed (a later Proclaim settles it). Its requests end when
 // ctx ends or the term does, whichever is first.
-func (t *Term) Proclaim(ctx context.Context, value string) error {
-	if err := checkCall(ctx, t == nil || t.l == nil, "Term", "Proclaim"); err != nil {
+func (tm *Term) Proclaim(ctx context.Context, value string) error {
+	if err := checkCall(ctx, tm == nil || tm.l == nil, "Term", "Proclaim"); err != nil {
 		return err
 	}
 	if err := validateData("election value", value); err != nil {
 		return err
 	}
-	t.proclaiming.Lock()
-	defer t.proclaiming.Unlock()
-	if err := t.Err(); err != nil {
-		return wrapLost(err, "etcdlock: proclaim %q: ", t.Name())
+	tm.proclaiming.Lock()
+	defer tm.proclaiming.Unlock()
+	if err := tm.Err(); err != nil {
+		return wrapLost(err, "etcdlock: proclaim %q: ", tm.Name())
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(t.l.ctx, cancel)()
+	defer context.AfterFunc(tm.l.ctx, cancel)()
 	for range maxProclaimTries {
-		ok, err := t.proclaimOnce(ctx, value)
+		ok, err := tm.proclaimOnce(ctx, value)
 		if err != nil {
-			if terr := t.Err(); terr != nil && !errors.Is(err, ErrLost) {
+			if terr := tm.Err(); terr != nil && !errors.Is(err, ErrLost) {
 				// The term ended while the request was out.
-				return wrapLost(terr, "etcdlock: proclaim %q: ", t.Name())
+				return wrapLost(terr, "etcdlock: proclaim %q: ", tm.Name())
 			}
-			return fmt.Errorf("etcdlock: proclaim %q: %w", t.Name(), t.l.c.explain(err))
+			return fmt.Errorf("etcdlock: proclaim %q: %w", tm.Name(), tm.l.c.explain(err))
 		}
 		if ok {
-			t.mu.Lock()
-			t.value = value
-			t.mu.Unlock()
+			tm.mu.Lock()
+			tm.value = value
+			tm.mu.Unlock()
 			return nil
 		}
 	}
-	return fmt.Errorf("etcdlock: proclaim %q: the key's value kept changing under us", t.Name())
+	return fmt.Errorf("etcdlock: proclaim %q: the key's value kept changing under us", tm.Name())
 }
 
 // proclaimOnce writes value if the key is as last seen; false when it was
-// not (t.rev is then re-read).
-func (t *Term) proclaimOnce(ctx context.Context, value string) (bool, error) {
-	l := t.l
-	if t.rev == 0 {
+// not (tm.rev is then re-read).
+func (tm *Term) proclaimOnce(ctx context.Context, value string) (bool, error) {
+	l := tm.l
+	if tm.rev == 0 {
 		resp, err := l.c.cli.Get(ctx, l.t.key)
 		if err != nil {
 			return false, err
@@ -178,28 +178,28 @@ func (t *Term) proclaimOnce(ctx context.Context, value string) (bool, error) {
 		if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(l.token) {
 			return false, lost(ErrKeyDeleted)
 		}
-		t.rev = resp.Kvs[0].ModRevision
+		tm.rev = resp.Kvs[0].ModRevision
 	}
 	resp, err := l.c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.t.key), "=", int64(l.token)),
-			clientv3.Compare(clientv3.ModRevision(l.t.key), "=", t.rev)).
+			clientv3.Compare(clientv3.ModRevision(l.t.key), "=", tm.rev)).
 		Then(clientv3.OpPut(l.t.key, encodeRecord(l.c.o.owner, l.t.at, value), clientv3.WithIgnoreLease())).
 		Commit()
 	if err != nil {
-		t.rev = 0 // it may land later: the next call reads what it left
+		tm.rev = 0 // it may land later: the next call reads what it left
 		return false, err
 	}
 	if !resp.Succeeded {
-		t.rev = 0
+		tm.rev = 0
 		return false, nil
 	}
-	t.rev = resp.Header.Revision
+	tm.rev = resp.Header.Revision
 	return true, nil
 }
 
 // Held returns a comparison that holds while the term's key exists with
 // its token as its create revision; see [Lock.Held].
-func (t *Term) Held() clientv3.Cmp { return t.l.Held() }
+func (tm *Term) Held() clientv3.Cmp { return tm.l.Held() }
 
 var (
 	_ fence.RefusalObserver = (*Term)(nil)
@@ -207,16 +207,16 @@ var (
 )
 
 // WriteRefused implements [fence.RefusalObserver]; see [Lock.WriteRefused].
-func (t *Term) WriteRefused(ctx context.Context, err error) {
-	if t != nil {
-		t.l.WriteRefused(ctx, err)
+func (tm *Term) WriteRefused(ctx context.Context, err error) {
+	if tm != nil {
+		tm.l.WriteRefused(ctx, err)
 	}
 }
 
 // Issued implements [fence.TokenIssuer]; see [Lock.Issued].
-func (t *Term) Issued(ctx context.Context, tok fence.Token) (bool, error) {
-	if err := checkCall(ctx, t == nil || t.l == nil, "Term", "Issued"); err != nil {
+func (tm *Term) Issued(ctx context.Context, tok fence.Token) (bool, error) {
+	if err := checkCall(ctx, tm == nil || tm.l == nil, "Term", "Issued"); err != nil {
 		return false, err
 	}
-	return t.l.Issued(ctx, tok)
+	return tm.l.Issued(ctx, tok)
 }

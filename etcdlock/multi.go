@@ -69,7 +69,7 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 	for _, n := range names {
 		l, err := c.Lock(wctx, n, each...)
 		if err != nil {
-			m.release(ctx)
+			m.giveBack(ctx)
 			return nil, fmt.Errorf("etcdlock: LockAll %q: %w", names, o.waited(ctx, wctx, n, err))
 		}
 		m.locks = append(m.locks, l)
@@ -80,7 +80,7 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 	// knows lost. A loss from now on closes Done (below).
 	for _, l := range m.locks {
 		if err := l.Err(); err != nil {
-			m.release(ctx)
+			m.giveBack(ctx)
 			return nil, wrapLost(err, "etcdlock: LockAll %q: %q lost while waiting for the rest: ", names, l.Name())
 		}
 	}
@@ -92,14 +92,14 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 	return m, nil
 }
 
-// release unlocks the locks taken by a LockAll that failed, bounded by the
+// giveBack unlocks the locks taken by a LockAll that failed, bounded by the
 // cleanup timeout. It drops their minimum hold first: the caller never got
 // them, so nothing ran under them, and keeping their keys for the hold
 // would use up the period of a job that did not run.
-func (m *MultiLock) release(ctx context.Context) {
+func (m *MultiLock) giveBack(ctx context.Context) {
 	for _, l := range slices.Backward(m.locks) {
 		l.dropHold()
-		l.release(ctx)
+		l.unlockBounded(ctx)
 	}
 }
 

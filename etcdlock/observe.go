@@ -44,7 +44,7 @@ func (c *Client) Observe(ctx context.Context, name string) (<-chan Entry, error)
 		defer cancel()
 		defer stop()
 		o := observer{c: c, q: c.keys().electionQueue(name), out: out}
-		o.run(ctx)
+		o.follow(ctx)
 	})
 	if !started {
 		stop()
@@ -64,13 +64,13 @@ type observer struct {
 	rev  int64
 }
 
-// run watches until ctx ends, starting over after each interruption with a
+// follow watches until ctx ends, starting over after each interruption with a
 // pause that doubles from 10 ms to 1 s (reset by a watch that lasted). It
 // reads the queue after each interruption too, also when the watch had
 // read it when it was created: a watch that ended (a hung stream above
 // all) may have withheld events, and should every new stream hang, the
 // leader is still read once per hung stream found.
-func (o *observer) run(ctx context.Context) {
+func (o *observer) follow(ctx context.Context) {
 	backoff := watchBackoff()
 	for ctx.Err() == nil {
 		start := time.Now()

@@ -29,14 +29,14 @@ func (l *Lock) WriteRefused(ctx context.Context, err error) {
 }
 
 // writeRefused records a write a Guard refused for l.
-func (t *telemetry) writeRefused(ctx context.Context, l *Lock, err error) {
-	ctx, w := t.refused.Start(ctx, l.token)
+func (tl *telemetry) writeRefused(ctx context.Context, l *Lock, err error) {
+	ctx, w := tl.refused.Start(ctx, l.token)
 	if w.Recording() {
 		w.SetResource(l.t.name)
 	}
 	w.End(err)
-	if t.log.Enabled(ctx, slog.LevelWarn) {
-		t.log.WarnContext(ctx, "etcdlock: write refused by the guard: lock lost", "kind", kindTable[l.t.kind].name, "name", l.t.name,
+	if tl.log.Enabled(ctx, slog.LevelWarn) {
+		tl.log.WarnContext(ctx, "etcdlock: write refused by the guard: lock lost", "kind", kindTable[l.t.kind].name, "name", l.t.name,
 			"token", int64(l.token), "lease", leaseHex(l.s.id), "err", err)
 	}
 }

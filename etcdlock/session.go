@@ -127,7 +127,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, 
 		anchorBoot: anchorBoot,
 	}
 	s.wg.Add(1)
-	go s.run()
+	go s.keepAlive()
 	return s, nil
 }
 
@@ -222,7 +222,7 @@ func (s *session) check() error {
 // instant) must be looked at again soon.
 const resumeCheck = 500 * time.Millisecond
 
-// run renews the lease until the session is closed or lost. It wakes at the
+// keepAlive renews the lease until the session is closed or lost. It wakes at the
 // next renewal time or at the validity deadline, whichever is first (and
 // at least every resumeCheck), so done closes no later than the deadline
 // when no keepalive is acknowledged, and soon after a resume that finds it
@@ -234,7 +234,7 @@ const resumeCheck = 500 * time.Millisecond
 // not sleep, may still have the lease. On Go's clock it would wait for as
 // long as the suspend lasted, past the deadline of a suspend longer than
 // two thirds of the TTL, and the lock would be given up needlessly.
-func (s *session) run() {
+func (s *session) keepAlive() {
 	defer s.wg.Done()
 	defer s.ka.close()
 	next := now().add(s.ttl / 3)

@@ -118,7 +118,7 @@ func newTelemetry(o *options) (*telemetry, error) {
 }
 
 // instruments creates the metrics on m.
-func (t *telemetry) instruments(m metric.Meter) error {
+func (tl *telemetry) instruments(m metric.Meter) error {
 	var errs []error
 	hist := func(name, unit, desc string) metric.Float64Histogram {
 		h, err := m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
@@ -136,62 +136,62 @@ func (t *telemetry) instruments(m metric.Meter) error {
 		errs = append(errs, err)
 		return g
 	}
-	t.waitDur = hist("fencelock.lock.wait.duration", "s", "Time from an acquisition's call (Lock, RLock, Acquire, Campaign, or a Try form) to its outcome, by kind and outcome.")
-	t.holdDur = hist("fencelock.lock.hold.duration", "s", "Time a lock was held or a term led, until released or lost.")
-	t.acquisitions = count("fencelock.lock.acquisitions", "{acquisition}", "Locks acquired and terms won.")
-	t.losses = count("fencelock.lock.losses", "{loss}", "Locks and terms lost, by cause.")
-	t.holders = gauge("fencelock.lock.holders", "{lock}", "Locks held and terms led now.")
-	t.waiters = gauge("fencelock.lock.waiters", "{waiter}", "Acquisitions waiting now.")
-	t.releaseFails = count("fencelock.lock.release.failures", "{failure}", "Unlock and Resign requests that failed (retried in the background).")
-	t.cleanupRetries = count("fencelock.lock.cleanup.retries", "{retry}", "Background retries of a release or of a failed acquisition's cleanup.")
-	t.keepaliveDur = hist("fencelock.session.keepalive.duration", "s", "Round-trip time of acknowledged lease keepalives.")
-	t.validityMargin = hist("fencelock.session.validity.margin", "s", "Validity deadline minus now, after each acknowledged keepalive.")
-	t.sessionsEnded = count("fencelock.session.replacements", "{session}", "Sessions lost and replaced by a new lease.")
-	t.leaderChanges = count("fencelock.election.leader.changes", "{change}", "New leaders seen by Observe.")
+	tl.waitDur = hist("fencelock.lock.wait.duration", "s", "Time from an acquisition's call (Lock, RLock, Acquire, Campaign, or a Try form) to its outcome, by kind and outcome.")
+	tl.holdDur = hist("fencelock.lock.hold.duration", "s", "Time a lock was held or a term led, until released or lost.")
+	tl.acquisitions = count("fencelock.lock.acquisitions", "{acquisition}", "Locks acquired and terms won.")
+	tl.losses = count("fencelock.lock.losses", "{loss}", "Locks and terms lost, by cause.")
+	tl.holders = gauge("fencelock.lock.holders", "{lock}", "Locks held and terms led now.")
+	tl.waiters = gauge("fencelock.lock.waiters", "{waiter}", "Acquisitions waiting now.")
+	tl.releaseFails = count("fencelock.lock.release.failures", "{failure}", "Unlock and Resign requests that failed (retried in the background).")
+	tl.cleanupRetries = count("fencelock.lock.cleanup.retries", "{retry}", "Background retries of a release or of a failed acquisition's cleanup.")
+	tl.keepaliveDur = hist("fencelock.session.keepalive.duration", "s", "Round-trip time of acknowledged lease keepalives.")
+	tl.validityMargin = hist("fencelock.session.validity.margin", "s", "Validity deadline minus now, after each acknowledged keepalive.")
+	tl.sessionsEnded = count("fencelock.session.replacements", "{session}", "Sessions lost and replaced by a new lease.")
+	tl.leaderChanges = count("fencelock.election.leader.changes", "{change}", "New leaders seen by Observe.")
 	return errors.Join(errs...)
 }
 
 // cacheSets builds the attribute sets used without names, and the span
 // attributes of each kind and outcome.
-func (t *telemetry) cacheSets() {
+func (tl *telemetry) cacheSets() {
 	for o, s := range outcomes {
-		t.spanOutcome[o] = attrOutcome.String(s)
+		tl.spanOutcome[o] = attrOutcome.String(s)
 	}
 	for k, row := range kindTable {
-		t.spanKind[k] = attrKind.String(row.name)
-		t.base[k] = newAttrs(t.spanKind[k])
+		tl.spanKind[k] = attrKind.String(row.name)
+		tl.base[k] = newAttrs(tl.spanKind[k])
 		for o := range outcomes {
-			t.byOutcome[k][o] = newAttrs(t.spanKind[k], t.spanOutcome[o])
+			tl.byOutcome[k][o] = newAttrs(tl.spanKind[k], tl.spanOutcome[o])
 		}
 		for c, cs := range causes {
-			t.byCause[k][c] = newAttrs(t.spanKind[k], attrCause.String(cs))
+			tl.byCause[k][c] = newAttrs(tl.spanKind[k], attrCause.String(cs))
 		}
 	}
 }
 
 // attrsOf returns the attribute set of kind k: the one built in advance,
 // or, with names, one built now with the name.
-func (t *telemetry) attrsOf(k kind, name string) attrs {
-	if !t.names {
-		return t.base[k]
+func (tl *telemetry) attrsOf(k kind, name string) attrs {
+	if !tl.names {
+		return tl.base[k]
 	}
-	return newAttrs(t.spanKind[k], attrName.String(name))
+	return newAttrs(tl.spanKind[k], attrName.String(name))
 }
 
 // attrsOutcome is attrsOf with an acquisition's outcome.
-func (t *telemetry) attrsOutcome(k kind, name string, o outcome) attrs {
-	if !t.names {
-		return t.byOutcome[k][o]
+func (tl *telemetry) attrsOutcome(k kind, name string, o outcome) attrs {
+	if !tl.names {
+		return tl.byOutcome[k][o]
 	}
-	return newAttrs(t.spanKind[k], t.spanOutcome[o], attrName.String(name))
+	return newAttrs(tl.spanKind[k], tl.spanOutcome[o], attrName.String(name))
 }
 
 // attrsCause is attrsOf with a loss's cause.
-func (t *telemetry) attrsCause(k kind, name string, c cause) attrs {
-	if !t.names {
-		return t.byCause[k][c]
+func (tl *telemetry) attrsCause(k kind, name string, c cause) attrs {
+	if !tl.names {
+		return tl.byCause[k][c]
 	}
-	return newAttrs(t.spanKind[k], attrCause.String(causes[c]), attrName.String(name))
+	return newAttrs(tl.spanKind[k], attrCause.String(causes[c]), attrName.String(name))
 }
 
 func acquisitionOutcome(err error) outcome {
@@ -225,8 +225,8 @@ func causeOf(err error) cause {
 // holdStart is when a lock just acquired starts being held, for its hold
 // duration: the zero time when no SDK records the duration, which spares
 // reading the clock.
-func (t *telemetry) holdStart() time.Time {
-	if t.holdDur.Enabled(context.Background()) {
+func (tl *telemetry) holdStart() time.Time {
+	if tl.holdDur.Enabled(context.Background()) {
 		return time.Now()
 	}
 	return time.Time{}

@@ -37,18 +37,18 @@ type acquisition struct {
 
 // acquiring starts an acquisition's span and counts a waiter; the
 // acquisition's done ends both with the outcome.
-func (t *telemetry) acquiring(ctx context.Context, sp spot) (context.Context, acquisition) {
+func (tl *telemetry) acquiring(ctx context.Context, sp spot) (context.Context, acquisition) {
 	k := sp.kind
-	ctx, span := t.tracer.Start(ctx, acquireSpan(sp))
-	a := acquisition{t: t, ctx: ctx, span: span, kind: k, name: sp.name, base: t.attrsOf(k, sp.name),
-		timed: t.waitDur.Enabled(ctx)}
-	if a.timed || t.log.Enabled(ctx, slog.LevelDebug) {
+	ctx, span := tl.tracer.Start(ctx, acquireSpan(sp))
+	a := acquisition{t: tl, ctx: ctx, span: span, kind: k, name: sp.name, base: tl.attrsOf(k, sp.name),
+		timed: tl.waitDur.Enabled(ctx)}
+	if a.timed || tl.log.Enabled(ctx, slog.LevelDebug) {
 		a.start = time.Now()
 	}
 	if span.IsRecording() {
-		span.SetAttributes(t.spanKind[k], attrName.String(sp.name))
+		span.SetAttributes(tl.spanKind[k], attrName.String(sp.name))
 	}
-	t.waiters.Add(ctx, 1, a.base.add...)
+	tl.waiters.Add(ctx, 1, a.base.add...)
 	return ctx, a
 }
 
@@ -90,23 +90,23 @@ func (a acquisition) notAcquired(o outcome, err error) {
 	}
 }
 
-// release is one Unlock or Resign under way, from [telemetry.releasing]
-// to [release.done].
-type release struct{ span trace.Span }
+// unlockCall is one Unlock or Resign under way, from [telemetry.releasing]
+// to [unlockCall.done].
+type unlockCall struct{ span trace.Span }
 
 // releasing starts Unlock's or Resign's span.
-func (t *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, release) {
-	ctx, span := t.tracer.Start(ctx, kindTable[l.t.kind].releaseSpan)
+func (tl *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, unlockCall) {
+	ctx, span := tl.tracer.Start(ctx, kindTable[l.t.kind].releaseSpan)
 	if span.IsRecording() {
 		span.SetAttributes(attrName.String(l.t.name), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
 	}
-	return ctx, release{span}
+	return ctx, unlockCall{span}
 }
 
 // done ends the release's span with its error. A loss whose cause is still
 // being found out is recorded as ErrLost: reading its message would hold
 // Unlock until the lease lookup answers (see pendingCause).
-func (r release) done(err error) {
+func (r unlockCall) done(err error) {
 	if err != nil && r.span.IsRecording() && unsettled(err) {
 		err = ErrLost
 	}
@@ -121,58 +121,58 @@ func (r release) done(err error) {
 
 // ended records the end of a held lock or term: released (cause is
 // ErrUnlocked or ErrResigned) or lost.
-func (t *telemetry) ended(l *Lock, cause error) {
+func (tl *telemetry) ended(l *Lock, cause error) {
 	ctx := context.Background()
 	k := l.t.kind
-	base := t.attrsOf(k, l.t.name)
-	t.holders.Add(ctx, -1, base.add...)
+	base := tl.attrsOf(k, l.t.name)
+	tl.holders.Add(ctx, -1, base.add...)
 	if !l.acquired.IsZero() { // zero: no SDK recorded the duration when it was acquired
-		t.holdDur.Record(ctx, time.Since(l.acquired).Seconds(), base.record...)
+		tl.holdDur.Record(ctx, time.Since(l.acquired).Seconds(), base.record...)
 	}
 	if cause == l.t.ended() {
-		if t.log.Enabled(ctx, slog.LevelDebug) {
-			t.log.Debug("etcdlock: released", "kind", kindTable[k].name, "name", l.t.name, "token", int64(l.token), "lease", leaseHex(l.s.id))
+		if tl.log.Enabled(ctx, slog.LevelDebug) {
+			tl.log.Debug("etcdlock: released", "kind", kindTable[k].name, "name", l.t.name, "token", int64(l.token), "lease", leaseHex(l.s.id))
 		}
 		return
 	}
 	c := causeOf(cause)
-	t.losses.Add(ctx, 1, t.attrsCause(k, l.t.name, c).add...)
+	tl.losses.Add(ctx, 1, tl.attrsCause(k, l.t.name, c).add...)
 	level := slog.LevelWarn
 	if c == causeClientClosed {
 		level = slog.LevelDebug
 	}
-	if t.log.Enabled(ctx, level) {
-		t.log.Log(ctx, level, "etcdlock: lost", "kind", kindTable[k].name, "name", l.t.name, "token", int64(l.token),
+	if tl.log.Enabled(ctx, level) {
+		tl.log.Log(ctx, level, "etcdlock: lost", "kind", kindTable[k].name, "name", l.t.name, "token", int64(l.token),
 			"lease", leaseHex(l.s.id), "cause", causes[c], "owner", l.c.o.owner, "err", cause)
 	}
 }
 
 // releaseFailed counts an Unlock or Resign whose request failed.
-func (t *telemetry) releaseFailed(l *Lock, err error) {
+func (tl *telemetry) releaseFailed(l *Lock, err error) {
 	ctx := context.Background()
-	t.releaseFails.Add(ctx, 1, t.attrsOf(l.t.kind, l.t.name).add...)
-	if t.log.Enabled(ctx, slog.LevelWarn) {
-		t.log.Warn("etcdlock: release failed, retrying in the background", "name", l.t.name, "token", int64(l.token),
+	tl.releaseFails.Add(ctx, 1, tl.attrsOf(l.t.kind, l.t.name).add...)
+	if tl.log.Enabled(ctx, slog.LevelWarn) {
+		tl.log.Warn("etcdlock: release failed, retrying in the background", "name", l.t.name, "token", int64(l.token),
 			"lease", leaseHex(l.s.id), "err", err)
 	}
 }
 
 // retried counts one background retry of a release or cleanup.
-func (t *telemetry) retried() { t.cleanupRetries.Add(context.Background(), 1) }
+func (tl *telemetry) retried() { tl.cleanupRetries.Add(context.Background(), 1) }
 
 // renewed records an acknowledged keepalive.
-func (t *telemetry) renewed(rtt, margin time.Duration) {
+func (tl *telemetry) renewed(rtt, margin time.Duration) {
 	ctx := context.Background()
-	t.keepaliveDur.Record(ctx, rtt.Seconds())
-	t.validityMargin.Record(ctx, margin.Seconds())
+	tl.keepaliveDur.Record(ctx, rtt.Seconds())
+	tl.validityMargin.Record(ctx, margin.Seconds())
 }
 
 // sessionEnded records a session lost and dropped for a new one.
-func (t *telemetry) sessionEnded(s *session, cause error) {
+func (tl *telemetry) sessionEnded(s *session, cause error) {
 	ctx := context.Background()
-	t.sessionsEnded.Add(ctx, 1)
-	if t.log.Enabled(ctx, slog.LevelWarn) {
-		t.log.Warn("etcdlock: session lost; the next acquisition starts a new one", "lease", leaseHex(s.id),
+	tl.sessionsEnded.Add(ctx, 1)
+	if tl.log.Enabled(ctx, slog.LevelWarn) {
+		tl.log.Warn("etcdlock: session lost; the next acquisition starts a new one", "lease", leaseHex(s.id),
 			"cause", causes[causeOf(cause)], "err", cause)
 	}
 }

@@ -119,7 +119,7 @@ func (e *watcher) add(ctx context.Context, w *watch, rev int64) {
 	if !e.running {
 		e.running = true
 		e.c.wg.Add(1)
-		go e.run()
+		go e.keepOpen()
 	}
 }
 

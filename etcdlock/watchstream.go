@@ -16,10 +16,10 @@ import (
 // The watcher's stream: opening it, writing, reading and probing it (see
 // watcher).
 
-// run keeps a stream open and reads it until the Client is closed,
+// keepOpen keeps a stream open and reads it until the Client is closed,
 // pausing before each new stream as waiters do, so that refused streams
 // make no busy loop.
-func (e *watcher) run() {
+func (e *watcher) keepOpen() {
 	defer e.c.wg.Done()
 	backoff := watchBackoff()
 	life := e.c.life
