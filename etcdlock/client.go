@@ -29,12 +29,12 @@ type Client struct {
 	watches *watcher       // the Client's one watch stream
 
 	granting chan struct{}   // one session grant at a time
-	life     context.Context // ended by Close: ends observers and run loops
+	life     context.Context // ended by Close: ends observers and Run's loops
 	stop     context.CancelFunc
 
-	mu     sync.Mutex
-	sess   *session
-	closed bool // Close has begun
+	mu     sync.Mutex // guards sess and closed
+	sess   *session   // nil before the first acquisition, and once current found it ended
+	closed bool       // Close has begun
 
 	closeDone chan struct{} // closed when the first Close has finished
 	closeErr  error         // its result, which every Close returns; set before closeDone closes

@@ -18,8 +18,8 @@ type MultiLock struct {
 	done  chan struct{}
 	stops []func() bool
 
-	mu  sync.Mutex
-	err error
+	mu  sync.Mutex // guards err
+	err error      // why done was closed; set once, before it is
 }
 
 // LockAll acquires every lock named in names, or none: it returns once it

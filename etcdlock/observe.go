@@ -56,6 +56,7 @@ func (c *Client) Observe(ctx context.Context, name string) (<-chan Entry, error)
 
 // observer is one Observe call's state.
 type observer struct {
+	// No mutex: used by the Observe call's goroutine alone (follow).
 	c    *Client
 	q    string
 	out  chan<- Entry

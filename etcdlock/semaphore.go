@@ -129,6 +129,8 @@ func (l *Lock) Slot() int {
 // keys of the slots tried whose value is still ours. It is the engine's
 // secondKey for kindSemaphore (see kindTable).
 type permit struct {
+	// No mutex: written only by its acquisition's goroutine (read, saw,
+	// claim), and only read once the acquisition has returned.
 	name    string // the semaphore's
 	permits int    // the semaphore's, as this caller gives them
 	// unconditional: a release deletes every slot key tried, whoever's it

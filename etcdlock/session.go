@@ -30,7 +30,7 @@ type session struct {
 	id  clientv3.LeaseID
 	hex string        // id as in keys and etcdctl (leaseHex)
 	ttl time.Duration // granted by etcd
-	ka  keepalive     // used by run alone
+	ka  keepalive     // used by keepAlive alone
 
 	ctx        context.Context // ends when the session is closed or lost
 	cancel     context.CancelFunc

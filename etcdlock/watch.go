@@ -46,7 +46,7 @@ type watcher struct {
 	c    *Client
 	open func(context.Context) (pb.Watch_WatchClient, error) // opens a stream; a fake in the protocol's unit tests
 
-	mu      sync.Mutex
+	mu      sync.Mutex       // guards the fields below
 	watches map[int64]*watch // by watch ID
 	nextID  int64
 	running bool     // the reader's goroutine runs
@@ -210,7 +210,7 @@ type watchBox struct {
 	ws   []watch
 	note chan struct{} // buffer 1: something was told since the last take
 
-	mu   sync.Mutex
+	mu   sync.Mutex // guards told
 	told watchNews
 }
 
