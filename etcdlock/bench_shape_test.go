@@ -13,7 +13,7 @@ import (
 
 // shaped sends, with plain clientv3 calls and none of etcdlock's code, the
 // requests of an uncontended etcdlock Lock+Unlock: the create Txn with its
-// two compares (the key absent, the slot's marker as last seen), the owner
+// two compares (the key absent, the lane's marker as last seen), the owner
 // record and the predecessor read; the release Txn comparing the key's
 // create revision, writing the marker and deleting the key. release names
 // a cheaper release, to price each of its parts:

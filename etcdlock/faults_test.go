@@ -75,7 +75,7 @@ func blocks(p string) reqfault.Match {
 }
 
 // Unlock reports no loss (ErrKeyDeleted) that did not happen, in this
-// sequence, all on slot 0 of one session:
+// sequence, all on lane 0 of one session:
 //  1. Lock "x": its create's reply is lost (the key landed); the cleanup's
 //     block (put marker "", get key) is held; the background retry blocks
 //     again, deletes the key, frees slot 0.

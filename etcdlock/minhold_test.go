@@ -70,7 +70,7 @@ func TestMinHoldRunsOncePerPeriod(t *testing.T) {
 			a, b := newLocker(t, cli), newLocker(t, cli)
 			start := time.Now()
 			ranA, la := runJob(t, a, tt.opts...)
-			ranA2, _ := runJob(t, a, tt.opts...) // the same session: a reuse of the key's slot must wait too
+			ranA2, _ := runJob(t, a, tt.opts...) // the same session: a reuse of the key's lane must wait too
 			if err := a.Close(t.Context()); err != nil {
 				t.Fatalf("Close: got %v, want nil", err)
 			}

@@ -250,7 +250,7 @@ func TestNoSpaceSemaphoreUnlockWithAuth(t *testing.T) {
 // its caller's giving up, the release then retried in the background) or
 // again (a copy of the applied request, delivered once the alarm is
 // cleared) after the same Client has taken the permit anew, on the same
-// session and perhaps the same slot and key names, changes nothing: it
+// session and perhaps the same lane and key names, changes nothing: it
 // compares the old queue key's create revision and the old permit's slot
 // value. The new holder keeps its keys and its Unlock says it held
 // throughout.

@@ -19,7 +19,7 @@ import (
 // record is etcd's own record of a test prefix: every event under it,
 // watched from before the first request, with the key's previous value.
 // For each deletion of a queue key that is not its owner's release (the
-// release writes the slot's marker with the key's create revision in the
+// release writes the lane's marker with the key's create revision in the
 // same transaction), it asks etcd at once whether the key's lease is still
 // alive: if it is, the key was taken from a live session.
 type record struct {

@@ -195,7 +195,7 @@ func TestKeyDeletedNearLeaseRenewal(t *testing.T) {
 }
 
 // Bug 4: attempts whose create request had an unknown outcome leave at most
-// one marker key per slot behind, not one tombstone per attempt.
+// one marker key per lane behind, not one tombstone per attempt.
 func TestUnknownCreatesDoNotPileUp(t *testing.T) {
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 4)

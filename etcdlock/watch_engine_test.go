@@ -26,7 +26,7 @@ import (
 // and its candidate queued behind in one revision), Observe applies the
 // revision whole and sends the candidate that leads after it, not a
 // candidate that "led" between two events of one revision. A Client's
-// session may queue several candidates in one election (a slot each).
+// session may queue several candidates in one election (a lane each).
 func TestObserveSendsNoLeaderBetweenEventsOfOneRevision(t *testing.T) {
 	cli := etcdClient(t)
 	p := prefix(t)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,15 +15,16 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
 )
 
-// freeAddr returns a loopback address no one listens on (for a moment).
+// freeAddr returns a loopback address no one listens on (for a moment),
+// never the same twice in this process: the tests that serve health and
+// metrics run in parallel.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := childproc.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 }
 
 // getHealth asks http://addr/healthz, giving up after a second as a

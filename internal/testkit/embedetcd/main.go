@@ -2,6 +2,7 @@ package embedetcd
 
 import (
 	"context"
+	"flag"
 	"io"
 	"os"
 	"sync"
@@ -10,10 +11,10 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
-// EnvDir names a directory for the data of [Main]'s member; by default it
-// is testenv.DataDir (tmpfs where there is room, else the system's
-// temporary directory). Set it to a directory on disk to measure etcd's
-// fsyncs.
+// EnvDir names a directory for the data of [Main]'s member; set but empty,
+// the system's temporary directory. Unset, benchmarks keep it on disk, in
+// the system's temporary directory, as BENCHMARKS.md's "disk" figures
+// are, and tests in testenv.DataDir (tmpfs where there is room).
 const EnvDir = "FENCELOCK_ETCD_DIR"
 
 // shared is the package's member, set by [Main]'s Run.
@@ -52,11 +53,13 @@ func Shared() *Server {
 
 // startShared starts Main's member.
 func startShared(ctx context.Context) (io.Closer, error) {
-	base := os.Getenv(EnvDir)
-	if base == "" {
-		base = testenv.DataDir()
+	var dir string
+	var err error
+	if base, set := os.LookupEnv(EnvDir); set || benchmarking() {
+		dir, err = os.MkdirTemp(base, "embedetcd-")
+	} else {
+		dir, err = testenv.MkdirTemp("embedetcd")
 	}
-	dir, err := os.MkdirTemp(base, "embedetcd-")
 	if err != nil {
 		return nil, err
 	}
@@ -77,4 +80,10 @@ type sharedServer struct {
 func (s sharedServer) Close() error {
 	s.Server.Close()
 	return os.RemoveAll(s.dir)
+}
+
+// benchmarking reports whether -test.bench asks for benchmarks.
+func benchmarking() bool {
+	f := flag.Lookup("test.bench")
+	return f != nil && f.Value.String() != ""
 }

@@ -51,7 +51,7 @@ func lookFirst(names ...string) string {
 // server on it, retrying with another port when the one picked was taken
 // in the meantime.
 func startServer(ctx context.Context, bin binaries) (*Server, error) {
-	dir, err := os.MkdirTemp(testenv.DataDir(), "fencelock-mysqltest-")
+	dir, err := testenv.MkdirTemp("mysqltest")
 	if err != nil {
 		return nil, fmt.Errorf("mysqltest: %w", err)
 	}

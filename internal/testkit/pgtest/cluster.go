@@ -78,7 +78,7 @@ func startCluster(ctx context.Context, bin binaries) (*Server, error) {
 // makeDir creates the cluster's temp dir, owned by the user the cluster
 // runs as: the "postgres" user when we are root, ourselves otherwise.
 func makeDir() (string, *syscall.Credential, error) {
-	dir, err := os.MkdirTemp(testenv.DataDir(), "fencelock-pgtest-")
+	dir, err := testenv.MkdirTemp("pgtest")
 	if err != nil {
 		return "", nil, fmt.Errorf("pgtest: %w", err)
 	}

@@ -125,8 +125,6 @@ func (s *Server) startWork() {
 // drops those of an existing server, and removes a throwaway cluster).
 func (s *Server) work() {
 	defer s.worker.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	for {
 		s.mu.Lock()
 		switch {
@@ -138,13 +136,18 @@ func (s *Server) work() {
 			name := s.drops[0]
 			s.drops = s.drops[1:]
 			s.mu.Unlock()
-			if s.DropDatabase(ctx, name) != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
+			err := s.DropDatabase(ctx, name)
+			cancel()
+			if err != nil {
 				s.stopWork()
 				return
 			}
 		default:
 			s.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
 			name, _, err := s.create(ctx)
+			cancel()
 			if err != nil {
 				s.stopWork()
 				return
@@ -155,6 +158,9 @@ func (s *Server) work() {
 		}
 	}
 }
+
+// statementTimeout bounds each of the worker's statements.
+const statementTimeout = time.Minute
 
 func (s *Server) stopWork() {
 	s.mu.Lock()
@@ -170,10 +176,15 @@ func (s *Server) dropLater(name string) {
 	s.startWork()
 }
 
-// strategy is how CREATE DATABASE copies the template: by files where the
-// server can (PostgreSQL 15 and later), which with fsync off takes a third
-// of the time of its default (writing the copy to the WAL).
+// strategy is how CREATE DATABASE copies the template: by files in a
+// cluster of ours (fsync off) where the server can (PostgreSQL 15 and
+// later), which takes a third of the time of its default (writing the copy
+// to the WAL); the default on an existing server, where a file copy's
+// checkpoints may cost more.
 func (s *Server) strategy(ctx context.Context) string {
+	if s.dir == "" {
+		return ""
+	}
 	s.fileCopyOnce.Do(func() {
 		conn, err := pgx.Connect(ctx, s.dsn)
 		if err != nil {
@@ -194,15 +205,17 @@ func (s *Server) create(ctx context.Context) (name, dsn string, err error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name = "pgtest_" + hex.EncodeToString(b[:])
-	if err := s.admin(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+s.strategy(ctx)); err != nil {
-		return "", "", fmt.Errorf("pgtest: create database: %w", err)
-	}
+	// Recorded first: a create whose reply is lost may have landed, and
+	// Close drops it (IF EXISTS) either way.
 	s.mu.Lock()
 	if s.dbs == nil {
 		s.dbs = make(map[string]bool)
 	}
 	s.dbs[name] = true
 	s.mu.Unlock()
+	if err := s.admin(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+s.strategy(ctx)); err != nil {
+		return "", "", fmt.Errorf("pgtest: create database: %w", err)
+	}
 	return name, withDatabase(s.dsn, name), nil
 }
 

@@ -28,7 +28,7 @@ func Main(m *testing.M) testenv.Main {
 	return testenv.Main{
 		M: m, Name: "s3test", Unavailable: ErrUnavailable, HowToEnable: howToEnable,
 		Start: func(ctx context.Context) (io.Closer, error) {
-			dir, err := os.MkdirTemp(testenv.DataDir(), "fencelock-s3test-")
+			dir, err := testenv.MkdirTemp("s3test")
 			if err != nil {
 				return nil, err
 			}
