@@ -294,6 +294,9 @@ func TestCloseRaceStormLeavesNoLease(t *testing.T) {
 					if err == nil {
 						l.Unlock(ctx)
 					}
+					if errors.Is(err, etcdlock.ErrLocked) {
+						err = nil // the other TryLock of "b" (g = 7) held it: an answer, not a failure
+					}
 				case 2:
 					var tm *etcdlock.Term
 					tm, err = c.Campaign(ctx, "e", "v")
