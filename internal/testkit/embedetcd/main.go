@@ -2,7 +2,6 @@ package embedetcd
 
 import (
 	"context"
-	"flag"
 	"io"
 	"os"
 	"sync"
@@ -55,7 +54,7 @@ func Shared() *Server {
 func startShared(ctx context.Context) (io.Closer, error) {
 	var dir string
 	var err error
-	if base, set := os.LookupEnv(EnvDir); set || benchmarking() {
+	if base, set := os.LookupEnv(EnvDir); set || testenv.Benchmarking() {
 		dir, err = os.MkdirTemp(base, "embedetcd-")
 	} else {
 		dir, err = testenv.MkdirTemp("embedetcd")
@@ -80,10 +79,4 @@ type sharedServer struct {
 func (s sharedServer) Close() error {
 	s.Server.Close()
 	return os.RemoveAll(s.dir)
-}
-
-// benchmarking reports whether -test.bench asks for benchmarks.
-func benchmarking() bool {
-	f := flag.Lookup("test.bench")
-	return f != nil && f.Value.String() != ""
 }

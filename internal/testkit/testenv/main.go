@@ -78,21 +78,28 @@ func (w Main) Run() int {
 }
 
 // fuzzWorker reports whether this process is a fuzz worker.
-func fuzzWorker() bool {
+func fuzzWorker() bool { return testFlag("test.fuzzworker") == "true" }
+
+// Benchmarking reports whether -test.bench asks this test binary for
+// benchmarks.
+func Benchmarking() bool { return testFlag("test.bench") != "" }
+
+// testFlag returns the value of go test's flag name ("test.bench"),
+// parsing the command line first if no one has.
+func testFlag(name string) string {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
-	f := flag.Lookup("test.fuzzworker")
-	return f != nil && f.Value.String() == "true"
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
 }
 
 // skipExamples leaves the examples out of the run, unless -test.skip was
 // given.
 func skipExamples() {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	if f := flag.Lookup("test.skip"); f != nil && f.Value.String() == "" {
+	if flag.Lookup("test.skip") != nil && testFlag("test.skip") == "" {
 		_ = flag.Set("test.skip", "^Example")
 	}
 }
