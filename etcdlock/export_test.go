@@ -118,3 +118,13 @@ func (k KeysForTest) Permit(name string, n int) string  { return permitKey(k.p.s
 
 // Markers is the prefix of every session lane's marker.
 func (k KeysForTest) Markers() string { return k.p.space(spaceLane) }
+
+// AssignForTest computes a group's share (see assign).
+func AssignForTest(names []string, n int) (owners []int, members []string) { return assign(names, n) }
+
+// HandoffFirstForTest reverts the wait for the work before a partition is
+// released, for the group property test's control: a partition taken
+// away is released at once, its work still running.
+func HandoffFirstForTest() JoinOption {
+	return joinOptionFunc(func(o *joinOptions) { o.handoffFirst = true })
+}

@@ -14,6 +14,8 @@ import (
 //	elect/NAME/LEASE-N     an election candidate's key
 //	sem/NAME/q/LEASE-N     a semaphore acquisition's key
 //	sem/NAME/p/K           a semaphore's permit K, held while it exists
+//	group/NAME/m/rLEASE-N  a group member's key (Group.Join), a reader's
+//	group/NAME/p/K/LEASE-N a key in the queue of partition K of group NAME
 //	slot/LEASE-N           the marker of the session's lane N (marker.go)
 //
 // LEASE is the session's lease ID in hex, as etcdctl prints it, and N the
@@ -28,13 +30,14 @@ const (
 	spaceLock  = "lock"
 	spaceElect = "elect"
 	spaceSem   = "sem"
+	spaceGroup = "group"
 	spaceLane  = "slot" // spelled as when lanes were called slots: the layout is the protocol
 )
 
 // layoutSegments are the names under a prefix that the layout uses (see
 // WithPrefix). A prefix containing one as a segment would put its keys
 // inside another Client's queues or markers.
-var layoutSegments = []string{spaceLock, spaceElect, spaceLane, spaceSem}
+var layoutSegments = []string{spaceLock, spaceElect, spaceLane, spaceSem, spaceGroup}
 
 // readerMark begins the key of a reader (see [Client.RLock]) after its
 // queue's prefix. It sorts after every hex digit, which begin the other
@@ -92,6 +95,23 @@ func unescapeName(seg string) (string, bool) {
 		}
 	}
 	return b.String(), true
+}
+
+// group is the prefix of every key of group name: its members' and its
+// partitions' queues.
+func (p layout) group(name string) string { return p.space(spaceGroup) + escapeName(name) + "/" }
+
+// groupMembers is the queue of the members of group name.
+func (p layout) groupMembers(name string) string { return p.group(name) + "m/" }
+
+// groupPartitions is the prefix of the queues of group name's partitions.
+func (p layout) groupPartitions(name string) string { return p.group(name) + "p/" }
+
+// partitionQueue is the queue of a partition, whose lock's name is
+// partitionName's: the group's name, '/', the partition's number.
+func (p layout) partitionQueue(name string) string {
+	i := strings.LastIndexByte(name, '/')
+	return p.groupPartitions(name[:i]) + name[i+1:] + "/"
 }
 
 // semQueue is the queue of the acquisitions of semaphore name.

@@ -1,7 +1,8 @@
 package etcdlock
 
 // kind is what is acquired: a lock (a writer's, for a read/write lock), a
-// reader's share of a lock, an election's term, or a semaphore's permit.
+// reader's share of a lock, an election's term, a semaphore's permit, or a
+// group's membership or partition.
 type kind uint8
 
 const (
@@ -9,6 +10,8 @@ const (
 	kindElection
 	kindRead
 	kindSemaphore
+	kindMember    // a worker's membership of a group (group.go)
+	kindPartition // a worker's ownership of one partition of a group
 	numKinds
 )
 
@@ -45,4 +48,10 @@ var kindTable = [numKinds]kindInfo{
 		waitSpan: "etcdlock.RLock", trySpan: "etcdlock.TryRLock", releaseSpan: "etcdlock.Unlock"},
 	kindSemaphore: {name: "semaphore", queue: layout.semQueue, ended: ErrUnlocked, second: newPermit,
 		waitSpan: "etcdlock.Acquire", trySpan: "etcdlock.TryAcquire", releaseSpan: "etcdlock.Unlock"},
+	// Members are readers of their queue, which has no writers: all hold
+	// at once, each with a key on its session's lease.
+	kindMember: {name: "member", queue: layout.groupMembers, ended: ErrUnlocked, reader: true,
+		waitSpan: "etcdlock.Join", trySpan: "etcdlock.Join", releaseSpan: "etcdlock.Leave"},
+	kindPartition: {name: "partition", queue: layout.partitionQueue, ended: ErrUnlocked,
+		waitSpan: "etcdlock.Partition", trySpan: "etcdlock.Partition", releaseSpan: "etcdlock.Handoff"},
 }

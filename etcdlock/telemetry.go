@@ -101,6 +101,9 @@ type telemetry struct {
 	validityMargin metric.Float64Histogram
 	sessionsEnded  metric.Int64Counter
 	leaderChanges  metric.Int64Counter
+	groupOwned     metric.Int64UpDownCounter
+	groupHandoffs  metric.Int64Counter
+	noAttrs        attrs
 	refused        *tel.Op // writes a fence.Guard refused locally
 }
 
@@ -148,12 +151,15 @@ func (tl *telemetry) instruments(m metric.Meter) error {
 	tl.validityMargin = hist("fencelock.session.validity.margin", "s", "Validity deadline minus now, after each acknowledged keepalive.")
 	tl.sessionsEnded = count("fencelock.session.replacements", "{session}", "Sessions lost and replaced by a new lease.")
 	tl.leaderChanges = count("fencelock.election.leader.changes", "{change}", "New leaders seen by Observe.")
+	tl.groupOwned = gauge("fencelock.group.partitions", "{partition}", "Partitions of groups this worker owns now (Group.Join).")
+	tl.groupHandoffs = count("fencelock.group.handoffs", "{handoff}", "Partitions this worker released because a rebalance moved them, or because it left the group.")
 	return errors.Join(errs...)
 }
 
 // cacheSets builds the attribute sets used without names, and the span
 // attributes of each kind and outcome.
 func (tl *telemetry) cacheSets() {
+	tl.noAttrs = newAttrs()
 	for o, s := range outcomes {
 		tl.spanOutcome[o] = attrOutcome.String(s)
 	}
@@ -176,6 +182,15 @@ func (tl *telemetry) attrsOf(k kind, name string) attrs {
 		return tl.base[k]
 	}
 	return newAttrs(tl.spanKind[k], attrName.String(name))
+}
+
+// groupAttrs is the attribute set of a group's metrics: none, or with
+// names the group's.
+func (tl *telemetry) groupAttrs(name string) attrs {
+	if !tl.names {
+		return tl.noAttrs
+	}
+	return newAttrs(attrName.String(name))
 }
 
 // attrsOutcome is attrsOf with an acquisition's outcome.

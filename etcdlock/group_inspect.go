@@ -1,0 +1,148 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// GroupStatus is a group as read from etcd by [Group.Inspect]: its
+// members, who owns each partition with which token, and the moves the
+// members' share still asks for.
+type GroupStatus struct {
+	// Name and Partitions are the group's.
+	Name       string
+	Partitions int
+	// Rev is the etcd revision of the read.
+	Rev int64
+	// Members are the workers in the group, in the order they joined.
+	// A member's Data is empty; its Token is its member key's create
+	// revision.
+	Members []Entry
+	// Others are members that give the group another number of partitions
+	// (see [ErrPartitions]), left out of the share.
+	Others []Entry
+	// Owners has one element per partition, in order.
+	Owners []PartitionStatus
+	// Moves is how many partitions are not yet owned by the member the
+	// share gives them to (unowned ones included): 0 once the group has
+	// settled.
+	Moves int
+}
+
+// PartitionStatus is one partition of a [GroupStatus].
+type PartitionStatus struct {
+	// Partition is the partition's number.
+	Partition int
+	// Owner is the acquisition that owns the partition, nil when none.
+	// Its Token is the partition's token.
+	Owner *Entry
+	// Waiters are the acquisitions waiting for the partition (a worker
+	// the share now gives it to, while the owner finishes).
+	Waiters []Entry
+	// Assigned is the Key of the member the share gives the partition to,
+	// "" when the group has no member.
+	Assigned string
+}
+
+// Owned returns how many partitions each member's lease owns, by member
+// Key: what the share looks like now.
+func (s GroupStatus) Owned() map[string]int {
+	byLease := map[clientv3.LeaseID]string{}
+	for _, m := range s.Members {
+		byLease[m.Lease] = m.Key
+	}
+	n := make(map[string]int, len(s.Members))
+	for _, m := range s.Members {
+		n[m.Key] = 0
+	}
+	for _, p := range s.Owners {
+		if p.Owner != nil {
+			if k, ok := byLease[p.Owner.Lease]; ok {
+				n[k]++
+			}
+		}
+	}
+	return n
+}
+
+// Inspect reads the group in one request (and one per member's lease for
+// its TTL): its members, each partition's owner and waiters, and the
+// share the members make, as [GroupStatus] tells. A partition owned by a
+// member's session (the same lease) counts as that member's.
+func (g *Group) Inspect(ctx context.Context) (GroupStatus, error) {
+	if err := checkCall(ctx, g == nil || g.c == nil || g.c.cli == nil, "Group", "Inspect"); err != nil {
+		return GroupStatus{}, err
+	}
+	c := g.c
+	resp, err := c.cli.Get(ctx, c.keys().group(g.name), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return GroupStatus{}, fmt.Errorf("etcdlock: Inspect group %q: %w", g.name, c.explain(err))
+	}
+	st := GroupStatus{Name: g.name, Partitions: g.n, Rev: resp.Header.Revision, Owners: make([]PartitionStatus, g.n)}
+	for k := range st.Owners {
+		st.Owners[k].Partition = k
+	}
+	mq, pq := c.keys().groupMembers(g.name), c.keys().groupPartitions(g.name)
+	ttls := map[clientv3.LeaseID]time.Duration{}
+	var names []string
+	leases := map[string]clientv3.LeaseID{}
+	queues := make([][]*mvccpb.KeyValue, g.n)
+	for _, kv := range resp.Kvs {
+		key := string(kv.Key)
+		if strings.HasPrefix(key, mq) {
+			e := entryOf(kv)
+			if e.TTL, err = c.leaseTTL(ctx, ttls, e.Lease); err != nil {
+				return GroupStatus{}, fmt.Errorf("etcdlock: Inspect group %q: %w", g.name, c.explain(err))
+			}
+			if recordOf(kv.Value).Permits != g.n {
+				st.Others = append(st.Others, e)
+				continue
+			}
+			st.Members = append(st.Members, e)
+			names = append(names, e.Key)
+			leases[e.Key] = e.Lease
+			continue
+		}
+		rest, ok := strings.CutPrefix(key, pq)
+		if !ok {
+			continue
+		}
+		num, _, ok := strings.Cut(rest, "/")
+		k, err := strconv.Atoi(num)
+		if !ok || err != nil || k < 0 || k >= g.n {
+			continue // a partition of another number of them
+		}
+		queues[k] = append(queues[k], kv)
+	}
+	owners, members := assign(names, g.n)
+	for k, kvs := range queues {
+		p := &st.Owners[k]
+		if i := owners[k]; i >= 0 {
+			p.Assigned = members[i]
+		}
+		for i, kv := range kvs {
+			e := entryOf(kv)
+			if ttl, ok := ttls[e.Lease]; ok {
+				e.TTL = ttl
+			} else {
+				e.TTL = -1 // not a member's lease: not read
+			}
+			if i == 0 {
+				p.Owner = &e
+			} else {
+				p.Waiters = append(p.Waiters, e)
+			}
+		}
+		if p.Assigned != "" && (p.Owner == nil || p.Owner.Lease != leases[p.Assigned]) {
+			st.Moves++
+		}
+	}
+	return st, nil
+}
