@@ -111,6 +111,9 @@ func (p layout) groupPartitions(name string) string { return p.group(name) + "p/
 // partitionName's: the group's name, '/', the partition's number.
 func (p layout) partitionQueue(name string) string {
 	i := strings.LastIndexByte(name, '/')
+	if i < 0 { // not a partition's name: the group's partitions, never a queue of its own
+		return p.groupPartitions(name)
+	}
 	return p.groupPartitions(name[:i]) + name[i+1:] + "/"
 }
 
