@@ -79,17 +79,46 @@ func (g *Group) Inspect(ctx context.Context) (GroupStatus, error) {
 	if err := checkCall(ctx, g == nil || g.c == nil || g.c.cli == nil, "Group", "Inspect"); err != nil {
 		return GroupStatus{}, err
 	}
-	c := g.c
-	resp, err := c.cli.Get(ctx, c.keys().group(g.name), clientv3.WithPrefix(),
+	return g.c.inspectGroup(ctx, g.name, g.n)
+}
+
+// InspectGroup is [Group.Inspect] for a group whose number of partitions
+// the caller does not know (an operator's tool): it takes the number its
+// oldest member gives, or, with no member, one more than the highest
+// partition with a key (0 for a group with no key at all).
+func (c *Client) InspectGroup(ctx context.Context, name string) (GroupStatus, error) {
+	if err := c.checkCall(ctx, "InspectGroup"); err != nil {
+		return GroupStatus{}, err
+	}
+	if err := validateName(name); err != nil {
+		return GroupStatus{}, err
+	}
+	return c.inspectGroup(ctx, name, 0)
+}
+
+// ListGroups returns the names of the groups that have a member or a
+// partition's key, sorted. ctx bounds the request.
+func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
+	return c.list(ctx, "ListGroups", spaceGroup)
+}
+
+// inspectGroup reads group name of n partitions (0: as InspectGroup
+// finds).
+func (c *Client) inspectGroup(ctx context.Context, name string, n int) (GroupStatus, error) {
+	resp, err := c.cli.Get(ctx, c.keys().group(name), clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
-		return GroupStatus{}, fmt.Errorf("etcdlock: Inspect group %q: %w", g.name, c.explain(err))
+		return GroupStatus{}, fmt.Errorf("etcdlock: Inspect group %q: %w", name, c.explain(err))
 	}
+	mq, pq := c.keys().groupMembers(name), c.keys().groupPartitions(name)
+	if n == 0 {
+		n = partitionsOf(resp.Kvs, mq, pq)
+	}
+	g := &Group{c: c, name: name, n: n}
 	st := GroupStatus{Name: g.name, Partitions: g.n, Rev: resp.Header.Revision, Owners: make([]PartitionStatus, g.n)}
 	for k := range st.Owners {
 		st.Owners[k].Partition = k
 	}
-	mq, pq := c.keys().groupMembers(g.name), c.keys().groupPartitions(g.name)
 	ttls := map[clientv3.LeaseID]time.Duration{}
 	var names []string
 	leases := map[string]clientv3.LeaseID{}
@@ -145,4 +174,27 @@ func (g *Group) Inspect(ctx context.Context) (GroupStatus, error) {
 		}
 	}
 	return st, nil
+}
+
+// partitionsOf is the number of partitions the oldest member of kvs (a
+// group's keys in create order) gives, or one more than the highest
+// partition that has a key.
+func partitionsOf(kvs []*mvccpb.KeyValue, mq, pq string) int {
+	highest := -1
+	for _, kv := range kvs {
+		key := string(kv.Key)
+		if strings.HasPrefix(key, mq) {
+			if n := recordOf(kv.Value).Permits; n > 0 && n <= MaxPartitions {
+				return n
+			}
+			continue
+		}
+		if rest, ok := strings.CutPrefix(key, pq); ok {
+			num, _, _ := strings.Cut(rest, "/")
+			if k, err := strconv.Atoi(num); err == nil && k >= 0 && k < MaxPartitions {
+				highest = max(highest, k)
+			}
+		}
+	}
+	return highest + 1
 }

@@ -42,7 +42,7 @@ func main() {
 	control := flag.Bool("control", true, "also run the control: the same workload and seed with fencing off")
 	events := flag.String("events", "", "write every worker event of the fenced run as JSON lines to this file")
 	election := flag.Bool("election", false, "workers lead elections with etcdlock's Client.Run, writing with their terms' tokens, instead of taking locks")
-	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) or "rw" (writers fence, readers only read); or "bank" (transfers between two accounts under LockAll, in PostgreSQL, etcd and S3); not with -election`)
+	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) "rw" (writers fence, readers only read) or "group" (members of one group whose partitions are the keys, each resource fenced by its partition's tokens); or "bank" (transfers between two accounts under LockAll, in PostgreSQL, etcd and S3); not with -election`)
 	faults := flag.Int("faults", 0, "faults of each kind the run goes on until (default: the mode's); the verdict still wants the short mode's minimums")
 	flag.Parse()
 	if *seed == 0 {

@@ -10,10 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
@@ -391,4 +393,69 @@ func TestBreakSemaphoreAndReader(t *testing.T) {
 		t.Fatalf("after breaking one reader: %+v (%v); want the other still reading", q, err)
 	}
 	r2.end(t)
+}
+
+// TestStatusGroup checks that status shows a group: its share, members,
+// and each partition's owner with the partition's token.
+func TestStatusGroup(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	tokens := sync.Map{} // partition -> token, of the works running now
+	for _, owner := range []string{"w1", "w2"} {
+		c, _ := locker(t, etcdlock.WithOwner(owner))
+		g, err := c.Group("orders", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			g.Join(ctx, func(ctx context.Context, p *etcdlock.Partition) error {
+				tokens.Store(p.Index(), p.Token())
+				<-ctx.Done()
+				return nil
+			})
+		})
+	}
+	admin, _ := locker(t)
+	poll.Until(t, "the group settled", func() bool {
+		st, err := admin.InspectGroup(t.Context(), "orders")
+		return err == nil && len(st.Members) == 2 && st.Moves == 0
+	})
+	code, out, stderr := result(t, fencelock(t, nil, "status", "--json", "orders"))
+	if code != 0 {
+		t.Fatalf("status --json orders: exit %d: %s", code, stderr)
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json does not parse: %v\n%s", err, out)
+	}
+	if len(st.Groups) != 1 || len(st.Locks) != 0 {
+		t.Fatalf("status --json orders: got %d groups, %d locks; want 1, 0:\n%s", len(st.Groups), len(st.Locks), out)
+	}
+	gj := st.Groups[0]
+	if gj.Name != "orders" || gj.Partitions != 4 || gj.Moves != 0 || len(gj.Members) != 2 || len(gj.Owners) != 4 {
+		t.Fatalf("group: got %+v", gj)
+	}
+	owners := map[string]int{}
+	for _, p := range gj.Owners {
+		tok, _ := tokens.Load(p.Partition)
+		if p.Owner == nil || tok == nil || p.Owner.Token != int64(tok.(fence.Token)) {
+			t.Errorf("partition %d: owner %+v, want the token its work has (%v)", p.Partition, p.Owner, tok)
+			continue
+		}
+		owners[p.Owner.Owner]++
+	}
+	if owners["w1"] != 2 || owners["w2"] != 2 {
+		t.Errorf("partitions per owner: %v, want 2 each", owners)
+	}
+	code, out, stderr = result(t, fencelock(t, nil, "status", "orders"))
+	if code != 0 {
+		t.Fatalf("status orders: exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"group  orders  share", "4 partitions, 2 members, 0 moves pending", "member", "p-0", "p-3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status orders: no %q in\n%s", want, out)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -18,7 +19,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [--json] [NAME...]",
-		Short: "Show who holds each lock and semaphore and leads each election, and who waits",
+		Short: "Show who holds each lock and semaphore, leads each election and owns each group's partitions, and who waits",
 		Long: `status shows, for each lock NAME (all locks with a holder or a waiter when no
 NAME is given), the holders and the waiters in the order they will be served,
 and the same for semaphores (holders of permits, waiters) and elections
@@ -31,6 +32,12 @@ of the readers holding it together, run --read), waiter, read-waiter (a
 reader waiting); for a semaphore: slot-I (the holder of the permit of slot
 I, whose TOKEN is that slot's token, FENCELOCK_TOKEN of its run), holder (a
 holder yet to claim its slot), waiter; for an election: leader, candidate.
+
+For a group (etcdlock's Group): a row "share" whose DATA gives its number
+of partitions and members and the moves its share still asks for (0 once it
+has settled), a row "member" per worker, and a row "p-K" for the owner of
+partition K (TOKEN: the partition's token), "p-K-waiter" for a worker
+waiting to take it over.
 
 QUEUED counts from when the key was written, by the writer's clock: for a
 holder or leader that waited behind another, that is earlier than when it
@@ -46,10 +53,14 @@ semaphore's also "permits" (its number of permits), and ENTRY is {"key",
 it joined the queue, as QUEUED), "data", "shared" (true for a reader),
 "slot" (a semaphore permit's slot; -1 for the rest, and for a semaphore
 holder yet to claim one)}. A semaphore holder's "token" is its slot's token
-and "key" its queue key.`,
+and "key" its queue key. It also has "groups": [GROUP...], GROUP being
+{"name", "rev", "partitions", "moves", "members": [ENTRY...], "owners":
+[{"partition", "owner": ENTRY or null, "waiters": [ENTRY...], "assigned"
+(the key of the member the share gives it to)}...]}.`,
 		Example: `  fencelock status
   fencelock status --json nightly-report | jq '.locks[0].holder.token'
-  fencelock status --json workers | jq '.semaphores[0].holders[] | {slot, token, owner}'`,
+  fencelock status --json workers | jq '.semaphores[0].holders[] | {slot, token, owner}'
+  fencelock status --json orders | jq '.groups[0].owners[] | {partition, token: .owner.token}'`,
 		Args: func(cmd *cobra.Command, names []string) error {
 			for _, n := range names {
 				if err := validName(cmd, n); err != nil {
@@ -70,6 +81,42 @@ type statusJSON struct {
 	Locks      []queueJSON `json:"locks"`
 	Elections  []queueJSON `json:"elections"`
 	Semaphores []queueJSON `json:"semaphores"`
+	Groups     []groupJSON `json:"groups"`
+}
+
+type groupJSON struct {
+	Name       string          `json:"name"`
+	Rev        int64           `json:"rev"`
+	Partitions int             `json:"partitions"`
+	Moves      int             `json:"moves"`
+	Members    []entryJSON     `json:"members"`
+	Owners     []partitionJSON `json:"owners"`
+}
+
+type partitionJSON struct {
+	Partition int         `json:"partition"`
+	Owner     *entryJSON  `json:"owner"`
+	Waiters   []entryJSON `json:"waiters"`
+	Assigned  string      `json:"assigned"`
+}
+
+func groupToJSON(st etcdlock.GroupStatus) groupJSON {
+	j := groupJSON{Name: st.Name, Rev: st.Rev, Partitions: st.Partitions, Moves: st.Moves, Members: []entryJSON{}, Owners: []partitionJSON{}}
+	for _, m := range st.Members {
+		j.Members = append(j.Members, entryToJSON(m))
+	}
+	for _, p := range st.Owners {
+		pj := partitionJSON{Partition: p.Partition, Waiters: []entryJSON{}, Assigned: p.Assigned}
+		if p.Owner != nil {
+			o := entryToJSON(*p.Owner)
+			pj.Owner = &o
+		}
+		for _, w := range p.Waiters {
+			pj.Waiters = append(pj.Waiters, entryToJSON(w))
+		}
+		j.Owners = append(j.Owners, pj)
+	}
+	return j
 }
 
 type queueJSON struct {
@@ -122,6 +169,7 @@ func entryToJSON(e etcdlock.Entry) entryJSON {
 type queues struct {
 	locks, elections []etcdlock.Queue
 	semaphores       []etcdlock.SemaphoreQueue
+	groups           []etcdlock.GroupStatus
 }
 
 func status(ctx context.Context, g *globals, names []string, asJSON bool, out io.Writer) error {
@@ -149,9 +197,9 @@ func status(ctx context.Context, g *globals, names []string, asJSON bool, out io
 // semaphore that has someone in it when names is empty.
 func readQueues(ctx context.Context, locks *etcdlock.Client, names []string) (queues, error) {
 	var qs queues
-	lists := [3][]string{names, names, names}
+	lists := [4][]string{names, names, names, names}
 	if len(names) == 0 {
-		for i, list := range []func(context.Context) ([]string, error){locks.ListLocks, locks.ListElections, locks.ListSemaphores} {
+		for i, list := range []func(context.Context) ([]string, error){locks.ListLocks, locks.ListElections, locks.ListSemaphores, locks.ListGroups} {
 			var err error
 			if lists[i], err = list(ctx); err != nil {
 				return qs, fail(exitUnavailable, "%v", err)
@@ -174,11 +222,21 @@ func readQueues(ctx context.Context, locks *etcdlock.Client, names []string) (qu
 		}
 		qs.semaphores = append(qs.semaphores, sq)
 	}
+	for _, name := range lists[3] {
+		st, err := locks.InspectGroup(ctx, name)
+		if err != nil {
+			return qs, inspectFailed(err)
+		}
+		qs.groups = append(qs.groups, st)
+	}
 	return qs, nil
 }
 
 func printJSON(out io.Writer, qs queues) error {
-	res := statusJSON{Locks: []queueJSON{}, Elections: []queueJSON{}, Semaphores: []queueJSON{}}
+	res := statusJSON{Locks: []queueJSON{}, Elections: []queueJSON{}, Semaphores: []queueJSON{}, Groups: []groupJSON{}}
+	for _, st := range qs.groups {
+		res.Groups = append(res.Groups, groupToJSON(st))
+	}
 	for _, q := range qs.locks {
 		res.Locks = append(res.Locks, toJSON(q))
 	}
@@ -212,6 +270,12 @@ func dropEmpty(qs queues) queues {
 		if !empty(sq.Queue) {
 			used[sq.Name] = true
 			kept.semaphores = append(kept.semaphores, sq)
+		}
+	}
+	for _, st := range qs.groups {
+		if len(st.Members) > 0 || len(st.Others) > 0 || st.Partitions > 0 && slices.ContainsFunc(st.Owners, func(p etcdlock.PartitionStatus) bool { return p.Owner != nil }) {
+			used[st.Name] = true
+			kept.groups = append(kept.groups, st)
 		}
 	}
 	for _, q := range qs.locks {
@@ -258,7 +322,28 @@ func printStatus(out io.Writer, qs queues) error {
 	for _, sq := range qs.semaphores {
 		printQueue(tw, "semaphore", sq.Queue, semaphoreRole)
 	}
+	for _, st := range qs.groups {
+		printGroup(tw, st)
+	}
 	return tw.Flush()
+}
+
+// printGroup prints a group's share, its members, and each partition's
+// owner and waiters.
+func printGroup(w io.Writer, st etcdlock.GroupStatus) {
+	fmt.Fprintf(w, "group\t%s\tshare\t-\t-\t-\t-\t-\t%q\n", st.Name,
+		fmt.Sprintf("%d partitions, %d members, %d moves pending", st.Partitions, len(st.Members), st.Moves))
+	for _, m := range st.Members {
+		printEntry(w, "group", st.Name, "member", m)
+	}
+	for _, p := range st.Owners {
+		if p.Owner != nil {
+			printEntry(w, "group", st.Name, fmt.Sprintf("p-%d", p.Partition), *p.Owner)
+		}
+		for _, e := range p.Waiters {
+			printEntry(w, "group", st.Name, fmt.Sprintf("p-%d-waiter", p.Partition), e)
+		}
+	}
 }
 
 // printQueue prints q's holders and waiters, role naming each.

@@ -20,7 +20,7 @@ type Config struct {
 	// instead of lock holders.
 	Election bool
 	// Kind, when set, makes the workers take another kind of lock than
-	// Lock: [KindSemaphore] or [KindRW]; or run the bank workload
+	// Lock: [KindSemaphore], [KindRW] or [KindGroup]; or run the bank workload
 	// ([KindBank]) instead of writing registers (set it with
 	// [Config.SetKind], which sets the bank's minimums too). Not with
 	// Election.
@@ -65,6 +65,13 @@ const (
 	// reader, which only reads them: the resources are fenced by the
 	// writers' tokens, each greater than every earlier holder's.
 	KindRW = "rw"
+	// KindGroup: the workers are members of one etcdlock.Group whose
+	// partitions are the keys; each membership lasts 1 to 3 s, so the
+	// group rebalances all run long. The owner of partition k writes key
+	// k's resources with the partition's token, so each resource is
+	// fenced by one partition's tokens, which increase from owner to
+	// owner.
+	KindGroup = "group"
 	// KindBank: Jepsen's bank workload instead of the register. The
 	// run's keys are accounts, each starting at check.BankStart in
 	// every store (PostgreSQL rows, a fence/etcd Store, a fence/s3
@@ -144,8 +151,8 @@ func (c *Config) validate() error {
 		return errors.New("harness: Keys and WritesPerLock must be positive")
 	case c.TTL < time.Second || c.LockTimeout <= 0:
 		return errors.New("harness: TTL must be at least 1s and LockTimeout positive")
-	case c.Kind != "" && c.Kind != KindSemaphore && c.Kind != KindRW && c.Kind != KindBank:
-		return fmt.Errorf("harness: Kind %q; want %q, %q, %q or none", c.Kind, KindSemaphore, KindRW, KindBank)
+	case c.Kind != "" && c.Kind != KindSemaphore && c.Kind != KindRW && c.Kind != KindGroup && c.Kind != KindBank:
+		return fmt.Errorf("harness: Kind %q; want %q, %q, %q, %q or none", c.Kind, KindSemaphore, KindRW, KindGroup, KindBank)
 	case c.Kind == KindBank && c.Keys < 2:
 		return fmt.Errorf("harness: %d keys; the bank needs at least 2 accounts", c.Keys)
 	case c.Kind != "" && c.Election:

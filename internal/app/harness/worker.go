@@ -92,6 +92,9 @@ func (w *worker) section(ctx context.Context) {
 	case w.cfg.Kind == KindBank:
 		w.bank(ctx)
 		return
+	case w.cfg.Kind == KindGroup:
+		w.member(ctx)
+		return
 	case w.cfg.Kind == KindRW && w.rng.IntN(2) == 0:
 		w.share(ctx, key)
 		return

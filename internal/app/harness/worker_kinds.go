@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/app/harness/check"
@@ -41,5 +43,50 @@ func (w *worker) share(ctx context.Context, key string) {
 	defer w.unlock(ctx, lock)
 	for _, kind := range w.shuffled(check.ResKinds) {
 		w.read(ctx, kind, key)
+	}
+}
+
+// member joins the run's group, whose partitions are the keys
+// (KindGroup), for a membership of 1 to 3 s, and while it owns partition k
+// writes key k's resources with the partition's token. The works of the
+// partitions it owns take turns (the worker's state is one goroutine's),
+// so a nemesis hold stops them all, as a paused process would. Its writes
+// run under the worker's context, not the partition's: a write under way
+// when the partition moves, or frozen across the move, still reaches the
+// resource, which must refuse it.
+func (w *worker) member(ctx context.Context) {
+	g, err := w.locks.Group(w.cfg.Keys[0]+"-group", len(w.cfg.Keys))
+	if err != nil {
+		w.ctl.pause(retryPause)
+		return
+	}
+	jctx, cancel := context.WithTimeout(ctx, time.Duration(1000+w.rng.IntN(2000))*time.Millisecond)
+	defer cancel()
+	go func() {
+		select {
+		case <-w.ctl.stop:
+			cancel()
+		case <-jctx.Done():
+		}
+	}()
+	var mu sync.Mutex // the worker's state: one work at a time
+	err = g.Join(jctx, func(pctx context.Context, p *etcdlock.Partition) error {
+		key := w.cfg.Keys[p.Index()]
+		mu.Lock()
+		w.log.emit(check.Event{Ev: check.EvLock, Worker: w.cfg.ID, Key: key, OK: true, Token: int64(p.Token())})
+		mu.Unlock()
+		for pctx.Err() == nil {
+			mu.Lock()
+			w.work(ctx, pctx, p, key)
+			mu.Unlock()
+			select { // let the other partitions' works have a turn
+			case <-pctx.Done():
+			case <-time.After(time.Millisecond):
+			}
+		}
+		return nil
+	}, etcdlock.WithPartitionErrorHandler(func(int, error) {}))
+	if err != nil && jctx.Err() == nil {
+		w.ctl.pause(retryPause)
 	}
 }
