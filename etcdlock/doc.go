@@ -91,9 +91,16 @@
 // between callers that ask for overlapping sets in any order; each name
 // has its lock and token, and [MultiLock.Done] closes when any is lost.
 //
+// [Client.Group] gives N partitions (shards of a queue, tenant ranges)
+// shared by the workers that [Group.Join] it: each partition is owned by
+// one worker at a time, with a token strictly greater than every earlier
+// owner's of that partition, and every live worker owns a fair share,
+// rebalanced (few partitions moved) as workers come and go.
+//
 // When to use which: one worker at a time on a resource, [Client.Lock];
 // a pool of N workers, a semaphore, each worker fencing the shard of its
-// slot; many readers of a configuration and a rare writer, a read/write
+// slot; N shards spread over a fleet that grows and shrinks, a group,
+// each partition's owner fencing the partition's resources; many readers of a configuration and a rare writer, a read/write
 // lock, the writer's writes fenced; a transfer between two accounts,
 // LockAll of both, each account's writes fenced with its own lock's
 // token.
@@ -111,7 +118,8 @@
 // unless [WithMeterProvider] and [WithTracerProvider] say otherwise (they
 // record nothing until the application installs an SDK), and logs through
 // the *slog.Logger of [WithLogger] (none by default). Metrics, with the
-// attribute fencelock.kind ("lock", "read", "semaphore" or "election") and, on request
+// attribute fencelock.kind ("lock", "read", "semaphore", "election", or a
+// group's "member" and "partition") and, on request
 // ([WithNameAttribute]), fencelock.name:
 //
 //   - fencelock.lock.wait.duration (s): every acquisition (Lock, RLock, a
@@ -128,6 +136,9 @@
 //     alert when it falls below a third of the TTL),
 //     fencelock.session.replacements
 //   - fencelock.election.leader.changes (seen by Observe)
+//   - fencelock.group.partitions (partitions of groups this worker owns
+//     now) and fencelock.group.handoffs (released because a rebalance
+//     moved them or the worker left), without fencelock.kind
 //   - fencelock.writes and fencelock.write.duration (s): the writes a
 //     [fence.Guard] refused locally ([Lock.WriteRefused]), by
 //     fencelock.adapter "guard", fencelock.operation "write" and

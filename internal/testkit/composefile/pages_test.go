@@ -171,6 +171,7 @@ func TestPageCode(t *testing.T) {
 		"docs/s3.md fence/s3/example_test.go createBucket",
 		"docs/propagation.md fence/propagate/main_test.go newLedger",
 		"docs/propagation.md fence/propagate/main_test.go setBalance",
+		"docs/groups.md etcdlock/example_group_test.go consume",
 	} {
 		if !seen[want] {
 			t.Errorf("no marked block %q: the page's code is then checked by nothing", want)

@@ -48,6 +48,19 @@ SNIPPET
 	_ = err
 	return nil
 }`,
+	"groups-join": `import (
+	"context"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+)
+
+func consume(context.Context, *etcdlock.Partition, fence.Updater) error { return nil }
+
+func _(ctx context.Context, locks *etcdlock.Client, offsets fence.Updater) error {
+SNIPPET
+	return err
+}`,
 	"locks-transfer": `import (
 	"context"
 	"time"
