@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -258,4 +259,36 @@ func TestTelemetryHistogramBucketsForSeconds(t *testing.T) {
 			t.Errorf("%s: bucket boundaries %v, want at least 5 between 0 and 1 s, and one of at least 5 min", name, b)
 		}
 	}
+}
+
+// TestTelemetryGroup checks a group's metrics: partitions owned now,
+// handoffs, and the partitions' acquisitions with kind "partition".
+func TestTelemetryGroup(t *testing.T) {
+	in, opts := withTelemetry(t)
+	cli := etcdClient(t)
+	c := newLocker(t, cli, opts...)
+	runs := newGroupRuns()
+	stop := joinGroup(t, group(t, c, "g", 4), runs.work(0))
+	g := group(t, newLocker(t, cli), "g", 4)
+	groupSettled(t, g, 1, 10*time.Second)
+	if got := in.Sum(t, "fencelock.group.partitions"); got != 4 {
+		t.Errorf("partitions owned: got %d, want 4", got)
+	}
+	partition := attribute.String("fencelock.kind", "partition")
+	if got := in.Sum(t, "fencelock.lock.acquisitions", partition); got != 4 {
+		t.Errorf("partitions acquired: got %d, want 4", got)
+	}
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if got := in.Sum(t, "fencelock.group.partitions"); got != 0 {
+		t.Errorf("partitions owned after leaving: got %d, want 0", got)
+	}
+	if got := in.Sum(t, "fencelock.group.handoffs"); got != 4 {
+		t.Errorf("handoffs after leaving: got %d, want 4", got)
+	}
+	in.Span(t, "etcdlock.Join")
+	in.Span(t, "etcdlock.Partition")
+	in.Span(t, "etcdlock.Handoff")
+	in.Span(t, "etcdlock.Leave")
 }
