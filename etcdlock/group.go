@@ -176,9 +176,9 @@ func joinOptionsOf(opts []JoinOption) (joinOptions, error) {
 // the others.
 //
 // work is given the partition and a context that ends when the partition
-// is taken away (a rebalance; context.Cause says errRebalanced's message,
-// "partition moved to another worker"), lost (its lease, its key: the
-// cause matches [ErrLost]), or when Join ends. A partition is released
+// is taken away by a rebalance (context.Cause is [ErrMoved]), lost (its
+// lease, its key, or the worker's membership: the cause matches
+// [ErrLost]), or when Join ends (the cause is ctx's, or [ErrClosed]). A partition is released
 // once work has returned, or after the handoff grace ([WithHandoffGrace])
 // if it has not: the next owner's token is greater either way, so a
 // resource fenced with it refuses the writes of a work that is slow to
@@ -259,11 +259,12 @@ type groupPanic struct{ v any }
 
 func (p *groupPanic) Error() string { return fmt.Sprintf("etcdlock: work panicked: %v", p.v) }
 
-// errRebalanced is the cause of a work's context when its partition moves
-// to another worker.
-var errRebalanced = errors.New("etcdlock: partition moved to another worker")
+// ErrMoved is the cause (context.Cause) of a partition's work context when
+// a rebalance moves the partition to another worker (see [Group.Join]).
+var ErrMoved = errors.New("etcdlock: partition moved to another worker")
 
-// errLeaving is the cause of a work's context when Join ends.
+// errLeaving is the cause of a work's context when Join ends for a reason
+// of its own (a keeper failed).
 var errLeaving = errors.New("etcdlock: worker leaving the group")
 
 // worker is one membership of a group: its member lock, its view of the
@@ -450,7 +451,7 @@ func (w *worker) reconcile(ctx context.Context) error {
 	}
 	for k, stop := range w.keepers {
 		if !want[k] {
-			stop(errRebalanced)
+			stop(ErrMoved)
 			delete(w.keepers, k)
 		}
 	}

@@ -23,6 +23,7 @@ type groupRuns struct {
 	tokens  map[int][]fence.Token
 	overlap []string
 	revoked map[clientv3.LeaseID]bool // leases the test revoked: their works are not owners
+	moved   int                       // works whose context ended with ErrMoved
 }
 
 func newGroupRuns() *groupRuns {
@@ -36,7 +37,7 @@ func (r *groupRuns) work(stopDelay time.Duration) func(context.Context, *etcdloc
 		r.start(p)
 		<-ctx.Done()
 		time.Sleep(stopDelay) // a work slow to stop, as real ones are
-		r.end(p)
+		r.end(p, context.Cause(ctx))
 		return nil
 	}
 }
@@ -64,10 +65,19 @@ func (r *groupRuns) revoke(lease clientv3.LeaseID) {
 	r.revoked[lease] = true
 }
 
-func (r *groupRuns) end(p *etcdlock.Partition) {
+func (r *groupRuns) end(p *etcdlock.Partition, cause error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.running[p.Index()], p)
+	if errors.Is(cause, etcdlock.ErrMoved) {
+		r.moved++
+	}
+}
+
+func (r *groupRuns) movedWorks() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.moved
 }
 
 // check reports overlapping owners, and tokens of a partition that did
@@ -259,6 +269,9 @@ func TestGroupRebalance(t *testing.T) {
 	t.Logf("a fourth worker moved %d partitions (3 at least)", moved)
 	if moved < 3 || moved > 6 {
 		t.Errorf("a fourth worker moved %d partitions, want 3 to 6", moved)
+	}
+	if n := runs.movedWorks(); n != moved {
+		t.Errorf("%d works ended with ErrMoved as their context's cause, want %d", n, moved)
 	}
 	if err := stops[0](); !errors.Is(err, context.Canceled) {
 		t.Errorf("Join after its context ended: got %v, want context.Canceled", err)
