@@ -381,14 +381,7 @@ func (w *worker) watch(ctx context.Context, q string) error {
 		}
 		if read && len(n.events) > 0 {
 			for _, ev := range n.events {
-				if ev.Kv.ModRevision <= w.rev {
-					continue
-				}
-				if ev.Type == mvccpb.DELETE {
-					delete(w.members, string(ev.Kv.Key))
-				} else {
-					w.members[string(ev.Kv.Key)] = ev.Kv
-				}
+				applyEvent(w.members, w.rev, ev)
 			}
 			if err := w.reconcile(ctx); err != nil {
 				return err

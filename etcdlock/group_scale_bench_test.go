@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
@@ -49,7 +48,7 @@ import (
 //
 // go test -tags scale -run NONE -bench GroupFleet -benchtime 1x -count 3 ./etcdlock
 func BenchmarkGroupFleet(b *testing.B) {
-	ep := fleetMember(b)
+	ep := scaleMember(b)
 	for _, size := range []struct{ n, m int }{{1024, 16}, {256, 16}, {1024, 8}} {
 		for _, side := range []string{"group", "by-hand"} {
 			b.Run(fmt.Sprintf("%s/partitions=%d/workers=%d", side, size.n, size.m), func(b *testing.B) {
@@ -65,23 +64,6 @@ const (
 	fleetTTL  = 2 * time.Second
 	fleetPoll = time.Second // the by-hand workers'
 )
-
-func fleetMember(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.MkdirTemp(os.Getenv(embedetcd.EnvDir), "etcdlock-fleet-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := embedetcd.Start(ctx, dir, 1)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(c.Close)
-	return c.Endpoints()[0]
-}
 
 // fleetWorker is one worker: its own proxy (to cut it off) and clients.
 type fleetWorker struct {

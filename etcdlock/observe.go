@@ -162,15 +162,19 @@ func (o *observer) applyAll(ctx context.Context, evs []*mvccpb.Event) bool {
 	return true
 }
 
-// apply updates the queue with ev, unless the read already reflects it.
-func (o *observer) apply(ev *mvccpb.Event) {
-	if ev.Kv.ModRevision <= o.rev {
+// apply updates the queue with ev (see applyEvent).
+func (o *observer) apply(ev *mvccpb.Event) { applyEvent(o.keys, o.rev, ev) }
+
+// applyEvent updates keys, a range read at revision rev, with ev, an event
+// of a watch of that range, unless the read already reflects it.
+func applyEvent(keys map[string]*mvccpb.KeyValue, rev int64, ev *mvccpb.Event) {
+	if ev.Kv.ModRevision <= rev {
 		return
 	}
 	if ev.Type == mvccpb.DELETE {
-		delete(o.keys, string(ev.Kv.Key))
+		delete(keys, string(ev.Kv.Key))
 	} else {
-		o.keys[string(ev.Kv.Key)] = ev.Kv
+		keys[string(ev.Kv.Key)] = ev.Kv
 	}
 }
 

@@ -44,7 +44,7 @@ const (
 // scaleMember starts, for a scale test, a one-member etcd in a process of
 // its own (under FENCELOCK_ETCD_DIR), so that the test process's memory and
 // goroutines are the client's alone.
-func scaleMember(t *testing.T) string {
+func scaleMember(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp(os.Getenv(embedetcd.EnvDir), "etcdlock-scale-")
 	if err != nil {
