@@ -186,7 +186,9 @@ func joinOptionsOf(opts []JoinOption) (joinOptions, error) {
 // partition is still owned, the partition is released and taken again at
 // once (a new token), after a pause that doubles from 100 ms to 5 s if it
 // returned an error. A partition is taken by waiting in its queue, as
-// [Client.Lock] waits, so it is never owned twice with both leases alive.
+// [Client.Lock] waits, so it is never owned twice with both leases alive;
+// each wait is bounded (by the grace plus two TTLs, at least 5 s) and then
+// begun again, so that a request that never returns holds it up no longer.
 //
 // Join returns once every call of work has returned: ctx's error when ctx
 // ends; [ErrClosed] when the Client is closed; at once, an error for
@@ -294,7 +296,9 @@ type worker struct {
 // waiting for its partitions, then each partition once its work has
 // returned or the grace passed) and waits for every work call.
 func (g *Group) member(ctx context.Context, work func(context.Context, *Partition) error, o joinOptions) error {
-	m, err := g.c.acquire(ctx, spot{kind: kindMember, name: g.name, wait: true, permits: g.n})
+	actx, cancelJoin := context.WithTimeout(ctx, g.round(o))
+	m, err := g.c.acquire(actx, spot{kind: kindMember, name: g.name, wait: true, permits: g.n})
+	cancelJoin()
 	if err != nil {
 		return err
 	}
@@ -315,6 +319,14 @@ func (g *Group) member(ctx context.Context, work func(context.Context, *Partitio
 		err = context.Cause(mctx)
 	}
 	return err
+}
+
+// round bounds one wait for a membership or a partition: the handoff grace
+// plus two TTLs, at least 5 s. A wait that outlasts it starts again, so
+// that a request that never returns (a member that lost its quorum, a
+// stalled link) holds nothing up for longer.
+func (g *Group) round(o joinOptions) time.Duration {
+	return max(o.grace+2*g.c.o.ttl, 5*time.Second)
 }
 
 // fail ends the membership with err (the first one given).
@@ -398,7 +410,9 @@ func (w *worker) watch(ctx context.Context, q string) error {
 
 // read reads the members afresh and reconciles.
 func (w *worker) read(ctx context.Context, q string) error {
-	resp, err := w.g.c.cli.Get(ctx, q, clientv3.WithPrefix())
+	rctx, cancel := context.WithTimeout(ctx, w.g.round(w.o))
+	defer cancel()
+	resp, err := w.g.c.cli.Get(rctx, q, clientv3.WithPrefix())
 	if err != nil {
 		return err
 	}
@@ -488,10 +502,16 @@ func (w *worker) keep(ctx context.Context, k int) {
 	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
 	name := partitionName(w.g.name, k)
 	for ctx.Err() == nil {
-		l, err := c.acquire(ctx, spot{kind: kindPartition, name: name, wait: true})
+		actx, cancel := context.WithTimeout(ctx, w.g.round(w.o))
+		l, err := c.acquire(actx, spot{kind: kindPartition, name: name, wait: true})
+		timedOut := actx.Err() != nil
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			if timedOut {
+				continue // a round that found no turn, or a request that never returned: wait again
 			}
 			if runFatal(err) {
 				w.fail(err)
