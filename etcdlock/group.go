@@ -142,10 +142,13 @@ func WithHandoffGrace(d time.Duration) JoinOption {
 	return joinOptionFunc(func(o *joinOptions) { o.grace, o.graceGiven = d, true })
 }
 
-// WithPartitionErrorHandler passes the errors of the work function, and of
-// partitions that could not be taken for a reason that may pass, to h
-// instead of ending Join with them. h is called from the partition's
-// goroutine.
+// WithPartitionErrorHandler passes the errors of the work function to h
+// instead of ending Join with them, and the errors of partitions that
+// could not be taken for a reason that may pass (logged without a
+// handler). h is called from each partition's goroutine, so for several partitions
+// at once: it must be safe for concurrent use. A work's error returned
+// after its partition was lost or moved is passed on too, unless it is
+// the context's.
 func WithPartitionErrorHandler(h func(partition int, err error)) JoinOption {
 	return joinOptionFunc(func(o *joinOptions) { o.onError = h })
 }
@@ -178,13 +181,16 @@ func joinOptionsOf(opts []JoinOption) (joinOptions, error) {
 // work is given the partition and a context that ends when the partition
 // is taken away by a rebalance (context.Cause is [ErrMoved]), lost (its
 // lease, its key, or the worker's membership: the cause matches
-// [ErrLost]), or when Join ends (the cause is ctx's, or [ErrClosed]). A partition is released
-// once work has returned, or after the handoff grace ([WithHandoffGrace])
-// if it has not: the next owner's token is greater either way, so a
-// resource fenced with it refuses the writes of a work that is slow to
-// stop. work should run until its context ends: when it returns while the
-// partition is still owned, the partition is released and taken again at
-// once (a new token), after a pause that doubles from 100 ms to 5 s if it
+// [ErrLost]), or when Join ends (the cause is ctx's, or [ErrClosed]). A
+// partition is released once work has returned, or after the handoff
+// grace ([WithHandoffGrace]) if it has not: the next owner's token is
+// greater either way, so a resource fenced with it refuses the writes of a
+// work that is slow to stop. work should run until its context ends: when
+// it returns while the partition is still owned, the partition is released
+// and taken again (a new token), at once if it ran 100 ms or more and
+// returned nil, else after a pause that doubles from 100 ms to 5 s (an
+// error, or a work that returns at once, which must not turn into a loop
+// of writes to etcd). A work that calls runtime.Goexit fails as one that
 // returned an error. A partition is taken by waiting in its queue, as
 // [Client.Lock] waits, so it is never owned twice with both leases alive;
 // each wait is bounded (by the grace plus two TTLs, at least 5 s) and then
@@ -218,9 +224,11 @@ func (g *Group) Join(ctx context.Context, work func(ctx context.Context, p *Part
 		o.grace = g.c.o.ttl
 	}
 	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	served := false // a membership of this Join has computed a share
 	for {
 		start := time.Now()
-		err := g.member(ctx, work, o)
+		ok, err := g.member(ctx, work, o)
+		served = served || ok
 		var pe *groupPanic
 		switch {
 		case errors.As(err, &pe):
@@ -231,7 +239,11 @@ func (g *Group) Join(ctx context.Context, work func(ctx context.Context, p *Part
 			return ErrClosed
 		case errors.Is(err, errWork):
 			return errors.Unwrap(err)
-		case err != nil && (runFatal(err) || errors.Is(err, ErrPartitions)):
+		case err != nil && (runFatal(err) || errors.Is(err, ErrPartitions) && !served):
+			// Another N met on joining again, after a share was computed,
+			// is a worker that came while ours was away: one misconfigured
+			// worker must not stop correct ones for good, so that is
+			// logged and retried, while it fails its own Join.
 			return err
 		}
 		g.c.tel.log.LogAttrs(ctx, slog.LevelWarn, "etcdlock: group membership ended; joining again",
@@ -282,6 +294,7 @@ type worker struct {
 	members map[string]*mvccpb.KeyValue
 	rev     int64
 	keepers map[int]context.CancelCauseFunc
+	served  bool           // a share was computed
 	wg      sync.WaitGroup // keepers
 	fns     sync.WaitGroup // work calls, also those a keeper gave up waiting for
 
@@ -295,12 +308,15 @@ type worker struct {
 // fails; then it leaves (its member key first, so that the others start
 // waiting for its partitions, then each partition once its work has
 // returned or the grace passed) and waits for every work call.
-func (g *Group) member(ctx context.Context, work func(context.Context, *Partition) error, o joinOptions) error {
+//
+// served reports whether the membership computed a share (it met no
+// member giving another number of partitions, as far as it saw).
+func (g *Group) member(ctx context.Context, work func(context.Context, *Partition) error, o joinOptions) (served bool, err error) {
 	actx, cancelJoin := context.WithTimeout(ctx, g.round(o))
 	m, err := g.c.acquire(actx, spot{kind: kindMember, name: g.name, wait: true, permits: g.n})
 	cancelJoin()
 	if err != nil {
-		return err
+		return false, err
 	}
 	w := &worker{g: g, o: o, work: work, self: m.Key(), keepers: map[int]context.CancelCauseFunc{}, failed: make(chan struct{})}
 	mctx, cancel := context.WithCancelCause(ctx)
@@ -312,13 +328,13 @@ func (g *Group) member(ctx context.Context, work func(context.Context, *Partitio
 	w.stop()
 	select {
 	case <-w.failed:
-		return w.failErr
+		return w.served, w.failErr
 	default:
 	}
 	if err == nil {
 		err = context.Cause(mctx)
 	}
-	return err
+	return w.served, err
 }
 
 // round bounds one wait for a membership or a partition: the handoff grace
@@ -443,6 +459,7 @@ func (w *worker) reconcile(ctx context.Context) error {
 		}
 		names = append(names, k)
 	}
+	w.served = true
 	owners, members := assign(names, w.g.n)
 	mine := -1
 	for i, m := range members {
@@ -503,7 +520,9 @@ func (w *worker) keep(ctx context.Context, k int) {
 	name := partitionName(w.g.name, k)
 	for ctx.Err() == nil {
 		actx, cancel := context.WithTimeout(ctx, w.g.round(w.o))
-		l, err := c.acquire(actx, spot{kind: kindPartition, name: name, wait: true})
+		// The record's data names our member key, so that Inspect tells
+		// apart two members of one session.
+		l, err := c.acquire(actx, spot{kind: kindPartition, name: name, wait: true, data: w.self})
 		timedOut := actx.Err() != nil
 		cancel()
 		if err != nil {
@@ -523,9 +542,21 @@ func (w *worker) keep(ctx context.Context, k int) {
 			}
 			continue
 		}
-		if failed := w.run(ctx, k, l); !failed {
+		start := time.Now()
+		failed := w.run(ctx, k, l)
+		select {
+		case <-w.failed: // a panic or a work's error ends the membership: no new call
+			return
+		default:
+		}
+		if !failed && time.Since(start) >= b.min {
 			b.reset()
-		} else if b.wait(ctx, w.failed) != nil {
+			continue
+		}
+		// The work failed, or returned at once: a work that returns nil
+		// at once ("nothing to do") must not take the partition again in
+		// a tight loop of two writes to etcd a turn.
+		if b.wait(ctx, w.failed) != nil {
 			return
 		}
 	}
@@ -537,7 +568,7 @@ func (w *worker) report(ctx context.Context, k int, err error) {
 		w.o.onError(k, err)
 		return
 	}
-	w.g.c.tel.log.LogAttrs(ctx, slog.LevelWarn, "etcdlock: partition not taken",
+	w.g.c.tel.log.LogAttrs(ctx, slog.LevelWarn, "etcdlock: partition error",
 		slog.String("group", w.g.name), slog.Int("partition", k), slog.Any("err", err))
 }
 
@@ -561,6 +592,10 @@ func (w *worker) run(ctx context.Context, k int, l *Lock) (failed bool) {
 		defer func() {
 			if !returned {
 				v := recover()
+				if v == nil { // runtime.Goexit (t.FailNow): no panic to go on with
+					res <- errGoexit
+					return
+				}
 				w.fail(&groupPanic{v: v})
 				res <- errPanicked
 			}
@@ -613,9 +648,17 @@ func (w *worker) run(ctx context.Context, k int, l *Lock) (failed bool) {
 		}
 		w.o.onError(k, err)
 		return true
+	case werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(werr, context.DeadlineExceeded) &&
+		!errors.Is(werr, ErrLost) && !errors.Is(werr, ErrMoved) && !errors.Is(werr, ErrClosed):
+		// The work's own error, returned after its partition ended: said,
+		// not acted on (the partition is gone already).
+		w.report(ctx, k, fmt.Errorf("etcdlock: group %q, partition %d, token %d, after the partition ended: %w", w.g.name, k, l.Token(), werr))
 	}
 	return false
 }
+
+// errGoexit is the error of a work call that called runtime.Goexit.
+var errGoexit = errors.New("etcdlock: work called runtime.Goexit")
 
 // errPanicked is what a work call that panicked sends to its run.
 var errPanicked = errors.New("etcdlock: work panicked")

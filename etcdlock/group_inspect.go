@@ -50,20 +50,16 @@ type PartitionStatus struct {
 	Assigned string
 }
 
-// Owned returns how many partitions each member's lease owns, by member
-// Key: what the share looks like now.
+// Owned returns how many partitions each member owns, by member Key: what
+// the share looks like now (see [GroupStatus.MemberOf]).
 func (s GroupStatus) Owned() map[string]int {
-	byLease := map[clientv3.LeaseID]string{}
-	for _, m := range s.Members {
-		byLease[m.Lease] = m.Key
-	}
 	n := make(map[string]int, len(s.Members))
 	for _, m := range s.Members {
 		n[m.Key] = 0
 	}
 	for _, p := range s.Owners {
 		if p.Owner != nil {
-			if k, ok := byLease[p.Owner.Lease]; ok {
+			if k := s.MemberOf(*p.Owner); k != "" {
 				n[k]++
 			}
 		}
@@ -71,10 +67,31 @@ func (s GroupStatus) Owned() map[string]int {
 	return n
 }
 
+// MemberOf returns the Key of the member an acquisition of a partition
+// belongs to: the member its record names (a partition's Data is its
+// member's key), or for a record that names none the member of the same
+// session (lease); "" when it is no member's.
+func (s GroupStatus) MemberOf(e Entry) string {
+	for _, m := range s.Members {
+		if e.Data == m.Key {
+			return m.Key
+		}
+	}
+	if e.Data != "" {
+		return "" // a member gone, or one that gives another N
+	}
+	for _, m := range s.Members {
+		if m.Lease == e.Lease {
+			return m.Key
+		}
+	}
+	return ""
+}
+
 // Inspect reads the group in one request (and one per member's lease for
 // its TTL): its members, each partition's owner and waiters, and the
-// share the members make, as [GroupStatus] tells. A partition owned by a
-// member's session (the same lease) counts as that member's.
+// share the members make, as [GroupStatus] tells. A partition's owner
+// counts as the member its record names (see [GroupStatus.MemberOf]).
 func (g *Group) Inspect(ctx context.Context) (GroupStatus, error) {
 	if err := checkCall(ctx, g == nil || g.c == nil || g.c.cli == nil, "Group", "Inspect"); err != nil {
 		return GroupStatus{}, err
@@ -121,7 +138,6 @@ func (c *Client) inspectGroup(ctx context.Context, name string, n int) (GroupSta
 	}
 	ttls := map[clientv3.LeaseID]time.Duration{}
 	var names []string
-	leases := map[string]clientv3.LeaseID{}
 	queues := make([][]*mvccpb.KeyValue, g.n)
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
@@ -136,7 +152,6 @@ func (c *Client) inspectGroup(ctx context.Context, name string, n int) (GroupSta
 			}
 			st.Members = append(st.Members, e)
 			names = append(names, e.Key)
-			leases[e.Key] = e.Lease
 			continue
 		}
 		rest, ok := strings.CutPrefix(key, pq)
@@ -169,7 +184,7 @@ func (c *Client) inspectGroup(ctx context.Context, name string, n int) (GroupSta
 				p.Waiters = append(p.Waiters, e)
 			}
 		}
-		if p.Assigned != "" && (p.Owner == nil || p.Owner.Lease != leases[p.Assigned]) {
+		if p.Assigned != "" && (p.Owner == nil || st.MemberOf(*p.Owner) != p.Assigned) {
 			st.Moves++
 		}
 	}

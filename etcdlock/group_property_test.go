@@ -58,7 +58,7 @@ func TestGroupChurnProperty(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d (replay: go test -run TestGroupChurnProperty -etcdlock.seed %d ./etcdlock)", seed, seed)
+	t.Logf("seed %d (replay: go test -run TestGroupChurnProperty ./etcdlock -etcdlock.seed %d)", seed, seed)
 	cfg := groupChurn{seed: seed, partitions: 64, maxWorkers: 6, budget: 25 * time.Second, faultRate: 0.05, stopDelay: 20 * time.Millisecond}
 	if *propSoak {
 		cfg.budget = 5 * time.Minute
@@ -83,7 +83,7 @@ func TestGroupChurnPropertyControl(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d (replay: go test -run TestGroupChurnPropertyControl -etcdlock.seed %d ./etcdlock)", seed, seed)
+	t.Logf("seed %d (replay: go test -run TestGroupChurnPropertyControl ./etcdlock -etcdlock.seed %d)", seed, seed)
 	cfg := groupChurn{seed: seed, partitions: 64, maxWorkers: 6, budget: 20 * time.Second, faultRate: 0.03,
 		stopDelay: 50 * time.Millisecond, opts: []etcdlock.JoinOption{etcdlock.HandoffFirstForTest()}, control: true}
 	st := runGroupChurn(t, cfg)

@@ -246,6 +246,7 @@ func TestGroupShareMovesFew(t *testing.T) {
 // share settles each time, that moved partitions carry greater tokens,
 // and that no partition ever had two works running with live leases.
 func TestGroupRebalance(t *testing.T) {
+	t.Parallel()
 	cli := etcdClient(t)
 	runs := newGroupRuns()
 	const n = 12
@@ -360,6 +361,7 @@ func memberOf(st etcdlock.GroupStatus, lease clientv3.LeaseID) string {
 // the grace when the work does not return (then the two works overlap,
 // which only the resource's fence makes safe).
 func TestGroupHandoffWaitsForWork(t *testing.T) {
+	t.Parallel()
 	cli := etcdClient(t)
 	for _, tc := range []struct {
 		name        string
@@ -543,6 +545,7 @@ func TestGroupClientClosed(t *testing.T) {
 // link), and checks that the partition is owned anyway once the wait's
 // round ends, and that the create, delivered after that, takes nothing.
 func TestGroupHungRequest(t *testing.T) {
+	t.Parallel()
 	cli, in := faulty(t, 1)
 	held := in.Hold(creates(prefix(t) + "group/g/p/0/"))
 	runs := newGroupRuns()

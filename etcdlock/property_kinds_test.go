@@ -127,7 +127,7 @@ func seedOf(t *testing.T, name string) uint64 {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed %d (replay: go test -run '^%s$' -etcdlock.seed %d ./etcdlock)", seed, name, seed)
+	t.Logf("seed %d (replay: go test -run '^%s$' ./etcdlock -etcdlock.seed %d)", seed, name, seed)
 	return seed
 }
 

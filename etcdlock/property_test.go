@@ -62,7 +62,7 @@ func TestRequestFaultProperty(t *testing.T) {
 	if *propSoak {
 		cfg.acquisitions, cfg.budget = 100_000, 10*time.Minute
 	}
-	t.Logf("seed %d (replay: go test -run TestRequestFaultProperty -etcdlock.seed %d ./etcdlock)", seed, seed)
+	t.Logf("seed %d (replay: go test -run TestRequestFaultProperty ./etcdlock -etcdlock.seed %d)", seed, seed)
 	st := runProperty(t, cfg)
 	t.Logf("%d acquisitions, %d Lock errors, %d Unlock errors, %d lost, faults %v, in %v",
 		st.acquired, st.lockErrs, st.unlockErrs, st.lost, st.faults, st.elapsed.Round(time.Millisecond))
@@ -92,7 +92,7 @@ func TestRequestFaultPropertyControl(t *testing.T) {
 	// contenders that the reused key is often held, not queued.
 	cfg := propConfig{seed: seed, acquisitions: 250, budget: 40 * time.Second, faultRate: 0.1, names: 2,
 		perOwner: 1, maxLate: time.Second, faultOn: deletes(""), faultKinds: []reqfault.Kind{reqfault.Late}}
-	t.Logf("seed %d (replay: go test -run TestRequestFaultPropertyControl -etcdlock.seed %d ./etcdlock)", seed, seed)
+	t.Logf("seed %d (replay: go test -run TestRequestFaultPropertyControl ./etcdlock -etcdlock.seed %d)", seed, seed)
 	t.Run("fixed", func(t *testing.T) {
 		st := runProperty(t, cfg)
 		t.Logf("fixed: %d acquisitions, faults %v, in %v", st.acquired, st.faults, st.elapsed.Round(time.Millisecond))
