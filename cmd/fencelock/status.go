@@ -35,9 +35,12 @@ holder yet to claim its slot), waiter; for an election: leader, candidate.
 
 For a group (etcdlock's Group): a row "share" whose DATA gives its number
 of partitions and members and the moves its share still asks for (0 once it
-has settled), a row "member" per worker, and a row "p-K" for the owner of
-partition K (TOKEN: the partition's token), "p-K-waiter" for a worker
-waiting to take it over.
+has settled), a row "member" per worker ("member-other-n" for one that gives the group
+another number of partitions: it is left out of the share and its Join
+fails), and a row "p-K" for the owner of partition K (TOKEN: the
+partition's token; DATA: the key of the member it belongs to), "p-K-free"
+for a partition no one owns, "p-K-waiter" for a worker waiting to take it
+over.
 
 QUEUED counts from when the key was written, by the writer's clock: for a
 holder or leader that waited behind another, that is earlier than when it
@@ -54,7 +57,8 @@ it joined the queue, as QUEUED), "data", "shared" (true for a reader),
 "slot" (a semaphore permit's slot; -1 for the rest, and for a semaphore
 holder yet to claim one)}. A semaphore holder's "token" is its slot's token
 and "key" its queue key. It also has "groups": [GROUP...], GROUP being
-{"name", "rev", "partitions", "moves", "members": [ENTRY...], "owners":
+{"name", "rev", "partitions", "moves", "members": [ENTRY...], "others":
+[ENTRY...] (members giving another number of partitions), "owners":
 [{"partition", "owner": ENTRY or null, "waiters": [ENTRY...], "assigned"
 (the key of the member the share gives it to)}...]}.`,
 		Example: `  fencelock status
@@ -90,6 +94,7 @@ type groupJSON struct {
 	Partitions int             `json:"partitions"`
 	Moves      int             `json:"moves"`
 	Members    []entryJSON     `json:"members"`
+	Others     []entryJSON     `json:"others"` // members giving another number of partitions
 	Owners     []partitionJSON `json:"owners"`
 }
 
@@ -101,9 +106,12 @@ type partitionJSON struct {
 }
 
 func groupToJSON(st etcdlock.GroupStatus) groupJSON {
-	j := groupJSON{Name: st.Name, Rev: st.Rev, Partitions: st.Partitions, Moves: st.Moves, Members: []entryJSON{}, Owners: []partitionJSON{}}
+	j := groupJSON{Name: st.Name, Rev: st.Rev, Partitions: st.Partitions, Moves: st.Moves, Members: []entryJSON{}, Others: []entryJSON{}, Owners: []partitionJSON{}}
 	for _, m := range st.Members {
 		j.Members = append(j.Members, entryToJSON(m))
+	}
+	for _, m := range st.Others {
+		j.Others = append(j.Others, entryToJSON(m))
 	}
 	for _, p := range st.Owners {
 		pj := partitionJSON{Partition: p.Partition, Waiters: []entryJSON{}, Assigned: p.Assigned}
@@ -336,9 +344,14 @@ func printGroup(w io.Writer, st etcdlock.GroupStatus) {
 	for _, m := range st.Members {
 		printEntry(w, "group", st.Name, "member", m)
 	}
+	for _, m := range st.Others {
+		printEntry(w, "group", st.Name, "member-other-n", m)
+	}
 	for _, p := range st.Owners {
 		if p.Owner != nil {
 			printEntry(w, "group", st.Name, fmt.Sprintf("p-%d", p.Partition), *p.Owner)
+		} else {
+			fmt.Fprintf(w, "group\t%s\tp-%d-free\t-\t-\t-\t-\t-\t-\n", st.Name, p.Partition)
 		}
 		for _, e := range p.Waiters {
 			printEntry(w, "group", st.Name, fmt.Sprintf("p-%d-waiter", p.Partition), e)
