@@ -76,6 +76,7 @@ func groupFaultCase(t *testing.T, n int, match func(t *testing.T) reqfault.Match
 // late (held until its caller gives up), its reply lost, or sent twice;
 // the member's create, a partition's create, or the read of the members.
 func TestGroupRequestFaults(t *testing.T) {
+	testenv.Long(t, "request faults, each waiting out a 6 s round")
 	memberCreate := func(t *testing.T) reqfault.Match { return creates(prefix(t) + "group/g/m/") }
 	partCreate := func(t *testing.T) reqfault.Match { return creates(prefix(t) + "group/g/p/1/") }
 	memberRead := func(t *testing.T) reqfault.Match { return rangeUnder(prefix(t) + "group/g/m/") }
@@ -93,6 +94,7 @@ func TestGroupRequestFaults(t *testing.T) {
 // reply: the partition must still reach its new owner, and no key may be
 // left behind.
 func TestGroupReleaseFaults(t *testing.T) {
+	testenv.Long(t, "request faults on every release")
 	for _, kind := range []reqfault.Kind{reqfault.Late, reqfault.LostReply, reqfault.Twice} {
 		t.Run(kind.String(), func(t *testing.T) {
 			t.Parallel()
@@ -368,6 +370,7 @@ func TestGroupTwoJoinsOneClient(t *testing.T) {
 
 // Steady state: no unary request, with 3 workers of 16 partitions.
 func TestGroupQuiet(t *testing.T) {
+	testenv.Long(t, "4 s of steady state counted")
 	t.Parallel()
 	direct := etcdClient(t)
 	runs := newGroupRuns()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // groupRuns records the work calls of a group's workers: which are
@@ -545,6 +546,7 @@ func TestGroupClientClosed(t *testing.T) {
 // link), and checks that the partition is owned anyway once the wait's
 // round ends, and that the create, delivered after that, takes nothing.
 func TestGroupHungRequest(t *testing.T) {
+	testenv.Long(t, "a request held until a wait's 5 s round ends")
 	t.Parallel()
 	cli, in := faulty(t, 1)
 	held := in.Hold(creates(prefix(t) + "group/g/p/0/"))
