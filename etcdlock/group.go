@@ -428,15 +428,11 @@ func (w *worker) watch(ctx context.Context, q string) error {
 func (w *worker) read(ctx context.Context, q string) error {
 	rctx, cancel := context.WithTimeout(ctx, w.g.round(w.o))
 	defer cancel()
-	resp, err := w.g.c.cli.Get(rctx, q, clientv3.WithPrefix())
+	members, rev, err := w.g.c.readRange(rctx, q)
 	if err != nil {
 		return err
 	}
-	w.rev = resp.Header.Revision
-	w.members = make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		w.members[string(kv.Key)] = kv
-	}
+	w.members, w.rev = members, rev
 	return w.reconcile(ctx)
 }
 

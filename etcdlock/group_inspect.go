@@ -3,7 +3,6 @@ package etcdlock
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -131,22 +130,21 @@ func (c *Client) inspectGroup(ctx context.Context, name string, n int) (GroupSta
 	if n == 0 {
 		n = partitionsOf(resp.Kvs, mq, pq)
 	}
-	g := &Group{c: c, name: name, n: n}
-	st := GroupStatus{Name: g.name, Partitions: g.n, Rev: resp.Header.Revision, Owners: make([]PartitionStatus, g.n)}
+	st := GroupStatus{Name: name, Partitions: n, Rev: resp.Header.Revision, Owners: make([]PartitionStatus, n)}
 	for k := range st.Owners {
 		st.Owners[k].Partition = k
 	}
 	ttls := map[clientv3.LeaseID]time.Duration{}
 	var names []string
-	queues := make([][]*mvccpb.KeyValue, g.n)
+	queues := make([][]*mvccpb.KeyValue, n)
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
 		if strings.HasPrefix(key, mq) {
 			e := entryOf(kv)
 			if e.TTL, err = c.leaseTTL(ctx, ttls, e.Lease); err != nil {
-				return GroupStatus{}, fmt.Errorf("etcdlock: Inspect group %q: %w", g.name, c.explain(err))
+				return GroupStatus{}, fmt.Errorf("etcdlock: Inspect group %q: %w", name, c.explain(err))
 			}
-			if recordOf(kv.Value).Permits != g.n {
+			if recordOf(kv.Value).Permits != n {
 				st.Others = append(st.Others, e)
 				continue
 			}
@@ -154,18 +152,11 @@ func (c *Client) inspectGroup(ctx context.Context, name string, n int) (GroupSta
 			names = append(names, e.Key)
 			continue
 		}
-		rest, ok := strings.CutPrefix(key, pq)
-		if !ok {
-			continue
+		if k, ok := partitionOf(pq, key); ok && k < n { // a higher one is of another number of partitions
+			queues[k] = append(queues[k], kv)
 		}
-		num, _, ok := strings.Cut(rest, "/")
-		k, err := strconv.Atoi(num)
-		if !ok || err != nil || k < 0 || k >= g.n {
-			continue // a partition of another number of them
-		}
-		queues[k] = append(queues[k], kv)
 	}
-	owners, members := assign(names, g.n)
+	owners, members := assign(names, n)
 	for k, kvs := range queues {
 		p := &st.Owners[k]
 		if i := owners[k]; i >= 0 {
@@ -204,11 +195,8 @@ func partitionsOf(kvs []*mvccpb.KeyValue, mq, pq string) int {
 			}
 			continue
 		}
-		if rest, ok := strings.CutPrefix(key, pq); ok {
-			num, _, _ := strings.Cut(rest, "/")
-			if k, err := strconv.Atoi(num); err == nil && k >= 0 && k < MaxPartitions {
-				highest = max(highest, k)
-			}
+		if k, ok := partitionOf(pq, key); ok && k < MaxPartitions {
+			highest = max(highest, k)
 		}
 	}
 	return highest + 1

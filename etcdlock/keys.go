@@ -117,6 +117,21 @@ func (p layout) partitionQueue(name string) string {
 	return p.groupPartitions(name[:i]) + name[i+1:] + "/"
 }
 
+// partitionOf is the number of the partition whose queue holds key, under
+// dir, a groupPartitions prefix; false for a key that is in none.
+func partitionOf(dir, key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, dir)
+	if !ok {
+		return 0, false
+	}
+	num, _, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, false
+	}
+	k, err := strconv.Atoi(num)
+	return k, err == nil && k >= 0
+}
+
 // semQueue is the queue of the acquisitions of semaphore name.
 func (p layout) semQueue(name string) string { return p.semaphore(name) + "q/" }
 

@@ -125,15 +125,11 @@ func (o *observer) watch(ctx context.Context) error {
 
 // read reads the queue and sends its leader, if newer than the last sent.
 func (o *observer) read(ctx context.Context) error {
-	resp, err := o.c.cli.Get(ctx, o.q, clientv3.WithPrefix())
+	keys, rev, err := o.c.readRange(ctx, o.q)
 	if err != nil {
 		return err
 	}
-	o.rev = resp.Header.Revision
-	o.keys = make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		o.keys[string(kv.Key)] = kv
-	}
+	o.keys, o.rev = keys, rev
 	if !o.send(ctx) {
 		return ctx.Err()
 	}
@@ -164,6 +160,20 @@ func (o *observer) applyAll(ctx context.Context, evs []*mvccpb.Event) bool {
 
 // apply updates the queue with ev (see applyEvent).
 func (o *observer) apply(ev *mvccpb.Event) { applyEvent(o.keys, o.rev, ev) }
+
+// readRange reads the keys under prefix q, by key, and the revision of the
+// read: what a watch of q then applies its events to (applyEvent).
+func (c *Client) readRange(ctx context.Context, q string) (map[string]*mvccpb.KeyValue, int64, error) {
+	resp, err := c.cli.Get(ctx, q, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, err
+	}
+	keys := make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		keys[string(kv.Key)] = kv
+	}
+	return keys, resp.Header.Revision, nil
+}
 
 // applyEvent updates keys, a range read at revision rev, with ev, an event
 // of a watch of that range, unless the read already reflects it.
