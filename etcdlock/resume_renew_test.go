@@ -16,7 +16,12 @@ import (
 // ErrValidityExpired a quarter of the TTL after the resume. The control,
 // TestResumePastDeadline, jumps past the deadline: the lock is lost.
 func TestResumeWithTimeLeftRenews(t *testing.T) {
-	const ttl = 8 * time.Second
+	// A TTL long enough that the 5 s left after the jump is plenty for a
+	// keepalive's round trip on a loaded machine (with 2 s left, as with an
+	// 8 s TTL, one under -race took longer), and short enough that the
+	// renewal a monotonic clock would schedule, a third of the TTL after
+	// the lock (6.7 s), still comes after the deadline.
+	const ttl = 20 * time.Second
 	c := newLocker(t, etcdClient(t), etcdlock.WithTTL(ttl))
 	l := mustLock(t, c, "suspended")
 	jump := ttl * 3 / 4
