@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh makes sure the machine has what the test suite starts by itself:
 # PostgreSQL's server binaries (each test package runs a throwaway cluster
-# from them), MariaDB's (the same, for fence/sql), etcd, redis-server (the
-# lessons in examples/ start one) and versitygw (the S3-compatible server the
+# from them), MariaDB's (the same, for fence/sql), etcd, redis-server (fence/redis's
+# tests and the lessons in examples/ start one) and versitygw (the S3-compatible server the
 # S3 tests run).
 # It installs only what is missing, so running it again is cheap.
 set -euo pipefail
@@ -36,8 +36,8 @@ if ! command -v etcd >/dev/null 2>&1; then
 fi
 command -v etcd >/dev/null 2>&1 || { echo "setup: etcd server binary still missing" >&2; exit 1; }
 
-# redis-server from Debian's package: the lessons in examples/ (naivelock,
-# holderdies) start their own server from it; the distribution's service is
+# redis-server from Debian's package: fence/redis's tests and the lessons in
+# examples/ (naivelock, holderdies) start their own server from it; the distribution's service is
 # not needed.
 if ! command -v redis-server >/dev/null 2>&1; then
 	echo "setup: installing redis-server (apt-get)" >&2

@@ -120,3 +120,82 @@ func moduleDeps(t *testing.T) map[string][]string {
 	}
 	return deps
 }
+
+// sdks maps each store's client library (an import path prefix) to the
+// adapters that may link it: a library package links it only if it is one
+// of them or imports one, so that a program links an SDK only by
+// importing its adapter (go list -deps shows it).
+var sdks = map[string][]string{
+	"github.com/redis/go-redis/":            {"fence/redis"},
+	"github.com/aws/aws-sdk-go-v2/service/": {"fence/s3"},
+	"github.com/jackc/pgx/":                 {"fence/postgres"},
+	"github.com/go-sql-driver/mysql":        {"fence/sql"},
+	"go.etcd.io/etcd/client/v3":             {"etcdlock", "fence/etcd"},
+}
+
+// TestSDKsLinkedOnlyByTheirAdapter checks that rule for every library
+// package. The control checks fence/redis against a rule that gives
+// go-redis to no adapter: it must be caught.
+func TestSDKsLinkedOnlyByTheirAdapter(t *testing.T) {
+	all := allDeps(t)
+	mod := moduleDeps(t)
+	offenders := func(pkg string, rules map[string][]string) []string {
+		var bad []string
+		for _, dep := range all[pkg] {
+			for sdk, adapters := range rules {
+				if !strings.HasPrefix(dep, sdk) {
+					continue
+				}
+				ok := slices.Contains(adapters, pkg) || slices.ContainsFunc(adapters, func(a string) bool { return slices.Contains(mod[pkg], a) })
+				if !ok {
+					bad = append(bad, dep)
+				}
+			}
+		}
+		return bad
+	}
+	checked := 0
+	for pkg := range mod {
+		if !isLibrary(pkg) {
+			continue
+		}
+		checked++
+		if bad := offenders(pkg, sdks); len(bad) > 0 {
+			t.Errorf("%s links %v, which only its adapter may link", pkg, bad)
+		}
+	}
+	for _, pkg := range []string{"fence", "fence/redis", "fence/s3", "fence/postgres", "fence/sql", "etcdlock"} {
+		if _, ok := mod[pkg]; !ok || !isLibrary(pkg) {
+			t.Fatalf("%s: not among the library packages checked", pkg)
+		}
+	}
+	if !slices.ContainsFunc(all["fence/redis"], func(d string) bool { return strings.HasPrefix(d, "github.com/redis/go-redis/v9") }) {
+		t.Fatal("fence/redis does not link go-redis: the rule is checked against nothing")
+	}
+	if bad := offenders("fence/redis", map[string][]string{"github.com/redis/go-redis/": nil}); len(bad) == 0 {
+		t.Fatal("control: fence/redis against a rule that gives go-redis to no adapter: not caught")
+	}
+	t.Logf("%d library packages checked", checked)
+}
+
+// allDeps returns, for every package of the module (relative to it), every
+// package it links (full import paths).
+func allDeps(t *testing.T) map[string][]string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		testenv.Unavailable(t, "no go command in PATH: "+err.Error(), "put the go tool on PATH")
+	}
+	out, err := exec.CommandContext(t.Context(), gobin, "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list %s...: %v", module, err)
+	}
+	deps := make(map[string][]string)
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) > 0 {
+			deps[strings.TrimPrefix(fields[0], module)] = fields[1:]
+		}
+	}
+	return deps
+}

@@ -1,0 +1,152 @@
+package redisfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Client is what a Store or a Hash sends its commands through:
+// *redis.Client, *redis.ClusterClient, *redis.Ring and
+// redis.UniversalClient all are one. Every script touches one key, so a
+// cluster routes it to the key's slot.
+type Client interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// lib is the Lua every script starts with: a check of a stored token's
+// format, and the order of two stored tokens. Tokens are compared digit by
+// digit, since Lua's numbers are doubles (exact only up to 2^53) and its
+// string order is the server's locale's.
+const lib = `
+local function valid(t)
+  return #t == 19 and string.find(t, '^%d+$') ~= nil and t ~= '0000000000000000000'
+end
+local function less(a, b)
+  for i = 1, 19 do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+`
+
+// The replies of the scripts: an array whose first element says which.
+const (
+	replyStale     = 0  // refused by a higher floor, which is the second element
+	replyOK        = 1  // done; any further elements are what was read
+	replyChanged   = 2  // an Update's write: the record changed since the read
+	replyMalformed = -1 // a key not in this package's format; the second element says what
+)
+
+// script is a Lua script run with EVALSHA, and with EVAL when the server
+// does not have it (NOSCRIPT: a restart, a failover, SCRIPT FLUSH).
+type script struct {
+	src, sha string
+}
+
+func newScript(body string) *script {
+	s := redis.NewScript(lib + body)
+	return &script{src: lib + body, sha: s.Hash()}
+}
+
+// noRetry is a command go-redis sends once: its retries (MaxRetries,
+// default 3) resend a command whose connection broke after it was written,
+// so a script whose reply was lost would run twice, and the second run of
+// a write that had landed, after a newer token's, would say stale. A
+// command that was never written is still retried.
+type noRetry struct{ *redis.Cmd }
+
+// NoRetry implements redis.Cmder.
+func (noRetry) NoRetry() bool { return !resendForTest.Load() }
+
+// resendForTest lets go-redis resend the scripts, for the control of the
+// test that shows why they are sent once (export_test.go).
+var resendForTest atomic.Bool
+
+// run runs the script on key with args, once, and returns its reply.
+func (s *script) run(ctx context.Context, c Client, key string, args ...any) ([]any, error) {
+	reply, err := s.send(ctx, c, "evalsha", s.sha, key, args)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// Refused before it ran: the server has no such script.
+		reply, err = s.send(ctx, c, "eval", s.src, key, args)
+	}
+	return reply, err
+}
+
+func (s *script) send(ctx context.Context, c Client, cmd, body, key string, args []any) ([]any, error) {
+	a := make([]any, 0, 4+len(args))
+	a = append(a, cmd, body, 1, key)
+	a = append(a, args...)
+	rc := noRetry{redis.NewCmd(ctx, a...)}
+	if err := c.Process(ctx, rc); err != nil {
+		return nil, err
+	}
+	v, err := rc.Slice()
+	if err != nil || len(v) == 0 {
+		return nil, fmt.Errorf("redisfence: script reply %v: %v", v, err)
+	}
+	return v, nil
+}
+
+// status returns a reply's first element.
+func status(reply []any) int64 {
+	n, _ := reply[0].(int64)
+	return n
+}
+
+// str returns a reply's i-th element as a string, and false for a nil
+// (a field that is not there).
+func str(reply []any, i int) (string, bool) {
+	if i >= len(reply) {
+		return "", false
+	}
+	s, ok := reply[i].(string)
+	return s, ok
+}
+
+// staleOf is the refusal of token by the floor in a reply.
+func staleOf(key string, token fence.Token, reply []any) error {
+	f, _ := str(reply, 1)
+	current, ok := parseToken(f)
+	if !ok {
+		return fmt.Errorf("%w: %q: floor %q (refused; nothing changed)", ErrCorrupt, key, f)
+	}
+	return &fence.StaleError{Resource: key, Token: token, Current: current}
+}
+
+// malformed is the error of a reply that found key not in the package's
+// format.
+func malformed(key string, reply []any) error {
+	what, _ := str(reply, 1)
+	return fmt.Errorf("%w: %q: %s (nothing changed)", ErrCorrupt, key, what)
+}
+
+// writeError turns the error of a script that writes into the error to
+// return. A reply of Redis's is a refusal: the scripts check everything
+// before their first write and make one write command, so a script that
+// fails has written nothing (and a key of another type, WRONGTYPE, is
+// [ErrCorrupt]). A dial error sent nothing. Anything else (a broken
+// connection, a timeout, the context ending) may come after the script
+// ran, and is a *[fence.UnknownOutcomeError]. This is the one place that
+// rule is stated.
+func writeError(what, key string, token fence.Token, err error) error {
+	var re redis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &re) && strings.HasPrefix(re.Error(), "WRONGTYPE"):
+		return fmt.Errorf("%w: %q is not a hash: %w (nothing changed)", ErrCorrupt, key, err)
+	case errors.As(err, &re):
+		return fmt.Errorf("redisfence: %s %q: refused by Redis, nothing written: %w", what, key, err)
+	case errors.As(err, &op) && op.Op == "dial":
+		return fmt.Errorf("redisfence: %s %q: not sent: %w", what, key, err)
+	}
+	return &fence.UnknownOutcomeError{Resource: key, Token: token, Err: err}
+}
