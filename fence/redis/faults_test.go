@@ -91,26 +91,26 @@ func (c *faultConn) Read(p []byte) (int, error) {
 // go-redis resend the script: the copy, refused by the newer floor, says
 // stale of a write that landed.
 func TestReplyLostSentOnce(t *testing.T) {
-	run := func(t *testing.T) (err error, version string, k string) {
+	run := func(t *testing.T) (version string, err error) {
 		var f faults
 		c := client(t, f.options)
 		s, other := mustNew(t, c, prefix(t)), (*redisfence.Store)(nil)
 		other = mustNew(t, client(t), s.Prefix())
-		k = "k"
+		k := "k"
 		mustPut(t, s, k, 5, "a") // the scripts are on the server: the armed reply is the write's
 		f.loseNextReply(func() { mustPut(t, other, k, 9, "b") })
 		err = s.Put(t.Context(), k, 7, []byte("c"))
 		wantRecord(t, other, k, 9, "b")
-		return err, field(t, client(t), s.Key(k), "version"), k
+		return field(t, client(t), s.Key(k), "version"), err
 	}
-	err, version, _ := run(t)
+	version, err := run(t)
 	fencewant.Unknown(t, err, 7)
 	if version != "3" {
 		t.Fatalf("version after puts 5, 7 (reply lost) and 9: got %s, want 3: token 7's put ran once", version)
 	}
 	t.Run("control: resent", func(t *testing.T) {
 		defer redisfence.ResendForTest()()
-		err, version, _ := run(t)
+		version, err := run(t)
 		if !errors.Is(err, fence.ErrStale) || version != "3" {
 			t.Fatalf("resent: got %v and version %s, want ErrStale of a put that landed (version 3)", err, version)
 		}

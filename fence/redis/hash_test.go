@@ -44,7 +44,7 @@ func TestHashSet(t *testing.T) {
 func TestHashReadClaims(t *testing.T) {
 	c := client(t)
 	h := mustHash(t, c)
-	lost := func(read func(k string) string) (late, newer error, balance string) {
+	lost := func(read func(k string) string) (balance string, late, newer error) {
 		k := prefix(t) + "acct"
 		if err := h.Set(t.Context(), k, 5, map[string]string{"balance": "100"}); err != nil {
 			t.Fatal(err)
@@ -53,13 +53,13 @@ func TestHashReadClaims(t *testing.T) {
 		late = h.Set(t.Context(), k, 5, map[string]string{"balance": "200"}) // a deposit of 100, late
 		n, _ := strconv.Atoi(read9)
 		newer = h.Set(t.Context(), k, 9, map[string]string{"balance": strconv.Itoa(n - 30)})
-		return late, newer, field(t, c, k, "balance")
+		return field(t, c, k, "balance"), late, newer
 	}
-	late, newer, balance := lost(func(k string) string { return field(t, c, k, "balance") })
+	balance, late, newer := lost(func(k string) string { return field(t, c, k, "balance") })
 	if late != nil || newer != nil || balance != "70" {
 		t.Fatalf("control (plain HGET): got %v, %v, balance %s; want both accepted and the deposit lost (70)", late, newer, balance)
 	}
-	late, newer, balance = lost(func(k string) string {
+	balance, late, newer = lost(func(k string) string {
 		m, err := h.GetForUpdate(t.Context(), k, 9, "balance")
 		if err != nil {
 			t.Fatal(err)
