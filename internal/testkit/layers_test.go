@@ -126,11 +126,13 @@ func moduleDeps(t *testing.T) map[string][]string {
 // of them or imports one, so that a program links an SDK only by
 // importing its adapter (go list -deps shows it).
 var sdks = map[string][]string{
-	"github.com/redis/go-redis/":            {"fence/redis"},
-	"github.com/aws/aws-sdk-go-v2/service/": {"fence/s3"},
-	"github.com/jackc/pgx/":                 {"fence/postgres"},
-	"github.com/go-sql-driver/mysql":        {"fence/sql"},
-	"go.etcd.io/etcd/client/v3":             {"etcdlock", "fence/etcd"},
+	"github.com/redis/go-redis/":                     {"fence/redis"},
+	"github.com/aws/aws-sdk-go-v2/service/s3":        {"fence/s3"},
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb":  {"fence/dynamodb"},
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/": {"fence/dynamodb"},
+	"github.com/jackc/pgx/":                          {"fence/postgres"},
+	"github.com/go-sql-driver/mysql":                 {"fence/sql"},
+	"go.etcd.io/etcd/client/v3":                      {"etcdlock", "fence/etcd"},
 }
 
 // TestSDKsLinkedOnlyByTheirAdapter checks that rule for every library
@@ -164,7 +166,7 @@ func TestSDKsLinkedOnlyByTheirAdapter(t *testing.T) {
 			t.Errorf("%s links %v, which only its adapter may link", pkg, bad)
 		}
 	}
-	for _, pkg := range []string{"fence", "fence/redis", "fence/s3", "fence/postgres", "fence/sql", "etcdlock"} {
+	for _, pkg := range []string{"fence", "fence/redis", "fence/dynamodb", "fence/s3", "fence/postgres", "fence/sql", "etcdlock"} {
 		if _, ok := mod[pkg]; !ok || !isLibrary(pkg) {
 			t.Fatalf("%s: not among the library packages checked", pkg)
 		}

@@ -41,6 +41,8 @@ var goPackages = map[string]string{
 	"propagate":    "fence/propagate",
 	"fencegrpc":    "fence/propagate/fencegrpc",
 	"sqlfence":     "fence/sql",
+	"redisfence":   "fence/redis",
+	"dynamofence":  "fence/dynamodb",
 }
 
 // api is what a package declares: its exported top-level names, and the

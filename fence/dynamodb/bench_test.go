@@ -1,0 +1,108 @@
+package dynamofence_test
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// BenchmarkPut compares, on one server and in one run, a fenced Put (a
+// conditional UpdateItem) with the store's plain put, a PutItem of the same
+// value. They run in turn within each iteration, in alternating order.
+// Goal: fenced/plain ≤ 1.15. The server is the tests' (minidyn, in the
+// test process), so the figures are the SDK's and the emulator's cost, not
+// DynamoDB's.
+func BenchmarkPut(b *testing.B) {
+	value := bytes.Repeat([]byte("x"), 1024)
+	c := client(b)
+	s := mustNew(b, c)
+	kPlain, kFenced := prefix(b)+"plain", prefix(b)+"fenced"
+	plain := func() error {
+		_, err := c.PutItem(b.Context(), &dynamodb.PutItemInput{TableName: aws.String(storeTable), Item: map[string]types.AttributeValue{
+			"key": &types.AttributeValueMemberS{Value: kPlain}, "value": &types.AttributeValueMemberB{Value: value},
+		}})
+		return err
+	}
+	fenced := func() error { return s.Put(b.Context(), kFenced, 7, value) }
+	d := interleave(b, plain, fenced)
+	n := float64(b.N)
+	b.ReportMetric(float64(d[0].Nanoseconds())/n, "plain-ns/op")
+	b.ReportMetric(float64(d[1].Nanoseconds())/n, "fenced-ns/op")
+	b.ReportMetric(float64(d[1])/float64(d[0]), "fenced/plain")
+}
+
+// BenchmarkUpdate compares a fenced read-modify-write (Store.Update, by a
+// holder whose token is the floor already) with the plain one it
+// replaces: a consistent GetItem, then a PutItem conditional on the
+// version read. Goal: update/plain ≤ 1.25.
+func BenchmarkUpdate(b *testing.B) {
+	value := bytes.Repeat([]byte("x"), 1024)
+	modify := func(old []byte) []byte { v := bytes.Clone(old); v[0]++; return v }
+	c := client(b)
+	s := mustNew(b, c)
+	kPlain, kFenced := prefix(b)+"plain", prefix(b)+"fenced"
+	key := map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: kPlain}}
+	if _, err := c.PutItem(b.Context(), &dynamodb.PutItemInput{TableName: aws.String(storeTable), Item: map[string]types.AttributeValue{
+		"key": key["key"], "value": &types.AttributeValueMemberB{Value: value}, "version": num(0),
+	}}); err != nil {
+		b.Fatal(err)
+	}
+	mustPut(b, s, kFenced, 7, string(value))
+	plain := func() error {
+		out, err := c.GetItem(b.Context(), &dynamodb.GetItemInput{TableName: aws.String(storeTable), Key: key, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return err
+		}
+		ver, _ := strconv.Atoi(out.Item["version"].(*types.AttributeValueMemberN).Value)
+		_, err = c.PutItem(b.Context(), &dynamodb.PutItemInput{
+			TableName: aws.String(storeTable),
+			Item: map[string]types.AttributeValue{
+				"key": key["key"], "value": &types.AttributeValueMemberB{Value: modify(out.Item["value"].(*types.AttributeValueMemberB).Value)},
+				"version": num(ver + 1),
+			},
+			ConditionExpression:       aws.String("version = :v"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": num(ver)},
+		})
+		var cf *types.ConditionalCheckFailedException
+		if errors.As(err, &cf) {
+			return errors.New("plain conditional put refused")
+		}
+		return err
+	}
+	update := func() error {
+		return s.Update(b.Context(), kFenced, 7, func(old fence.Record) ([]byte, error) { return modify(old.Value), nil })
+	}
+	d := interleave(b, plain, update)
+	n := float64(b.N)
+	b.ReportMetric(float64(d[0].Nanoseconds())/n, "plain-ns/op")
+	b.ReportMetric(float64(d[1].Nanoseconds())/n, "update-ns/op")
+	b.ReportMetric(float64(d[1])/float64(d[0]), "update/plain")
+}
+
+func num(n int) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.Itoa(n)} }
+
+// interleave runs fns in turn in each of b's iterations, starting each
+// iteration from the next one, and returns the time each took in all.
+func interleave(b *testing.B, fns ...func() error) []time.Duration {
+	total := make([]time.Duration, len(fns))
+	for i := 0; b.Loop(); i++ {
+		for j := range fns {
+			k := (i + j) % len(fns)
+			start := time.Now()
+			err := fns[k]()
+			total[k] += time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return total
+}

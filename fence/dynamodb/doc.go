@@ -1,0 +1,80 @@
+// Package dynamofence makes DynamoDB a fenced resource: a [Store] refuses
+// a write carrying a lower fencing token than the item has accepted, and a
+// [Table] does the same for updates of items of your own tables, alone or
+// several in one transaction ([Transact]). Every write is a conditional
+// UpdateItem (or TransactWriteItems): DynamoDB checks the token and writes
+// atomically, so DynamoDB, not the writer, has the last word.
+//
+// The import path is github.com/fencelock/fencelock/fence/dynamodb; the
+// package is named dynamofence so that it does not read as the SDK's.
+//
+//	ddb := dynamodb.NewFromConfig(cfg) // aws-sdk-go-v2
+//	store, err := dynamofence.New(ddb, "fences")
+//	if err != nil {
+//		return err
+//	}
+//	g, err := fence.NewGuard(lock) // lock is an *etcdlock.Lock
+//	if err != nil {
+//		return err
+//	}
+//	err = g.Put(ctx, store, "scheduler/state", data)
+//	switch {
+//	case errors.Is(err, fence.ErrStale):
+//		// A newer holder wrote first; nothing was written.
+//	case errors.Is(err, fence.ErrUnknownOutcome):
+//		// No answer; read back with store.Get before deciding.
+//	}
+//
+// # Layout
+//
+// A [Store]'s table has a partition key of type S ([WithKeyAttribute],
+// default "key") and no sort key; [CreateStoreTable] creates one. Resource
+// key K is the item whose key is K, with the attributes fence_floor (the
+// highest token accepted or claimed), fence_token and fence_value (the
+// record; both NULL once deleted), and fence_version (a count of the
+// writes, which [Store.Update] compares).
+//
+// A [Table] writes your own table's items: the attributes your update
+// names, and the token attribute you name, a number holding the highest
+// token that has written or claimed the item.
+//
+// # Reading before you write
+//
+// A newer holder that reads with a plain GetItem while an older holder's
+// write is on its way, and writes back what it computed, loses that write
+// with no error anywhere. So read with the token, as the first touch:
+// [Store.GetForUpdate] and [Table.GetForUpdate] raise the floor and return
+// the item as it was in one UpdateItem (ReturnValues ALL_OLD). For a read,
+// a change and its write, [Store.Update] reads that way, calls your
+// function, and writes its result only if the version is still the one
+// read.
+//
+// # Requests that arrive late, twice, or lose their reply
+//
+//   - Late: DynamoDB evaluates the condition when it applies the write, so
+//     a request held up until a newer token has written is refused.
+//   - Twice: the AWS SDK resends a request whose reply was lost (3
+//     attempts by default). A resent conditional write whose first copy
+//     landed is refused by its own floor, or after a newer token's write,
+//     and would say stale of a write that landed. So every request of
+//     this package is sent once, with the SDK's retries off for it, and a
+//     lost reply (no answer, or a 5xx) gives [fence.ErrUnknownOutcome].
+//     The client's retries stay on for everything else.
+//   - A 4xx answer is a refusal and nothing was written ([ErrNoTable] for
+//     a table that does not exist; the SDK's error otherwise).
+//
+// # DynamoDB-compatible servers
+//
+// The tests run against minidyn's HTTP server (a DynamoDB emulator in Go)
+// through the real SDK client. [Store.CheckConditions] checks that a
+// server refuses a write whose condition fails; run it once against
+// anything that is not AWS. Global tables replicate between regions
+// asynchronously, last writer wins: fence within one region.
+//
+// A nil context or client (a typed nil *dynamodb.Client too) gives an
+// error matching [ErrInvalidArgument], never a panic, before any I/O.
+//
+// This package depends on the AWS SDK's DynamoDB client; package fence
+// does not, and a program that does not import this package does not link
+// it.
+package dynamofence

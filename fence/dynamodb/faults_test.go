@@ -1,0 +1,124 @@
+package dynamofence_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fencelock/fencelock/fence"
+	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+)
+
+// faults is an HTTP transport with two faults to arm: a reply that is lost
+// (the request reached the server and was answered; the client sees a
+// broken connection), and a request that is held before it is sent.
+type faults struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	lose func() // armed: called once the reply has arrived, before the loss
+	held chan struct{}
+	hold chan struct{}
+	sent int // requests sent
+}
+
+func (f *faults) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	lose, held, hold := f.lose, f.held, f.hold
+	f.lose, f.held, f.hold = nil, nil, nil
+	f.sent++
+	f.mu.Unlock()
+	if hold != nil {
+		close(held)
+		<-hold
+	}
+	resp, err := f.next.RoundTrip(r)
+	if lose != nil && err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		lose()
+		return nil, io.ErrUnexpectedEOF
+	}
+	return resp, err
+}
+
+func (f *faults) loseNextReply(then func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lose = then
+}
+
+func (f *faults) holdNextRequest() (held, release chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held, f.hold = make(chan struct{}), make(chan struct{})
+	return f.held, f.hold
+}
+
+// faultyClient returns a client whose requests go through f, with the
+// SDK's default retries.
+func faultyClient(t *testing.T, f *faults) *dynamodb.Client {
+	t.Helper()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	f.next = tr
+	return client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: f} })
+}
+
+// A Put whose reply is lost says so (ErrUnknownOutcome) and ran once,
+// though the SDK resends requests (3 attempts by default), even when a
+// newer token's write lands in between. The control lets the SDK resend:
+// the copy, refused by the newer floor, says stale of a write that landed.
+func TestReplyLostSentOnce(t *testing.T) {
+	run := func(t *testing.T) (sent int, err error) {
+		var f faults
+		s := mustNew(t, faultyClient(t, &f))
+		other := newStore(t)
+		k := prefix(t) + "k"
+		mustPut(t, s, k, 5, "a")
+		f.loseNextReply(func() { mustPut(t, other, k, 9, "b") })
+		before := f.sent
+		err = s.Put(t.Context(), k, 7, []byte("c"))
+		wantRecord(t, other, k, 9, "b")
+		return f.sent - before, err
+	}
+	sent, err := run(t)
+	fencewant.Unknown(t, err, 7)
+	if sent != 1 {
+		t.Fatalf("requests sent for the Put: %d, want 1", sent)
+	}
+	t.Run("control: resent", func(t *testing.T) {
+		defer dynamofence.ResendForTest()()
+		sent, err := run(t)
+		if !errors.Is(err, fence.ErrStale) || sent < 2 {
+			t.Fatalf("resent: got %v after %d requests, want ErrStale of a put that landed, after 2 or more", err, sent)
+		}
+	})
+}
+
+// A write held up in the network until a newer token has written is
+// refused when it arrives, and changes nothing; so is a claim.
+func TestLateRequestRefused(t *testing.T) {
+	var f faults
+	s := mustNew(t, faultyClient(t, &f))
+	other := newStore(t)
+	k := prefix(t) + "k"
+	mustPut(t, s, k, 5, "a")
+	late := func(send func() error) error {
+		held, release := f.holdNextRequest()
+		errc := make(chan error, 1)
+		go func() { errc <- send() }()
+		<-held
+		mustPut(t, other, k, 9, "b")
+		close(release)
+		return <-errc
+	}
+	fencewant.Stale(t, late(func() error { return s.Put(t.Context(), k, 7, []byte("late")) }), 7, 9)
+	wantRecord(t, other, k, 9, "b")
+	fencewant.Stale(t, late(func() error { _, err := s.GetForUpdate(t.Context(), k, 8); return err }), 8, 9)
+	wantRecord(t, other, k, 9, "b")
+}

@@ -1,0 +1,83 @@
+package dynamofence_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"go.uber.org/goleak"
+
+	"github.com/fencelock/fencelock/fence"
+	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
+	"github.com/fencelock/fencelock/internal/testkit/dynamotest"
+)
+
+// TestMain starts the DynamoDB-compatible server every test shares.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(dynamotest.Main(m)) }
+
+// storeTable is the table every Store of the tests writes (keys are fresh
+// per test), created once.
+const storeTable = "fencelock_test_store"
+
+var tableOnce sync.Once
+
+// client returns a client of the shared server with the SDK's default
+// retries.
+func client(t testing.TB, opts ...func(*dynamodb.Options)) *dynamodb.Client {
+	t.Helper()
+	c := dynamotest.New(t).Client(t, opts...)
+	var err error
+	tableOnce.Do(func() {
+		err = dynamofence.CreateStoreTable(t.Context(), c, storeTable, dynamofence.DefaultKeyAttribute)
+		if err == nil {
+			err = mustNew(t, c).CheckConditions(t.Context()) // the server must honour conditions, or nothing here means anything
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// prefix returns a key prefix no other test or run uses.
+func prefix(t testing.TB) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "fencelock-test/" + strings.ReplaceAll(t.Name(), "/", "-") + "/" + hex.EncodeToString(b[:]) + "/"
+}
+
+func mustNew(t testing.TB, c dynamofence.Client, opts ...dynamofence.Option) *dynamofence.Store {
+	t.Helper()
+	s, err := dynamofence.New(c, storeTable, opts...)
+	if err != nil {
+		t.Fatalf("New: got %v, want nil", err)
+	}
+	return s
+}
+
+func newStore(t testing.TB, opts ...dynamofence.Option) *dynamofence.Store {
+	t.Helper()
+	return mustNew(t, client(t), opts...)
+}
+
+func mustPut(t testing.TB, s *dynamofence.Store, key string, token fence.Token, value string) {
+	t.Helper()
+	if err := s.Put(t.Context(), key, token, []byte(value)); err != nil {
+		t.Fatalf("Put(%q, %d): got %v, want nil", key, token, err)
+	}
+}
+
+func wantRecord(t testing.TB, s *dynamofence.Store, key string, token fence.Token, value string) {
+	t.Helper()
+	r, err := s.Get(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): got %v, want token %d %q", key, err, token, value)
+	}
+	if r.Token != token || string(r.Value) != value {
+		t.Fatalf("Get(%q): got token %d %q, want token %d %q", key, r.Token, r.Value, token, value)
+	}
+}

@@ -1,0 +1,66 @@
+package dynamofence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// Client is what a Store or a Table sends its requests through: a
+// *dynamodb.Client is one.
+type Client interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// sendOnce turns the SDK's retries off for one call. The SDK resends a
+// request whose reply was lost (a broken connection, a 5xx); a resent
+// conditional write whose first copy landed would be refused by its own
+// floor, or after a newer token's write, and say stale of a write that
+// landed. Sent once, a lost reply is an unknown outcome instead.
+func sendOnce(o *dynamodb.Options) {
+	if !resendForTest.Load() {
+		o.Retryer = aws.NopRetryer{}
+	}
+}
+
+// resendForTest keeps the SDK's retries, for the control of the test that
+// shows why they are off (export_test.go).
+var resendForTest atomic.Bool
+
+// httpStatus returns the HTTP status of an error that carries the
+// server's answer, and 0 for one that does not (no answer came).
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// writeError turns the error of a conditional write into the error to
+// return: [ErrNoTable] for a table that does not exist; DynamoDB's error
+// for any other answer of 4xx (a refusal: validation, throttling, a
+// transaction conflict, access denied), where nothing was written; and a
+// *[fence.UnknownOutcomeError] for everything else: no answer (a broken
+// connection, a timeout, the context ending) or a 5xx, after which
+// DynamoDB may have applied the write. This is the one place that rule is
+// stated. The conditional check's failure is the caller's to read first.
+func writeError(what, key string, token fence.Token, err error) error {
+	var nf *types.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%w: %s %q: %w", ErrNoTable, what, key, err)
+	}
+	if s := httpStatus(err); s >= 400 && s < 500 {
+		return fmt.Errorf("dynamofence: %s %q: refused by DynamoDB, nothing written: %w", what, key, err)
+	}
+	return &fence.UnknownOutcomeError{Resource: key, Token: token, Err: err}
+}

@@ -1,0 +1,159 @@
+package dynamofence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// GetForUpdate returns the record under key, claiming key for token (see
+// [fence.Updater]): unless DynamoDB holds a higher token for key, one
+// UpdateItem raises the floor to token and returns the item as it was
+// (ReturnValues ALL_OLD), so from then on every write with a lower token is
+// refused. The record has token as its Token. A key with no value is
+// claimed too (the item is created with its floor), and the error matches
+// [fence.ErrNotFound]. A higher floor refuses the claim with a
+// *[fence.StaleError] and changes nothing. Errors are those of
+// [Store.Put]: a lost reply gives [fence.ErrUnknownOutcome], since the
+// floor may have been raised.
+func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token) (fence.Record, error) {
+	if err := s.checkWrite(ctx, key, token); err != nil {
+		return fence.Record{}, err
+	}
+	ctx, w := s.tel.Op(opGetForUpdate).Start(ctx, token)
+	if w.Recording() {
+		w.SetResource(key)
+	}
+	c, err := s.claim(ctx, key, token)
+	if errors.Is(err, fence.ErrNotFound) {
+		w.End(nil)
+	} else {
+		w.End(err)
+	}
+	return c.rec, err
+}
+
+type claimed struct {
+	rec     fence.Record
+	version int64
+}
+
+func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claimed, error) {
+	out, err := s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: s.itemKey(key),
+		UpdateExpression:                    aws.String("SET #f = :t"),
+		ConditionExpression:                 aws.String(condFenced),
+		ExpressionAttributeNames:            map[string]string{"#f": attrFloor},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":t": num(int64(token))},
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, sendOnce)
+	if err != nil {
+		return claimed{}, s.result(opGetForUpdate, key, token, err)
+	}
+	version, err := number(key, attrVersion, out.Attributes)
+	if err != nil {
+		return claimed{}, err
+	}
+	rec, err := record(key, out.Attributes)
+	if errors.Is(err, fence.ErrNotFound) {
+		return claimed{version: version}, fmt.Errorf("%w (claimed with token %d)", err, token)
+	}
+	if err != nil {
+		return claimed{}, err
+	}
+	rec.Token = token
+	return claimed{rec: rec, version: version}, nil
+}
+
+// Update is a read-modify-write of key with token (see [fence.Updater]):
+// it claims key and reads its record as [Store.GetForUpdate] does, calls
+// fn with it (the zero Record when key holds no value), and writes fn's
+// result with token in a second UpdateItem whose condition is that the
+// floor is still token and the version is the one read. An older holder's
+// late write is refused by that floor, and one with the same token changes
+// the version. On such a change Update reads again and calls fn again, up
+// to [fence.UpdateAttempts] times in all, then returns an error matching
+// [fence.ErrConflict]. A higher floor, at the read or at the write, gives a
+// *[fence.StaleError]; at the read, fn is not called.
+//
+// fn's error is returned as it is, and a panic in fn is passed on: nothing
+// is written either way, though the claim stays. When a reply is lost, the
+// error matches [fence.ErrUnknownOutcome]: the item holds the record read
+// or fn's, once. Each request is sent once. ctx bounds the whole call.
+func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
+	if err := s.checkWrite(ctx, key, token); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: Update: nil function", fence.ErrInvalidArgument)
+	}
+	ctx, w := s.tel.Op(opUpdate).Start(ctx, token)
+	if w.Recording() {
+		w.SetResource(key)
+	}
+	err := errPanicked
+	defer func() { w.End(err) }()
+	err = s.update(ctx, key, token, fn)
+	return err
+}
+
+var errPanicked = errors.New("dynamofence: the update function panicked")
+
+func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
+	for range fence.UpdateAttempts {
+		c, err := s.claim(ctx, key, token)
+		if err != nil && !errors.Is(err, fence.ErrNotFound) {
+			return err
+		}
+		v, err := fn(c.rec)
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if v == nil {
+			v = []byte{}
+		}
+		cond := "#f = :t AND #ver = :rv"
+		values := map[string]types.AttributeValue{
+			":t": num(int64(token)), ":v": &types.AttributeValueMemberB{Value: v}, ":rv": num(c.version), ":nv": num(c.version + 1),
+		}
+		if c.version == 0 {
+			cond = "#f = :t AND attribute_not_exists(#ver)"
+			delete(values, ":rv")
+		}
+		_, err = s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.table), Key: s.itemKey(key),
+			UpdateExpression:                    aws.String("SET #tok = :t, #v = :v, #ver = :nv"),
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            map[string]string{"#f": attrFloor, "#tok": attrToken, "#v": attrValue, "#ver": attrVersion},
+			ExpressionAttributeValues:           values,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}, sendOnce)
+		var cf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &cf):
+			floor, ferr := number(key, attrFloor, cf.Item)
+			if ferr != nil {
+				return ferr
+			}
+			if fence.Token(floor) > token {
+				return &fence.StaleError{Resource: key, Token: token, Current: fence.Token(floor)}
+			}
+			continue // the record changed (or the emulator returned no item): read again
+		default:
+			return writeError(opUpdate, key, token, err)
+		}
+	}
+	return fmt.Errorf("%w: %q with token %d, after %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
+}
