@@ -130,6 +130,7 @@ var sdks = map[string][]string{
 	"github.com/aws/aws-sdk-go-v2/service/s3":        {"fence/s3"},
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb":  {"fence/dynamodb"},
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/": {"fence/dynamodb"},
+	"cloud.google.com/go/storage":                    {"fence/gcs"},
 	"github.com/jackc/pgx/":                          {"fence/postgres"},
 	"github.com/go-sql-driver/mysql":                 {"fence/sql"},
 	"go.etcd.io/etcd/client/v3":                      {"etcdlock", "fence/etcd"},
@@ -166,7 +167,7 @@ func TestSDKsLinkedOnlyByTheirAdapter(t *testing.T) {
 			t.Errorf("%s links %v, which only its adapter may link", pkg, bad)
 		}
 	}
-	for _, pkg := range []string{"fence", "fence/redis", "fence/dynamodb", "fence/s3", "fence/postgres", "fence/sql", "etcdlock"} {
+	for _, pkg := range []string{"fence", "fence/redis", "fence/dynamodb", "fence/gcs", "fence/s3", "fence/postgres", "fence/sql", "etcdlock"} {
 		if _, ok := mod[pkg]; !ok || !isLibrary(pkg) {
 			t.Fatalf("%s: not among the library packages checked", pkg)
 		}

@@ -43,6 +43,7 @@ var goPackages = map[string]string{
 	"sqlfence":     "fence/sql",
 	"redisfence":   "fence/redis",
 	"dynamofence":  "fence/dynamodb",
+	"gcsfence":     "fence/gcs",
 }
 
 // api is what a package declares: its exported top-level names, and the

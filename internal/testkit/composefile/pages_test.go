@@ -174,6 +174,7 @@ func TestPageCode(t *testing.T) {
 		"docs/groups.md etcdlock/example_group_test.go consume",
 		"docs/redis.md fence/redis/example_test.go withdraw",
 		"docs/dynamodb.md fence/dynamodb/example_test.go transfer",
+		"docs/gcs.md fence/gcs/example_test.go advanceCheckpoint",
 	} {
 		if !seen[want] {
 			t.Errorf("no marked block %q: the page's code is then checked by nothing", want)

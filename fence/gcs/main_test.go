@@ -1,0 +1,84 @@
+package gcsfence_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"cloud.google.com/go/storage"
+
+	"github.com/fencelock/fencelock/fence"
+	gcsfence "github.com/fencelock/fencelock/fence/gcs"
+	"github.com/fencelock/fencelock/internal/testkit/gcstest"
+)
+
+// TestMain starts the fake-gcs-server every test shares.
+func TestMain(m *testing.M) {
+	// opencensus, which the storage library links, starts a worker at init
+	// that never stops.
+	goleak.VerifyTestMain(gcstest.Main(m), goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+}
+
+var probeOnce sync.Once
+
+// client returns a client of the shared server (its requests through wrap,
+// when given) with the library's default retries. The first checks that
+// the server honours ifGenerationMatch.
+func client(t testing.TB, wrap ...func(http.RoundTripper) http.RoundTripper) *storage.Client {
+	t.Helper()
+	var w func(http.RoundTripper) http.RoundTripper
+	if len(wrap) > 0 {
+		w = wrap[0]
+	}
+	c := gcstest.New(t).Client(t, w)
+	var err error
+	probeOnce.Do(func() { err = mustNew(t, c).CheckPreconditions(t.Context()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func prefix(t testing.TB) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "fencelock-test/" + strings.ReplaceAll(t.Name(), "/", "-") + "/" + hex.EncodeToString(b[:]) + "/"
+}
+
+func mustNew(t testing.TB, c *storage.Client, opts ...gcsfence.Option) *gcsfence.Store {
+	t.Helper()
+	s, err := gcsfence.New(c, gcstest.Bucket, opts...)
+	if err != nil {
+		t.Fatalf("New: got %v, want nil", err)
+	}
+	return s
+}
+
+func newStore(t testing.TB, opts ...gcsfence.Option) *gcsfence.Store {
+	t.Helper()
+	return mustNew(t, client(t), opts...)
+}
+
+func mustPut(t testing.TB, s *gcsfence.Store, key string, token fence.Token, value string) {
+	t.Helper()
+	if err := s.Put(t.Context(), key, token, []byte(value)); err != nil {
+		t.Fatalf("Put(%q, %d): got %v, want nil", key, token, err)
+	}
+}
+
+func wantRecord(t testing.TB, s *gcsfence.Store, key string, token fence.Token, value string) {
+	t.Helper()
+	r, err := s.Get(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): got %v, want token %d %q", key, err, token, value)
+	}
+	if r.Token != token || string(r.Value) != value {
+		t.Fatalf("Get(%q): got token %d %q, want token %d %q", key, r.Token, r.Value, token, value)
+	}
+}

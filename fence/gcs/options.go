@@ -1,0 +1,63 @@
+package gcsfence
+
+import (
+	"fmt"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
+)
+
+// Option configures a [Store]. Options are created by the With… functions
+// of this package; the interface is sealed. [New] checks them all and
+// fails, with an error matching [ErrInvalidOption], on the first invalid
+// one.
+type Option interface {
+	apply(*options)
+}
+
+type options struct {
+	prefix      string
+	meters      metric.MeterProvider
+	tracers     trace.TracerProvider
+	nilProvider bool
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithPrefix puts the store's objects under prefix in the bucket: resource
+// key K is the object prefix+K. Default: none.
+func WithPrefix(prefix string) Option { return optionFunc(func(o *options) { o.prefix = prefix }) }
+
+// WithMeterProvider sets the OpenTelemetry meter provider for the metrics
+// of the writes: fencelock.writes and fencelock.write.duration (attributes
+// fencelock.adapter "gcs", fencelock.operation put, delete, get_for_update
+// or update, and fencelock.outcome). Default: the global provider. nil (a
+// typed nil too) makes New fail.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(o *options) { o.meters, o.nilProvider = mp, o.nilProvider || nilcheck.IsNil(mp) })
+}
+
+// WithTracerProvider sets the OpenTelemetry tracer provider for the span
+// of each write (gcs.put, gcs.update, …). Default: the global provider.
+// nil (a typed nil too) makes New fail.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(o *options) { o.tracers, o.nilProvider = tp, o.nilProvider || nilcheck.IsNil(tp) })
+}
+
+func buildOptions(opts []Option) (options, error) {
+	var o options
+	for _, opt := range opts {
+		if nilcheck.IsNil(opt) {
+			return o, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		opt.apply(&o)
+	}
+	if o.nilProvider {
+		return o, fmt.Errorf("%w: nil meter or tracer provider", ErrInvalidOption)
+	}
+	return o, nil
+}
