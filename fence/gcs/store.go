@@ -2,10 +2,12 @@ package gcsfence
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"cloud.google.com/go/storage"
 
@@ -152,6 +154,9 @@ func (s *Store) loop(ctx context.Context, key string, token fence.Token, all boo
 		if ok || err != nil {
 			return err
 		}
+		if err := backoff(ctx, key, attempt+1); err != nil {
+			return err
+		}
 	}
 	return fmt.Errorf("%w: %q with token %d: the object kept changing, %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
 }
@@ -231,7 +236,7 @@ func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fe
 // it back with token, when its token is lower), calls fn, and writes fn's
 // result on the claim's generation.
 func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
-	for range fence.UpdateAttempts {
+	for attempt := range fence.UpdateAttempts {
 		o, err := s.read(ctx, key, true)
 		if err != nil {
 			return err
@@ -246,6 +251,9 @@ func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fe
 				return err
 			}
 			if !ok {
+				if err := backoff(ctx, key, attempt+1); err != nil {
+					return err
+				}
 				continue
 			}
 			gen = g
@@ -265,6 +273,9 @@ func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fe
 		if ok || err != nil {
 			return err
 		}
+		if err := backoff(ctx, key, attempt+1); err != nil {
+			return err
+		}
 	}
 	return fmt.Errorf("%w: %q with token %d: the object kept changing, %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
 }
@@ -279,7 +290,7 @@ var errPanicked = errors.New("gcsfence: the update function panicked")
 // always passes; run it once against a compatible server.
 func (s *Store) CheckPreconditions(ctx context.Context) error {
 	var b [8]byte
-	_, _ = rand.Read(b[:])
+	_, _ = crand.Read(b[:])
 	key := "fencelock-probe/" + hex.EncodeToString(b[:])
 	if _, ok, err := s.writeIf(ctx, opPut, key, 0, 1, false, []byte("probe")); !ok || err != nil {
 		return fmt.Errorf("gcsfence: precondition probe: first write: %v, %w", ok, err)
@@ -316,4 +327,20 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token) e
 		return fmt.Errorf("%w: token %d for %q", fence.ErrInvalidToken, token, key)
 	}
 	return s.checkCall(ctx, key)
+}
+
+// retryDelay is the base of the wait after a write lost a race (412).
+const retryDelay = 5 * time.Millisecond
+
+// backoff waits a random time up to retryDelay·2^(n-1), capped at
+// 64·retryDelay, after the nth lost race, so that writers racing for one
+// object spread out rather than lose together again.
+func backoff(ctx context.Context, key string, n int) error {
+	d := rand.N(retryDelay<<min(n-1, 6)) + 1
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("gcsfence: %q: waiting to retry after a conflict: %w", key, ctx.Err())
+	case <-time.After(d):
+		return nil
+	}
 }
