@@ -59,11 +59,23 @@
 //     was written (MaxRetries, 3 by default). A resent copy of a write
 //     that had landed would be refused after a newer token's write and say
 //     stale of a write that landed; so every script of this package is
-//     sent once (a command go-redis never wrote is still retried), and a
-//     reply that is lost gives an error matching [fence.ErrUnknownOutcome].
+//     sent once, and a reply that is lost gives an error matching
+//     [fence.ErrUnknownOutcome]. A script that was never sent (a dial
+//     error, a pool timeout, a closed client) says so, and wrote nothing.
 //   - Reply lost: a script is applied whole or not at all. Each script
-//     checks everything before it writes, so a script that fails (an error
-//     reply: OOM, READONLY, a key of another type) wrote nothing.
+//     checks everything before its one write command, so a script Redis
+//     refuses (OOM, READONLY, NOPERM, BUSY, a key of another type) wrote
+//     nothing. An error reply Redis does not give (a proxy's own, after it
+//     forwarded the script) leaves the outcome unknown.
+//
+// go-redis waits for a reply as long as its ReadTimeout (3 s by default),
+// whatever the context says, unless the client has ContextTimeoutEnabled:
+// set it for the context to bound the calls of this package.
+//
+// A *redis.Ring is refused: it moves a key to another shard when its
+// shard misses its heartbeats or a shard is added, where the key has no
+// floor. A redis.Pipeliner is refused too (it only queues). Use a
+// *redis.Client, a *redis.ClusterClient, or a *redis.Conn.
 //
 // # What a failover can do
 //
@@ -73,8 +85,9 @@
 // primary refused can land on the new one. No script can prevent it; the
 // fence is as durable as the primary's last acknowledged write.
 //
-// WAIT numreplicas timeout, sent after a write on the same connection,
-// returns how many replicas have acknowledged it. It narrows the window
+// WAIT numreplicas timeout, sent after a write on the same connection (a
+// Store or Hash made on rdb.Conn(), then conn.Wait), returns how many
+// replicas have acknowledged it. It narrows the window
 // (a failover to a replica that has the write keeps the floor) but does
 // not close it: WAIT does not make the write transactional across
 // replicas, a write WAIT timed out on is still applied on the primary, and

@@ -47,6 +47,9 @@ func NewHash(c Client, tokenField string, opts ...Option) (*Hash, error) {
 	if nilcheck.IsNil(c) {
 		return nil, fmt.Errorf("%w: NewHash: nil client (%T)", ErrInvalidArgument, c)
 	}
+	if err := checkClient(c); err != nil {
+		return nil, err
+	}
 	if tokenField == "" {
 		return nil, fmt.Errorf("%w: NewHash: empty token field", ErrInvalidArgument)
 	}
@@ -61,8 +64,14 @@ func NewHash(c Client, tokenField string, opts ...Option) (*Hash, error) {
 	return &Hash{c: c, field: tokenField, tel: r}, nil
 }
 
-// TokenField returns the name of the field that holds each hash's token.
-func (h *Hash) TokenField() string { return h.field }
+// TokenField returns the name of the field that holds each hash's token
+// ("" for a nil Hash).
+func (h *Hash) TokenField() string {
+	if h == nil {
+		return ""
+	}
+	return h.field
+}
 
 // hashSetScript is Set's: KEYS[1] the hash, ARGV[1] the token field,
 // ARGV[2] the token, then field, value pairs.

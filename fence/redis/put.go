@@ -8,18 +8,20 @@ import (
 
 // putScript is Put's and Delete's: KEYS[1] the hash, ARGV[1] the token,
 // ARGV[2] "put" or "delete", ARGV[3] the value. It checks everything
-// before its first write; a put makes one write command.
+// before its one write command. A delete empties the token and the value
+// (a tombstone) rather than removing them, in the same one HSET. A hash
+// with no floor (written by something else) is fenced by its token.
 var putScript = newScript(`
-local f, n = unpack(redis.call('HMGET', KEYS[1], 'floor', 'version'))
+local f, n, t = unpack(redis.call('HMGET', KEYS[1], 'floor', 'version', 'token'))
+if not f and t and t ~= '' then f = t end
 if f then
   if not valid(f) then return {-1, 'floor ' .. f} end
   if less(ARGV[1], f) then return {0, f} end
 end
+if not num(n) then return {-1, 'version not a number'} end
 n = tonumber(n or '0')
-if n == nil then return {-1, 'version not a number'} end
 if ARGV[2] == 'delete' then
-  redis.call('HDEL', KEYS[1], 'token', 'value')
-  redis.call('HSET', KEYS[1], 'floor', ARGV[1], 'version', n + 1)
+  redis.call('HSET', KEYS[1], 'floor', ARGV[1], 'token', '', 'value', '', 'version', n + 1)
 else
   redis.call('HSET', KEYS[1], 'floor', ARGV[1], 'token', ARGV[1], 'value', ARGV[3], 'version', n + 1)
 end
@@ -51,8 +53,8 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 }
 
 // Delete removes the record under key, fenced like [Store.Put]: unless
-// Redis holds a higher token for key, it deletes the value and raises the
-// floor to token, in one script. The floor stays in the hash: [Store.Get]
+// Redis holds a higher token for key, it empties the record (a tombstone)
+// and raises the floor to token, in one script and one HSET. The floor stays in the hash: [Store.Get]
 // then reports [fence.ErrNotFound], a later Put with a lower token is
 // refused with [fence.ErrStale], and one with a token at least as high
 // writes the key again. Results, errors and the role of ctx are those of

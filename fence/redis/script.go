@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -28,6 +29,9 @@ type Client interface {
 const lib = `
 local function valid(t)
   return #t == 19 and string.find(t, '^%d+$') ~= nil and t ~= '0000000000000000000'
+end
+local function num(v)
+  return v == false or v == nil or string.find(v, '^%d+$') ~= nil
 end
 local function less(a, b)
   for i = 1, 19 do
@@ -129,23 +133,36 @@ func malformed(key string, reply []any) error {
 	return fmt.Errorf("%w: %q: %s (nothing changed)", ErrCorrupt, key, what)
 }
 
+// refusals are the prefixes of the error replies Redis gives a script
+// before it runs or at its first write, when nothing has been written:
+// the script is missing (NOSCRIPT), the server is busy, loading, a replica
+// or out of memory, the user lacks a permission, the key is elsewhere in a
+// cluster, the server refuses writes. Any other error reply (a proxy's own
+// error, sent after it forwarded the script) leaves the outcome unknown.
+var refusals = []string{
+	"NOSCRIPT", "BUSY", "LOADING", "READONLY", "OOM", "NOPERM", "NOAUTH", "WRONGPASS",
+	"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "NOREPLICAS", "MISCONF",
+	"EXECABORT", "ERR unknown command",
+}
+
 // writeError turns the error of a script that writes into the error to
-// return. A reply of Redis's is a refusal: the scripts check everything
-// before their first write and make one write command, so a script that
-// fails has written nothing (and a key of another type, WRONGTYPE, is
-// [ErrCorrupt]). A dial error sent nothing. Anything else (a broken
-// connection, a timeout, the context ending) may come after the script
-// ran, and is a *[fence.UnknownOutcomeError]. This is the one place that
-// rule is stated.
+// return. The scripts check everything before their one write command, so
+// an error reply Redis gives before or at that write ([refusals]) wrote
+// nothing, and a key of another type (WRONGTYPE, where a server puts it)
+// is [ErrCorrupt]. A command that was never sent (a dial error, a pool
+// timeout, a closed client) wrote nothing. Anything else (a broken
+// connection, a timeout, the context ending, an error reply Redis does not
+// give) may come after the script ran, and is a
+// *[fence.UnknownOutcomeError]. This is the one place that rule is stated.
 func writeError(what, key string, token fence.Token, err error) error {
 	var re redis.Error
 	var op *net.OpError
 	switch {
-	case errors.As(err, &re) && strings.HasPrefix(re.Error(), "WRONGTYPE"):
+	case errors.As(err, &re) && strings.Contains(re.Error(), "WRONGTYPE"):
 		return fmt.Errorf("%w: %q is not a hash: %w (nothing changed)", ErrCorrupt, key, err)
-	case errors.As(err, &re):
+	case errors.As(err, &re) && slices.ContainsFunc(refusals, func(p string) bool { return strings.HasPrefix(re.Error(), p) }):
 		return fmt.Errorf("redisfence: %s %q: refused by Redis, nothing written: %w", what, key, err)
-	case errors.As(err, &op) && op.Op == "dial":
+	case errors.As(err, &op) && op.Op == "dial", errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
 		return fmt.Errorf("redisfence: %s %q: not sent: %w", what, key, err)
 	}
 	return &fence.UnknownOutcomeError{Resource: key, Token: token, Err: err}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -67,6 +68,9 @@ func New(c Client, prefix string, opts ...Option) (*Store, error) {
 	if nilcheck.IsNil(c) {
 		return nil, fmt.Errorf("%w: New: nil client (%T)", ErrInvalidArgument, c)
 	}
+	if err := checkClient(c); err != nil {
+		return nil, err
+	}
 	if prefix == "" {
 		return nil, fmt.Errorf("%w: New: empty prefix", ErrInvalidArgument)
 	}
@@ -81,11 +85,50 @@ func New(c Client, prefix string, opts ...Option) (*Store, error) {
 	return &Store{c: c, prefix: prefix, tel: r}, nil
 }
 
-// Prefix returns the prefix of the store's keys.
-func (s *Store) Prefix() string { return s.prefix }
+// checkClient refuses the clients through which a fence cannot hold: a
+// *redis.Ring, which moves a key to another shard when its shard misses
+// its heartbeats or a shard is added, where the key has no floor and a
+// stale token's write lands; and a redis.Pipeliner, whose Process only
+// queues a command for a later Exec.
+func checkClient(c Client) error {
+	switch c := c.(type) {
+	case *redis.Ring:
+		return fmt.Errorf("%w: a *redis.Ring moves keys between shards, away from their floors; use a *redis.Client or *redis.ClusterClient", ErrInvalidArgument)
+	case redis.Pipeliner:
+		return fmt.Errorf("%w: a redis.Pipeliner only queues commands; give the client itself", ErrInvalidArgument)
+	case *redis.Client:
+		if !built(func() bool { return c.Options() != nil }) {
+			return fmt.Errorf("%w: a zero *redis.Client; create one with redis.NewClient", ErrInvalidArgument)
+		}
+	case *redis.ClusterClient:
+		if !built(func() bool { return c.Options() != nil }) {
+			return fmt.Errorf("%w: a zero *redis.ClusterClient; create one with redis.NewClusterClient", ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// built reports whether a client's options can be read: a zero client
+// (&redis.Client{}, not made by go-redis) panics on it, and on every call.
+func built(options func() bool) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return options()
+}
+
+// Prefix returns the prefix of the store's keys ("" for a nil Store).
+func (s *Store) Prefix() string {
+	if s == nil {
+		return ""
+	}
+	return s.prefix
+}
 
 // Key returns the Redis key of the hash holding resource key.
-func (s *Store) Key(key string) string { return s.prefix + key }
+func (s *Store) Key(key string) string { return s.Prefix() + key }
 
 // Get returns the record under key: its value and the token of the write
 // that stored it. It returns an error matching [fence.ErrNotFound] if key
@@ -101,7 +144,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	cmd := redis.NewSliceCmd(ctx, "hmget", s.Key(key), fieldToken, fieldValue)
 	if err := s.c.Process(ctx, cmd); err != nil {
 		var re redis.Error
-		if errors.As(err, &re) && redis.HasErrorPrefix(err, "WRONGTYPE") {
+		if errors.As(err, &re) && strings.Contains(re.Error(), "WRONGTYPE") {
 			return fence.Record{}, fmt.Errorf("%w: %q is not a hash: %w", ErrCorrupt, key, err)
 		}
 		return fence.Record{}, fmt.Errorf("redisfence: get %q: %w", key, err)
@@ -113,7 +156,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 // record reads the record from reply's elements at tok and val.
 func record(key string, reply []any, tok, val int) (fence.Record, error) {
 	v, ok := str(reply, val)
-	if !ok {
+	if t, _ := str(reply, tok); !ok || t == "" { // none, or a tombstone
 		return fence.Record{}, fmt.Errorf("%w: %q", fence.ErrNotFound, key)
 	}
 	t, _ := str(reply, tok)

@@ -13,10 +13,13 @@ import (
 // higher, and returns {1, token, value, version} as the hash held them.
 var claimScript = newScript(`
 local f, t, v, n = unpack(redis.call('HMGET', KEYS[1], 'floor', 'token', 'value', 'version'))
+if not f and t and t ~= '' then f = t end
 if f then
   if not valid(f) then return {-1, 'floor ' .. f} end
   if less(ARGV[1], f) then return {0, f} end
 end
+if t and t ~= '' and not valid(t) then return {-1, 'token ' .. t} end
+if not num(n) then return {-1, 'version not a number'} end
 if f ~= ARGV[1] then redis.call('HSET', KEYS[1], 'floor', ARGV[1]) end
 return {1, t, v, n or '0'}
 `)
@@ -30,8 +33,8 @@ if not f then return {2} end
 if not valid(f) then return {-1, 'floor ' .. f} end
 if less(ARGV[1], f) then return {0, f} end
 if f ~= ARGV[1] or (n or '0') ~= ARGV[2] then return {2} end
+if not num(n) then return {-1, 'version not a number'} end
 n = tonumber(n or '0')
-if n == nil then return {-1, 'version not a number'} end
 redis.call('HSET', KEYS[1], 'token', ARGV[1], 'value', ARGV[3], 'version', n + 1)
 return {1}
 `)
