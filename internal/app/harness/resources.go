@@ -19,10 +19,11 @@ import (
 )
 
 // resources is what a worker writes to: for every key a PostgreSQL row, a
-// PostgreSQL transaction's register, an S3 object, an etcd key and a
-// SQLite row. Fenced, each write goes through the fence/postgres, fence/s3,
-// fence/etcd and fence/sql adapters; in the control, through plain
-// statements, PutObject and Put that check nothing.
+// PostgreSQL transaction's register, an S3 object, an etcd key, a SQLite
+// row and a Redis hash. Fenced, each write goes through the fence/postgres,
+// fence/s3, fence/etcd, fence/sql and fence/redis adapters; in the
+// control, through plain statements, PutObject, Put and HSET that check
+// nothing.
 type resources struct {
 	fenced    bool
 	pool      *pgxpool.Pool
@@ -33,6 +34,7 @@ type resources struct {
 	closeIdle func()
 	etcd      etcdResource
 	sql       sqlResource
+	redis     redisResource
 	bank      *bankStores // a bank run's (KindBank) only
 	// hold is where a nemesis pause or kill lands for S3 writes: just
 	// before the PUT goes out, after the fenced store has read the object's
@@ -89,6 +91,10 @@ func openResources(ctx context.Context, cfg workerConfig, cli *clientv3.Client, 
 		r.close()
 		return nil, err
 	}
+	if r.redis, err = openRedisResource(cfg.Redis); err != nil {
+		r.close()
+		return nil, err
+	}
 	if cfg.Kind == KindBank {
 		if r.bank, err = newBankStores(r, cli); err != nil {
 			r.close()
@@ -104,6 +110,7 @@ func (r *resources) close() {
 	if r.sql.db != nil {
 		_ = r.sql.db.Close()
 	}
+	r.redis.close()
 }
 
 // write writes val with token tok to key's resource of the given kind.
@@ -121,6 +128,9 @@ func (r *resources) write(ctx context.Context, kind check.ResKind, key string, t
 	case check.ResSQL:
 		r.hold()
 		return r.sql.write(ctx, r.fenced, key, tok, val)
+	case check.ResRedis:
+		r.hold()
+		return r.redis.write(ctx, r.fenced, key, tok, val)
 	}
 	return fmt.Errorf("harness: unknown resource kind %q", kind)
 }
@@ -183,6 +193,8 @@ func (r *resources) read(ctx context.Context, kind check.ResKind, key string) (s
 		return r.etcd.read(ctx, key)
 	case check.ResSQL:
 		return r.sql.read(ctx, key)
+	case check.ResRedis:
+		return r.redis.read(ctx, key)
 	}
 	return "", fmt.Errorf("harness: unknown resource kind %q", kind)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/app/harness/check"
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/redistest"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
@@ -59,6 +60,7 @@ type runner struct {
 	keys  []string
 	dir   string
 	etcd  *embedetcd.Cluster
+	redis *redistest.Server
 	pool  *pgxpool.Pool
 	fleet *fleet
 	wl    workload
@@ -88,6 +90,13 @@ func (r *runner) setUp(ctx context.Context) error {
 	if r.etcd, err = embedetcd.Start(ctx, r.dir, 3); err != nil {
 		return err
 	}
+	// The run's redis-server keeps an append-only file of every write it
+	// applies (fsynced before the reply, never rewritten): the history
+	// readRedis checks.
+	if r.redis, err = redistest.StartIn(ctx, r.redisDir(), "--appendonly", "yes", "--appendfsync", "always",
+		"--auto-aof-rewrite-percentage", "0"); err != nil {
+		return fmt.Errorf("harness: starting redis-server: %w", err)
+	}
 	if r.pool, err = pgxpool.New(ctx, r.srv.PostgresDSN); err != nil {
 		return err
 	}
@@ -110,9 +119,11 @@ func (r *runner) setUp(ctx context.Context) error {
 
 func (r *runner) sqlitePath() string { return filepath.Join(r.dir, "harness.db") }
 
+func (r *runner) redisDir() string { return filepath.Join(r.dir, "redis") }
+
 func (r *runner) workerConfig() workerConfig {
 	return workerConfig{
-		DSN: r.srv.PostgresDSN, S3: r.srv.S3, SQLite: r.sqlitePath(), Keys: r.keys, Fenced: r.cfg.Fenced, Election: r.cfg.Election, Kind: r.cfg.Kind, TTL: r.cfg.TTL,
+		DSN: r.srv.PostgresDSN, S3: r.srv.S3, SQLite: r.sqlitePath(), Redis: r.redis.Addr(), Keys: r.keys, Fenced: r.cfg.Fenced, Election: r.cfg.Election, Kind: r.cfg.Kind, TTL: r.cfg.TTL,
 		LockTimeout: r.cfg.LockTimeout, WritesPerLock: r.cfg.WritesPerLock, Seed: r.cfg.Seed,
 	}
 }
@@ -192,6 +203,9 @@ func (r *runner) readStorage(ctx context.Context) (*check.Storage, error) {
 	if err := readSQL(ctx, st, r.sqlitePath()); err != nil {
 		return nil, err
 	}
+	if err := readRedis(st, r.redisDir(), r.keys); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -216,6 +230,9 @@ func (r *runner) close() {
 	}
 	if r.etcd != nil {
 		r.etcd.Close()
+	}
+	if r.redis != nil {
+		_ = r.redis.Close()
 	}
 	if r.dir != "" {
 		_ = os.RemoveAll(r.dir)

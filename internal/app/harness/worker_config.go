@@ -21,6 +21,7 @@ type workerConfig struct {
 	DSN           string
 	S3            s3test.Config // Bucket is versioned
 	SQLite        string        // the run's SQLite database file, which every worker opens
+	Redis         string        // the run's redis-server, host:port
 	Keys          []string
 	Fenced        bool
 	Election      bool

@@ -85,6 +85,7 @@ type Server struct {
 	addr string
 	proc *childproc.Proc // nil for a server named by FENCELOCK_REDIS_ADDR
 	dir  string
+	keep bool // StartIn's: the directory is the caller's
 }
 
 // Start returns a server: the one named by FENCELOCK_REDIS_ADDR when set,
@@ -111,15 +112,47 @@ func Start(ctx context.Context) (*Server, error) {
 	}
 }
 
-// start runs redis-server once on a port that was free a moment ago.
+// StartIn starts a redis-server whose working directory is dir (created
+// if missing, and left in place by Close), with args added to its command
+// line ("--appendonly", "yes"). ctx bounds the start.
+func StartIn(ctx context.Context, dir string, args ...string) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrUnavailable, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	for i := 1; ; i++ {
+		s, err := startIn(ctx, bin, dir, args...)
+		if err == nil {
+			s.keep = true
+		}
+		if err == nil || i == attempts || ctx.Err() != nil {
+			return s, err
+		}
+	}
+}
+
+// start runs redis-server once on a port that was free a moment ago, in a
+// new directory under testenv.DataDir.
 func start(ctx context.Context, bin string, extra ...string) (*Server, error) {
 	dir, err := testenv.MkdirTemp("redistest")
 	if err != nil {
 		return nil, err
 	}
-	ports, err := childproc.FreePorts(1)
+	s, err := startIn(ctx, bin, dir, extra...)
 	if err != nil {
 		os.RemoveAll(dir)
+	}
+	return s, err
+}
+
+// startIn runs redis-server once in dir on a port that was free a moment
+// ago.
+func startIn(ctx context.Context, bin, dir string, extra ...string) (*Server, error) {
+	ports, err := childproc.FreePorts(1)
+	if err != nil {
 		return nil, err
 	}
 	args := []string{"--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1",
@@ -127,7 +160,6 @@ func start(ctx context.Context, bin string, extra ...string) (*Server, error) {
 	cmd := exec.Command(bin, append(args, extra...)...)
 	p, err := childproc.Start(cmd, nil)
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), proc: p, dir: dir}
@@ -140,10 +172,9 @@ func start(ctx context.Context, bin string, extra ...string) (*Server, error) {
 		}
 		select {
 		case <-p.Exited(): // the port was taken, most likely
-			os.RemoveAll(dir)
 			return nil, fmt.Errorf("redistest: redis-server exited: %v: %s", p.Err(), p.Output())
 		case <-ctx.Done():
-			s.Close()
+			p.Kill()
 			return nil, fmt.Errorf("redistest: redis-server not answering: %w: %s", ctx.Err(), p.Output())
 		case <-time.After(10 * time.Millisecond): // poll: the server says nothing when it is ready that we could wait on
 		}
@@ -155,6 +186,10 @@ func (s *Server) ping(ctx context.Context) error {
 	defer c.Close()
 	return c.Ping(ctx).Err()
 }
+
+// Dir returns the server's working directory ("" for one named by
+// FENCELOCK_REDIS_ADDR).
+func (s *Server) Dir() string { return s.dir }
 
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return s.addr }
@@ -191,7 +226,9 @@ func NewClient(addr string) *redis.Client { return redis.NewClient(Options(addr)
 func (s *Server) Close() error {
 	if s.proc != nil {
 		s.proc.Kill()
-		os.RemoveAll(s.dir)
+		if !s.keep {
+			os.RemoveAll(s.dir)
+		}
 	}
 	return nil
 }

@@ -48,11 +48,13 @@ const (
 	// ResSQL is a row of a SQLite database file shared by the workers:
 	// sqlfence.Table.Upsert.
 	ResSQL ResKind = "sql"
+	// ResRedis is a hash of the run's redis-server: redisfence.Store.Put.
+	ResRedis ResKind = "redis"
 )
 
 // ResKinds lists the register's resource kinds, in report order (the
 // bank's are [BankKinds]).
-var ResKinds = []ResKind{ResRow, ResTx, ResS3, ResEtcd, ResSQL}
+var ResKinds = []ResKind{ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResRedis}
 
 // Event is one JSON line of a worker's log. Times are Unix nanoseconds of
 // the wall clock, which all processes of a run share.

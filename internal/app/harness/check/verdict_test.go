@@ -30,9 +30,10 @@ func TestVerdictControlPerKind(t *testing.T) {
 		control *Report
 		want    string // a substring of the one reason; none when ""
 	}{
-		{"every kind caught", control(ResRow, ResTx, ResS3, ResEtcd, ResSQL), ""},
-		{"sql missed", control(ResRow, ResTx, ResS3, ResEtcd), "no stale write caught on [sql]"},
-		{"etcd and sql missed", control(ResRow, ResTx, ResS3), "no stale write caught on [etcd sql]"},
+		{"every kind caught", control(ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResRedis), ""},
+		{"redis missed", control(ResRow, ResTx, ResS3, ResEtcd, ResSQL), "no stale write caught on [redis]"},
+		{"sql missed", control(ResRow, ResTx, ResS3, ResEtcd, ResRedis), "no stale write caught on [sql]"},
+		{"etcd and sql missed", control(ResRow, ResTx, ResS3, ResRedis), "no stale write caught on [etcd sql]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
