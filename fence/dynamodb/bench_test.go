@@ -5,13 +5,13 @@ import (
 	"errors"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/benchkit"
 )
 
 // BenchmarkPut compares, on one server and in one run, a fenced Put (a
@@ -44,7 +44,7 @@ func BenchmarkPut(b *testing.B) {
 		return err
 	}
 	fenced := func() error { return s.Put(b.Context(), kFenced, 7, value) }
-	d := interleave(b, plain, fenced, set)
+	d := benchkit.Interleave(b, plain, fenced, set)
 	n := float64(b.N)
 	b.ReportMetric(float64(d[0].Nanoseconds())/n, "plain-ns/op")
 	b.ReportMetric(float64(d[1].Nanoseconds())/n, "fenced-ns/op")
@@ -93,7 +93,7 @@ func BenchmarkUpdate(b *testing.B) {
 	update := func() error {
 		return s.Update(b.Context(), kFenced, 7, func(old fence.Record) ([]byte, error) { return modify(old.Value), nil })
 	}
-	d := interleave(b, plain, update)
+	d := benchkit.Interleave(b, plain, update)
 	n := float64(b.N)
 	b.ReportMetric(float64(d[0].Nanoseconds())/n, "plain-ns/op")
 	b.ReportMetric(float64(d[1].Nanoseconds())/n, "update-ns/op")
@@ -101,21 +101,3 @@ func BenchmarkUpdate(b *testing.B) {
 }
 
 func num(n int) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.Itoa(n)} }
-
-// interleave runs fns in turn in each of b's iterations, starting each
-// iteration from the next one, and returns the time each took in all.
-func interleave(b *testing.B, fns ...func() error) []time.Duration {
-	total := make([]time.Duration, len(fns))
-	for i := 0; b.Loop(); i++ {
-		for j := range fns {
-			k := (i + j) % len(fns)
-			start := time.Now()
-			err := fns[k]()
-			total[k] += time.Since(start)
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	return total
-}

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/benchkit"
 )
 
 // BenchmarkPut compares, on one server and in one run, a fenced Put with
@@ -91,7 +92,7 @@ func BenchmarkUpdate(b *testing.B) {
 	update := func() error {
 		return s.Update(b.Context(), "update", 7, func(old fence.Record) ([]byte, error) { return modify(old.Value), nil })
 	}
-	d := interleave(b, plain, getPut, update)
+	d := benchkit.Interleave(b, plain, getPut, update)
 	n := float64(b.N)
 	b.ReportMetric(float64(d[0].Nanoseconds())/n, "plain-ns/op")
 	b.ReportMetric(float64(d[1].Nanoseconds())/n, "getput-ns/op")
@@ -116,22 +117,4 @@ func plainReadModifyWrite(b *testing.B, cli *clientv3.Client, k string, modify f
 		return errors.New("plain conditional put refused")
 	}
 	return err
-}
-
-// interleave runs fns in turn in each of b's iterations, starting each
-// iteration from the next one, and returns the time each took in all.
-func interleave(b *testing.B, fns ...func() error) []time.Duration {
-	total := make([]time.Duration, len(fns))
-	for i := 0; b.Loop(); i++ {
-		for j := range fns {
-			k := (i + j) % len(fns)
-			start := time.Now()
-			err := fns[k]()
-			total[k] += time.Since(start)
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	return total
 }

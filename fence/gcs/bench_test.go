@@ -3,12 +3,12 @@ package gcsfence_test
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"cloud.google.com/go/storage"
 
 	"github.com/fencelock/fencelock/fence"
 	gcsfence "github.com/fencelock/fencelock/fence/gcs"
+	"github.com/fencelock/fencelock/internal/testkit/benchkit"
 	"github.com/fencelock/fencelock/internal/testkit/gcstest"
 )
 
@@ -33,7 +33,7 @@ func BenchmarkPut(b *testing.B) {
 		return err
 	}
 	fenced := func() error { return s.Put(b.Context(), "k", 7, value) }
-	d := interleave(b, plain, fenced)
+	d := benchkit.Interleave(b, plain, fenced)
 	n := float64(b.N)
 	b.ReportMetric(float64(d[0].Nanoseconds())/n, "plain-ns/op")
 	b.ReportMetric(float64(d[1].Nanoseconds())/n, "fenced-ns/op")
@@ -77,27 +77,9 @@ func BenchmarkUpdate(b *testing.B) {
 	update := func() error {
 		return s.Update(b.Context(), "k", 7, func(old fence.Record) ([]byte, error) { v := bytes.Clone(old.Value); v[0]++; return v, nil })
 	}
-	d := interleave(b, plain, update)
+	d := benchkit.Interleave(b, plain, update)
 	n := float64(b.N)
 	b.ReportMetric(float64(d[0].Nanoseconds())/n, "plain-ns/op")
 	b.ReportMetric(float64(d[1].Nanoseconds())/n, "update-ns/op")
 	b.ReportMetric(float64(d[1])/float64(d[0]), "update/plain")
-}
-
-// interleave runs fns in turn in each of b's iterations, starting each
-// iteration from the next one, and returns the time each took in all.
-func interleave(b *testing.B, fns ...func() error) []time.Duration {
-	total := make([]time.Duration, len(fns))
-	for i := 0; b.Loop(); i++ {
-		for j := range fns {
-			k := (i + j) % len(fns)
-			start := time.Now()
-			err := fns[k]()
-			total[k] += time.Since(start)
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	return total
 }

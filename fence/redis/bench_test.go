@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/benchkit"
 )
 
 // BenchmarkPut compares, on one server and in one run, a fenced Put (one
@@ -29,7 +29,7 @@ func BenchmarkPut(b *testing.B) {
 			kPlain := prefix(b) + "plain"
 			plain := func() error { return c.HSet(b.Context(), kPlain, "value", value).Err() }
 			fenced := func() error { return s.Put(b.Context(), "k", 7, value) }
-			d := interleave(b, plain, fenced)
+			d := benchkit.Interleave(b, plain, fenced)
 			n := float64(b.N)
 			b.ReportMetric(float64(d[0].Nanoseconds())/n, "plain-ns/op")
 			b.ReportMetric(float64(d[1].Nanoseconds())/n, "fenced-ns/op")
@@ -76,27 +76,9 @@ func BenchmarkUpdate(b *testing.B) {
 	update := func() error {
 		return s.Update(b.Context(), "update", 7, func(old fence.Record) ([]byte, error) { return modify(old.Value), nil })
 	}
-	d := interleave(b, plain, update)
+	d := benchkit.Interleave(b, plain, update)
 	n := float64(b.N)
 	b.ReportMetric(float64(d[0].Nanoseconds())/n, "plain-ns/op")
 	b.ReportMetric(float64(d[1].Nanoseconds())/n, "update-ns/op")
 	b.ReportMetric(float64(d[1])/float64(d[0]), "update/plain")
-}
-
-// interleave runs fns in turn in each of b's iterations, starting each
-// iteration from the next one, and returns the time each took in all.
-func interleave(b *testing.B, fns ...func() error) []time.Duration {
-	total := make([]time.Duration, len(fns))
-	for i := 0; b.Loop(); i++ {
-		for j := range fns {
-			k := (i + j) % len(fns)
-			start := time.Now()
-			err := fns[k]()
-			total[k] += time.Since(start)
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	return total
 }
