@@ -2,32 +2,21 @@ package etcdfence
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/tokentext"
 )
 
 // TokenDigits is the width of a token as this package stores it: decimal,
 // zero-padded to the 19 digits of the largest int64, so that etcd's
 // byte-wise comparison of two stored tokens orders them as numbers.
-const TokenDigits = 19
+const TokenDigits = tokentext.Width
 
 // padToken returns tok as stored: [TokenDigits] decimal digits.
-func padToken(tok fence.Token) string { return fmt.Sprintf("%0*d", TokenDigits, int64(tok)) }
+func padToken(tok fence.Token) string { return tokentext.Pad(tok) }
 
 // parseToken reads a stored token.
-func parseToken(s string) (fence.Token, bool) {
-	if len(s) != TokenDigits {
-		return 0, false
-	}
-	for _, c := range []byte(s) {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return fence.Token(n), err == nil && n > 0
-}
+func parseToken(s string) (fence.Token, bool) { return tokentext.Parse(s) }
 
 // encodeRecord returns the data key's value: the token, then the value.
 func encodeRecord(tok fence.Token, value []byte) string {
