@@ -31,12 +31,19 @@
 // default "key") and no sort key; [CreateStoreTable] creates one. Resource
 // key K is the item whose key is K, with the attributes fence_floor (the
 // highest token accepted or claimed), fence_token and fence_value (the
-// record; both NULL once deleted), and fence_version (a count of the
-// writes, which [Store.Update] compares).
+// record; both NULL once deleted), fence_version (a count of the writes,
+// which [Store.Update] compares) and fence_write (the id of the Update
+// write that stored the record). Tokens are strings of 19 digits, which
+// DynamoDB compares byte by byte: exact on every server (minidyn compares
+// numbers as float64, equal above 2^53).
 //
 // A [Table] writes your own table's items: the attributes your update
-// names, and the token attribute you name, a number holding the highest
-// token that has written or claimed the item.
+// names, and the token attribute you name, holding as 19 digits the
+// highest token that has written or claimed the item. A Table's update is
+// applied as DynamoDB applies it: one delivered twice by something
+// between you and DynamoDB (a proxy that resends) lands twice if the token
+// allows both, so prefer updates that are the same applied twice (SET
+// over ADD), or a Store's Update, which tells its own second copy apart.
 //
 // # Reading before you write
 //

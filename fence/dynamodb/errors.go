@@ -26,8 +26,9 @@ var ErrInvalidOption = errfamily.New("dynamofence: invalid option", ErrInvalidAr
 var ErrNoTable = errfamily.New("dynamofence: no such table", ErrInvalidArgument)
 
 // ErrCorrupt means an item holds what this package did not write: a token
-// or floor attribute that is not a number, a value that is not binary. The
-// call changed nothing.
+// or floor attribute that is not a token, a value that is not binary. A
+// Put or Delete changed nothing; a GetForUpdate or Update may have raised
+// the floor (its claim) before it read the record.
 var ErrCorrupt = errors.New("dynamofence: item not in the format this package writes")
 
 // ErrConditionsUnsupported means the server applied a write whose

@@ -71,8 +71,11 @@ func buildOptions(opts []Option) (options, error) {
 	if o.nilProvider {
 		return o, fmt.Errorf("%w: nil meter or tracer provider", ErrInvalidOption)
 	}
-	if o.keyAttr == "" {
+	switch o.keyAttr {
+	case "":
 		return o, fmt.Errorf("%w: WithKeyAttribute: empty name", ErrInvalidOption)
+	case attrFloor, attrToken, attrValue, attrVersion, attrWrite:
+		return o, fmt.Errorf("%w: WithKeyAttribute(%q): the name of an attribute the Store writes", ErrInvalidOption, o.keyAttr)
 	}
 	return o, nil
 }

@@ -51,7 +51,7 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 			"#f": attrFloor, "#tok": attrToken, "#v": attrValue, "#ver": attrVersion,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":t": num(int64(token)), ":v": &types.AttributeValueMemberB{Value: value}, ":zero": num(0), ":one": num(1),
+			":t": tok(token), ":v": &types.AttributeValueMemberB{Value: value}, ":zero": num(0), ":one": num(1),
 		},
 	})
 }
@@ -74,7 +74,7 @@ func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error
 		UpdateExpression:         aws.String("SET #f = :t, #tok = :null, #v = :null, #ver = if_not_exists(#ver, :zero) + :one"),
 		ExpressionAttributeNames: map[string]string{"#f": attrFloor, "#tok": attrToken, "#v": attrValue, "#ver": attrVersion},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":t": num(int64(token)), ":zero": num(0), ":one": num(1), ":null": &types.AttributeValueMemberNULL{Value: true},
+			":t": tok(token), ":zero": num(0), ":one": num(1), ":null": &types.AttributeValueMemberNULL{Value: true},
 		},
 	})
 }
@@ -109,10 +109,10 @@ func (s *Store) result(what, key string, token fence.Token, err error) error {
 
 // stale is the refusal of token by the item's floor (item: as DynamoDB
 // returned it with the refusal, or nil).
-func stale(key string, token fence.Token, item map[string]types.AttributeValue) error {
-	floor, err := number(key, attrFloor, item)
+func stale(key string, tk fence.Token, item map[string]types.AttributeValue) error {
+	floor, err := tokenAttr(key, attrFloor, item)
 	if err != nil {
 		return err
 	}
-	return &fence.StaleError{Resource: key, Token: token, Current: fence.Token(floor)}
+	return &fence.StaleError{Resource: key, Token: tk, Current: floor}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/nilcheck"
 	"github.com/fencelock/fencelock/internal/tel"
+	"github.com/fencelock/fencelock/internal/tokentext"
 )
 
 // The attributes of a Store's item, besides its key.
@@ -22,6 +23,7 @@ const (
 	attrToken   = "fence_token"   // the token of the write that stored the value
 	attrValue   = "fence_value"   // the record's value (B)
 	attrVersion = "fence_version" // a count of the writes, which Update compares
+	attrWrite   = "fence_write"   // the id of the Update write that stored the record
 )
 
 // The operations telemetry names.
@@ -85,8 +87,8 @@ func New(c Client, table string, opts ...Option) (*Store, error) {
 // partition key of type S named keyAttr), unless it exists, and waits
 // until it is active. c must be a *dynamodb.Client.
 func CreateStoreTable(ctx context.Context, c *dynamodb.Client, table, keyAttr string) error {
-	if c == nil || table == "" || keyAttr == "" {
-		return fmt.Errorf("%w: CreateStoreTable: nil client or empty name", ErrInvalidArgument)
+	if c == nil || ctx == nil || table == "" || keyAttr == "" {
+		return fmt.Errorf("%w: CreateStoreTable: nil client or context, or empty name", ErrInvalidArgument)
 	}
 	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
@@ -129,8 +131,13 @@ func waitUsable(ctx context.Context, c *dynamodb.Client, table, keyAttr string) 
 	}
 }
 
-// Table returns the store's table.
-func (s *Store) Table() string { return s.table }
+// Table returns the store's table ("" for a nil Store).
+func (s *Store) Table() string {
+	if s == nil {
+		return ""
+	}
+	return s.table
+}
 
 func (s *Store) itemKey(key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{s.key: &types.AttributeValueMemberS{Value: key}}
@@ -171,18 +178,18 @@ func record(key string, item map[string]types.AttributeValue) (fence.Record, err
 	if !ok {
 		return fence.Record{}, fmt.Errorf("%w: %q: %s is a %T, not binary", ErrCorrupt, key, attrValue, v)
 	}
-	tok, err := number(key, attrToken, item)
+	tk, err := tokenAttr(key, attrToken, item)
 	if err != nil {
 		return fence.Record{}, err
 	}
-	if tok <= 0 {
+	if tk <= 0 {
 		return fence.Record{}, fmt.Errorf("%w: %q: no %s", ErrCorrupt, key, attrToken)
 	}
 	value := b.Value
 	if value == nil {
 		value = []byte{}
 	}
-	return fence.Record{Token: fence.Token(tok), Value: value}, nil
+	return fence.Record{Token: tk, Value: value}, nil
 }
 
 // number reads a numeric attribute of item: 0 when it is not there.
@@ -226,4 +233,29 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token) e
 
 func num(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// tok is a token as stored: a string of 19 digits (tokentext), which
+// DynamoDB compares byte by byte, exactly. A number would do on DynamoDB,
+// whose numbers are exact to 38 digits, but not on every compatible
+// server: minidyn compares numbers as float64, equal above 2^53.
+func tok(t fence.Token) types.AttributeValue {
+	return &types.AttributeValueMemberS{Value: tokentext.Pad(t)}
+}
+
+// tokenAttr reads a token attribute of item: 0 when it is not there.
+func tokenAttr(key, name string, item map[string]types.AttributeValue) (fence.Token, error) {
+	v, ok := item[name]
+	if !ok {
+		return 0, nil
+	}
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q: %s is a %T, not a token", ErrCorrupt, key, name, v)
+	}
+	t, ok := tokentext.Parse(s.Value)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q: %s %q, not a token", ErrCorrupt, key, name, s.Value)
+	}
+	return t, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -16,10 +17,12 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/nilcheck"
 	"github.com/fencelock/fencelock/internal/tel"
+	"github.com/fencelock/fencelock/internal/tokentext"
 )
 
-// Table fences updates of items of your own table: each item keeps, in a
-// number attribute you name (the token attribute), the highest token that
+// Table fences updates of items of your own table: each item keeps, in an
+// attribute you name (the token attribute, a string of 19 digits), the
+// highest token that
 // has written or claimed it, and every write is a conditional UpdateItem
 // (or a TransactWriteItems) whose condition is that attribute, so DynamoDB
 // refuses a stale token atomically. The other attributes, the key schema
@@ -60,12 +63,22 @@ func NewTable(c Client, table, tokenAttr string, opts ...Option) (*Table, error)
 	return &Table{c: c, name: table, attr: tokenAttr, tel: r}, nil
 }
 
-// Name returns the table's name.
-func (t *Table) Name() string { return t.name }
+// Name returns the table's name ("" for a nil Table).
+func (t *Table) Name() string {
+	if t == nil {
+		return ""
+	}
+	return t.name
+}
 
 // TokenAttribute returns the name of the attribute that holds each item's
-// token.
-func (t *Table) TokenAttribute() string { return t.attr }
+// token ("" for a nil Table).
+func (t *Table) TokenAttribute() string {
+	if t == nil {
+		return ""
+	}
+	return t.attr
+}
 
 // Update applies update to the item key (all of the table's key
 // attributes) with token, and sets the item's token attribute to token,
@@ -220,13 +233,14 @@ func txResult(writes []TxWrite, res []string, err error) error {
 // updateInput builds the fenced UpdateItem of key: update, and the token
 // attribute set to token, if it holds no higher one.
 func (t *Table) updateInput(key map[string]types.AttributeValue, token fence.Token, update expression.UpdateBuilder) (*dynamodb.UpdateItemInput, error) {
-	if names := updateNames(update); slices.Contains(names, t.attr) {
+	if topLevel(update)[t.attr] {
 		return nil, fmt.Errorf("%w: the update names the token attribute %q", ErrInvalidArgument, t.attr)
 	}
-	tokenName := expression.Name(t.attr)
-	cond := expression.Or(expression.AttributeNotExists(tokenName), tokenName.LessThanEqual(expression.Value(int64(token))))
+	tokenName := expression.NameNoDotSplit(t.attr) // a name with a dot is one attribute
+	value := expression.Value(tokentext.Pad(token))
+	cond := expression.Or(expression.AttributeNotExists(tokenName), tokenName.LessThanEqual(value))
 	expr, err := expression.NewBuilder().
-		WithUpdate(update.Set(tokenName, expression.Value(int64(token)))).
+		WithUpdate(update.Set(tokenName, value)).
 		WithCondition(cond).
 		Build()
 	if err != nil {
@@ -239,15 +253,30 @@ func (t *Table) updateInput(key map[string]types.AttributeValue, token fence.Tok
 	}, nil
 }
 
-// updateNames returns the attribute names update refers to (none for an
-// empty update).
-func updateNames(update expression.UpdateBuilder) []string {
+// topLevel returns the top-level attributes update writes: the first
+// element of each document path it names ("profile" of profile.fence), so
+// that an update of a map's field named like the token attribute is not
+// taken for one of the token attribute. (None for an empty update.)
+func topLevel(update expression.UpdateBuilder) map[string]bool {
 	expr, err := expression.NewBuilder().WithUpdate(update).Build()
 	if err != nil {
 		return nil // empty, or invalid: Build reports it with the token's Set
 	}
-	return slices.Collect(maps.Values(expr.Names()))
+	names, top := expr.Names(), map[string]bool{}
+	// A path in the built expression is #alias, then .#alias or [n] for
+	// each further element; an alias that follows a dot is no top level.
+	for _, m := range pathRe.FindAllStringSubmatchIndex(*expr.Update(), -1) {
+		alias := (*expr.Update())[m[2]:m[3]]
+		if m[0] > 0 && (*expr.Update())[m[0]-1] == '.' {
+			continue
+		}
+		top[names[alias]] = true
+	}
+	return top
 }
+
+// pathRe matches an alias of an expression's names.
+var pathRe = regexp.MustCompile(`(#[0-9A-Za-z_]+)`)
 
 // result is the error of a Table's UpdateItem.
 func (t *Table) result(what, res string, token fence.Token, err error) error {
@@ -263,11 +292,11 @@ func (t *Table) result(what, res string, token fence.Token, err error) error {
 
 // stale is the refusal of token by an item's token attribute.
 func (t *Table) stale(res string, token fence.Token, item map[string]types.AttributeValue) error {
-	current, err := number(res, t.attr, item)
+	current, err := tokenAttr(res, t.attr, item)
 	if err != nil {
 		return err
 	}
-	return &fence.StaleError{Resource: res, Token: token, Current: fence.Token(current)}
+	return &fence.StaleError{Resource: res, Token: token, Current: current}
 }
 
 // check validates a call before any I/O, and returns the resource name of
@@ -286,6 +315,11 @@ func (t *Table) check(ctx context.Context, key map[string]types.AttributeValue, 
 	if _, ok := key[t.attr]; ok {
 		return "", fmt.Errorf("%w: the key names the token attribute %q", fence.ErrInvalidKey, t.attr)
 	}
+	for k, v := range key {
+		if nilcheck.IsNil(v) {
+			return "", fmt.Errorf("%w: key attribute %q is nil", fence.ErrInvalidKey, k)
+		}
+	}
 	parts := []string{t.name}
 	for _, k := range slices.Sorted(maps.Keys(key)) {
 		parts = append(parts, k+"="+attrString(key[k]))
@@ -297,11 +331,17 @@ func (t *Table) check(ctx context.Context, key map[string]types.AttributeValue, 
 func attrString(v types.AttributeValue) string {
 	switch v := v.(type) {
 	case *types.AttributeValueMemberS:
-		return v.Value
+		if v != nil {
+			return v.Value
+		}
 	case *types.AttributeValueMemberN:
-		return v.Value
+		if v != nil {
+			return v.Value
+		}
 	case *types.AttributeValueMemberB:
-		return fmt.Sprintf("%x", v.Value)
+		if v != nil {
+			return fmt.Sprintf("%x", v.Value)
+		}
 	}
 	return fmt.Sprintf("%T", v)
 }

@@ -67,7 +67,7 @@ func balance(t testing.TB, c *dynamodb.Client, key map[string]types.AttributeVal
 		t.Fatal(err)
 	}
 	b, _ := out.Item["balance"].(*types.AttributeValueMemberN)
-	f, _ := out.Item["fence"].(*types.AttributeValueMemberN)
+	f, _ := out.Item["fence"].(*types.AttributeValueMemberS) // 19 digits
 	var bal, tok int
 	if b != nil {
 		bal, _ = strconv.Atoi(b.Value)

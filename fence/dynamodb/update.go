@@ -2,6 +2,8 @@ package dynamofence
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -50,7 +52,7 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claim
 		UpdateExpression:                    aws.String("SET #f = :t"),
 		ConditionExpression:                 aws.String(condFenced),
 		ExpressionAttributeNames:            map[string]string{"#f": attrFloor},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":t": num(int64(token))},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":t": tok(token)},
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, sendOnce)
@@ -122,9 +124,14 @@ func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fe
 		if v == nil {
 			v = []byte{}
 		}
+		// The write carries an id of its own: a copy of it delivered
+		// twice (a proxy that resends) finds the version moved by the
+		// first, and its refusal must not send fn round again.
+		id := writeID()
 		cond := "#f = :t AND #ver = :rv"
 		values := map[string]types.AttributeValue{
-			":t": num(int64(token)), ":v": &types.AttributeValueMemberB{Value: v}, ":rv": num(c.version), ":nv": num(c.version + 1),
+			":t": tok(token), ":v": &types.AttributeValueMemberB{Value: v}, ":rv": num(c.version), ":nv": num(c.version + 1),
+			":w": &types.AttributeValueMemberS{Value: id},
 		}
 		if c.version == 0 {
 			cond = "#f = :t AND attribute_not_exists(#ver)"
@@ -132,9 +139,9 @@ func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fe
 		}
 		_, err = s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(s.table), Key: s.itemKey(key),
-			UpdateExpression:                    aws.String("SET #tok = :t, #v = :v, #ver = :nv"),
+			UpdateExpression:                    aws.String("SET #tok = :t, #v = :v, #ver = :nv, #w = :w"),
 			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeNames:            map[string]string{"#f": attrFloor, "#tok": attrToken, "#v": attrValue, "#ver": attrVersion},
+			ExpressionAttributeNames:            map[string]string{"#f": attrFloor, "#tok": attrToken, "#v": attrValue, "#ver": attrVersion, "#w": attrWrite},
 			ExpressionAttributeValues:           values,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}, sendOnce)
@@ -143,17 +150,27 @@ func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fe
 		case err == nil:
 			return nil
 		case errors.As(err, &cf):
-			floor, ferr := number(key, attrFloor, cf.Item)
+			if w, ok := cf.Item[attrWrite].(*types.AttributeValueMemberS); ok && w.Value == id {
+				return nil // this write landed: the refusal is of a second copy of it
+			}
+			floor, ferr := tokenAttr(key, attrFloor, cf.Item)
 			if ferr != nil {
 				return ferr
 			}
-			if fence.Token(floor) > token {
-				return &fence.StaleError{Resource: key, Token: token, Current: fence.Token(floor)}
+			if floor > token {
+				return &fence.StaleError{Resource: key, Token: token, Current: floor}
 			}
-			continue // the record changed (or the emulator returned no item): read again
+			continue // the record changed (or the server returned no item): read again
 		default:
 			return writeError(opUpdate, key, token, err)
 		}
 	}
 	return fmt.Errorf("%w: %q with token %d, after %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
+}
+
+// writeID returns a fresh id for a write.
+func writeID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
