@@ -20,8 +20,9 @@
 //
 // Resource key K is the object prefix+K ([WithPrefix]). Its bytes begin
 // with a header of [HeaderSize] bytes: the magic "fencegcs", a flags byte
-// (a record follows, or none: deleted, or claimed before any value), and
-// the token, 8 bytes big-endian; the value follows. The token is in the
+// (a record follows, or none: deleted, or claimed before any value), the
+// token, 8 bytes big-endian, and a random id of the write; the value
+// follows. The token is in the
 // bytes, so the generation precondition covers it (a metadata update
 // changes the metageneration, not the generation, and cannot move it).
 // The metadata key fencelock-token repeats it for people; nothing trusts

@@ -8,24 +8,31 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2/apierror"
 	"google.golang.org/api/googleapi"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/fencelock/fencelock/fence"
 )
 
 // HeaderSize is the size of the header every object of a Store begins
 // with: the magic "fencegcs", a flags byte (0: a record follows; 1: no
-// record, a floor only), and the token, 8 bytes big-endian. The token is
+// record, a floor only), the token, 8 bytes big-endian, and the id of the
+// write, 8 random bytes (so that a write can tell its own landing from
+// another's). The token is
 // in the bytes, so the generation precondition covers it: a metadata
 // update (which changes the metageneration, not the generation) cannot
 // move it.
-const HeaderSize = 17
+const HeaderSize = 25
 
 const (
 	magic     = "fencegcs"
@@ -39,16 +46,18 @@ type object struct {
 	gen   int64
 	token fence.Token
 	none  bool // a floor only: deleted, or claimed before any value
+	id    uint64
 	value []byte
 }
 
-func encode(token fence.Token, none bool, value []byte) []byte {
+func encode(token fence.Token, none bool, id uint64, value []byte) []byte {
 	b := make([]byte, HeaderSize, HeaderSize+len(value))
 	copy(b, magic)
 	if none {
 		b[8] = flagNone
 	}
-	binary.BigEndian.PutUint64(b[9:], uint64(token))
+	binary.BigEndian.PutUint64(b[9:17], uint64(token))
+	binary.BigEndian.PutUint64(b[17:25], id)
 	return append(b, value...)
 }
 
@@ -56,11 +65,11 @@ func decode(key string, gen int64, b []byte, header bool) (object, error) {
 	if len(b) < HeaderSize || string(b[:8]) != magic || b[8] > flagNone {
 		return object{}, fmt.Errorf("%w: %q: no fencelock header", ErrCorrupt, key)
 	}
-	tok := fence.Token(binary.BigEndian.Uint64(b[9:HeaderSize]))
+	tok := fence.Token(binary.BigEndian.Uint64(b[9:17]))
 	if tok <= 0 {
 		return object{}, fmt.Errorf("%w: %q: token %d", ErrCorrupt, key, tok)
 	}
-	o := object{gen: gen, token: tok, none: b[8] == flagNone}
+	o := object{gen: gen, token: tok, none: b[8] == flagNone, id: binary.BigEndian.Uint64(b[17:25])}
 	if !header {
 		o.value = bytes.Clone(b[HeaderSize:])
 	}
@@ -81,8 +90,11 @@ func (s *Store) read(ctx context.Context, key string, all bool) (object, error) 
 		return object{}, nil
 	}
 	if err != nil {
-		if errors.Is(err, storage.ErrBucketNotExist) {
+		switch {
+		case errors.Is(err, storage.ErrBucketNotExist):
 			return object{}, fmt.Errorf("%w: %s: %w", ErrNoBucket, s.name, err)
+		case status(err) == http.StatusRequestedRangeNotSatisfiable: // an empty object: no header
+			return object{}, fmt.Errorf("%w: %q: no fencelock header (an empty object)", ErrCorrupt, key)
 		}
 		return object{}, fmt.Errorf("gcsfence: reading %q: %w", key, err)
 	}
@@ -105,6 +117,13 @@ func (s *Store) read(ctx context.Context, key string, all bool) (object, error) 
 // (0: if there is none). It reports false, with no error, when the
 // precondition failed: the object changed since it was read.
 func (s *Store) writeIf(ctx context.Context, what, key string, gen int64, token fence.Token, none bool, value []byte) (int64, bool, error) {
+	gen, ok, _, err := s.writeIfID(ctx, what, key, gen, token, none, value)
+	return gen, ok, err
+}
+
+// writeIfID is writeIf, and returns the id the write carried.
+func (s *Store) writeIfID(ctx context.Context, what, key string, gen int64, token fence.Token, none bool, value []byte) (int64, bool, uint64, error) {
+	id := rand.Uint64()
 	cond := storage.Conditions{GenerationMatch: gen}
 	if gen == 0 {
 		cond = storage.Conditions{DoesNotExist: true}
@@ -123,7 +142,7 @@ func (s *Store) writeIf(ctx context.Context, what, key string, gen int64, token 
 	}
 	w.ContentType = "application/octet-stream"
 	w.Metadata = map[string]string{"fencelock-token": strconv.FormatInt(int64(token), 10)}
-	b := encode(token, none, value)
+	b := encode(token, none, id, value)
 	// The server checks the object's CRC32C against this one, and
 	// refuses a write whose bytes came short (a request cut off mid-body).
 	w.CRC32C, w.SendCRC32C = crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)), true
@@ -131,30 +150,61 @@ func (s *Store) writeIf(ctx context.Context, what, key string, gen int64, token 
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
+	var op *net.OpError
 	switch code := status(err); {
 	case err == nil:
 		gen := w.Attrs().Generation
-		s.cache.put(key, object{gen: gen, token: token, none: none})
-		return gen, true, nil
+		s.cache.put(key, object{gen: gen, token: token, none: none, id: id})
+		return gen, true, id, nil
 	case code == http.StatusPreconditionFailed:
 		s.cache.drop(key)
-		return 0, false, nil
+		return 0, false, id, nil
 	case code == http.StatusNotFound:
-		return 0, false, fmt.Errorf("%w: %s: %w", ErrNoBucket, s.name, err)
+		return 0, false, id, fmt.Errorf("%w: %s: %w", ErrNoBucket, s.name, err)
 	case code >= 400 && code < 500:
-		return 0, false, fmt.Errorf("gcsfence: %s %q: refused, nothing written: %w", what, key, err)
+		return 0, false, id, fmt.Errorf("gcsfence: %s %q: refused, nothing written: %w", what, key, err)
+	case errors.As(err, &op) && op.Op == "dial":
+		return 0, false, id, fmt.Errorf("gcsfence: %s %q: not sent: %w", what, key, err)
 	}
 	s.cache.drop(key)
-	return 0, false, &fence.UnknownOutcomeError{Resource: key, Token: token, Err: err}
+	return 0, false, id, &fence.UnknownOutcomeError{Resource: key, Token: token, Err: err}
 }
 
-// status returns the HTTP status of an error of the server's, 0 for none.
+// status returns the HTTP status of an error of the server's, 0 for none:
+// a JSON API error's code, or the HTTP status a gRPC client's code stands
+// for (storage.NewGRPCClient reports gRPC statuses).
 func status(err error) int {
 	var ge *googleapi.Error
 	if errors.As(err, &ge) {
 		return ge.Code
 	}
+	var ae *apierror.APIError
+	if errors.As(err, &ae) && ae.HTTPCode() > 0 {
+		return ae.HTTPCode()
+	}
+	if s, ok := grpcstatus.FromError(err); ok {
+		if code, ok := grpcHTTP[s.Code()]; ok {
+			return code
+		}
+	} else if ae != nil && ae.GRPCStatus() != nil {
+		if code, ok := grpcHTTP[ae.GRPCStatus().Code()]; ok {
+			return code
+		}
+	}
 	return 0
+}
+
+// grpcHTTP maps the gRPC codes of Cloud Storage's answers to the HTTP
+// statuses the JSON API gives for them.
+var grpcHTTP = map[codes.Code]int{
+	codes.FailedPrecondition: http.StatusPreconditionFailed,
+	codes.NotFound:           http.StatusNotFound,
+	codes.PermissionDenied:   http.StatusForbidden,
+	codes.Unauthenticated:    http.StatusUnauthorized,
+	codes.InvalidArgument:    http.StatusBadRequest,
+	codes.OutOfRange:         http.StatusRequestedRangeNotSatisfiable,
+	codes.ResourceExhausted:  http.StatusTooManyRequests,
+	codes.AlreadyExists:      http.StatusConflict,
 }
 
 // resendForTest keeps the library's retries, for the control of the test

@@ -67,7 +67,12 @@ func New(c *storage.Client, bucket string, opts ...Option) (*Store, error) {
 }
 
 // Object returns the name of the object holding resource key.
-func (s *Store) Object(key string) string { return s.prefix + key }
+func (s *Store) Object(key string) string {
+	if s == nil {
+		return key
+	}
+	return s.prefix + key
+}
 
 // Get returns the record under key, read whole: an error matching
 // [fence.ErrNotFound] when there is none (never written, deleted, or only
@@ -213,8 +218,11 @@ var errClaimed = errors.New("gcsfence: claimed already")
 // lands only if nothing was written in between (a late older write, or a
 // writer with the same token); on a change it reads and calls fn again, up
 // to [fence.UpdateAttempts] times, then returns an error matching
-// [fence.ErrConflict]. fn's error is returned as it is, and nothing is
-// written; a panic is passed on. Other errors are those of Put.
+// [fence.ErrConflict]. fn's error is returned as it is, and fn's value is
+// not written, though the claim stays (the object rewritten with token);
+// a panic is passed on. Other errors are those of Put. A copy of the final
+// write delivered twice is told apart by the id in the header: Update
+// does not call fn again for it.
 func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
 	if err := s.checkWrite(ctx, key, token); err != nil {
 		return err
@@ -269,9 +277,14 @@ func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fe
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		_, ok, err := s.writeIf(ctx, opUpdate, key, gen, token, false, v)
+		_, ok, id, err := s.writeIfID(ctx, opUpdate, key, gen, token, false, v)
 		if ok || err != nil {
 			return err
+		}
+		// Refused: by another write, or by this one's first copy if it
+		// was delivered twice (its id is then in the object).
+		if o, err := s.read(ctx, key, false); err == nil && o.id == id {
+			return nil
 		}
 		if err := backoff(ctx, key, attempt+1); err != nil {
 			return err
@@ -289,6 +302,9 @@ var errPanicked = errors.New("gcsfence: the update function panicked")
 // [ErrPreconditionsUnsupported] if that landed. Google's Cloud Storage
 // always passes; run it once against a compatible server.
 func (s *Store) CheckPreconditions(ctx context.Context) error {
+	if err := s.checkCall(ctx, "fencelock-probe"); err != nil {
+		return err
+	}
 	var b [8]byte
 	_, _ = crand.Read(b[:])
 	key := "fencelock-probe/" + hex.EncodeToString(b[:])
