@@ -7,7 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
@@ -101,10 +103,12 @@ func TestReplyLostSentOnce(t *testing.T) {
 }
 
 // A write held up in the network until a newer token has written is
-// refused when it arrives, and changes nothing; so is a claim.
+// refused when it arrives, and changes nothing; so is a claim. The control
+// sends a plain PutItem the same way: it lands over the newer write.
 func TestLateRequestRefused(t *testing.T) {
 	var f faults
-	s := mustNew(t, faultyClient(t, &f))
+	fc := faultyClient(t, &f)
+	s := mustNew(t, fc)
 	other := newStore(t)
 	k := prefix(t) + "k"
 	mustPut(t, s, k, 5, "a")
@@ -121,4 +125,20 @@ func TestLateRequestRefused(t *testing.T) {
 	wantRecord(t, other, k, 9, "b")
 	fencewant.Stale(t, late(func() error { _, err := s.GetForUpdate(t.Context(), k, 8); return err }), 8, 9)
 	wantRecord(t, other, k, 9, "b")
+
+	// The control: the same late write as a plain PutItem of the record
+	// the Store would write, with no condition, lands over token 9's.
+	err := late(func() error {
+		_, err := fc.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(storeTable), Item: map[string]types.AttributeValue{
+			"key": &types.AttributeValueMemberS{Value: k}, "fence_token": &types.AttributeValueMemberS{Value: "0000000000000000007"},
+			"fence_value": &types.AttributeValueMemberB{Value: []byte("late")},
+		}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := other.Get(t.Context(), k); err != nil || string(r.Value) != "late" {
+		t.Fatalf("control: a plain PutItem held up the same way: got %q, %v; want the late write landed", r.Value, err)
+	}
 }

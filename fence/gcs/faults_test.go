@@ -11,6 +11,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	gcsfence "github.com/fencelock/fencelock/fence/gcs"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/gcstest"
 )
 
 // faults is an HTTP transport with two faults to arm on the next upload: a
@@ -98,11 +99,13 @@ func TestReplyLostSentOnce(t *testing.T) {
 
 // A write held up in the network until a newer token has written is
 // refused when it arrives (its generation is gone), then read again and
-// refused for its token; nothing of it lands.
+// refused for its token; nothing of it lands. The control sends a plain
+// upload of the same bytes the same way: it lands over the newer write.
 func TestLateRequestRefused(t *testing.T) {
 	var f faults
 	p := prefix(t)
-	s := mustNew(t, client(t, f.wrap), gcsfence.WithPrefix(p))
+	fc := client(t, f.wrap)
+	s := mustNew(t, fc, gcsfence.WithPrefix(p))
 	other := newStore(t, gcsfence.WithPrefix(p))
 	mustPut(t, s, "k", 5, "a")
 	held, release := f.holdNextRequest()
@@ -113,4 +116,35 @@ func TestLateRequestRefused(t *testing.T) {
 	close(release)
 	fencewant.Stale(t, <-errc, 7, 9)
 	wantRecord(t, other, "k", 9, "b")
+
+	// The control: the same late write as a plain upload of the object a
+	// Store would write (taken from a Store's own write of token 7 under
+	// another name), with no precondition, lands over token 9's.
+	mustPut(t, s, "template", 7, "late")
+	r, err := fc.Bucket(gcstest.Bucket).Object(p + "template").NewReader(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(r)
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, release = f.holdNextRequest()
+	go func() {
+		w := fc.Bucket(gcstest.Bucket).Object(p + "k").NewWriter(t.Context())
+		w.ChunkSize = 0
+		_, err := w.Write(body)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		errc <- err
+	}()
+	<-held
+	mustPut(t, other, "k", 10, "c")
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	wantRecord(t, other, "k", 7, "late")
 }
