@@ -201,4 +201,17 @@ func TestScriptFlushed(t *testing.T) {
 	if v := field(t, c, s.Key("k"), "version"); v != "2" {
 		t.Fatalf("version: got %s, want 2", v)
 	}
+
+	// Through an asynchronous client, NOSCRIPT comes with the reply, not
+	// from Process: it too sends the body (it said unknown outcome, once).
+	ap, err := client(t).AsyncAutoPipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := mustNew(t, ap, s.Prefix())
+	if err := c.ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, sa, "k", 7, "c")
+	wantRecord(t, s, "k", 7, "c")
 }

@@ -94,8 +94,13 @@ func (s *script) send(ctx context.Context, c Client, cmd, body, key string, args
 		return nil, err
 	}
 	v, err := rc.Slice()
-	if err != nil || len(v) == 0 {
-		return nil, fmt.Errorf("redisfence: script reply %v: %v", v, err)
+	if err != nil {
+		// As it is: an asynchronous client (autopipelining) gives the
+		// script's error, NOSCRIPT too, here rather than from Process.
+		return nil, err
+	}
+	if len(v) == 0 {
+		return nil, fmt.Errorf("redisfence: empty script reply")
 	}
 	return v, nil
 }
