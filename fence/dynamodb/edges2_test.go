@@ -3,6 +3,7 @@ package dynamofence_test
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -114,13 +115,26 @@ func TestReviewLateAndLostEveryOp(t *testing.T) {
 	})
 }
 
-// An empty value is refused by minidyn (not by DynamoDB): run by hand.
-func TestReviewEmptyValueMinidyn(t *testing.T) {
+// An empty value: DynamoDB stores it (empty binary values are allowed
+// since 2020) and Get returns it empty; minidyn 0.8.2 refuses it. Either
+// way the answer is definite, never an unknown outcome: a refusal wrote
+// nothing.
+func TestEmptyValue(t *testing.T) {
 	s := newStore(t)
-	err := s.Put(t.Context(), prefix(t)+"e", 1, nil)
-	t.Logf("empty Put: %v", err)
+	k := prefix(t) + "e"
+	err := s.Put(t.Context(), k, 1, nil)
 	if err != nil {
-		t.Skip("minidyn refuses an empty B value: the package's empty-value path is untested")
+		if errors.Is(err, fence.ErrUnknownOutcome) || !strings.Contains(err.Error(), "refused by DynamoDB") {
+			t.Fatalf("empty Put: got %v, want nil or DynamoDB's refusal", err)
+		}
+		if _, gerr := s.Get(t.Context(), k); !errors.Is(gerr, fence.ErrNotFound) {
+			t.Fatalf("after a refused empty Put: Get got %v, want ErrNotFound", gerr)
+		}
+		t.Logf("this server refuses an empty binary value (minidyn does; DynamoDB does not): %v", err)
+		return
+	}
+	if r, gerr := s.Get(t.Context(), k); gerr != nil || len(r.Value) != 0 || r.Token != 1 {
+		t.Fatalf("after an empty Put: Get got %v %q, want token 1 and an empty value", gerr, r.Value)
 	}
 }
 
