@@ -126,7 +126,7 @@ func (s *Store) write(ctx context.Context, what, key string, token fence.Token, 
 	if w.Recording() {
 		w.SetResource(key)
 	}
-	err := s.loop(ctx, key, token, false, func(o object) (bool, []byte, error) { return none, value, nil })
+	err := s.loop(ctx, what, key, token, false, func(o object) (bool, []byte, error) { return none, value, nil })
 	w.End(err)
 	return err
 }
@@ -134,12 +134,13 @@ func (s *Store) write(ctx context.Context, what, key string, token fence.Token, 
 // loop reads key (its header, or all when all), refuses a higher token,
 // and writes what next computes from what was read with token, if the
 // generation is still the one read, trying again on a change.
-func (s *Store) loop(ctx context.Context, key string, token fence.Token, all bool, next func(object) (none bool, value []byte, err error)) error {
+func (s *Store) loop(ctx context.Context, what, key string, token fence.Token, all bool, next func(object) (none bool, value []byte, err error)) error {
 	for attempt := range fence.UpdateAttempts {
 		// The cached header serves only a write it would let through: a
 		// refusal is the bucket's, read from it.
-		o, ok := s.cache.get(key)
-		if all || attempt > 0 || !ok || o.token > token {
+		o, cached := s.cache.get(key)
+		cached = cached && !all && attempt == 0 && o.token <= token
+		if !cached {
 			var err error
 			if o, err = s.read(ctx, key, all); err != nil {
 				return err
@@ -155,9 +156,12 @@ func (s *Store) loop(ctx context.Context, key string, token fence.Token, all boo
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		_, ok, err = s.writeIf(ctx, opUpdate, key, o.gen, token, none, value)
+		_, ok, err := s.writeIf(ctx, what, key, o.gen, token, none, value)
 		if ok || err != nil {
 			return err
+		}
+		if cached {
+			continue // the cache was behind another writer: read now, no race lost
 		}
 		if err := backoff(ctx, key, attempt+1); err != nil {
 			return err
@@ -184,7 +188,7 @@ func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token)
 	}
 	var err error
 	var got object
-	err = s.loop(ctx, key, token, true, func(o object) (bool, []byte, error) {
+	err = s.loop(ctx, opGetForUpdate, key, token, true, func(o object) (bool, []byte, error) {
 		got = o
 		if o.gen != 0 && o.token == token {
 			return false, nil, errClaimed // claimed already: nothing to write
@@ -254,7 +258,7 @@ func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fe
 		}
 		gen := o.gen
 		if o.gen == 0 || o.token < token {
-			g, ok, err := s.writeIf(ctx, opUpdate, key, o.gen, token, o.gen == 0 || o.none, o.value)
+			g, ok, err := s.writeIf(ctx, opGetForUpdate, key, o.gen, token, o.gen == 0 || o.none, o.value)
 			if err != nil {
 				return err
 			}
