@@ -158,7 +158,7 @@ func (h *Hash) Set(ctx context.Context, key string, token fence.Token, fields ma
 		args = append(args, f, fields[f])
 	}
 	reply, err := hashSetScript.run(ctx, h.c, key, args...)
-	err = h.result(opHashSet, key, token, reply, err)
+	err = result(opHashSet, key, token, reply, err)
 	w.End(err)
 	return err
 }
@@ -191,7 +191,7 @@ func (h *Hash) claim(ctx context.Context, key string, token fence.Token, fields 
 		args = append(args, f)
 	}
 	reply, err := hashClaimScript.run(ctx, h.c, key, args...)
-	if err := h.result(opHashGetForUpdate, key, token, reply, err); err != nil {
+	if err := result(opHashGetForUpdate, key, token, reply, err); err != nil {
 		return nil, err
 	}
 	m := make(map[string]string, len(fields))
@@ -266,23 +266,9 @@ func (h *Hash) update(ctx context.Context, key string, token fence.Token, fields
 		if err == nil && status(reply) == replyChanged {
 			continue
 		}
-		return h.result(opHashUpdate, key, token, reply, err)
+		return result(opHashUpdate, key, token, reply, err)
 	}
 	return fmt.Errorf("%w: %q with token %d, after %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
-}
-
-// result is the error of a Hash script's reply (or of its sending).
-func (h *Hash) result(what, key string, token fence.Token, reply []any, err error) error {
-	if err != nil {
-		return writeError(what, key, token, err)
-	}
-	switch status(reply) {
-	case replyOK:
-		return nil
-	case replyStale:
-		return staleOf(key, token, reply)
-	}
-	return malformed(key, reply)
 }
 
 // check validates a call before any I/O: n is the number of fields it

@@ -84,14 +84,5 @@ func (s *Store) write(ctx context.Context, what, key string, token fence.Token, 
 
 func (s *Store) runPut(ctx context.Context, what, key string, token fence.Token, value []byte) error {
 	reply, err := putScript.run(ctx, s.c, s.Key(key), padToken(token), what, value)
-	if err != nil {
-		return writeError(what, key, token, err)
-	}
-	switch status(reply) {
-	case replyOK:
-		return nil
-	case replyStale:
-		return staleOf(key, token, reply)
-	}
-	return malformed(key, reply)
+	return result(what, key, token, reply, err)
 }

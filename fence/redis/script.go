@@ -172,3 +172,19 @@ func writeError(what, key string, token fence.Token, err error) error {
 	}
 	return &fence.UnknownOutcomeError{Resource: key, Token: token, Err: err}
 }
+
+// result is the error of a script's reply, or of its sending: nil for
+// done, the refusal for a higher floor, ErrCorrupt for a key not in the
+// format. (An Update's "changed" reply is its caller's to read first.)
+func result(what, key string, token fence.Token, reply []any, err error) error {
+	if err != nil {
+		return writeError(what, key, token, err)
+	}
+	switch status(reply) {
+	case replyOK:
+		return nil
+	case replyStale:
+		return staleOf(key, token, reply)
+	}
+	return malformed(key, reply)
+}

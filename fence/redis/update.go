@@ -78,15 +78,8 @@ type claimed struct {
 
 func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claimed, error) {
 	reply, err := claimScript.run(ctx, s.c, s.Key(key), padToken(token))
-	if err != nil {
-		return claimed{}, writeError(opGetForUpdate, key, token, err)
-	}
-	switch status(reply) {
-	case replyOK:
-	case replyStale:
-		return claimed{}, staleOf(key, token, reply)
-	default:
-		return claimed{}, malformed(key, reply)
+	if err := result(opGetForUpdate, key, token, reply, err); err != nil {
+		return claimed{}, err
 	}
 	version, _ := str(reply, 3)
 	rec, err := record(key, reply, 1, 2)
@@ -155,18 +148,10 @@ func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fe
 			return err // ended while fn ran: nothing sent, nothing written
 		}
 		reply, err := updateScript.run(ctx, s.c, s.Key(key), padToken(token), c.version, v)
-		if err != nil {
-			return writeError(opUpdate, key, token, err)
-		}
-		switch status(reply) {
-		case replyOK:
-			return nil
-		case replyStale:
-			return staleOf(key, token, reply)
-		case replyChanged:
+		if err == nil && status(reply) == replyChanged {
 			continue
 		}
-		return malformed(key, reply)
+		return result(opUpdate, key, token, reply, err)
 	}
 	return fmt.Errorf("%w: %q with token %d, after %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
 }
