@@ -22,7 +22,7 @@ func TestReviewLateAndLostEveryOp(t *testing.T) {
 	tb := accounts(t, c)
 	otb := accounts(t, client(t))
 	late := func(arm func(), send func() error, newer func()) error {
-		held, release := f.holdNextRequest()
+		held, release := f.HoldNextRequest()
 		_ = arm
 		errc := make(chan error, 1)
 		go func() { errc <- send() }()
@@ -46,7 +46,7 @@ func TestReviewLateAndLostEveryOp(t *testing.T) {
 		go func() {
 			errc <- s.Update(t.Context(), k, 7, func(old fence.Record) ([]byte, error) {
 				if held == nil {
-					held, release = f.holdNextRequest()
+					held, release = f.HoldNextRequest()
 					close(ready)
 				}
 				return []byte("u"), nil
@@ -95,7 +95,7 @@ func TestReviewLateAndLostEveryOp(t *testing.T) {
 	})
 	lost := func(t *testing.T, do func() error) {
 		t.Helper()
-		f.loseNextReply(func() {})
+		f.LoseNextReply(func() {})
 		fencewant.Unknown(t, do(), 7)
 	}
 	t.Run("lost replies", func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestReviewLateAndLostEveryOp(t *testing.T) {
 		lost(t, func() error { return s.Delete(t.Context(), k, 7) })
 		lost(t, func() error { _, err := s.GetForUpdate(t.Context(), k, 7); return err })
 		lost(t, func() error {
-			return s.Update(t.Context(), k, 7, func(fence.Record) ([]byte, error) { f.loseNextReply(func() {}); return []byte("x"), nil })
+			return s.Update(t.Context(), k, 7, func(fence.Record) ([]byte, error) { f.LoseNextReply(func() {}); return []byte("x"), nil })
 		})
 		a := account(t, 15)
 		lost(t, func() error { return tb.Update(t.Context(), a, 7, setBalance(1)) })

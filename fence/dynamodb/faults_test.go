@@ -2,9 +2,7 @@ package dynamofence_test
 
 import (
 	"errors"
-	"io"
 	"net/http"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,60 +12,19 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/httpfault"
 )
-
-// faults is an HTTP transport with two faults to arm: a reply that is lost
-// (the request reached the server and was answered; the client sees a
-// broken connection), and a request that is held before it is sent.
-type faults struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	lose func() // armed: called once the reply has arrived, before the loss
-	held chan struct{}
-	hold chan struct{}
-	sent int // requests sent
-}
-
-func (f *faults) RoundTrip(r *http.Request) (*http.Response, error) {
-	f.mu.Lock()
-	lose, held, hold := f.lose, f.held, f.hold
-	f.lose, f.held, f.hold = nil, nil, nil
-	f.sent++
-	f.mu.Unlock()
-	if hold != nil {
-		close(held)
-		<-hold
-	}
-	resp, err := f.next.RoundTrip(r)
-	if lose != nil && err == nil {
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		lose()
-		return nil, io.ErrUnexpectedEOF
-	}
-	return resp, err
-}
-
-func (f *faults) loseNextReply(then func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lose = then
-}
-
-func (f *faults) holdNextRequest() (held, release chan struct{}) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.held, f.hold = make(chan struct{}), make(chan struct{})
-	return f.held, f.hold
-}
 
 // faultyClient returns a client whose requests go through f, with the
 // SDK's default retries.
+// faults loses the next reply or holds the next request.
+type faults = httpfault.Transport
+
 func faultyClient(t *testing.T, f *faults) *dynamodb.Client {
 	t.Helper()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
-	f.next = tr
+	f.Next = tr
 	return client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: f} })
 }
 
@@ -82,11 +39,11 @@ func TestReplyLostSentOnce(t *testing.T) {
 		other := newStore(t)
 		k := prefix(t) + "k"
 		mustPut(t, s, k, 5, "a")
-		f.loseNextReply(func() { mustPut(t, other, k, 9, "b") })
-		before := f.sent
+		f.LoseNextReply(func() { mustPut(t, other, k, 9, "b") })
+		before := f.Sent()
 		err = s.Put(t.Context(), k, 7, []byte("c"))
 		wantRecord(t, other, k, 9, "b")
-		return f.sent - before, err
+		return f.Sent() - before, err
 	}
 	sent, err := run(t)
 	fencewant.Unknown(t, err, 7)
@@ -113,7 +70,7 @@ func TestLateRequestRefused(t *testing.T) {
 	k := prefix(t) + "k"
 	mustPut(t, s, k, 5, "a")
 	late := func(send func() error) error {
-		held, release := f.holdNextRequest()
+		held, release := f.HoldNextRequest()
 		errc := make(chan error, 1)
 		go func() { errc <- send() }()
 		<-held

@@ -20,10 +20,10 @@ import (
 func TestReviewGCSLateAndLost(t *testing.T) {
 	var f faults
 	p := prefix(t)
-	s := mustNew(t, client(t, f.wrap), gcsfence.WithPrefix(p))
+	s := mustNew(t, client(t, wrap(&f)), gcsfence.WithPrefix(p))
 	other := newStore(t, gcsfence.WithPrefix(p))
 	late := func(send func() error, newer func()) error {
-		held, release := f.holdNextRequest()
+		held, release := f.HoldNextRequest()
 		errc := make(chan error, 1)
 		go func() { errc <- send() }()
 		<-held
@@ -61,7 +61,7 @@ func TestReviewGCSLateAndLost(t *testing.T) {
 		go func() {
 			errc <- s.Update(t.Context(), "uw", 7, func(fence.Record) ([]byte, error) {
 				if held == nil {
-					held, release = f.holdNextRequest()
+					held, release = f.HoldNextRequest()
 					close(ready)
 				}
 				return []byte("u"), nil
@@ -77,18 +77,18 @@ func TestReviewGCSLateAndLost(t *testing.T) {
 	t.Run("lost then cached", func(t *testing.T) {
 		// Reply of Put 7 lost after it landed; a newer holder writes 9; Put 8 by s must be stale, not land.
 		mustPut(t, s, "c", 5, "a")
-		f.loseNextReply(func() {})
+		f.LoseNextReply(func() {})
 		fencewant.Unknown(t, s.Put(t.Context(), "c", 7, []byte("c")), 7)
 		mustPut(t, other, "c", 9, "b")
 		fencewant.Stale(t, s.Put(t.Context(), "c", 8, []byte("x")), 8, 9)
 		wantRecord(t, other, "c", 9, "b")
 		// Lost claim, lost Update write.
-		f.loseNextReply(func() {})
+		f.LoseNextReply(func() {})
 		_, err := s.GetForUpdate(t.Context(), "c", 10)
 		fencewant.Unknown(t, err, 10)
-		err = s.Update(t.Context(), "c", 11, func(fence.Record) ([]byte, error) { f.loseNextReply(func() {}); return []byte("u"), nil })
+		err = s.Update(t.Context(), "c", 11, func(fence.Record) ([]byte, error) { f.LoseNextReply(func() {}); return []byte("u"), nil })
 		fencewant.Unknown(t, err, 11)
-		f.loseNextReply(func() {})
+		f.LoseNextReply(func() {})
 		fencewant.Unknown(t, s.Delete(t.Context(), "c", 12), 12)
 	})
 }

@@ -5,83 +5,44 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
 	gcsfence "github.com/fencelock/fencelock/fence/gcs"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/gcstest"
+	"github.com/fencelock/fencelock/internal/testkit/httpfault"
 )
-
-// faults is an HTTP transport with two faults to arm on the next upload: a
-// reply that is lost (the server stored the object; the client sees a
-// broken connection), and a request held before it is sent.
-type faults struct {
-	next    http.RoundTripper
-	mu      sync.Mutex
-	lose    func()
-	held    chan struct{}
-	hold    chan struct{}
-	uploads int
-}
-
-func (f *faults) wrap(next http.RoundTripper) http.RoundTripper { f.next = next; return f }
-
-func (f *faults) RoundTrip(r *http.Request) (*http.Response, error) {
-	if !strings.Contains(r.URL.Path, "/upload/") {
-		return f.next.RoundTrip(r)
-	}
-	f.mu.Lock()
-	lose, held, hold := f.lose, f.held, f.hold
-	f.lose, f.held, f.hold = nil, nil, nil
-	f.uploads++
-	f.mu.Unlock()
-	if hold != nil {
-		close(held)
-		<-hold
-	}
-	resp, err := f.next.RoundTrip(r)
-	if lose != nil && err == nil {
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		lose()
-		return nil, io.ErrUnexpectedEOF
-	}
-	return resp, err
-}
-
-func (f *faults) loseNextReply(then func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lose = then
-}
-
-func (f *faults) holdNextRequest() (held, release chan struct{}) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.held, f.hold = make(chan struct{}), make(chan struct{})
-	return f.held, f.hold
-}
 
 // A Put whose reply is lost says so (ErrUnknownOutcome) and was sent once,
 // though the library retries a write with a generation precondition, even
 // when a newer token's write lands in between. The control lets the
 // library resend: the copy, refused by the precondition, sends Put back to
 // read, and it says stale of a write that landed.
+// faults loses the next reply or holds the next request of an upload (wrap installs it).
+type faults = httpfault.Transport
+
+// wrap makes f the client's transport, faulting its uploads.
+func wrap(f *faults) func(http.RoundTripper) http.RoundTripper {
+	return func(next http.RoundTripper) http.RoundTripper {
+		f.Next, f.Match = next, func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/upload/") }
+		return f
+	}
+}
+
 func TestReplyLostSentOnce(t *testing.T) {
 	p := prefix(t)
 	run := func(t *testing.T) (uploads int, err error) {
 		var f faults
-		s := mustNew(t, client(t, f.wrap), gcsfence.WithPrefix(p))
+		s := mustNew(t, client(t, wrap(&f)), gcsfence.WithPrefix(p))
 		other := newStore(t, gcsfence.WithPrefix(p))
 		k := strings.ReplaceAll(t.Name(), "/", "-")
 		mustPut(t, s, k, 5, "a")
-		f.loseNextReply(func() { mustPut(t, other, k, 9, "b") })
-		before := f.uploads
+		f.LoseNextReply(func() { mustPut(t, other, k, 9, "b") })
+		before := f.Sent()
 		err = s.Put(t.Context(), k, 7, []byte("c"))
 		wantRecord(t, other, k, 9, "b")
-		return f.uploads - before, err
+		return f.Sent() - before, err
 	}
 	uploads, err := run(t)
 	fencewant.Unknown(t, err, 7)
@@ -104,11 +65,11 @@ func TestReplyLostSentOnce(t *testing.T) {
 func TestLateRequestRefused(t *testing.T) {
 	var f faults
 	p := prefix(t)
-	fc := client(t, f.wrap)
+	fc := client(t, wrap(&f))
 	s := mustNew(t, fc, gcsfence.WithPrefix(p))
 	other := newStore(t, gcsfence.WithPrefix(p))
 	mustPut(t, s, "k", 5, "a")
-	held, release := f.holdNextRequest()
+	held, release := f.HoldNextRequest()
 	errc := make(chan error, 1)
 	go func() { errc <- s.Put(t.Context(), "k", 7, []byte("late")) }()
 	<-held
@@ -130,7 +91,7 @@ func TestLateRequestRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held, release = f.holdNextRequest()
+	held, release = f.HoldNextRequest()
 	go func() {
 		w := fc.Bucket(gcstest.Bucket).Object(p + "k").NewWriter(t.Context())
 		w.ChunkSize = 0
