@@ -26,7 +26,7 @@ func (w *worker) bank(ctx context.Context) {
 		w.ctl.pause(retryPause)
 		return
 	}
-	defer w.unlockAll(ctx, ml)
+	defer w.unlockAll(ctx, ml, from, to)
 	gf, errf := fence.NewGuard(ml.Lock(from))
 	gt, errt := fence.NewGuard(ml.Lock(to))
 	if errors.Join(errf, errt) != nil {
@@ -73,10 +73,15 @@ func (w *worker) lockAll(ctx context.Context, names ...string) *etcdlock.MultiLo
 	return ml
 }
 
-func (w *worker) unlockAll(ctx context.Context, ml *etcdlock.MultiLock) {
+// unlockAll releases ml, the locks of names, and logs the end of each
+// one's hold.
+func (w *worker) unlockAll(ctx context.Context, ml *etcdlock.MultiLock, names ...string) {
 	ctx, cancel := context.WithTimeout(ctx, unlockTimeout)
 	defer cancel()
 	_ = ml.Unlock(ctx)
+	for _, name := range names {
+		w.log.emit(check.Event{Ev: check.EvUnlock, Worker: w.cfg.ID, Key: name, Token: int64(ml.Lock(name).Token())})
+	}
 }
 
 // transfer makes t on the store of kind, logging its invocation and its

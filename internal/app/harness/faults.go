@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -36,8 +37,10 @@ func (n *nemesis) pause(ctx context.Context, rng *rand.Rand) bool {
 		_ = p.Send(childproc.Go)
 		return false
 	}
+	start := time.Now()
 	_ = p.Send(childproc.Go) // read once it runs again
 	sleep(context.WithoutCancel(ctx), n.cfg.TTL+between(rng, 500*time.Millisecond, 1200*time.Millisecond))
+	n.record(faultPause, s.id(), string(kind), start)
 	return true
 }
 
@@ -52,7 +55,9 @@ func (n *nemesis) kill(ctx context.Context, rng *rand.Rand) bool {
 	defer s.release()
 	_ = p.Send(childproc.Go)
 	sleep(context.WithoutCancel(ctx), between(rng, 0, 4*time.Millisecond))
+	id := s.id()
 	p.Kill()
+	n.record(faultKill, id, "", time.Now())
 	return n.fleet.start(s) == nil
 }
 
@@ -65,7 +70,9 @@ func (n *nemesis) restartMember(ctx context.Context, rng *rand.Rand) bool {
 	if i < 0 || rng.IntN(2) == 0 {
 		i = rng.IntN(len(n.etcd.Members))
 	}
+	start := time.Now()
 	n.etcd.Stop(i)
+	defer func() { n.record(faultMember, "", fmt.Sprintf("member %d", i), start) }()
 	sleep(ctx, between(rng, 200*time.Millisecond, 800*time.Millisecond))
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -113,6 +120,7 @@ func (n *nemesis) replaceMember(ctx context.Context, rng *rand.Rand) bool {
 		err := n.etcd.Replace(rctx, i)
 		if err == nil {
 			n.cfg.logf("nemesis: replaced etcd member %d (%s) in %v", i, role, time.Since(start).Round(time.Millisecond))
+			n.record(faultReplace, "", fmt.Sprintf("member %d (%s)", i, role), start)
 			return true
 		}
 		n.cfg.logf("nemesis: replacing etcd member %d: %v", i, err)
@@ -131,6 +139,7 @@ func (n *nemesis) partition(ctx context.Context, rng *rand.Rand) bool {
 		return false
 	}
 	defer s.release()
+	start := time.Now()
 	for _, p := range s.proxies {
 		p.Cut()
 	}
@@ -145,6 +154,7 @@ func (n *nemesis) partition(ctx context.Context, rng *rand.Rand) bool {
 	for _, p := range s.proxies {
 		p.Heal()
 	}
+	n.record(faultPartition, s.id(), fmt.Sprintf("then %v delay", d), start)
 	return true
 }
 
@@ -159,6 +169,7 @@ func (n *nemesis) request(ctx context.Context, rng *rand.Rand) bool {
 	defer s.release()
 	k := reqfault.Kinds[rng.IntN(len(reqfault.Kinds))]
 	_ = s.current().Send(cmdReqFault + " " + k.String())
+	n.record(faultRequest, s.id(), k.String(), time.Now())
 	sleep(ctx, between(rng, 100*time.Millisecond, 400*time.Millisecond)) // one fault at a time per worker
 	return true
 }
@@ -200,4 +211,10 @@ func awaitHold(ctx context.Context, s *slot, p *childproc.Proc, kind check.ResKi
 	<-s.holds // delivered meanwhile
 	_ = p.Send(childproc.Go)
 	return false
+}
+
+// record adds a fault of kind on worker ("": on etcd) from start until
+// now to the run's history, for the report's timeline.
+func (n *nemesis) record(kind check.FaultKind, worker, detail string, start time.Time) {
+	n.hist.add(check.Event{Ev: check.EvFault, Fault: kind, Worker: worker, Value: detail, Call: start.UnixNano(), Time: time.Now().UnixNano()})
 }

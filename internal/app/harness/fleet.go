@@ -87,6 +87,13 @@ func (f *fleet) onEvent(s *slot, p *childproc.Proc, e check.Event) {
 	_ = p.Send(childproc.Go) // an error: it has exited
 }
 
+// id returns the ID of the slot's current worker.
+func (s *slot) id() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("w%d.%d", s.n, s.incar-1)
+}
+
 func (s *slot) current() *childproc.Proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -104,7 +104,7 @@ func (w *worker) section(ctx context.Context) {
 		w.ctl.pause(retryPause)
 		return
 	}
-	defer w.unlock(ctx, lock)
+	defer w.unlock(ctx, lock, key)
 	w.work(ctx, ctx, lock, key)
 }
 
@@ -128,6 +128,7 @@ func (w *worker) elect(ctx context.Context, key string) {
 		}
 		w.log.emit(check.Event{Ev: check.EvLock, Worker: w.cfg.ID, Key: key, WaitNs: int64(time.Since(start)), OK: true, Token: int64(term.Token())})
 		w.work(ctx, tctx, term, key)
+		w.log.emit(check.Event{Ev: check.EvUnlock, Worker: w.cfg.ID, Key: key, Token: int64(term.Token())})
 		cancel() // one term per section
 		return nil
 	})
@@ -204,10 +205,12 @@ func (w *worker) acquire(ctx context.Context, key string, take func(context.Cont
 	return lock
 }
 
-func (w *worker) unlock(ctx context.Context, lock *etcdlock.Lock) {
+// unlock releases lock, the lock of key, and logs the end of its hold.
+func (w *worker) unlock(ctx context.Context, lock *etcdlock.Lock, key string) {
 	ctx, cancel := context.WithTimeout(ctx, unlockTimeout)
 	defer cancel()
 	_ = lock.Unlock(ctx)
+	w.log.emit(check.Event{Ev: check.EvUnlock, Worker: w.cfg.ID, Key: key, Token: int64(lock.Token())})
 }
 
 // hold, when the nemesis has armed this worker, reports the hold and waits

@@ -26,8 +26,9 @@ func (w *worker) permit(ctx context.Context) {
 		w.ctl.pause(retryPause)
 		return
 	}
-	defer w.unlock(ctx, lock)
-	w.work(ctx, ctx, lock, w.cfg.Keys[lock.Slot()])
+	key := w.cfg.Keys[lock.Slot()]
+	defer w.unlock(ctx, lock, key)
+	w.work(ctx, ctx, lock, key)
 }
 
 // share takes key's read/write lock as a reader (KindRW) and reads its
@@ -40,7 +41,7 @@ func (w *worker) share(ctx context.Context, key string) {
 		w.ctl.pause(retryPause)
 		return
 	}
-	defer w.unlock(ctx, lock)
+	defer w.unlock(ctx, lock, key)
 	for _, kind := range w.shuffled(check.ResKinds) {
 		w.read(ctx, kind, key)
 	}
@@ -84,6 +85,9 @@ func (w *worker) member(ctx context.Context) {
 			case <-time.After(time.Millisecond):
 			}
 		}
+		mu.Lock()
+		w.log.emit(check.Event{Ev: check.EvUnlock, Worker: w.cfg.ID, Key: key, Token: int64(p.Token())})
+		mu.Unlock()
 		return nil
 	}, etcdlock.WithPartitionErrorHandler(func(int, error) {}))
 	if err != nil && jctx.Err() == nil {

@@ -17,6 +17,14 @@ const (
 	EvHold   EvKind = "hold"   // an armed worker passed its guard check and waits for "go"
 	EvDone   EvKind = "done"   // a write returned
 	EvRead   EvKind = "read"   // a read of a resource's current value returned (Call is its start)
+	// EvUnlock ends the hold an EvLock of the same worker, key and token
+	// began: the worker released the lock, resigned its term or gave up
+	// its partition. A killed worker's hold has none.
+	EvUnlock EvKind = "unlock"
+	// EvFault is a fault the nemesis injected (Fault), from Call to Time,
+	// on Worker ("" for one on an etcd member), with Value saying more.
+	// The nemesis records it; the workers never do.
+	EvFault EvKind = "fault"
 	// EvMetrics carries the worker's OpenTelemetry counts so far
 	// (Metrics), after each section.
 	EvMetrics EvKind = "metrics"
@@ -78,6 +86,8 @@ type Event struct {
 	// one of [BankKinds]); the done event's says which legs may have
 	// landed.
 	Transfer *Transfer `json:"xfer,omitempty"`
+	// Fault is an [EvFault] event's kind of fault.
+	Fault FaultKind `json:"fault,omitempty"`
 }
 
 // OutcomeOf classifies a write's error.
