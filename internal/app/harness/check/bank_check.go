@@ -63,14 +63,14 @@ func checkBalances(kind ResKind, accounts []string, l *Ledger) []Violation {
 		want := int64(BankStart)
 		for _, op := range l.Ops[acct] {
 			if seen[op.ID] {
-				vs = append(vs, Violation{res, vioBankTwice, fmt.Sprintf("transfer %s applied twice to account %s", op.ID, acct)})
+				vs = append(vs, vio(res, vioBankTwice, fmt.Sprintf("transfer %s applied twice to account %s", op.ID, acct), op.ID))
 			}
 			seen[op.ID] = true
 			want += op.Amount
 		}
 		if got := l.Balance[acct]; got != want {
-			vs = append(vs, Violation{res, vioBankBalance, fmt.Sprintf("account %s: balance %d != %d from its log (%d operations)",
-				acct, got, want, len(l.Ops[acct]))})
+			vs = append(vs, vio(res, vioBankBalance, fmt.Sprintf("account %s: balance %d != %d from its log (%d operations)",
+				acct, got, want, len(l.Ops[acct]))))
 		}
 	}
 	return vs
@@ -94,15 +94,15 @@ func checkLegs(kind ResKind, ts []*Transfer, l *Ledger) []Violation {
 			delete(held[acct], t.ID)
 			vs = append(vs, checkLeg(ResourceName(kind, acct), t, i, ok)...)
 			if ok && got != amt {
-				vs = append(vs, Violation{ResourceName(kind, acct), vioPhantom,
-					fmt.Sprintf("transfer %s is %+d on account %s, not %+d", t.ID, got, acct, amt)})
+				vs = append(vs, vio(ResourceName(kind, acct), vioPhantom,
+					fmt.Sprintf("transfer %s is %+d on account %s, not %+d", t.ID, got, acct, amt), t.ID))
 			}
 		}
 	}
 	for _, acct := range slices.Sorted(maps.Keys(held)) {
 		for _, id := range slices.Sorted(maps.Keys(held[acct])) {
-			vs = append(vs, Violation{ResourceName(kind, acct), vioPhantom,
-				fmt.Sprintf("operation %s (%+d) on account %s: no transfer made it", id, held[acct][id], acct)})
+			vs = append(vs, vio(ResourceName(kind, acct), vioPhantom,
+				fmt.Sprintf("operation %s (%+d) on account %s: no transfer made it", id, held[acct][id], acct), id))
 		}
 	}
 	return vs
@@ -114,11 +114,11 @@ func checkLeg(res string, t *Transfer, i int, ok bool) []Violation {
 	acct, _ := t.Leg(i)
 	switch {
 	case i < t.Acked && !ok:
-		return []Violation{{res, vioBankLost, fmt.Sprintf("lost update: acknowledged transfer %s (%d from %s to %s) missing from account %s",
-			t.ID, t.Amount, t.From, t.To, acct)}}
+		return []Violation{vio(res, vioBankLost, fmt.Sprintf("lost update: acknowledged transfer %s (%d from %s to %s) missing from account %s",
+			t.ID, t.Amount, t.From, t.To, acct), t.ID)}
 	case i >= t.Tried && ok:
-		return []Violation{{res, vioRefusedLand, fmt.Sprintf("transfer %s (%d from %s to %s) refused or never sent, yet applied to account %s",
-			t.ID, t.Amount, t.From, t.To, acct)}}
+		return []Violation{vio(res, vioRefusedLand, fmt.Sprintf("transfer %s (%d from %s to %s) refused or never sent, yet applied to account %s",
+			t.ID, t.Amount, t.From, t.To, acct), t.ID)}
 	}
 	return nil
 }
@@ -151,6 +151,6 @@ func checkTotal(kind ResKind, accounts []string, l *Ledger) []Violation {
 	if total == want {
 		return nil
 	}
-	return []Violation{{ResourceName(kind, "total"), vioBankTotal, fmt.Sprintf("%s: balances total %d != %d: %d accounts of %d, %+d from %d half-applied transfers",
-		kind, total, want, len(accounts), BankStart, half, halves)}}
+	return []Violation{vio(ResourceName(kind, "total"), vioBankTotal, fmt.Sprintf("%s: balances total %d != %d: %d accounts of %d, %+d from %d half-applied transfers",
+		kind, total, want, len(accounts), BankStart, half, halves))}
 }

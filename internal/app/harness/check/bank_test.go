@@ -109,7 +109,7 @@ func TestCheckBank(t *testing.T) {
 // the KV stores is reported, not required. A refused transfer that landed
 // is no money lost by the control's code.
 func TestBankUncaught(t *testing.T) {
-	on := func(kind ResKind, v ViolationKind) Violation { return Violation{ResourceName(kind, "a"), v, ""} }
+	on := func(kind ResKind, v ViolationKind) Violation { return vio(ResourceName(kind, "a"), v, "") }
 	tests := []struct {
 		name string
 		vs   []Violation

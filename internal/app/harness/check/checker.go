@@ -25,6 +25,18 @@ type Violation struct {
 	Resource string
 	Kind     ViolationKind
 	Detail   string
+	// Values are the writes' values (a bank transfer's ID) the violation
+	// is about, for the report to mark; none for one about the whole
+	// resource (not linearizable, a bank total).
+	Values []string
+	// Visual is porcupine's visualization of the resource's history
+	// (an HTML document) for a not-linearizable violation.
+	Visual []byte
+}
+
+// vio returns a violation of kind on res about the writes of values.
+func vio(res string, kind ViolationKind, detail string, values ...string) Violation {
+	return Violation{Resource: res, Kind: kind, Detail: detail, Values: values}
 }
 
 // ResKind returns the kind of the violation's resource.
@@ -65,9 +77,14 @@ func checkResource(res string, atts []Attempt, writes []Record, final string) []
 	vs = append(vs, checkAttribution(res, atts, writes)...)
 	switch err := checkLinearizable(atts, writes, final); {
 	case errors.Is(err, errUndecided):
-		vs = append(vs, Violation{res, vioUndecided, err.Error()})
+		vs = append(vs, vio(res, vioUndecided, err.Error()))
 	case err != nil:
-		vs = append(vs, Violation{res, vioLinearizable, err.Error()})
+		v := vio(res, vioLinearizable, err.Error())
+		var ill *illegalError
+		if errors.As(err, &ill) {
+			v.Visual = ill.visual
+		}
+		vs = append(vs, v)
 	}
 	return vs
 }
@@ -77,8 +94,8 @@ func checkOrder(res string, writes []Record) []Violation {
 	var vs []Violation
 	for i := 1; i < len(writes); i++ {
 		if prev, cur := writes[i-1], writes[i]; cur.Token < prev.Token {
-			vs = append(vs, Violation{res, vioTokenOrder,
-				fmt.Sprintf("token %d (%s) committed after token %d (%s)", cur.Token, cur.Value, prev.Token, prev.Value)})
+			vs = append(vs, vio(res, vioTokenOrder,
+				fmt.Sprintf("token %d (%s) committed after token %d (%s)", cur.Token, cur.Value, prev.Token, prev.Value), cur.Value, prev.Value))
 		}
 	}
 	return vs
@@ -100,14 +117,14 @@ func checkAttribution(res string, atts []Attempt, writes []Record) []Violation {
 		written[a.Value] = true
 		switch {
 		case a.Outcome == OutOK && !stored[a.Value]:
-			vs = append(vs, Violation{res, vioLost, fmt.Sprintf("%s acknowledged, not in storage", a.Value)})
+			vs = append(vs, vio(res, vioLost, fmt.Sprintf("%s acknowledged, not in storage", a.Value), a.Value))
 		case (a.Outcome == OutStale || a.Outcome == OutLost) && stored[a.Value]:
-			vs = append(vs, Violation{res, vioRefusedLand, fmt.Sprintf("%s refused (%s), yet in storage", a.Value, a.Outcome)})
+			vs = append(vs, vio(res, vioRefusedLand, fmt.Sprintf("%s refused (%s), yet in storage", a.Value, a.Outcome), a.Value))
 		}
 	}
 	for _, w := range writes {
 		if !written[w.Value] {
-			vs = append(vs, Violation{res, vioPhantom, w.Value})
+			vs = append(vs, vio(res, vioPhantom, w.Value, w.Value))
 		}
 	}
 	return vs

@@ -1,7 +1,9 @@
 package check
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -50,6 +52,31 @@ var registerModel = porcupine.Model{
 			return in.Token < s.Token, s
 		}
 	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(regInput), output.(regOutput)
+		switch {
+		case in.Read:
+			return fmt.Sprintf("read %q", out.Value)
+		case out.Accepted:
+			return fmt.Sprintf("write %s: accepted", in.Value)
+		}
+		return fmt.Sprintf("write %s: refused", in.Value)
+	},
+	DescribeState: func(state any) string {
+		s := state.(regState)
+		if s.Value == "" {
+			return "empty"
+		}
+		return fmt.Sprintf("token %d: %s", s.Token, s.Value)
+	},
+}
+
+// illegalError is a history with no linearization; visual is porcupine's
+// visualization of it, when it could make one.
+type illegalError struct{ visual []byte }
+
+func (*illegalError) Error() string {
+	return "no linearization of the writes and the final read as a fenced register"
 }
 
 // checkLinearizable checks the attempts on one resource (the workers' reads
@@ -75,13 +102,28 @@ func checkLinearizable(atts []Attempt, writes []Record, final string) error {
 		}
 	}
 	read := porcupine.Operation{ClientId: len(atts), Input: regInput{Read: true}, Output: regOutput{Value: final}, Call: end + 1, Return: end + 1}
-	switch porcupine.CheckOperationsTimeout(registerModel, append(ops, read), linearizeTimeout) {
+	ops = append(ops, read)
+	switch porcupine.CheckOperationsTimeout(registerModel, ops, linearizeTimeout) {
 	case porcupine.Illegal:
-		return errors.New("no linearization of the writes and the final read as a fenced register")
+		return &illegalError{visual: visualize(ops)}
 	case porcupine.Unknown:
 		return errUndecided
 	}
 	return nil
+}
+
+// visualize returns porcupine's visualization of a history it found
+// illegal (the search again, keeping its partial linearizations), or nil.
+func visualize(ops []porcupine.Operation) []byte {
+	res, info := porcupine.CheckOperationsVerbose(registerModel, ops, linearizeTimeout)
+	if res != porcupine.Illegal {
+		return nil
+	}
+	var b bytes.Buffer
+	if porcupine.Visualize(registerModel, info, &b) != nil {
+		return nil
+	}
+	return b.Bytes()
 }
 
 func operation(a Attempt, stored bool) (porcupine.Operation, bool) {

@@ -20,9 +20,9 @@ func TestVerdictControlPerKind(t *testing.T) {
 			r.Writes[k] = &Counts{}
 		}
 		for _, k := range kinds {
-			r.Violations = append(r.Violations, Violation{ResourceName(k, "s-k0"), vioTokenOrder, "token 1 after 2"})
+			r.Violations = append(r.Violations, vio(ResourceName(k, "s-k0"), vioTokenOrder, "token 1 after 2"))
 		}
-		r.Violations = append(r.Violations, Violation{ResourceName(ResSQL, "s-k1"), vioLost, "w0/t1/s1"})
+		r.Violations = append(r.Violations, vio(ResourceName(ResSQL, "s-k1"), vioLost, "w0/t1/s1"))
 		return r
 	}
 	tests := []struct {
