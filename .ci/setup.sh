@@ -3,7 +3,8 @@
 # PostgreSQL's server binaries (each test package runs a throwaway cluster
 # from them), MariaDB's (the same, for fence/sql), etcd, redis-server (fence/redis's
 # tests and the lessons in examples/ start one) and versitygw (the S3-compatible server the
-# S3 tests run).
+# S3 tests run), Chromium and tmux (tests that look at the harness's
+# report and at fencelock status --watch as a person would).
 # It installs only what is missing, so running it again is cheap.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -71,6 +72,22 @@ if ! have_mariadb; then
 	$sudo service mariadb stop >/dev/null 2>&1 || true
 fi
 have_mariadb || { echo "setup: MariaDB server binary still missing" >&2; exit 1; }
+
+# Chromium and tmux from Debian: the harness's HTML report is opened in
+# headless Chromium (internal/testkit/browser), and fencelock status
+# --watch runs under tmux, in tests that check what a person would see.
+have_chromium() {
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1
+}
+if ! have_chromium || ! command -v tmux >/dev/null 2>&1; then
+	echo "setup: installing chromium and tmux (apt-get)" >&2
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium fonts-dejavu-core tmux >/dev/null
+fi
+have_chromium || { echo "setup: chromium still missing" >&2; exit 1; }
+command -v tmux >/dev/null 2>&1 || { echo "setup: tmux still missing" >&2; exit 1; }
 
 export FENCELOCK_VERSITYGW="${FENCELOCK_VERSITYGW:-}"
 gw="$(sh "$here/install-versitygw.sh")"

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -48,4 +49,20 @@ func NoServer(tb testing.TB, err, unavailable error, howToEnable string) {
 		tb.Fatal(err)
 	}
 	Unavailable(tb, err.Error(), howToEnable)
+}
+
+// ArtifactDir returns the directory where tests leave files for a person
+// to look at (a harness report, a screenshot), creating it:
+// $FENCELOCK_ARTIFACTS, or fencelock-artifacts in the system's temporary
+// directory. Unlike t.TempDir, it outlives the test; .ci/run sets it.
+func ArtifactDir(tb testing.TB) string {
+	tb.Helper()
+	dir := os.Getenv("FENCELOCK_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "fencelock-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
 }

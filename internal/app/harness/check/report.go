@@ -51,6 +51,9 @@ type Report struct {
 	LockP50    time.Duration
 	LockP99    time.Duration
 	Violations []Violation
+	// Events is the run's history: every worker's events and the
+	// nemesis's faults, in the order they came in ([WriteHTML] draws it).
+	Events []Event
 	// Metrics are the counts the workers reported through OpenTelemetry,
 	// summed: "acquisitions", "losses/<cause>" and
 	// "writes/<adapter>/<outcome>" ([PrintMetrics]).
@@ -67,7 +70,7 @@ type FaultDesc struct {
 // attempts: the write counts (for the bank, transfers per store) and lock
 // waits, the rest left for the caller to fill in.
 func NewReport(wl Workload, events []Event, atts []Attempt) *Report {
-	r := &Report{Workload: wl, Writes: map[ResKind]*Counts{}}
+	r := &Report{Workload: wl, Writes: map[ResKind]*Counts{}, Events: events}
 	for _, k := range wl.or().Kinds {
 		r.Writes[k] = &Counts{}
 	}
