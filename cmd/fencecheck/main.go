@@ -13,11 +13,13 @@
 //	go run ./cmd/fencecheck -control=false  # the fenced run only
 //	go run ./cmd/fencecheck -election       # workers are election candidates (Client.Run), not lock holders
 //	go run ./cmd/fencecheck -kind bank      # Jepsen's bank: transfers between accounts under LockAll (-long too)
+//	go run ./cmd/fencecheck -report r.html  # also draw both runs' histories as one HTML page
 //
 // It starts PostgreSQL and versitygw itself, as the tests do (bash
 // .ci/setup.sh installs them), or uses FENCELOCK_PG_DSN and
 // FENCELOCK_S3_* when set. It exits 1 when the fenced run has a violation
-// or the control run has none.
+// or the control run has none; then, without -report, it writes the HTML
+// report to a file in the temporary directory and prints its path.
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/app/harness"
@@ -43,6 +46,7 @@ func main() {
 	events := flag.String("events", "", "write every worker event of the fenced run as JSON lines to this file")
 	election := flag.Bool("election", false, "workers lead elections with etcdlock's Client.Run, writing with their terms' tokens, instead of taking locks")
 	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) "rw" (writers fence, readers only read) or "group" (members of one group whose partitions are the keys, each resource fenced by its partition's tokens); or "bank" (transfers between two accounts under LockAll, in PostgreSQL, etcd and S3); not with -election`)
+	report := flag.String("report", "", "write the HTML report of the runs to this file: each write at its token and time, the lock holds, the faults and the violations, fenced and control side by side (default: to a temporary file when the verdict fails)")
 	faults := flag.Int("faults", 0, "faults of each kind the run goes on until (default: the mode's); the verdict still wants the short mode's minimums")
 	flag.Parse()
 	if *seed == 0 {
@@ -68,7 +72,7 @@ func main() {
 		cfg.Events = f
 	}
 	cfg.Log = func(format string, args ...any) { fmt.Printf("  "+format+"\n", args...) }
-	ok, err := run(cfg, *control)
+	ok, err := run(cfg, *control, *report)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fencecheck:", err)
 		os.Exit(2)
@@ -80,7 +84,7 @@ func main() {
 
 // run runs the fenced run and the control and reports whether both came
 // out as they must.
-func run(cfg harness.Config, control bool) (bool, error) {
+func run(cfg harness.Config, control bool, report string) (bool, error) {
 	srv, stop, err := startServers()
 	if err != nil {
 		return false, err
@@ -100,7 +104,30 @@ func run(cfg harness.Config, control bool) (bool, error) {
 	}
 	fmt.Println()
 	check.PrintSummary(os.Stdout, fenced, ctl)
-	return verdict(fenced, ctl), nil
+	ok := verdict(fenced, ctl)
+	if report == "" && !ok {
+		report = filepath.Join(os.TempDir(), fmt.Sprintf("fencecheck-seed%d.html", cfg.Seed))
+	}
+	if report != "" {
+		if err := writeReport(report, fenced, ctl); err != nil {
+			return false, err
+		}
+		fmt.Println("report:", report)
+	}
+	return ok, nil
+}
+
+// writeReport writes the HTML report of the runs to path.
+func writeReport(path string, runs ...*check.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = check.WriteHTML(f, runs...)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func runOne(srv harness.Servers, cfg harness.Config, fenced bool) (*check.Report, error) {

@@ -215,6 +215,28 @@ func TestHTMLInBrowser(t *testing.T) {
 	t.Logf("screenshot: %s", shot)
 	CheckRendered(t, page, fenced, control)
 
+	// Porcupine's visualization, which the page shows in an iframe when
+	// asked, renders too.
+	var visual []byte
+	for _, v := range control.Violations {
+		if len(v.Visual) > 0 {
+			visual = v.Visual
+			break
+		}
+	}
+	vpath := filepath.Join(dir, "report-synthetic-porcupine.html")
+	if err := os.WriteFile(vpath, visual, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vpage, err := browser.Open(t.Context(), chromium, vpath, "", "", 1200, 800)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vpage.Console) > 0 || strings.Count(vpage.DOM, "<svg") == 0 || strings.Count(vpage.DOM, "<rect") < 10 {
+		t.Errorf("porcupine's visualization did not render: console %q, %d svg, %d rect elements",
+			vpage.Console, strings.Count(vpage.DOM, "<svg"), strings.Count(vpage.DOM, "<rect"))
+	}
+
 	// Controls. A history with one write fewer than the page drew:
 	short := *control
 	short.Events = slices.Clone(control.Events)

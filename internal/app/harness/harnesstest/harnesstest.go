@@ -6,7 +6,9 @@
 package harnesstest
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,9 +16,11 @@ import (
 
 	"github.com/fencelock/fencelock/internal/app/harness"
 	"github.com/fencelock/fencelock/internal/app/harness/check"
+	"github.com/fencelock/fencelock/internal/testkit/browser"
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Init makes this test binary a harness worker or one of a run's etcd
@@ -52,6 +56,63 @@ func Pair(t *testing.T, srv harness.Servers, set func(*harness.Config)) {
 	t.Logf("seed %d\n%s", seed, table.String())
 	for _, why := range check.Verdict(fenced, control, harness.MinimumsOf(cfg.Kind)) {
 		t.Error(why)
+	}
+	Report(t, "harness-"+kindName(cfg), fenced, control)
+}
+
+func kindName(cfg harness.Config) string {
+	switch {
+	case cfg.Election:
+		return "election"
+	case cfg.Kind != "":
+		return cfg.Kind
+	}
+	return "lock"
+}
+
+// Report writes the HTML report of runs (check.WriteHTML) to name.html in
+// the artifacts directory (testenv.ArtifactDir), opens it in headless
+// Chromium, and checks that it renders without a script error and draws
+// what the runs' histories hold, keeping its screenshot beside it as
+// name.png. A failed test's report is named by its seed too, so that the
+// next run does not overwrite it; the test's log says where it is.
+func Report(t *testing.T, name string, runs ...*check.Report) {
+	t.Helper()
+	chromium := browser.Require(t)
+	if t.Failed() && len(runs) > 0 {
+		name = fmt.Sprintf("%s-seed%d-failed", name, runs[0].Seed)
+	}
+	path := filepath.Join(testenv.ArtifactDir(t), name+".html")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = check.WriteHTML(f, runs...)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("writing the report: %v", err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report: %s (%d bytes, written in %v); open it in a browser", path, st.Size(), time.Since(start).Round(time.Millisecond))
+	frag := ""
+	for _, r := range runs {
+		if !r.Fenced && len(r.Violations) > 0 {
+			frag = "control=0"
+		}
+	}
+	shot := strings.TrimSuffix(path, ".html") + ".png"
+	page, err := browser.Open(t.Context(), chromium, path, frag, shot, 1600, 1200)
+	if err != nil {
+		t.Fatalf("opening the report in Chromium: %v", err)
+	}
+	for _, p := range check.Rendered(page.DOM, page.Console, runs...) {
+		t.Errorf("report %s: %s", path, p)
 	}
 }
 
