@@ -109,8 +109,9 @@
 //
 // Every key carries a record of its owner ([WithOwner]), the acquisition
 // time and optional metadata ([WithMetadata]). [Client.Inspect] reads a
-// lock's holder and waiters; the error of a refused TryLock is a
-// [*LockedError] naming the holder.
+// lock's holder and waiters; [Client.WatchStatus] follows locks,
+// elections, semaphores and groups with a watch, for a live view; the
+// error of a refused TryLock is a [*LockedError] naming the holder.
 //
 // # Telemetry
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -87,7 +86,7 @@ func (s GroupStatus) MemberOf(e Entry) string {
 	return ""
 }
 
-// Inspect reads the group in one request (and one per member's lease for
+// Inspect reads the group in one request (and one per distinct lease for
 // its TTL): its members, each partition's owner and waiters, and the
 // share the members make, as [GroupStatus] tells. A partition's owner
 // counts as the member its record names (see [GroupStatus.MemberOf]).
@@ -126,49 +125,67 @@ func (c *Client) inspectGroup(ctx context.Context, name string, n int) (GroupSta
 	if err != nil {
 		return GroupStatus{}, fmt.Errorf("etcdlock: Inspect group %q: %w", name, c.explain(err))
 	}
-	mq, pq := c.keys().groupMembers(name), c.keys().groupPartitions(name)
+	ttls, err := c.readTTLs(ctx, resp.Kvs)
+	if err != nil {
+		return GroupStatus{}, fmt.Errorf("etcdlock: Inspect group %q: %w", name, c.explain(err))
+	}
+	return c.keys().groupOf(name, n, resp.Header.Revision, resp.Kvs, ttls), nil
+}
+
+// groupOf is group name of n partitions (0: as InspectGroup finds) whose
+// keys are kvs, in create order, as of revision rev, each entry's TTL
+// taken from ttls. It does no I/O: Inspect builds its status with it from
+// a read, WatchStatus from the keys its watch keeps.
+func (p layout) groupOf(name string, n int, rev int64, kvs []*mvccpb.KeyValue, ttls leaseTTLs) GroupStatus {
+	mq, pq := p.groupMembers(name), p.groupPartitions(name)
 	if n == 0 {
-		n = partitionsOf(resp.Kvs, mq, pq)
+		n = partitionsOf(kvs, mq, pq)
 	}
-	st := GroupStatus{Name: name, Partitions: n, Rev: resp.Header.Revision, Owners: make([]PartitionStatus, n)}
-	for k := range st.Owners {
-		st.Owners[k].Partition = k
-	}
-	ttls := map[clientv3.LeaseID]time.Duration{}
-	var names []string
+	st := GroupStatus{Name: name, Partitions: n, Rev: rev, Owners: make([]PartitionStatus, n)}
 	queues := make([][]*mvccpb.KeyValue, n)
-	for _, kv := range resp.Kvs {
+	for _, kv := range kvs {
 		key := string(kv.Key)
 		if strings.HasPrefix(key, mq) {
-			e := entryOf(kv)
-			if e.TTL, err = c.leaseTTL(ctx, ttls, e.Lease); err != nil {
-				return GroupStatus{}, fmt.Errorf("etcdlock: Inspect group %q: %w", name, c.explain(err))
-			}
-			if recordOf(kv.Value).Permits != n {
-				st.Others = append(st.Others, e)
-				continue
-			}
-			st.Members = append(st.Members, e)
-			names = append(names, e.Key)
+			st.addMember(kv, ttls)
 			continue
 		}
 		if k, ok := partitionOf(pq, key); ok && k < n { // a higher one is of another number of partitions
 			queues[k] = append(queues[k], kv)
 		}
 	}
-	owners, members := assign(names, n)
+	st.addPartitions(queues, ttls)
+	return st
+}
+
+// addMember adds the member whose key is kv to st's Members, or to its
+// Others when it gives another number of partitions.
+func (st *GroupStatus) addMember(kv *mvccpb.KeyValue, ttls leaseTTLs) {
+	e := entryOf(kv)
+	e.TTL = ttls.of(e.Lease)
+	if recordOf(kv.Value).Permits != st.Partitions {
+		st.Others = append(st.Others, e)
+		return
+	}
+	st.Members = append(st.Members, e)
+}
+
+// addPartitions sets st's partitions from their queues' keys, in create
+// order, and counts the moves the members' share asks for.
+func (st *GroupStatus) addPartitions(queues [][]*mvccpb.KeyValue, ttls leaseTTLs) {
+	names := make([]string, len(st.Members))
+	for i, m := range st.Members {
+		names[i] = m.Key
+	}
+	owners, members := assign(names, st.Partitions)
 	for k, kvs := range queues {
 		p := &st.Owners[k]
+		p.Partition = k
 		if i := owners[k]; i >= 0 {
 			p.Assigned = members[i]
 		}
 		for i, kv := range kvs {
 			e := entryOf(kv)
-			if ttl, ok := ttls[e.Lease]; ok {
-				e.TTL = ttl
-			} else {
-				e.TTL = -1 // not a member's lease: not read
-			}
+			e.TTL = ttls.of(e.Lease)
 			if i == 0 {
 				p.Owner = &e
 			} else {
@@ -179,7 +196,6 @@ func (c *Client) inspectGroup(ctx context.Context, name string, n int) (GroupSta
 			st.Moves++
 		}
 	}
-	return st, nil
 }
 
 // partitionsOf is the number of partitions the oldest member of kvs (a

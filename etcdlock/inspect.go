@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -82,14 +83,23 @@ func (c *Client) inspect(ctx context.Context, op, name string, k kind, limit int
 	if err != nil {
 		return Queue{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
 	}
-	q := Queue{Name: name, Rev: resp.Header.Revision}
-	ttls := map[clientv3.LeaseID]time.Duration{}
-	holders := entitled(resp.Kvs, 1)
-	for i, kv := range resp.Kvs {
+	ttls, err := c.readTTLs(ctx, resp.Kvs)
+	if err != nil {
+		return Queue{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
+	}
+	return queueOf(name, resp.Header.Revision, resp.Kvs, ttls), nil
+}
+
+// queueOf is the queue of the lock or election called name whose keys are
+// kvs, in create order, as of revision rev, each entry's TTL taken from
+// ttls. It does no I/O: Inspect builds its queue with it from a read,
+// WatchStatus from the keys its watch keeps.
+func queueOf(name string, rev int64, kvs []*mvccpb.KeyValue, ttls leaseTTLs) Queue {
+	q := Queue{Name: name, Rev: rev}
+	holders := entitled(kvs, 1)
+	for i, kv := range kvs {
 		e := entryOf(kv)
-		if e.TTL, err = c.leaseTTL(ctx, ttls, e.Lease); err != nil {
-			return Queue{}, fmt.Errorf("etcdlock: %s %q: %w", op, name, c.explain(err))
-		}
+		e.TTL = ttls.of(e.Lease)
 		if i < holders {
 			q.Holders = append(q.Holders, e)
 		} else {
@@ -99,26 +109,47 @@ func (c *Client) inspect(ctx context.Context, op, name string, k kind, limit int
 	if len(q.Holders) > 0 {
 		q.Holder = &q.Holders[0]
 	}
-	return q, nil
+	return q
 }
 
-// leaseTTL returns the time lease id has left, -1 when it is gone (or the
-// key has none), asking etcd once per lease.
-func (c *Client) leaseTTL(ctx context.Context, seen map[clientv3.LeaseID]time.Duration, id clientv3.LeaseID) (time.Duration, error) {
-	if id == clientv3.NoLease {
-		return -1, nil
+// leaseTTLs are leases' TTLs by lease: the time each had left when
+// Inspect read it, or, in WatchStatus, its granted TTL. A lease not in it
+// (and no lease) reads as -1: not read, or gone.
+type leaseTTLs map[clientv3.LeaseID]time.Duration
+
+// of is the TTL of lease id, -1 when t does not have it.
+func (t leaseTTLs) of(id clientv3.LeaseID) time.Duration {
+	if ttl, ok := t[id]; ok {
+		return ttl
 	}
-	if ttl, ok := seen[id]; ok {
-		return ttl, nil
+	return -1
+}
+
+// readTTLs reads the time left of every lease of the keys of kvss, one
+// request per distinct lease.
+func (c *Client) readTTLs(ctx context.Context, kvss ...[]*mvccpb.KeyValue) (leaseTTLs, error) {
+	ttls := leaseTTLs{}
+	for _, kvs := range kvss {
+		for _, kv := range kvs {
+			id := clientv3.LeaseID(kv.Lease)
+			if _, ok := ttls[id]; ok || id == clientv3.NoLease {
+				continue
+			}
+			resp, err := c.cli.TimeToLive(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			ttls[id] = secondsOrGone(resp.TTL)
+		}
 	}
-	resp, err := c.cli.TimeToLive(ctx, id)
-	if err != nil {
-		return 0, err
+	return ttls, nil
+}
+
+// secondsOrGone is a TTL in seconds as etcd gives it, -1 (a lease gone)
+// when negative.
+func secondsOrGone(s int64) time.Duration {
+	if s < 0 {
+		return -1
 	}
-	ttl := time.Duration(resp.TTL) * time.Second
-	if resp.TTL < 0 {
-		ttl = -1
-	}
-	seen[id] = ttl
-	return ttl, nil
+	return time.Duration(s) * time.Second
 }

@@ -36,6 +36,14 @@ func TestInvalidInputMatchesFamily(t *testing.T) {
 		{"Campaign, empty name", func() error { _, err := c.Campaign(ctx, "", ""); return err }, etcdlock.ErrInvalidName},
 		{"Run, empty name", func() error { return c.Run(ctx, "", "", lead) }, etcdlock.ErrInvalidName},
 		{"Observe, empty name", func() error { _, err := c.Observe(ctx, ""); return err }, etcdlock.ErrInvalidName},
+		{"WatchStatus, empty name", func() error {
+			_, err := c.WatchStatus(ctx, etcdlock.StatusScope{Names: []string{"a", ""}})
+			return err
+		}, etcdlock.ErrInvalidName},
+		{"WatchStatus, empty prefix", func() error {
+			_, err := c.WatchStatus(ctx, etcdlock.StatusScope{Names: []string{""}, Prefix: true})
+			return err
+		}, etcdlock.ErrInvalidName},
 		{"Leader, empty name", func() error { _, err := c.Leader(ctx, ""); return err }, etcdlock.ErrInvalidName},
 		{"Inspect, empty name", func() error { _, err := c.Inspect(ctx, ""); return err }, etcdlock.ErrInvalidName},
 		{"Break, empty name", func() error { _, err := c.Break(ctx, "", 1); return err }, etcdlock.ErrInvalidName},

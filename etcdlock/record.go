@@ -141,8 +141,9 @@ type Entry struct {
 	// Lease is the lease the key is attached to.
 	Lease clientv3.LeaseID
 	// TTL is the time the lease had left when it was read, rounded down to
-	// whole seconds by etcd; -1 when it was not read ([Client.Observe]) or
-	// the lease was gone.
+	// whole seconds by etcd; in a [Status] from [Client.WatchStatus], the
+	// lease's granted TTL instead. -1 when it was not read
+	// ([Client.Observe]) or the lease was gone.
 	TTL time.Duration
 	// Owner is the owner identity of the Client that wrote the key
 	// ([WithOwner]); "" when unknown.

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -60,21 +59,35 @@ func (c *Client) readSemaphore(ctx context.Context, name string) (SemaphoreQueue
 	if err != nil {
 		return SemaphoreQueue{}, nil, err
 	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	sq := SemaphoreQueue{Queue: Queue{Name: name, Rev: resp.Header.Revision}}
-	if len(kvs) > 0 {
-		sq.Permits = recordOf(kvs[0].Value).Permits
+	queue, permits := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	ttls, err := c.readTTLs(ctx, queue, permits)
+	if err != nil {
+		return SemaphoreQueue{}, nil, err
 	}
-	byToken, slots := c.slotsOf(name, resp.Responses[1].GetResponseRange().Kvs)
+	sq, byToken := c.keys().semaphoreOf(name, resp.Header.Revision, queue, permits, ttls)
+	return sq, byToken, nil
+}
+
+// semaphoreOf is the queue of semaphore name whose queue keys are queue,
+// in create order, and whose permits' keys are permits, as of revision rev,
+// each entry's TTL taken from ttls; and its slot keys by their tokens. It
+// does no I/O: InspectSemaphore builds its queue with it from a read,
+// WatchStatus from the keys its watch keeps.
+func (p layout) semaphoreOf(name string, rev int64, queue, permits []*mvccpb.KeyValue, ttls leaseTTLs) (SemaphoreQueue, map[fence.Token]heldSlot) {
+	sq := SemaphoreQueue{Queue: Queue{Name: name, Rev: rev}}
+	if len(queue) > 0 {
+		sq.Permits = recordOf(queue[0].Value).Permits
+	}
+	byToken, slots := p.slotsOf(name, permits)
 	orphans := maps.Clone(byToken)
-	entitledN := entitled(kvs, sq.Permits)
-	for i, kv := range kvs {
+	entitledN := entitled(queue, sq.Permits)
+	for i, kv := range queue {
 		e := entryOf(kv)
-		e.Slot = -1
-		p, ok := slots[e.Key]
-		claimed := ok && p.rev == kv.CreateRevision
+		e.Slot, e.TTL = -1, ttls.of(e.Lease)
+		s, ok := slots[e.Key]
+		claimed := ok && s.rev == kv.CreateRevision
 		if claimed {
-			e.Slot, e.Token = p.slot, fence.Token(p.kv.CreateRevision)
+			e.Slot, e.Token = s.slot, fence.Token(s.kv.CreateRevision)
 			delete(orphans, e.Token)
 		}
 		if claimed || i < entitledN {
@@ -83,17 +96,15 @@ func (c *Client) readSemaphore(ctx context.Context, name string) (SemaphoreQueue
 			sq.Waiters = append(sq.Waiters, e)
 		}
 	}
-	for _, p := range slices.SortedFunc(maps.Values(orphans), func(a, b heldSlot) int { return a.slot - b.slot }) { // permits whose queue key is gone
-		sq.Holders = append(sq.Holders, Entry{Key: p.queueKey, Token: fence.Token(p.kv.CreateRevision),
-			Rev: p.kv.ModRevision, Lease: clientv3.LeaseID(p.kv.Lease), TTL: -1, Slot: p.slot})
-	}
-	if err := c.fillTTLs(ctx, sq.Holders, sq.Waiters); err != nil {
-		return SemaphoreQueue{}, nil, err
+	for _, s := range slices.SortedFunc(maps.Values(orphans), func(a, b heldSlot) int { return a.slot - b.slot }) { // permits whose queue key is gone
+		lease := clientv3.LeaseID(s.kv.Lease)
+		sq.Holders = append(sq.Holders, Entry{Key: s.queueKey, Token: fence.Token(s.kv.CreateRevision),
+			Rev: s.kv.ModRevision, Lease: lease, TTL: ttls.of(lease), Slot: s.slot})
 	}
 	if len(sq.Holders) > 0 {
 		sq.Holder = &sq.Holders[0]
 	}
-	return sq, byToken, nil
+	return sq, byToken
 }
 
 // heldSlot is one slot key of a semaphore, as read.
@@ -104,10 +115,10 @@ type heldSlot struct {
 	rev      int64  // that key's create revision
 }
 
-// slotsOf returns the slot keys among kvs by their tokens and by the
-// queue key holding each.
-func (c *Client) slotsOf(name string, kvs []*mvccpb.KeyValue) (map[fence.Token]heldSlot, map[string]heldSlot) {
-	dir := c.keys().semPermits(name)
+// slotsOf returns the slot keys among kvs, semaphore name's, by their
+// tokens and by the queue key holding each.
+func (p layout) slotsOf(name string, kvs []*mvccpb.KeyValue) (map[fence.Token]heldSlot, map[string]heldSlot) {
+	dir := p.semPermits(name)
 	byToken, slots := map[fence.Token]heldSlot{}, map[string]heldSlot{}
 	for _, kv := range kvs {
 		slot, ok := permitOf(dir, string(kv.Key))
@@ -119,21 +130,6 @@ func (c *Client) slotsOf(name string, kvs []*mvccpb.KeyValue) (map[fence.Token]h
 		slots[v.Key], byToken[fence.Token(kv.CreateRevision)] = h, h
 	}
 	return byToken, slots
-}
-
-// fillTTLs sets the TTL of every entry of lists, one request per lease.
-func (c *Client) fillTTLs(ctx context.Context, lists ...[]Entry) error {
-	ttls := map[clientv3.LeaseID]time.Duration{}
-	for _, list := range lists {
-		for i := range list {
-			ttl, err := c.leaseTTL(ctx, ttls, list[i].Lease)
-			if err != nil {
-				return err
-			}
-			list[i].TTL = ttl
-		}
-	}
-	return nil
 }
 
 // BreakSemaphore frees a permit of the semaphore called name from a holder

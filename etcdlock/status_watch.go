@@ -1,0 +1,246 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// WatchStatus follows the locks, elections, semaphores and groups that
+// scope chooses, and sends their [Status] on the returned channel: first
+// as read, then after each change. It reads their keys once, at one
+// revision, then watches them from the next revision on and rebuilds the
+// Status from its own copy of the keys as the watch reports changes: a
+// change costs no request. A lease that appears among the keys costs one
+// request, once, for its TTL.
+//
+// A watch does not see a lease's keep-alives, so an Entry's TTL is here the
+// lease's granted TTL, read when the lease first appeared, not the time it
+// has left ([Client.Inspect] reads that); -1 when the lease was already
+// gone or the read failed. A lease that expires deletes its keys, which the
+// watch reports.
+//
+// When the watch is interrupted (etcd compacted the revisions it needed,
+// the connection or the watch stream failed or hung), WatchStatus sends the
+// last Status again with Err set, reads the keys afresh, with a pause that
+// grows to a second while the reads fail, and watches again from the
+// revision read. Changes made during the gap are not reported one by one:
+// the next Status has their result.
+//
+// A reader that falls behind misses no change's result but may miss the
+// statuses in between: a Status waiting to be received is replaced by a
+// newer one. The channel is closed when ctx ends or the Client is closed.
+// WatchStatus needs no session. It fails only on a nil ctx, an invalid
+// name in scope, or a closed Client ([ErrClosed]).
+func (c *Client) WatchStatus(ctx context.Context, scope StatusScope) (<-chan Status, error) {
+	if err := c.checkCall(ctx, "WatchStatus"); err != nil {
+		return nil, err
+	}
+	if err := scope.validate(); err != nil {
+		return nil, err
+	}
+	out := make(chan Status)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.life, cancel)
+	started := c.background(func() {
+		defer close(out)
+		defer cancel()
+		defer stop()
+		w := statusWatch{c: c, scope: scope, ranges: scope.ranges(c.keys()), out: out, ttls: leaseTTLs{}}
+		w.follow(ctx)
+	})
+	if !started {
+		stop()
+		cancel()
+		return nil, ErrClosed
+	}
+	return out, nil
+}
+
+// statusWatch is one WatchStatus call's state.
+type statusWatch struct {
+	// No mutex: used by the WatchStatus call's goroutine alone (follow).
+	c      *Client
+	scope  StatusScope
+	ranges []string // the key prefixes read and watched (StatusScope.ranges)
+	out    chan<- Status
+
+	keys    map[string]*mvccpb.KeyValue // the ranges' keys: read at read, then as the watch changed them
+	readRev int64                       // the revision of the read; the watch starts after it
+	rev     int64                       // the revision of the latest change applied, or read
+	ttls    leaseTTLs                   // the granted TTL of each lease of keys, read once per lease
+	last    Status                      // built from keys, sent or not
+}
+
+// follow reads and watches until ctx ends, starting over after each
+// interruption with a pause that doubles from 10 ms to 1 s (reset by a
+// watch that lasted).
+func (w *statusWatch) follow(ctx context.Context) {
+	backoff := watchBackoff()
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := w.read(ctx)
+		if err == nil {
+			err = w.watch(ctx)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		w.last.Err = err
+		if !w.send(ctx) {
+			return
+		}
+		if permanent(err) {
+			backoff.d = backoff.max // a missing permission: keep trying (the role may be fixed), slowly
+		}
+		backoff.resetIfLasted(start)
+		backoff.wait(ctx, nil)
+	}
+}
+
+// read reads the keys of every range at one revision, the watch's
+// starting point.
+func (w *statusWatch) read(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, rangeReadTimeout)
+	keys, rev, err := w.c.readRanges(rctx, w.ranges)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("etcdlock: WatchStatus: %w", w.c.explain(err))
+	}
+	w.keys, w.readRev, w.rev = keys, rev, rev
+	// A lease gone, or whose read failed, is read again, once per read:
+	// its keys may have outlived the gap.
+	maps.DeleteFunc(w.ttls, func(_ clientv3.LeaseID, ttl time.Duration) bool { return ttl < 0 })
+	w.build(ctx)
+	return nil
+}
+
+// watch watches every range from the revision after the read, and
+// rebuilds the status after each batch of events, sending it (or a newer
+// one) as the reader takes it. It returns when the watch ends: with etcd's
+// reason, if it gave one.
+func (w *statusWatch) watch(ctx context.Context) error {
+	ws := make([]watch, len(w.ranges))
+	for i, r := range w.ranges {
+		ws[i] = watch{key: r, end: clientv3.GetPrefixRangeEnd(r), all: true}
+	}
+	b := newWatchBox(ws...)
+	b.add(ctx, w.c.watches, w.readRev+1)
+	defer b.remove(w.c.watches)
+	out := w.out // the status built is yet to be sent
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case out <- w.last:
+			out = nil
+		case <-b.note:
+			n := b.take()
+			if len(n.events) > 0 {
+				w.apply(n.events)
+				w.build(ctx)
+				out = w.out
+			}
+			if n.ended {
+				if n.reason == nil {
+					return errWatchEnded
+				}
+				return fmt.Errorf("etcdlock: WatchStatus: %w", n.reason)
+			}
+		}
+	}
+}
+
+// apply updates the keys with evs, events of the ranges' watches.
+func (w *statusWatch) apply(evs []*mvccpb.Event) {
+	for _, ev := range evs {
+		applyEvent(w.keys, w.readRev, ev)
+		// The ranges' watches are apart, and one may report a revision
+		// after another has reported a later one.
+		w.rev = max(w.rev, ev.Kv.ModRevision) // a deletion's is its revision
+	}
+}
+
+// build rebuilds the last status from the keys, having read the TTL of
+// each lease that is new among them (and forgotten those of leases that
+// no key has any more).
+func (w *statusWatch) build(ctx context.Context) {
+	live := map[clientv3.LeaseID]bool{}
+	for _, kv := range w.keys {
+		id := clientv3.LeaseID(kv.Lease)
+		if id == clientv3.NoLease {
+			continue
+		}
+		live[id] = true
+		if _, ok := w.ttls[id]; !ok {
+			w.ttls[id] = w.c.grantedTTL(ctx, id)
+		}
+	}
+	maps.DeleteFunc(w.ttls, func(id clientv3.LeaseID, _ time.Duration) bool { return !live[id] })
+	w.last = w.c.keys().statusOf(w.scope, w.keys, w.rev, w.ttls)
+}
+
+// send sends the last status; false when ctx ended first.
+func (w *statusWatch) send(ctx context.Context) bool {
+	select {
+	case w.out <- w.last:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// WatchStatus's reads time out, so that a connection that fails while it
+// reads holds up the status no longer: a read of the keys is tried again
+// (Status.Err says why it failed), a lease's TTL shows as -1.
+const (
+	rangeReadTimeout = 10 * time.Second
+	leaseReadTimeout = 5 * time.Second
+)
+
+// grantedTTL reads the granted TTL of lease id; -1 when it is gone or the
+// read fails.
+func (c *Client) grantedTTL(ctx context.Context, id clientv3.LeaseID) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, leaseReadTimeout)
+	defer cancel()
+	resp, err := c.cli.TimeToLive(ctx, id)
+	if err != nil || resp.TTL < 0 {
+		return -1
+	}
+	return time.Duration(resp.GrantedTTL) * time.Second
+}
+
+// maxReadOps is how many ranges one transaction of readRanges reads, below
+// etcd's default limit of operations per transaction (--max-txn-ops, 128).
+const maxReadOps = 64
+
+// readRanges reads the keys under each prefix of ranges at one revision,
+// by key, and returns that revision: one transaction per maxReadOps
+// ranges, the later ones at the first one's revision.
+func (c *Client) readRanges(ctx context.Context, ranges []string) (map[string]*mvccpb.KeyValue, int64, error) {
+	keys := map[string]*mvccpb.KeyValue{}
+	var rev int64
+	for i := 0; i < len(ranges); i += maxReadOps {
+		ops := make([]clientv3.Op, 0, maxReadOps)
+		for _, r := range ranges[i:min(i+maxReadOps, len(ranges))] {
+			ops = append(ops, clientv3.OpGet(r, clientv3.WithPrefix(), clientv3.WithRev(rev)))
+		}
+		resp, err := c.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, 0, err
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, r := range resp.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				keys[string(kv.Key)] = kv
+			}
+		}
+	}
+	return keys, rev, nil
+}
