@@ -6,6 +6,7 @@
 //	fencelock run --permits N NAME -- CMD [ARGS...] ... with one of semaphore NAME's N permits
 //	fencelock elect [flags] NAME -- CMD [ARGS...]   run CMD while leading election NAME
 //	fencelock status [--json] [NAME...]             holders and waiters
+//	fencelock status --watch [NAME...]              ... followed live, with an etcd watch
 //	fencelock break NAME --token N                  free a stuck lock, by its holder's token
 //
 // The child gets the fencing token in FENCELOCK_TOKEN (the create revision

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,9 +16,9 @@ import (
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var o statusOptions
 	cmd := &cobra.Command{
-		Use:   "status [--json] [NAME...]",
+		Use:   "status [--json] [--watch] [--name-prefix] [NAME...]",
 		Short: "Show who holds each lock and semaphore, leads each election and owns each group's partitions, and who waits",
 		Long: `status shows, for each lock NAME (all locks with a holder or a waiter when no
 NAME is given), the holders and the waiters in the order they will be served,
@@ -60,117 +60,66 @@ and "key" its queue key. It also has "groups": [GROUP...], GROUP being
 {"name", "rev", "partitions", "moves", "members": [ENTRY...], "others":
 [ENTRY...] (members giving another number of partitions), "owners":
 [{"partition", "owner": ENTRY or null, "waiters": [ENTRY...], "assigned"
-(the key of the member the share gives it to)}...]}.`,
+(the key of the member the share gives it to)}...]}.
+
+--name-prefix makes each NAME a prefix of names, as etcdctl's --prefix makes
+a key one: status shows every lock, election, semaphore and group whose
+name begins with one of them (fencelock's own --prefix is the prefix of the
+keys).
+
+--watch (-w) follows the queues as they change, until interrupted (Ctrl-C,
+SIGTERM: exit status 0). It reads the keys once, at one revision, then
+follows them with an etcd watch from the next revision and rebuilds the
+view from its own copy of the keys: neither a change nor a redraw sends a
+request, but for one per lease when it first appears, for its TTL. etcd's
+watch does not see keep-alives, so the column TTL becomes GRANTED-TTL: the
+lease's granted TTL, as that one request read it (ttl_seconds, in JSON),
+not the time it has left, which only a request per refresh could tell; a
+lease that expires deletes its keys, and the view shows that. On a
+terminal it shows a full screen, its header giving the endpoints, the
+time and the watch's revision, redrawn on each change and each second
+(the QUEUED ages count on locally); otherwise it prints the table, after
+a line "--- TIME rev REV", each time the queues change, and nothing in
+between; with --json, one line of JSON per change: the object above with
+"time", "rev", and "error" when the watch was interrupted. When it is
+(etcd compacted the revisions it needed, the connection dropped), the
+view says "reconnecting" and why, reads the keys afresh and watches
+again from there.`,
 		Example: `  fencelock status
   fencelock status --json nightly-report | jq '.locks[0].holder.token'
   fencelock status --json workers | jq '.semaphores[0].holders[] | {slot, token, owner}'
-  fencelock status --json orders | jq '.groups[0].owners[] | {partition, token: .owner.token}'`,
+  fencelock status --json orders | jq '.groups[0].owners[] | {partition, token: .owner.token}'
+  fencelock status --watch nightly-report
+  fencelock status -w --name-prefix tenant/42/
+  fencelock status --watch --json | jq -c '{rev, holders: [.locks[].holder.owner]}'`,
 		Args: func(cmd *cobra.Command, names []string) error {
 			for _, n := range names {
 				if err := validName(cmd, n); err != nil {
 					return err
 				}
 			}
+			if o.prefix && len(names) == 0 {
+				return bad("status: --name-prefix needs a NAME to take as a prefix (to see every name, give none, without --name-prefix)")
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, names []string) error {
-			return status(cmd.Context(), g, names, asJSON, cmd.OutOrStdout())
+			scope := etcdlock.StatusScope{Names: names, Prefix: o.prefix}
+			if o.watch {
+				return watchCmd(cmd.Context(), g, scope, o.asJSON, cmd.OutOrStdout())
+			}
+			return status(cmd.Context(), g, scope, o.asJSON, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON, for scripts")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON, for scripts")
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "follow the queues as they change, with an etcd watch, until interrupted")
+	cmd.Flags().BoolVar(&o.prefix, "name-prefix", false, "take each NAME as a prefix of names (as etcdctl's --prefix does keys)")
 	return cmd
 }
 
-type statusJSON struct {
-	Locks      []queueJSON `json:"locks"`
-	Elections  []queueJSON `json:"elections"`
-	Semaphores []queueJSON `json:"semaphores"`
-	Groups     []groupJSON `json:"groups"`
-}
-
-type groupJSON struct {
-	Name       string          `json:"name"`
-	Rev        int64           `json:"rev"`
-	Partitions int             `json:"partitions"`
-	Moves      int             `json:"moves"`
-	Members    []entryJSON     `json:"members"`
-	Others     []entryJSON     `json:"others"` // members giving another number of partitions
-	Owners     []partitionJSON `json:"owners"`
-}
-
-type partitionJSON struct {
-	Partition int         `json:"partition"`
-	Owner     *entryJSON  `json:"owner"`
-	Waiters   []entryJSON `json:"waiters"`
-	Assigned  string      `json:"assigned"`
-}
-
-func groupToJSON(st etcdlock.GroupStatus) groupJSON {
-	j := groupJSON{Name: st.Name, Rev: st.Rev, Partitions: st.Partitions, Moves: st.Moves, Members: []entryJSON{}, Others: []entryJSON{}, Owners: []partitionJSON{}}
-	for _, m := range st.Members {
-		j.Members = append(j.Members, entryToJSON(m))
-	}
-	for _, m := range st.Others {
-		j.Others = append(j.Others, entryToJSON(m))
-	}
-	for _, p := range st.Owners {
-		pj := partitionJSON{Partition: p.Partition, Waiters: []entryJSON{}, Assigned: p.Assigned}
-		if p.Owner != nil {
-			o := entryToJSON(*p.Owner)
-			pj.Owner = &o
-		}
-		for _, w := range p.Waiters {
-			pj.Waiters = append(pj.Waiters, entryToJSON(w))
-		}
-		j.Owners = append(j.Owners, pj)
-	}
-	return j
-}
-
-type queueJSON struct {
-	Name    string      `json:"name"`
-	Rev     int64       `json:"rev"`
-	Permits int         `json:"permits,omitempty"` // a semaphore's
-	Holder  *entryJSON  `json:"holder"`
-	Holders []entryJSON `json:"holders"`
-	Waiters []entryJSON `json:"waiters"`
-}
-
-type entryJSON struct {
-	Key        string    `json:"key"`
-	Token      int64     `json:"token"`
-	Rev        int64     `json:"rev"`
-	Lease      string    `json:"lease"`
-	TTLSeconds int64     `json:"ttl_seconds"`
-	Owner      string    `json:"owner"`
-	Acquired   time.Time `json:"acquired"`
-	Data       string    `json:"data"`
-	Shared     bool      `json:"shared"`
-	Slot       int       `json:"slot"`
-}
-
-func toJSON(q etcdlock.Queue) queueJSON {
-	j := queueJSON{Name: q.Name, Rev: q.Rev, Holders: []entryJSON{}, Waiters: []entryJSON{}}
-	if q.Holder != nil {
-		h := entryToJSON(*q.Holder)
-		j.Holder = &h
-	}
-	for _, h := range q.Holders {
-		j.Holders = append(j.Holders, entryToJSON(h))
-	}
-	for _, w := range q.Waiters {
-		j.Waiters = append(j.Waiters, entryToJSON(w))
-	}
-	return j
-}
-
-func entryToJSON(e etcdlock.Entry) entryJSON {
-	ttl := int64(-1)
-	if e.TTL >= 0 {
-		ttl = int64(e.TTL / time.Second)
-	}
-	return entryJSON{Key: e.Key, Token: int64(e.Token), Rev: e.Rev, Lease: fmt.Sprintf("%016x", int64(e.Lease)),
-		TTLSeconds: ttl, Owner: e.Owner, Acquired: e.Acquired, Data: e.Data, Shared: e.Shared, Slot: e.Slot}
+// statusOptions are status's flags.
+type statusOptions struct {
+	asJSON, watch, prefix bool
 }
 
 // queues are the queues status shows.
@@ -180,7 +129,7 @@ type queues struct {
 	groups           []etcdlock.GroupStatus
 }
 
-func status(ctx context.Context, g *globals, names []string, asJSON bool, out io.Writer) error {
+func status(ctx context.Context, g *globals, scope etcdlock.StatusScope, asJSON bool, out io.Writer) error {
 	locks, closeLocks, err := g.connect(ctx)
 	if err != nil {
 		return err
@@ -188,11 +137,11 @@ func status(ctx context.Context, g *globals, names []string, asJSON bool, out io
 	defer closeLocks()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	qs, err := readQueues(ctx, locks, names)
+	qs, err := readQueues(ctx, locks, scope)
 	if err != nil {
 		return err
 	}
-	if len(names) > 0 {
+	if exact(scope) {
 		qs = dropEmpty(qs)
 	}
 	if asJSON {
@@ -201,17 +150,24 @@ func status(ctx context.Context, g *globals, names []string, asJSON bool, out io
 	return printStatus(out, qs)
 }
 
-// readQueues reads the queues of names, or of every lock, election and
-// semaphore that has someone in it when names is empty.
-func readQueues(ctx context.Context, locks *etcdlock.Client, names []string) (queues, error) {
+// exact reports whether scope names its names exactly (and so shows a
+// NAME's free lock: see dropEmpty).
+func exact(scope etcdlock.StatusScope) bool { return len(scope.Names) > 0 && !scope.Prefix }
+
+// readQueues reads the queues of scope's names, or of every lock,
+// election, semaphore and group that has someone in it, of all or of
+// those whose names begin with one of scope's.
+func readQueues(ctx context.Context, locks *etcdlock.Client, scope etcdlock.StatusScope) (queues, error) {
 	var qs queues
+	names := scope.Names
 	lists := [4][]string{names, names, names, names}
-	if len(names) == 0 {
+	if !exact(scope) {
 		for i, list := range []func(context.Context) ([]string, error){locks.ListLocks, locks.ListElections, locks.ListSemaphores, locks.ListGroups} {
 			var err error
 			if lists[i], err = list(ctx); err != nil {
 				return qs, fail(exitUnavailable, "%v", err)
 			}
+			lists[i] = slices.DeleteFunc(lists[i], func(n string) bool { return !underAny(n, names) })
 		}
 	}
 	for i, kind := range []*[]etcdlock.Queue{&qs.locks, &qs.elections} {
@@ -238,27 +194,6 @@ func readQueues(ctx context.Context, locks *etcdlock.Client, names []string) (qu
 		qs.groups = append(qs.groups, st)
 	}
 	return qs, nil
-}
-
-func printJSON(out io.Writer, qs queues) error {
-	res := statusJSON{Locks: []queueJSON{}, Elections: []queueJSON{}, Semaphores: []queueJSON{}, Groups: []groupJSON{}}
-	for _, st := range qs.groups {
-		res.Groups = append(res.Groups, groupToJSON(st))
-	}
-	for _, q := range qs.locks {
-		res.Locks = append(res.Locks, toJSON(q))
-	}
-	for _, q := range qs.elections {
-		res.Elections = append(res.Elections, toJSON(q))
-	}
-	for _, sq := range qs.semaphores {
-		j := toJSON(sq.Queue)
-		j.Permits = sq.Permits
-		res.Semaphores = append(res.Semaphores, j)
-	}
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(res)
 }
 
 // dropEmpty keeps, of the queues of NAMEs given on the command line, the
@@ -318,9 +253,19 @@ func inspectFailed(err error) error {
 	return fail(exitUnavailable, "%v", err)
 }
 
-func printStatus(out io.Writer, qs queues) error {
+// underAny reports whether name begins with one of prefixes, or prefixes
+// is empty.
+func underAny(name string, prefixes []string) bool {
+	return len(prefixes) == 0 || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) })
+}
+
+func printStatus(out io.Writer, qs queues) error { return printTable(out, qs, "TTL") }
+
+// printTable prints qs as a table, titling the lease TTL's column
+// ttlTitle.
+func printTable(out io.Writer, qs queues, ttlTitle string) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tNAME\tROLE\tTOKEN\tOWNER\tQUEUED\tTTL\tLEASE\tDATA")
+	fmt.Fprintf(tw, "KIND\tNAME\tROLE\tTOKEN\tOWNER\tQUEUED\t%s\tLEASE\tDATA\n", ttlTitle)
 	for _, q := range qs.locks {
 		printQueue(tw, "lock", q, lockRole)
 	}
