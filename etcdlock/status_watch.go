@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -119,16 +120,20 @@ func (w *statusWatch) read(ctx context.Context) error {
 	return nil
 }
 
-// watch watches every range from the revision after the read, and
+// watch watches the ranges from the revision after the read, and
 // rebuilds the status after each batch of events, sending it (or a newer
 // one) as the reader takes it. It returns when the watch ends: with etcd's
 // reason, if it gave one.
+//
+// It is one watch, of the range that covers them all (coverOf), whose
+// events outside the ranges are dropped: etcd sends the events of one
+// revision in one response of one watch, so a transaction that changes
+// two names' queues (LockAll's, a session's lease expiring) is applied
+// whole. A watch per range would report it in two responses, and a status
+// built between them would show a state no revision had.
 func (w *statusWatch) watch(ctx context.Context) error {
-	ws := make([]watch, len(w.ranges))
-	for i, r := range w.ranges {
-		ws[i] = watch{key: r, end: clientv3.GetPrefixRangeEnd(r), all: true}
-	}
-	b := newWatchBox(ws...)
+	key, end := coverOf(w.ranges)
+	b := newWatchBox(watch{key: key, end: end, all: true})
 	b.add(ctx, w.c.watches, w.readRev+1)
 	defer b.remove(w.c.watches)
 	out := w.out // the status built is yet to be sent
@@ -155,19 +160,54 @@ func (w *statusWatch) watch(ctx context.Context) error {
 	}
 }
 
-// apply updates the keys with evs, events of the ranges' watches.
+// apply updates the keys with evs, events of the watch, in revision
+// order, dropping those of keys outside the ranges.
 func (w *statusWatch) apply(evs []*mvccpb.Event) {
 	for _, ev := range evs {
+		if !inRanges(w.ranges, string(ev.Kv.Key)) {
+			continue
+		}
 		applyEvent(w.keys, w.readRev, ev)
-		// The ranges' watches are apart, and one may report a revision
-		// after another has reported a later one.
 		w.rev = max(w.rev, ev.Kv.ModRevision) // a deletion's is its revision
 	}
 }
 
+// coverOf returns the smallest prefix range [key, end) that holds every
+// prefix of ranges: the one watch of them all.
+func coverOf(ranges []string) (key, end string) {
+	p := ranges[0]
+	for _, r := range ranges[1:] {
+		n := 0
+		for n < len(p) && n < len(r) && p[n] == r[n] {
+			n++
+		}
+		p = p[:n]
+	}
+	if p == "" {
+		return "\x00", "\x00" // every key
+	}
+	return p, clientv3.GetPrefixRangeEnd(p)
+}
+
+// inRanges reports whether key is under one of the prefixes of ranges.
+func inRanges(ranges []string, key string) bool {
+	for _, r := range ranges {
+		if strings.HasPrefix(key, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxCachedTTLs bounds the granted TTLs a watch remembers of leases that
+// no key has any more: past it, those are forgotten.
+const maxCachedTTLs = 4096
+
 // build rebuilds the last status from the keys, having read the TTL of
-// each lease that is new among them (and forgotten those of leases that
-// no key has any more).
+// each lease that is new among them. A lease's granted TTL does not
+// change, so it is remembered when the lease's keys go: a session that
+// takes and releases a lock again and again costs one read, not one per
+// hold.
 func (w *statusWatch) build(ctx context.Context) {
 	live := map[clientv3.LeaseID]bool{}
 	for _, kv := range w.keys {
@@ -180,7 +220,9 @@ func (w *statusWatch) build(ctx context.Context) {
 			w.ttls[id] = w.c.grantedTTL(ctx, id)
 		}
 	}
-	maps.DeleteFunc(w.ttls, func(id clientv3.LeaseID, _ time.Duration) bool { return !live[id] })
+	if len(w.ttls) > maxCachedTTLs {
+		maps.DeleteFunc(w.ttls, func(id clientv3.LeaseID, _ time.Duration) bool { return !live[id] })
+	}
 	w.last = w.c.keys().statusOf(w.scope, w.keys, w.rev, w.ttls)
 }
 

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +19,9 @@ func TestWatchStatusMatchesInspect(t *testing.T) {
 	a, b := newLocker(t, etcdClient(t)), newLocker(t, etcdClient(t))
 	watcher := newLocker(t, etcdClient(t))
 	defer mustLock(t, a, "jobs/a").Unlock(context.Background())
-	go b.Lock(t.Context(), "jobs/a") // waits until the test ends
+	var waiter sync.WaitGroup
+	waiter.Go(func() { _, _ = b.Lock(t.Context(), "jobs/a") }) // waits until the test ends
+	t.Cleanup(waiter.Wait)                                     // t.Context ends first
 	poll.Until(t, "b waiting", func() bool {
 		q, err := watcher.Inspect(t.Context(), "jobs/a")
 		return err == nil && len(q.Waiters) == 1

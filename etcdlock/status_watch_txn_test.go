@@ -1,0 +1,95 @@
+package etcdlock_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A transaction that changes the queues of two names of the scope
+// (LockAll's keys, a session's lease expiring) shows whole in every
+// Status: never a Status with half of it, a state no revision had (a
+// watch per name reported it in two responses, and a Status built between
+// them showed a holder of a and none of b). The millisecond pauses only
+// let the watch report the states one by one.
+func TestWatchStatusWholeTransactions(t *testing.T) {
+	cli := etcdClient(t)
+	watcher := newLocker(t, cli)
+	k := keysOf(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := watcher.WatchStatus(ctx, etcdlock.StatusScope{Names: []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+	torn := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for st := range ch {
+			if st.Err != nil {
+				continue
+			}
+			if na, nb := len(st.Locks[0].Holders), len(st.Locks[1].Holders); na != nb {
+				select {
+				case torn <- fmt.Sprintf("rev %d: a has %d holders, b has %d", st.Rev, na, nb):
+				default:
+				}
+			}
+		}
+	}()
+	for i := 0; i < 300; i++ {
+		ka, kb := fmt.Sprintf("%s%016x", k.Lock("a"), i+1), fmt.Sprintf("%s%016x", k.Lock("b"), i+1)
+		if _, err := cli.Txn(t.Context()).Then(clientv3.OpPut(ka, ""), clientv3.OpPut(kb, "")).Commit(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		if _, err := cli.Txn(t.Context()).Then(clientv3.OpDelete(ka), clientv3.OpDelete(kb)).Commit(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	select {
+	case s := <-torn:
+		t.Fatalf("a Status that no revision had: %s", s)
+	default:
+	}
+}
+
+// A session that takes and releases the followed lock again and again
+// costs one LeaseTimeToLive, not one per hold: its lease's granted TTL is
+// remembered while the lease has no key.
+func TestWatchStatusOneTTLReadPerLease(t *testing.T) {
+	fcli, in := faulty(t, 1)
+	watcher := newLocker(t, fcli)
+	holder := newLocker(t, etcdClient(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := watcher.WatchStatus(ctx, etcdlock.StatusScope{Names: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch)
+	until := func(held bool) {
+		for st := next(t, ch); (st.Locks[0].Holder != nil) != held; st = next(t, ch) {
+		}
+	}
+	before := in.Calls("Lease/LeaseTimeToLive")
+	const n = 20
+	for range n {
+		l := mustLock(t, holder, "x")
+		until(true)
+		l.Unlock(t.Context())
+		until(false)
+	}
+	if got := in.Calls("Lease/LeaseTimeToLive") - before; got > 1 {
+		t.Errorf("LeaseTimeToLive calls for %d holds by one session (one lease): %d, want 1", n, got)
+	}
+}
