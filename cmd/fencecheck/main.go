@@ -43,7 +43,7 @@ func main() {
 	long := flag.Bool("long", false, "soak mode: more workers and faults, fewer keys, 5 to 15 minutes per run")
 	seed := flag.Int64("seed", 0, "random seed (default: from the clock, printed)")
 	control := flag.Bool("control", true, "also run the control: the same workload and seed with fencing off")
-	events := flag.String("events", "", "write every worker event of the fenced run as JSON lines to this file")
+	events := flag.String("events", "", "write every event of the fenced run (the workers', and the nemesis's faults) as JSON lines to this file")
 	election := flag.Bool("election", false, "workers lead elections with etcdlock's Client.Run, writing with their terms' tokens, instead of taking locks")
 	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) "rw" (writers fence, readers only read) or "group" (members of one group whose partitions are the keys, each resource fenced by its partition's tokens); or "bank" (transfers between two accounts under LockAll, in PostgreSQL, etcd and S3); not with -election`)
 	report := flag.String("report", "", "write the HTML report of the runs to this file: each write at its token and time, the lock holds, the faults and the violations, fenced and control side by side (default: to a temporary file when the verdict fails)")

@@ -37,6 +37,9 @@ func watchCmd(ctx context.Context, g *globals, scope etcdlock.StatusScope, asJSO
 	defer stop()
 	locks, closeLocks, err := g.connect(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // Ctrl-C while connecting: the user stopped it
+		}
 		return err
 	}
 	defer closeLocks()

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -325,4 +327,48 @@ func age(table, owner string) string {
 		}
 	}
 	return ""
+}
+
+// Ctrl-C while status --watch is still connecting (etcd answers nothing)
+// stops it as it stops a watch under way: exit status 0, at once.
+func TestStatusWatchInterruptedWhileConnecting(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c // held open, never answered
+		}
+	}()
+	defer func() {
+		ln.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	}()
+	cmd := fencelock(t, []string{ln.Addr().String()}, "status", "--watch", "--dial-timeout", "60s", "job")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-accepted:
+		defer c.Close()
+	case <-time.After(30 * time.Second):
+		t.Fatal("fencelock never connected")
+	}
+	start := time.Now()
+	_ = cmd.Process.Signal(os.Interrupt)
+	if code := waitExit(t, cmd, 10*time.Second); code != 0 {
+		t.Fatalf("exit status after Ctrl-C while connecting: got %d, want 0", code)
+	}
+	t.Logf("exited %v after Ctrl-C", time.Since(start).Round(time.Millisecond))
 }
