@@ -131,7 +131,9 @@ func keptVisuals(r *Report) []bool {
 }
 
 func newHTMLRun(r *Report) htmlRun {
+	// Every list is non-nil, so that the page never reads a JSON null.
 	h := htmlRun{Name: r.name(), Fenced: r.Fenced, Seed: r.Seed, Duration: r.duration(),
+		Kinds: []string{}, Keys: []string{}, Workers: []string{}, FaultKinds: []string{}, FaultHow: []string{},
 		Writes: [][8]int64{}, Values: []string{}, Holds: [][6]int64{}, Faults: [][4]int64{}, FaultDetail: []string{},
 		Violations: []htmlViolation{}, Counts: map[string]any{}}
 	for _, o := range outcomes {
@@ -269,9 +271,15 @@ func (r *Report) keys() []string {
 // r's history and violations alone: the marks of each outcome ("ok",
 // "stale", ...), "marked" (rings on writes a violation is about),
 // "violations" (items in its list), "visuals" (porcupine's, as many as
-// fit MaxVisualBytes), "holds" and "faults" (bars).
+// fit MaxVisualBytes), "holds" and "faults" (bars), and for each resource
+// ("res:" and its name), the marks in its plot.
 func Drawn(r *Report) map[string]int {
 	want := map[string]int{"violations": len(r.Violations)}
+	for _, a := range Attempts(r.Events) {
+		if !a.Read {
+			want["res:"+a.Resource()]++
+		}
+	}
 	for _, c := range r.Writes {
 		want["ok"] += c.Accepted
 		want["stale"] += c.Refused

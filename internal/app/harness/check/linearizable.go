@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"html"
 	"math"
 	"time"
 
@@ -52,22 +53,23 @@ var registerModel = porcupine.Model{
 			return in.Token < s.Token, s
 		}
 	},
+	// Porcupine's page shows these as HTML: values are escaped.
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(regInput), output.(regOutput)
 		switch {
 		case in.Read:
-			return fmt.Sprintf("read %q", out.Value)
+			return html.EscapeString(fmt.Sprintf("read %q", out.Value))
 		case out.Accepted:
-			return fmt.Sprintf("write %s: accepted", in.Value)
+			return html.EscapeString(fmt.Sprintf("write %s: accepted", in.Value))
 		}
-		return fmt.Sprintf("write %s: refused", in.Value)
+		return html.EscapeString(fmt.Sprintf("write %s: refused", in.Value))
 	},
 	DescribeState: func(state any) string {
 		s := state.(regState)
 		if s.Value == "" {
 			return "empty"
 		}
-		return fmt.Sprintf("token %d: %s", s.Token, s.Value)
+		return html.EscapeString(fmt.Sprintf("token %d: %s", s.Token, s.Value))
 	},
 }
 

@@ -70,6 +70,9 @@
 		counts.holds = sec.querySelectorAll(".hold").length;
 		counts.faults = sec.querySelectorAll(".fault").length;
 		counts.visuals = sec.querySelectorAll("details.visual").length;
+		sec.querySelectorAll("svg[data-res]").forEach(function (svg) {
+			counts["res:" + svg.getAttribute("data-res")] = svg.querySelectorAll(".mark").length;
+		});
 		drawn[run.name] = counts;
 	});
 
@@ -105,7 +108,8 @@
 				var d = el("details", { "class": "visual" }, li);
 				el("summary", {}, d, "porcupine's visualization of this history");
 				d.addEventListener("toggle", function () {
-					if (d.open && !d.querySelector("iframe")) el("iframe", { srcdoc: v.visual, title: "porcupine: " + v.res }, d);
+					// Sandboxed: its script runs, apart from the report's.
+					if (d.open && !d.querySelector("iframe")) el("iframe", { sandbox: "allow-scripts", srcdoc: v.visual, title: "porcupine: " + v.res }, d);
 				});
 				d.addEventListener("click", function (e) { e.stopPropagation(); });
 			} else if (v.omitted) {
@@ -235,7 +239,7 @@
 
 	function focus(run, vi) {
 		var sec = sections[run.name], v = run.violations[vi];
-		var target = sec.querySelector('svg[data-res="' + v.res.replace(/"/g, '\\"') + '"]');
+		var target = sec.querySelector('svg[data-res="' + CSS.escape(v.res) + '"]');
 		var rings = sec.querySelectorAll('.vio-ring[data-v="' + vi + '"]');
 		if (rings.length > 0) target = rings[0].ownerSVGElement;
 		if (target) target.scrollIntoView({ block: "center" });

@@ -1,0 +1,84 @@
+package check
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/fencelock/fencelock/internal/testkit/browser"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
+)
+
+// The report's edge cases, each opened in Chromium: it renders without a
+// script error and draws what the history holds for a run with nothing in
+// it (what a failed verdict may leave), a run without fault kinds, nil
+// runs, one write, writes all at one token, a key, worker and value with
+// markup in them (drawn as text, never as elements), and a fault before
+// the first event.
+func TestHTMLEdgeCases(t *testing.T) {
+	testenv.Long(t, "seven pages opened in Chromium, a few seconds each")
+	chromium := browser.Require(t)
+	t0 := int64(1_790_000_000) * 1e9
+	write := func(w, key string, res ResKind, tok, seq int64, val string, at int64, out Outcome) []Event {
+		return []Event{
+			{Ev: EvInvoke, Worker: w, Key: key, Res: res, Token: tok, Seq: seq, Value: val, Time: at},
+			{Ev: EvDone, Worker: w, Key: key, Res: res, Token: tok, Seq: seq, Value: val, Time: at + 1e6, Outcome: out},
+		}
+	}
+	mk := func(events []Event, vs ...Violation) *Report {
+		r := NewReport(Register, events, Attempts(events))
+		r.Violations = vs
+		r.FaultKinds = synthKinds
+		return r
+	}
+	var sameTok []Event
+	for i := range 5 {
+		sameTok = append(sameTok, write("w0.0", "k", ResRow, 7, int64(i+1), "v"+string(rune('a'+i)), t0+int64(i)*1e7, OutOK)...)
+	}
+	bad := `k"</script><img src=x onerror=alert(1)>\`
+	tests := []struct {
+		name string
+		runs []*Report
+		frag string
+	}{
+		{"empty", []*Report{mk(nil)}, ""},
+		{"nil and empty", []*Report{nil, mk(nil)}, ""},
+		{"no fault kinds", []*Report{func() *Report {
+			r := mk(write("w0.0", "k", ResRow, 1, 1, "v", t0, OutOK))
+			r.FaultKinds = nil
+			return r
+		}()}, ""},
+		{"faults only", []*Report{mk([]Event{{Ev: EvFault, Fault: "member", Value: "member 0", Call: t0, Time: t0 + 1e9}})}, ""},
+		{"one write", []*Report{mk(write("w0.0", "k", ResRow, 1, 1, "v", t0, OutOK))}, ""},
+		{"same token", []*Report{mk(sameTok)}, ""},
+		{"odd key", []*Report{mk(append([]Event{{Ev: EvLock, Worker: "w<b>", Key: bad, OK: true, Token: 3, Time: t0}},
+			write("w<b>", bad, ResRow, 3, 1, "<i>v</i>", t0+1e6, OutOK)...),
+			Violation{Resource: ResourceName(ResRow, bad), Kind: vioLost, Detail: "<b>x</b>", Values: []string{"<i>v</i>"}})}, "control=0"},
+		{"fault before first event", []*Report{mk(append([]Event{{Ev: EvFault, Fault: "pause", Worker: "w0.0", Call: 0, Time: t0}},
+			write("w0.0", "k", ResRow, 1, 1, "v", t0, OutOK)...))}, ""},
+	}
+	dir := t.TempDir()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WriteHTML(&b, tt.runs...); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "r.html")
+			if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			page, err := browser.Open(t.Context(), chromium, path, tt.frag, "", 1200, 800)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range Rendered(page.DOM, page.Console, tt.runs...) {
+				t.Error(p)
+			}
+			if bytes.Contains([]byte(page.DOM), []byte("<img src")) {
+				t.Error("injected element in the DOM")
+			}
+		})
+	}
+}
