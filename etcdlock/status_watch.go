@@ -145,8 +145,7 @@ func (w *statusWatch) watch(ctx context.Context) error {
 			out = nil
 		case <-b.note:
 			n := b.take()
-			if len(n.events) > 0 {
-				w.apply(n.events)
+			if w.apply(n.events) {
 				w.build(ctx)
 				out = w.out
 			}
@@ -161,15 +160,19 @@ func (w *statusWatch) watch(ctx context.Context) error {
 }
 
 // apply updates the keys with evs, events of the watch, in revision
-// order, dropping those of keys outside the ranges.
-func (w *statusWatch) apply(evs []*mvccpb.Event) {
+// order, dropping those of keys outside the ranges, and reports whether
+// any was in them.
+func (w *statusWatch) apply(evs []*mvccpb.Event) bool {
+	in := false
 	for _, ev := range evs {
 		if !inRanges(w.ranges, string(ev.Kv.Key)) {
 			continue
 		}
+		in = true
 		applyEvent(w.keys, w.readRev, ev)
 		w.rev = max(w.rev, ev.Kv.ModRevision) // a deletion's is its revision
 	}
+	return in
 }
 
 // coverOf returns the smallest prefix range [key, end) that holds every

@@ -93,3 +93,27 @@ func TestWatchStatusOneTTLReadPerLease(t *testing.T) {
 		t.Errorf("LeaseTimeToLive calls for %d holds by one session (one lease): %d, want 1", n, got)
 	}
 }
+
+// A change outside the scope sends no Status, though the one watch of the
+// scope sees it: the next Status after another name's lock is taken and
+// released is the followed name's own change.
+func TestWatchStatusIgnoresOtherNames(t *testing.T) {
+	watcher, other := newLocker(t, etcdClient(t)), newLocker(t, etcdClient(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := watcher.WatchStatus(ctx, etcdlock.StatusScope{Names: []string{"followed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := next(t, ch)
+	for range 3 {
+		mustLock(t, other, "followed-not").Unlock(t.Context())
+	}
+	l := mustLock(t, other, "followed")
+	defer l.Unlock(context.Background())
+	st := next(t, ch)
+	if st.Locks[0].Holder == nil || st.Locks[0].Holder.Token != l.Token() {
+		t.Fatalf("the Status after first (rev %d) is rev %d, holder %+v: want the followed lock's holder, token %d",
+			first.Rev, st.Rev, st.Locks[0].Holder, l.Token())
+	}
+}
