@@ -292,3 +292,36 @@ type nopSink struct{}
 func (nopSink) watchCreated(int64)          {}
 func (nopSink) watchEvents([]*mvccpb.Event) {}
 func (nopSink) watchEnded(bool, error)      {}
+
+// An open that hangs (the connection died as the stream opened) is given
+// up after openTimeout: a watch added meanwhile is reported ended, so its
+// owner reads afresh and says so, and the next stream is opened. Without
+// the timeout the watch waited, unreported, until gRPC gave up connecting.
+func TestWatchProtocolHungOpen(t *testing.T) {
+	p := newProtocol(t)
+	p.e.c.o.ttl = 3 * time.Second // openTimeout: 2 s
+	opens := make(chan struct{}, 4)
+	p.e.open = func(ctx context.Context) (pb.Watch_WatchClient, error) {
+		opens <- struct{}{}
+		<-ctx.Done() // never opens
+		return nil, ctx.Err()
+	}
+	start := time.Now()
+	b := p.box("a", true)
+	select {
+	case <-opens:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no open tried")
+	}
+	if n := p.news(b); !n.ended {
+		t.Fatalf("the watch was told %+v, want ended", n)
+	}
+	if d := time.Since(start); d < p.e.openTimeout() {
+		t.Fatalf("the watch ended after %v, before the open's timeout (%v)", d, p.e.openTimeout())
+	}
+	select {
+	case <-opens: // tried again
+	case <-time.After(5 * time.Second):
+		t.Fatal("no second open")
+	}
+}

@@ -41,7 +41,14 @@ func (e *watcher) serve(life context.Context) {
 	e.refresh(life)
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(life))
 	defer cancel()
+	// An open that hangs (the connection died as the stream opened, and
+	// gRPC waits to connect again) is given up as a hung stream is, or the
+	// watches added meanwhile would wait for it unreported.
+	hung := time.AfterFunc(e.openTimeout(), cancel)
 	stream, err := e.open(ctx)
+	if !hung.Stop() && err == nil {
+		err = ctx.Err() // it fired as the open returned: the stream is cancelled
+	}
 	if err != nil {
 		e.endStream(nil)
 		return
@@ -140,7 +147,7 @@ func (e *watcher) next(s *wstream) (*pb.WatchRequest, bool) {
 // being read on etcd's side once its answers back up, and the writer then
 // blocks in Send.
 func (e *watcher) watchdog(ctx context.Context, s *wstream) {
-	probe := time.NewTicker(max(e.c.o.ttl/3, minProbeInterval))
+	probe := time.NewTicker(e.probeInterval())
 	defer probe.Stop()
 	for {
 		select {
@@ -156,6 +163,13 @@ func (e *watcher) watchdog(ctx context.Context, s *wstream) {
 
 // minProbeInterval bounds how often a stream is probed with a short TTL.
 const minProbeInterval = 500 * time.Millisecond
+
+// probeInterval is how often the watchdog probes a stream.
+func (e *watcher) probeInterval() time.Duration { return max(e.c.o.ttl/3, minProbeInterval) }
+
+// openTimeout bounds the opening of a stream: two probe intervals, as long
+// as a hung stream goes unnoticed, and 2 s at least.
+func (e *watcher) openTimeout() time.Duration { return max(2*e.probeInterval(), 2*time.Second) }
 
 // probe queues a probe of s if it carries watches; it reports false if the
 // last probe is still unanswered and s delivered nothing since the last
