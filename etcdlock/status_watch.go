@@ -25,6 +25,11 @@ import (
 // gone or the read failed. A lease that expires deletes its keys, which the
 // watch reports.
 //
+// It is one watch, of the Client's whole prefix (see statusWatch.watch):
+// the role of an etcd user needs read permission on all of it, as
+// docs/etcd-auth-tls.md grants. A narrower grant has the watch refused,
+// and each Status after the first says so (a [PermissionError]).
+//
 // When the watch is interrupted (etcd compacted the revisions it needed,
 // the connection or the watch stream failed or hung), WatchStatus sends the
 // last Status again with Err set, reads the keys afresh, with a pause that
@@ -75,6 +80,10 @@ type statusWatch struct {
 	rev     int64                       // the revision of the latest change applied, or read
 	ttls    leaseTTLs                   // the granted TTL of each lease of keys, read once per lease
 	last    Status                      // built from keys, sent or not
+	// failing is why the last watch ended: every Status carries it until
+	// a watch is in place again, so that a watch that is refused each
+	// time (a role without read on the prefix) never shows as working.
+	failing error
 }
 
 // follow reads and watches until ctx ends, starting over after each
@@ -91,7 +100,7 @@ func (w *statusWatch) follow(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		w.last.Err = err
+		w.failing, w.last.Err = err, err
 		if !w.send(ctx) {
 			return
 		}
@@ -145,6 +154,10 @@ func (w *statusWatch) watch(ctx context.Context) error {
 			out = nil
 		case <-b.note:
 			n := b.take()
+			if n.created > 0 && w.failing != nil { // in place again
+				w.failing, w.last.Err = nil, nil
+				out = w.out
+			}
 			if w.apply(n.events) {
 				w.build(ctx)
 				out = w.out
@@ -153,7 +166,7 @@ func (w *statusWatch) watch(ctx context.Context) error {
 				if n.reason == nil {
 					return errWatchEnded
 				}
-				return fmt.Errorf("etcdlock: WatchStatus: %w", n.reason)
+				return fmt.Errorf("etcdlock: WatchStatus: %w", w.c.explain(n.reason))
 			}
 		}
 	}
@@ -223,10 +236,14 @@ func (w *statusWatch) build(ctx context.Context) {
 			w.ttls[id] = w.c.grantedTTL(ctx, id)
 		}
 	}
-	if len(w.ttls) > maxCachedTTLs {
-		maps.DeleteFunc(w.ttls, func(id clientv3.LeaseID, _ time.Duration) bool { return !live[id] })
-	}
+	// A lease whose read failed is read again when it next appears; past
+	// the bound, every lease without keys is forgotten.
+	over := len(w.ttls) > maxCachedTTLs
+	maps.DeleteFunc(w.ttls, func(id clientv3.LeaseID, ttl time.Duration) bool {
+		return !live[id] && (ttl < 0 || over)
+	})
 	w.last = w.c.keys().statusOf(w.scope, w.keys, w.rev, w.ttls)
+	w.last.Err = w.failing
 }
 
 // send sends the last status; false when ctx ended first.

@@ -144,8 +144,8 @@ func next(t *testing.T, ch <-chan etcdlock.Status) etcdlock.Status {
 			t.Fatal("WatchStatus's channel closed")
 		}
 		return st
-	case <-time.After(10 * time.Second):
-		t.Fatal("no status from WatchStatus within 10s")
+	case <-time.After(20 * time.Second): // a stream's open given up takes 5 s
+		t.Fatal("no status from WatchStatus within 20s")
 		return etcdlock.Status{}
 	}
 }

@@ -2,11 +2,13 @@ package etcdlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -115,5 +117,46 @@ func TestWatchStatusIgnoresOtherNames(t *testing.T) {
 	if st.Locks[0].Holder == nil || st.Locks[0].Holder.Token != l.Token() {
 		t.Fatalf("the Status after first (rev %d) is rev %d, holder %+v: want the followed lock's holder, token %d",
 			first.Rev, st.Rev, st.Locks[0].Holder, l.Token())
+	}
+}
+
+// A role that may read the four key spaces but not the whole prefix has
+// its one watch refused: after the first Status (its read works), every
+// Status says so, naming the prefix to grant (a PermissionError), and
+// none shows the watch as working.
+func TestWatchStatusNarrowReadGrant(t *testing.T) {
+	testenv.Long(t, "an etcd server with auth on, and 3 s of refused watches")
+	p := "/narrow/"
+	s := secureEtcd(t, time.Minute, false, p+"lock/")
+	root := s.client(t, clientv3.Config{Username: "root", Password: rootPassword}, true)
+	for _, sp := range []string{"elect/", "sem/", "group/"} {
+		if _, err := root.RoleGrantPermission(t.Context(), "locker", p+sp, clientv3.GetPrefixRangeEnd(p+sp), clientv3.PermissionType(clientv3.PermRead)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := etcdlock.New(s.locker(t, nil), etcdlock.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	ch, err := c.WatchStatus(ctx, etcdlock.StatusScope{Names: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for st := range ch {
+		n++
+		var perm *etcdlock.PermissionError
+		switch {
+		case n == 1 && st.Err != nil:
+			t.Fatalf("first status: %v, want the read's, with no error", st.Err)
+		case n > 1 && !errors.As(st.Err, &perm):
+			t.Fatalf("status %d: error %v, want a PermissionError", n, st.Err)
+		}
+	}
+	if n < 2 {
+		t.Fatalf("%d statuses in 3 s, want the refusal reported", n)
 	}
 }

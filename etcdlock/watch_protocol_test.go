@@ -295,11 +295,12 @@ func (nopSink) watchEnded(bool, error)      {}
 
 // An open that hangs (the connection died as the stream opened) is given
 // up after openTimeout: a watch added meanwhile is reported ended, so its
-// owner reads afresh and says so, and the next stream is opened. Without
-// the timeout the watch waited, unreported, until gRPC gave up connecting.
+// owner reads afresh and says so, and the next stream is opened; a held
+// lock's watch is carried over to it, not ended. Without the timeout the
+// watch waited, unreported, until gRPC gave up connecting.
 func TestWatchProtocolHungOpen(t *testing.T) {
 	p := newProtocol(t)
-	p.e.c.o.ttl = 3 * time.Second // openTimeout: 2 s
+	p.e.c.o.ttl = 3 * time.Second // openTimeout: its 5 s floor
 	opens := make(chan struct{}, 4)
 	p.e.open = func(ctx context.Context) (pb.Watch_WatchClient, error) {
 		opens <- struct{}{}
@@ -307,17 +308,32 @@ func TestWatchProtocolHungOpen(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	start := time.Now()
+	held := &watch{key: "held", token: 5, sink: nopSink{}}
+	p.e.c.wg.Add(1)
+	p.e.add(context.Background(), held, 6)
+	p.e.c.wg.Done()
 	b := p.box("a", true)
 	select {
 	case <-opens:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no open tried")
 	}
-	if n := p.news(b); !n.ended {
-		t.Fatalf("the watch was told %+v, want ended", n)
+	select {
+	case <-b.note:
+		if n := b.take(); !n.ended {
+			t.Fatalf("the watch was told %+v, want ended", n)
+		}
+	case <-time.After(p.e.openTimeout() + 5*time.Second):
+		t.Fatalf("the watch was told nothing %v after the open began", p.e.openTimeout()+5*time.Second)
 	}
 	if d := time.Since(start); d < p.e.openTimeout() {
 		t.Fatalf("the watch ended after %v, before the open's timeout (%v)", d, p.e.openTimeout())
+	}
+	p.e.mu.Lock()
+	kept := p.e.watches[held.id] == held
+	p.e.mu.Unlock()
+	if !kept {
+		t.Fatal("the held lock's watch was dropped with the stream that never opened")
 	}
 	select {
 	case <-opens: // tried again

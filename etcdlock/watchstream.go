@@ -47,7 +47,7 @@ func (e *watcher) serve(life context.Context) {
 	hung := time.AfterFunc(e.openTimeout(), cancel)
 	stream, err := e.open(ctx)
 	if !hung.Stop() && err == nil {
-		err = ctx.Err() // it fired as the open returned: the stream is cancelled
+		err = errOpenHung // it fired as the open returned: the stream is being cancelled
 	}
 	if err != nil {
 		e.endStream(nil)
@@ -168,8 +168,13 @@ const minProbeInterval = 500 * time.Millisecond
 func (e *watcher) probeInterval() time.Duration { return max(e.c.o.ttl/3, minProbeInterval) }
 
 // openTimeout bounds the opening of a stream: two probe intervals, as long
-// as a hung stream goes unnoticed, and 2 s at least.
-func (e *watcher) openTimeout() time.Duration { return max(2*e.probeInterval(), 2*time.Second) }
+// as a hung stream goes unnoticed, and 5 s at least, since an open with a
+// user and password first authenticates (a bcrypt check and a raft
+// proposal), which a loaded cluster may take seconds to do.
+func (e *watcher) openTimeout() time.Duration { return max(2*e.probeInterval(), 5*time.Second) }
+
+// errOpenHung is a stream's open given up after openTimeout.
+var errOpenHung = errors.New("etcdlock: the watch stream did not open in time")
 
 // probe queues a probe of s if it carries watches; it reports false if the
 // last probe is still unanswered and s delivered nothing since the last
