@@ -37,21 +37,31 @@ func (c *Client) Observe(ctx context.Context, name string) (<-chan Entry, error)
 		return nil, err
 	}
 	out := make(chan Entry)
+	o := &observer{c: c, q: c.keys().electionQueue(name), out: out}
+	if !c.followInBackground(ctx, o.follow, func() { close(out) }) {
+		return nil, ErrClosed
+	}
+	return out, nil
+}
+
+// followInBackground runs follow in the Client's background until ctx
+// ends or the Client is closed, whichever comes first, then runs done
+// (closing the caller's channel). It reports false, having run nothing,
+// when the Client is closed.
+func (c *Client) followInBackground(ctx context.Context, follow func(context.Context), done func()) bool {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.life, cancel)
 	started := c.background(func() {
-		defer close(out)
+		defer done()
 		defer cancel()
 		defer stop()
-		o := observer{c: c, q: c.keys().electionQueue(name), out: out}
-		o.follow(ctx)
+		follow(ctx)
 	})
 	if !started {
 		stop()
 		cancel()
-		return nil, ErrClosed
 	}
-	return out, nil
+	return started
 }
 
 // observer is one Observe call's state.

@@ -50,18 +50,8 @@ func (c *Client) WatchStatus(ctx context.Context, scope StatusScope) (<-chan Sta
 		return nil, err
 	}
 	out := make(chan Status)
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.life, cancel)
-	started := c.background(func() {
-		defer close(out)
-		defer cancel()
-		defer stop()
-		w := statusWatch{c: c, scope: scope, ranges: scope.ranges(c.keys()), out: out, ttls: leaseTTLs{}}
-		w.follow(ctx)
-	})
-	if !started {
-		stop()
-		cancel()
+	w := &statusWatch{c: c, scope: scope, ranges: scope.ranges(c.keys()), out: out, ttls: leaseTTLs{}}
+	if !c.followInBackground(ctx, w.follow, func() { close(out) }) {
 		return nil, ErrClosed
 	}
 	return out, nil
