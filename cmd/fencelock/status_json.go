@@ -70,23 +70,11 @@ type partitionJSON struct {
 }
 
 func groupToJSON(st etcdlock.GroupStatus) groupJSON {
-	j := groupJSON{Name: st.Name, Rev: st.Rev, Partitions: st.Partitions, Moves: st.Moves, Members: []entryJSON{}, Others: []entryJSON{}, Owners: []partitionJSON{}}
-	for _, m := range st.Members {
-		j.Members = append(j.Members, entryToJSON(m))
-	}
-	for _, m := range st.Others {
-		j.Others = append(j.Others, entryToJSON(m))
-	}
+	j := groupJSON{Name: st.Name, Rev: st.Rev, Partitions: st.Partitions, Moves: st.Moves,
+		Members: entriesToJSON(st.Members), Others: entriesToJSON(st.Others), Owners: []partitionJSON{}}
 	for _, p := range st.Owners {
-		pj := partitionJSON{Partition: p.Partition, Waiters: []entryJSON{}, Assigned: p.Assigned}
-		if p.Owner != nil {
-			o := entryToJSON(*p.Owner)
-			pj.Owner = &o
-		}
-		for _, w := range p.Waiters {
-			pj.Waiters = append(pj.Waiters, entryToJSON(w))
-		}
-		j.Owners = append(j.Owners, pj)
+		j.Owners = append(j.Owners, partitionJSON{Partition: p.Partition, Owner: entryPtrToJSON(p.Owner),
+			Waiters: entriesToJSON(p.Waiters), Assigned: p.Assigned})
 	}
 	return j
 }
@@ -114,18 +102,26 @@ type entryJSON struct {
 }
 
 func toJSON(q etcdlock.Queue) queueJSON {
-	j := queueJSON{Name: q.Name, Rev: q.Rev, Holders: []entryJSON{}, Waiters: []entryJSON{}}
-	if q.Holder != nil {
-		h := entryToJSON(*q.Holder)
-		j.Holder = &h
+	return queueJSON{Name: q.Name, Rev: q.Rev, Holder: entryPtrToJSON(q.Holder),
+		Holders: entriesToJSON(q.Holders), Waiters: entriesToJSON(q.Waiters)}
+}
+
+// entriesToJSON converts es, never to nil: an empty list is [] in JSON.
+func entriesToJSON(es []etcdlock.Entry) []entryJSON {
+	js := make([]entryJSON, 0, len(es))
+	for _, e := range es {
+		js = append(js, entryToJSON(e))
 	}
-	for _, h := range q.Holders {
-		j.Holders = append(j.Holders, entryToJSON(h))
+	return js
+}
+
+// entryPtrToJSON converts e, nil (null in JSON) to nil.
+func entryPtrToJSON(e *etcdlock.Entry) *entryJSON {
+	if e == nil {
+		return nil
 	}
-	for _, w := range q.Waiters {
-		j.Waiters = append(j.Waiters, entryToJSON(w))
-	}
-	return j
+	j := entryToJSON(*e)
+	return &j
 }
 
 func entryToJSON(e etcdlock.Entry) entryJSON {
