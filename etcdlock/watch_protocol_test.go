@@ -12,6 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Unit tests of the watch stream's protocol (see watcher) against a fake
@@ -299,6 +301,7 @@ func (nopSink) watchEnded(bool, error)      {}
 // lock's watch is carried over to it, not ended. Without the timeout the
 // watch waited, unreported, until gRPC gave up connecting.
 func TestWatchProtocolHungOpen(t *testing.T) {
+	testenv.Long(t, "waits out a stream's 5 s open timeout")
 	p := newProtocol(t)
 	p.e.c.o.ttl = 3 * time.Second // openTimeout: its 5 s floor
 	opens := make(chan struct{}, 4)
