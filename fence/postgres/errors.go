@@ -46,3 +46,14 @@ var ErrSchema = errors.New("postgres: table, column or key constraint missing")
 // succeed, or may then fail with [fence.ErrStale]. Errors that match it also
 // wrap the server's *pgconn.PgError.
 var ErrRetryable = errors.New("postgres: transaction rolled back by the server (serialization failure or deadlock); retry it")
+
+// ErrTerminated means the server ended the session a fenced transaction
+// ran on (SQLSTATE 57P01, "terminating connection due to administrator
+// command") before the transaction ended. A newer holder's fenced
+// transaction does that to an older token's transaction that blocks its
+// guard (see "A frozen holder" in the package doc); pg_terminate_backend
+// and a server shutdown send the same code. A transaction whose COMMIT had
+// not been sent was rolled back: nothing of it was written. When the
+// COMMIT was in flight the error also matches [fence.ErrUnknownOutcome].
+// Errors that match it also wrap the server's *pgconn.PgError.
+var ErrTerminated = errors.New("postgres: the server ended the transaction's session (SQLSTATE 57P01): a newer holder ends an older token's transaction that blocks it, as do pg_terminate_backend and a server shutdown")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -156,6 +157,8 @@ func TestRunInTxInvalidInput(t *testing.T) {
 		{"isolation on a savepoint", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithIsolation(pgx.Serializable)}, postgres.ErrInvalidOption},
 		{"read only", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithTxOptions(pgx.TxOptions{AccessMode: pgx.ReadOnly})}, postgres.ErrInvalidOption},
 		{"bad deferrable mode", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithTxOptions(pgx.TxOptions{DeferrableMode: "later"})}, postgres.ErrInvalidOption},
+		{"zero preempt wait", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithPreemptAfter(0)}, postgres.ErrInvalidOption},
+		{"negative preempt wait", noIO{t}, "r", 1, fn, []postgres.TxOption{postgres.WithPreemptAfter(-time.Second)}, postgres.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

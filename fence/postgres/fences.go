@@ -81,10 +81,11 @@ func NewFences(name pgx.Identifier, opts ...Option) (*Fences, error) {
 // newFences returns the Fences of the table quoted q, reporting to tel.
 func newFences(q, label string, tel *pgTelemetry) *Fences {
 	// A guard that passes also records the token for the rest of the
-	// transaction, for the row trigger of [Table.CreateTrigger].
+	// transaction, for the row trigger of [Table.CreateTrigger], and shows
+	// it to newer holders that it may block (preempt.go).
 	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, $2)" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
-		" RETURNING set_config('" + tokenSetting + "', token::text, true)"
+		" RETURNING set_config('" + tokenSetting + "', token::text, true), " + tagSQL("token::text", "token::text")
 	return &Fences{
 		label:         label,
 		advanceSQL:    guard,

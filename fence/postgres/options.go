@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -14,13 +15,13 @@ import (
 type TableOption interface{ applyTable(*tableOptions) }
 
 // TxOption configures one fenced transaction ([RunInTx], [Fences.RunInTx]).
-// Create one with [WithTxOptions] or [WithIsolation]; the interface is
-// sealed. RunInTx checks them before any I/O and fails, with an error
+// Create one with [WithTxOptions], [WithIsolation], [WithPreemptAfter] or
+// [WithoutPreemption]; the interface is sealed. RunInTx checks them before any I/O and fails, with an error
 // matching [ErrInvalidOption], on an invalid one.
 //
 // It is a type of its own, not a [TableOption], because it configures a
 // call rather than a value: each kind is accepted only where it applies.
-type TxOption interface{ applyTx(*pgx.TxOptions) }
+type TxOption interface{ applyTx(*txConfig) }
 
 type tableOptions struct {
 	key, fence string
@@ -31,9 +32,18 @@ type tableOptionFunc func(*tableOptions)
 
 func (f tableOptionFunc) applyTable(o *tableOptions) { f(o) }
 
-type txOptionFunc func(*pgx.TxOptions)
+// txConfig is one fenced transaction's configuration.
+type txConfig struct {
+	pgx pgx.TxOptions
+	// preemptAfter is how long the guard waits before it ends older
+	// tokens' transactions that block it; 0 never.
+	preemptAfter time.Duration
+	invalid      error // an option's invalid value
+}
 
-func (f txOptionFunc) applyTx(o *pgx.TxOptions) { f(o) }
+type txOptionFunc func(*txConfig)
+
+func (f txOptionFunc) applyTx(o *txConfig) { f(o) }
 
 // WithKeyColumn names the column that identifies a row of a [Table]. It must
 // be unique by itself: the primary key, or a column with a unique index on
@@ -65,7 +75,7 @@ func WithFenceColumn(name string) TableOption {
 // handle is a pgx.Tx (whose transaction began before the call), makes the
 // call fail before any I/O.
 func WithTxOptions(opts pgx.TxOptions) TxOption {
-	return txOptionFunc(func(o *pgx.TxOptions) { *o = opts })
+	return txOptionFunc(func(o *txConfig) { o.pgx = opts })
 }
 
 // WithIsolation sets the isolation level of a fenced transaction:
@@ -74,7 +84,36 @@ func WithTxOptions(opts pgx.TxOptions) TxOption {
 // the server's default_transaction_isolation, normally READ COMMITTED. It is
 // [WithTxOptions] for the IsoLevel alone, and is refused the same way.
 func WithIsolation(level pgx.TxIsoLevel) TxOption {
-	return txOptionFunc(func(o *pgx.TxOptions) { o.IsoLevel = level })
+	return txOptionFunc(func(o *txConfig) { o.pgx.IsoLevel = level })
+}
+
+// WithPreemptAfter sets how long a fenced transaction's guard (the
+// statement that raises its fences, before fn runs) waits on another
+// transaction before it looks at what blocks it, and ends the session of
+// every blocker that is a fenced transaction of older tokens (see
+// "A frozen holder" in the package doc). It is looked at again every
+// 250 ms until the guard returns. Default 100 ms. d must be positive.
+//
+// Unlike the other TxOptions it applies on a pgx.Tx too.
+func WithPreemptAfter(d time.Duration) TxOption {
+	return txOptionFunc(func(o *txConfig) {
+		o.preemptAfter = d
+		if d <= 0 {
+			o.invalid = fmt.Errorf("%w: WithPreemptAfter(%v): want > 0 (WithoutPreemption turns preemption off)", ErrInvalidOption, d)
+		}
+	})
+}
+
+// WithoutPreemption makes a fenced transaction's guard wait for whatever
+// blocks it for as long as ctx allows, and end nothing: the behaviour
+// before preemption, for a role that may not end other sessions, or to see
+// what preemption saves. A holder frozen with its transaction open then
+// stalls the next one for as long as it stays frozen. Default: preemption
+// on ([WithPreemptAfter]).
+//
+// Unlike the other TxOptions it applies on a pgx.Tx too.
+func WithoutPreemption() TxOption {
+	return txOptionFunc(func(o *txConfig) { o.preemptAfter = 0 })
 }
 
 // newTableOptions records opts over the defaults and checks the result.
@@ -99,28 +138,36 @@ func newTableOptions(opts []TableOption) (tableOptions, error) {
 }
 
 // newTxOptions records opts and checks the result.
-func newTxOptions(opts []TxOption) (pgx.TxOptions, error) {
-	var o pgx.TxOptions
+func newTxOptions(opts []TxOption) (txConfig, error) {
+	c := txConfig{preemptAfter: defaultPreemptAfter}
 	for _, opt := range opts {
 		if opt == nil {
-			return o, fmt.Errorf("%w: nil TxOption", ErrInvalidOption)
+			return c, fmt.Errorf("%w: nil TxOption", ErrInvalidOption)
 		}
-		opt.applyTx(&o)
+		opt.applyTx(&c)
+		if c.invalid != nil {
+			return c, c.invalid
+		}
 	}
+	return c, checkPgxTxOptions(c.pgx)
+}
+
+// checkPgxTxOptions checks the pgx options of a fenced transaction.
+func checkPgxTxOptions(o pgx.TxOptions) error {
 	switch o.IsoLevel {
 	case "", pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable, pgx.ReadUncommitted:
 	default:
-		return o, fmt.Errorf("%w: isolation level %q", ErrInvalidOption, o.IsoLevel)
+		return fmt.Errorf("%w: isolation level %q", ErrInvalidOption, o.IsoLevel)
 	}
 	switch o.AccessMode {
 	case "", pgx.ReadWrite:
 	default:
-		return o, fmt.Errorf("%w: access mode %q: a fenced transaction writes its fence", ErrInvalidOption, o.AccessMode)
+		return fmt.Errorf("%w: access mode %q: a fenced transaction writes its fence", ErrInvalidOption, o.AccessMode)
 	}
 	switch o.DeferrableMode {
 	case "", pgx.Deferrable, pgx.NotDeferrable:
 	default:
-		return o, fmt.Errorf("%w: deferrable mode %q", ErrInvalidOption, o.DeferrableMode)
+		return fmt.Errorf("%w: deferrable mode %q", ErrInvalidOption, o.DeferrableMode)
 	}
-	return o, nil
+	return nil
 }

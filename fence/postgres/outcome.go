@@ -13,7 +13,8 @@ import (
 // classify marks server errors callers act on: [ErrRetryable] for
 // serialization failures and deadlocks, [ErrSchema] for missing tables,
 // columns and key constraints, [fence.ErrStale] for the row trigger's
-// refusal ([Table.CreateTrigger]). The *pgconn.PgError stays reachable.
+// refusal ([Table.CreateTrigger]), [ErrTerminated] for a session the
+// server ended. The *pgconn.PgError stays reachable.
 func classify(err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -26,6 +27,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrSchema, err)
 	case staleRowCode:
 		return fmt.Errorf("%w: %w", fence.ErrStale, err)
+	case "57P01":
+		return fmt.Errorf("%w: %w", ErrTerminated, err)
 	}
 	return err
 }

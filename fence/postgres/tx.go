@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -62,17 +63,19 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err != nil {
 		return err
 	}
+	p := preemption{after: o.preemptAfter, w: waiter{tokens: []fence.Token{token}}}
 	return f.tel.write(ctx, f.tel.Tx, token, func() string { return resource }, func(ctx context.Context) error {
-		return runInTx(ctx, db, resource, token, o, fn, func(tx pgx.Tx) error {
+		return runInTx(ctx, db, resource, token, o.pgx, p, fn, func(tx pgx.Tx) error {
 			return f.Advance(ctx, tx, resource, token)
 		})
 	})
 }
 
-// runInTx begins a transaction on db, raises its fences with advance, runs
-// fn and commits. resource and token name the transaction in its errors.
+// runInTx begins a transaction on db, raises its fences with advance
+// (watched by p), runs fn and commits. resource and token name the
+// transaction in its errors.
 func runInTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, o pgx.TxOptions,
-	fn, advance func(pgx.Tx) error) error {
+	p preemption, fn, advance func(pgx.Tx) error) error {
 	tx, err := begin(ctx, db, o)
 	if err != nil {
 		return fmt.Errorf("postgres: begin fenced transaction on %s: %w", resource, classify(err))
@@ -80,7 +83,7 @@ func runInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 	// After a commit this is a no-op; after a panic in fn it runs before the
 	// panic goes on.
 	defer rollback(ctx, tx)
-	if err := advance(tx); err != nil {
+	if err := guard(ctx, tx, resource, p, advance); err != nil {
 		return err
 	}
 	if err := fn(tx); err != nil {
@@ -91,6 +94,24 @@ func runInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 		return commitError(resource, token, err, savepoint)
 	}
 	return nil
+}
+
+// guard runs advance on tx under p's watch. When ctx ends meanwhile, the
+// error says so, and names what the guard was waiting for if the watch
+// found it, rather than the broken connection that pgx reports.
+func guard(ctx context.Context, tx pgx.Tx, resource string, p preemption, advance func(pgx.Tx) error) error {
+	stop := p.watch(ctx, tx)
+	err := advance(tx)
+	found := stop()
+	if err == nil || ctx.Err() == nil || errors.Is(err, fence.ErrStale) {
+		return err
+	}
+	why := ""
+	if found != nil {
+		why = " (" + found.Error() + ")"
+	}
+	return fmt.Errorf("postgres: fenced transaction on %s: the context ended (%w) while its guard was raising the fences%s; the transaction was rolled back and nothing was written",
+		resource, context.Cause(ctx), why)
 }
 
 func checkTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error) error {
@@ -124,12 +145,12 @@ func begin(ctx context.Context, db TxBeginner, o pgx.TxOptions) (pgx.Tx, error) 
 
 // txOptions records opts and checks them, and that db can begin a
 // transaction with them.
-func txOptions(db TxBeginner, opts []TxOption) (pgx.TxOptions, error) {
+func txOptions(db TxBeginner, opts []TxOption) (txConfig, error) {
 	o, err := newTxOptions(opts)
 	if err != nil {
 		return o, err
 	}
-	return o, checkTxOptions(db, o)
+	return o, checkTxOptions(db, o.pgx)
 }
 
 // checkTxOptions refuses options on a handle that cannot begin a top-level

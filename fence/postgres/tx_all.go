@@ -37,7 +37,7 @@ func (f *Fences) RunInTxHeld(ctx context.Context, db TxBeginner, h fence.Claimer
 	if nilcheck.IsNil(h) {
 		return fmt.Errorf("%w: RunInTxHeld: nil holder", ErrInvalidArgument)
 	}
-	return f.RunInTxAll(ctx, db, h.Claims(), fn, opts...)
+	return f.runInTxAll(ctx, db, h.Claims(), holderValid(h), fn, opts)
 }
 
 // RunInTxAll is [Fences.RunInTx] over several resources, each with its own
@@ -71,6 +71,12 @@ func (f *Fences) RunInTxHeld(ctx context.Context, db TxBeginner, h fence.Claimer
 // invalid option fails before any I/O with an error matching
 // [fence.ErrInvalidArgument].
 func (f *Fences) RunInTxAll(ctx context.Context, db TxBeginner, claims []fence.Claim, fn func(pgx.Tx) error, opts ...TxOption) error {
+	return f.runInTxAll(ctx, db, claims, nil, fn, opts)
+}
+
+// runInTxAll is RunInTxAll; valid, when not nil, tells whether the holder
+// of the claims still holds them all (see waiter).
+func (f *Fences) runInTxAll(ctx context.Context, db TxBeginner, claims []fence.Claim, valid func() bool, fn func(pgx.Tx) error, opts []TxOption) error {
 	if err := cmp.Or(f.check(), checkDB(db)); err != nil {
 		return err
 	}
@@ -89,8 +95,9 @@ func (f *Fences) RunInTxAll(ctx context.Context, db TxBeginner, claims []fence.C
 		return err
 	}
 	label := claimsLabel(set)
+	p := preemption{after: o.preemptAfter, w: waiter{tokens: claimTokens(set), valid: valid}}
 	return f.tel.write(ctx, f.tel.Tx, set[0].Token, func() string { return label }, func(ctx context.Context) error {
-		return runInTx(ctx, db, label, set[0].Token, o, fn, func(tx pgx.Tx) error {
+		return runInTx(ctx, db, label, set[0].Token, o.pgx, p, fn, func(tx pgx.Tx) error {
 			return f.advanceAll(ctx, tx, set, label)
 		})
 	})
@@ -104,6 +111,16 @@ func sortClaims(claims []fence.Claim) ([]fence.Claim, error) {
 		err = fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return set, err
+}
+
+// claimTokens returns the tokens of set, sorted.
+func claimTokens(set []fence.Claim) []fence.Token {
+	ts := make([]fence.Token, len(set))
+	for i, c := range set {
+		ts[i] = c.Token
+	}
+	slices.Sort(ts)
+	return ts
 }
 
 // claimsLabel names the resources of sorted claims in errors and spans.
@@ -125,10 +142,11 @@ func (f *Fences) advanceAll(ctx context.Context, tx pgx.Tx, set []fence.Claim, l
 		names[i], tokens[i] = c.Resource, int64(c.Token)
 		one = one && c.Token == set[0].Token
 	}
-	rows, _ := tx.Query(ctx, f.advanceAllSQL, names, tokens, one)
+	lo, hi := slices.Min(tokens), slices.Max(tokens)
+	rows, _ := tx.Query(ctx, f.advanceAllSQL, names, tokens, one, lo, hi)
 	raised, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
 		var name string
-		return name, r.Scan(&name, nil)
+		return name, r.Scan(&name, nil, nil)
 	})
 	if err != nil {
 		return writeError(tx, "advance fences", label, set[0].Token, err)
@@ -149,10 +167,13 @@ func (f *Fences) advanceAll(ctx context.Context, tx pgx.Tx, set []fence.Claim, l
 // executor inserts, and so locks, the rows in the order the SELECT yields
 // them), each only if not above its token; it returns the resources it
 // raised. With $3 true (one token for all) it records the token for the
-// row trigger, as the guard of RunInTx does.
+// row trigger, as the guard of RunInTx does. $4 and $5, the lowest and
+// highest tokens, tag the transaction for newer holders it may block
+// (preempt.go).
 func advanceAllGuard(q string) string {
 	return "INSERT INTO " + q + " AS cur (resource, token)" +
 		" SELECT r, t FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(r, t, i) ORDER BY i" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
-		" RETURNING resource, CASE WHEN $3::bool THEN set_config('" + tokenSetting + "', token::text, true) END"
+		" RETURNING resource, CASE WHEN $3::bool THEN set_config('" + tokenSetting + "', token::text, true) END, " +
+		tagSQL("$4::bigint::text", "$5::bigint::text")
 }
