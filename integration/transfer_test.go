@@ -67,8 +67,15 @@ func TestTransferPausedHolder(t *testing.T) {
 			if m.Lock(a).Token() <= tok1 {
 				t.Fatalf("T2's token %d is not above T1's %d", m.Lock(a).Token(), tok1)
 			}
+			// T2 waits for T1 rather than ending its transaction: what is
+			// checked here is what T2 reads once T1 has committed.
+			// TestTransferFrozenHolderLiveness checks the ending.
+			mode2 := tt.mode
+			if mode2 == xferHeld {
+				mode2 = xferHeldWaiting
+			}
 			t2 := make(chan error, 1)
-			go func() { t2 <- transfer(ctx, pool, tt.mode, m, a, b, 10, func() error { return nil }) }()
+			go func() { t2 <- transfer(ctx, pool, mode2, m, a, b, 10, func() error { return nil }) }()
 			poll.Until(t, "T2 waits for T1's row lock", func() bool { return lockWaiters(t, pool) > 0 })
 
 			resumeToWrite(t, t1)

@@ -1,9 +1,11 @@
 package integration_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,6 +26,7 @@ type xferWorkerConfig struct {
 	From string
 	To   string
 	Mode xferMode
+	TTL  time.Duration // the lease; 0: 1 s
 }
 
 func init() {
@@ -37,7 +40,7 @@ func init() {
 // locked, it reports "READY <token>" and waits for the parent, which stops
 // it meanwhile past its lease.
 func xferWorkerRun(ctx context.Context, cfg xferWorkerConfig) error {
-	locks, stop, err := workerLocks(ctx, cfg.Etcd)
+	locks, stop, err := workerLocksTTL(ctx, cfg.Etcd, cmp.Or(cfg.TTL, time.Second))
 	if err != nil {
 		return err
 	}
@@ -67,6 +70,10 @@ const (
 	// xferHeld runs the transfer in postgres.RunInTxHeld over the
 	// MultiLock: both floors claimed before anything is read.
 	xferHeld xferMode = "transaction claiming both first"
+	// xferHeldWaiting is xferHeld WithoutPreemption: its guard waits for
+	// an older holder's open transaction as long as that stays open (the
+	// control of the liveness tests).
+	xferHeldWaiting xferMode = "transaction claiming both first, without preemption"
 	// xferPlainRead is the code users wrote before: a plain SELECT, then
 	// fenced writes of the computed balances (the control).
 	xferPlainRead xferMode = "plain read, fenced writes"
@@ -81,7 +88,11 @@ func transfer(ctx context.Context, db pgHandle, mode xferMode, m *etcdlock.Multi
 	}
 	tokFrom, tokTo := m.Lock(from).Token(), m.Lock(to).Token()
 	switch mode {
-	case xferHeld:
+	case xferHeld, xferHeldWaiting:
+		var opts []postgres.TxOption
+		if mode == xferHeldWaiting {
+			opts = append(opts, postgres.WithoutPreemption())
+		}
 		return postgres.RunInTxHeld(ctx, db, m, func(tx pgx.Tx) error {
 			var a, b int64
 			if err := tx.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = $1", from).Scan(&a); err != nil {
@@ -98,7 +109,7 @@ func transfer(ctx context.Context, db pgHandle, mode xferMode, m *etcdlock.Multi
 			}
 			_, err := tx.Exec(ctx, "UPDATE accounts SET balance = $2 WHERE id = $1", to, b+amount)
 			return err
-		})
+		}, opts...)
 	case xferRows, xferPlainRead:
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			a, b, err := readBalances(ctx, tx, accounts, mode, from, to, tokFrom, tokTo)

@@ -110,11 +110,16 @@ func workerMain[C any](cfgJSON string, run func(context.Context, C) error) int {
 // workerLocks connects a worker process to etcd with a 1 s lease; stop
 // closes both the locks (revoking the lease) and the etcd client.
 func workerLocks(ctx context.Context, etcd []string) (locks *etcdlock.Client, stop func(), err error) {
+	return workerLocksTTL(ctx, etcd, time.Second)
+}
+
+// workerLocksTTL is workerLocks with a lease of ttl.
+func workerLocksTTL(ctx context.Context, etcd []string, ttl time.Duration) (locks *etcdlock.Client, stop func(), err error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, nil, err
 	}
-	locks, err = etcdlock.New(cli, etcdlock.WithTTL(time.Second))
+	locks, err = etcdlock.New(cli, etcdlock.WithTTL(ttl))
 	if err != nil {
 		cli.Close()
 		return nil, nil, err
