@@ -193,6 +193,53 @@
 // [RunInTx] and [Exec] refuse before any statement of yours runs: the fence
 // table's row is checked first.
 //
+// # A frozen holder
+//
+// A holder that freezes inside a fenced transaction (a GC pause, a stopped
+// process, a suspended VM whose TCP connection stays up) keeps that
+// transaction open, and with it the rows of its fences and every row it
+// wrote. Its lease ends and the next holder gets the lock, but the next
+// holder's guard (the statement that raises the same fences) waits on
+// those rows for as long as the freeze lasts, for good if it never ends.
+//
+// So a guard of [RunInTx], [RunInTxAll] or [RunInTxHeld] that has waited
+// 100 ms ([WithPreemptAfter]) looks, on a connection of its own, at the
+// sessions blocking it (pg_blocking_pids), and ends with
+// pg_terminate_backend each one that runs a fenced transaction of older
+// tokens only: its transaction is rolled back, and the guard goes on. The
+// next holder's transfer is delayed by that 100 ms and a round trip or
+// two, not by the freeze. The older holder, once it runs again, gets an
+// error matching [ErrTerminated] from its next statement; nothing of its
+// transaction was written (if it was frozen with its COMMIT in flight,
+// the error also matches [fence.ErrUnknownOutcome]). A transaction shows
+// its tokens to the others as its session's application_name
+// ("fencelock:t=MIN-MAX"), set by its guard for the transaction alone.
+//
+// Which blockers are ended: a fenced transaction whose tokens are all older
+// than all of the waiter's; with [RunInTxHeld] over a holder that knows
+// whether it still holds all its locks (an *etcdlock.MultiLock), also one
+// older than the waiter's newest token that carries none of the waiter's
+// tokens, while that holder still holds them. Never one that may carry one
+// of the waiter's tokens (the same holder's own transaction), a newer
+// holder's, or a transaction that is not fenced: a guard blocked by those
+// waits for as long as ctx allows, and its error names the session it
+// waited for. A live holder is never ended for idling: only a newer token's
+// guard that it blocks ends it, and while its lease is renewed there is
+// none.
+//
+// The role of the waiting holder must be allowed to end the blocker's
+// session: the same role, or a member of it, or of pg_signal_backend (a
+// superuser's session only a superuser can end). Without that, the guard
+// waits as before, and its error says so. [WithoutPreemption] turns the
+// look off.
+//
+// Not covered: a transaction of yours into which [Table] claims rows (the
+// next holder waits on the row for as long as the older one is frozen: run
+// the work in [RunInTxHeld], whose guard comes first, or set
+// idle_in_transaction_session_timeout on your transaction yourself), and
+// connections through a pooler that hides the server's process ids
+// (PgBouncer in transaction mode), where nothing is found to end.
+//
 // # Isolation
 //
 // Fenced writes are correct under READ COMMITTED, REPEATABLE READ and

@@ -28,7 +28,10 @@ func RunInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 // without calling fn: none of fn's writes can land. Until the transaction
 // ends, fenced transactions on the same resource wait for it, so a stale one
 // cannot commit after a newer one, under every isolation level
-// ([WithIsolation], [WithTxOptions]).
+// ([WithIsolation], [WithTxOptions]). A newer token's transaction does not
+// wait for a stale one for long, though: once its guard has waited 100 ms
+// it ends the stale one's session (see "A frozen holder" in the package
+// doc), and that one's next statement fails with [ErrTerminated].
 //
 // fn must not commit or roll back tx itself: RunInTx then returns an error
 // matching [fence.ErrUnknownOutcome], since it cannot tell which fn did
