@@ -148,6 +148,9 @@ func (d Dialect) classifyAs(err error, ours bool) error {
 	if k == kindDialect && !ours {
 		return err
 	}
+	if d.terminated(err) {
+		return fmt.Errorf("%w: %w", ErrTerminated, err)
+	}
 	switch k {
 	case kindRetryable:
 		return fmt.Errorf("%w: %w", ErrRetryable, err)
@@ -165,4 +168,27 @@ func (d Dialect) classifyAs(err error, ours bool) error {
 func (d Dialect) retryable(err error) bool {
 	k, ok := d.serverError(err)
 	return ok && k == kindRetryable
+}
+
+// terminated reports whether err says the server ended the session (MySQL
+// 1927, connection killed; PostgreSQL 57P01, terminated by an
+// administrator command).
+func (d Dialect) terminated(err error) bool {
+	var me *mysql.MySQLError
+	var pe sqlStateError
+	switch d {
+	case MySQL:
+		return errors.As(err, &me) && me.Number == 1927
+	case PostgreSQL:
+		return errors.As(err, &pe) && pe.SQLState() == "57P01"
+	}
+	return false
+}
+
+// lostInTx reports whether err, from a statement inside a transaction,
+// says its connection was gone: the server ended it (go-sql-driver/mysql
+// reads a killed connection's end as an unexpected EOF), or the network
+// broke. The transaction cannot commit any more.
+func lostInTx(err error) bool {
+	return errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn)
 }

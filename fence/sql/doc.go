@@ -152,6 +152,46 @@
 // A plain SELECT, or [Store.Get], claims nothing: use it only for what no
 // write of yours will follow.
 //
+// # A frozen holder
+//
+// A holder that freezes inside a fenced transaction (a GC pause, a stopped
+// process, a suspended VM whose TCP connection stays up) keeps that
+// transaction open, and with it its fences' rows. Its lease ends and the
+// next holder gets the lock, but the next holder's statement raising the
+// same fence waits on the row for as long as the freeze lasts (in MySQL
+// and MariaDB up to innodb_lock_wait_timeout, 50 s by default, and then
+// again, as the transaction is tried again).
+//
+// On MySQL and MariaDB, a statement of [Fences.RunInTx], [Fences.RunInTxAll]
+// or [Fences.RunInTxHeld] raising a fence that has waited 100 ms
+// ([WithPreemptAfter]) looks, on another connection of the pool, at the
+// transaction holding the fence's row (information_schema.INNODB_LOCK_WAITS),
+// reads the row as that transaction left it (READ UNCOMMITTED) and as
+// committed, and when that transaction raised the fence to a token older
+// than the waiter's, ends its connection (KILL CONNECTION): it is rolled
+// back, and the statement goes on. The older holder, once it runs again,
+// gets an error matching [ErrTerminated] from its next statement, and
+// nothing of its transaction is written. A transaction that holds the row
+// without having raised it (not a fenced one), one of the same token (the
+// same holder's own) and one of a newer token are left alone: the waiter
+// waits for as long as ctx allows, and its error names the connection it
+// waited for. A live holder is never ended for idling: only a newer
+// token's statement that it blocks ends it.
+//
+// The user needs PROCESS (to read the lock waits) and, if holders connect
+// as several users, CONNECTION ADMIN (SUPER before MariaDB 10.5) to end
+// another user's connection. db must be a *sql.DB: on a *sql.Conn there is
+// no other connection to look from, and the statement waits as before.
+// [WithoutPreemption] turns the look off.
+//
+// Not covered yet: MySQL 8, which moved the lock waits to
+// performance_schema.data_lock_waits (the waiter's error names the missing
+// table); PostgreSQL through this package (use fence/postgres, which
+// covers it); [Table] claims in a transaction of your own. SQLite has one
+// writer at a time, and no other process can take the database's lock from
+// a process that holds it: a frozen writer blocks every writer until it
+// runs again or its process ends.
+//
 // # Errors
 //
 // A refused write returns an error matching [fence.ErrStale]; errors.As

@@ -57,3 +57,14 @@ var ErrRetryable = errors.New("sqlfence: rolled back by the server (deadlock, se
 // before 3.24.0 has no INSERT ... ON CONFLICT DO UPDATE. Nothing was
 // written.
 var ErrUnsupported = errors.New("sqlfence: the server does not support this statement")
+
+// ErrTerminated means the connection a fenced transaction ran on ended
+// before the transaction did: the server ended it (MySQL and MariaDB: KILL
+// CONNECTION, which go-sql-driver/mysql reports as an invalid connection
+// or 1927; PostgreSQL: 57P01), or the network broke. A newer holder's
+// fenced transaction ends an older token's transaction that blocks it that
+// way (see "A frozen holder" in the package doc). A transaction whose
+// COMMIT had not been sent was rolled back: nothing of it was written.
+// When the COMMIT was in flight the error also matches
+// [fence.ErrUnknownOutcome]. The driver's error stays reachable.
+var ErrTerminated = errors.New("sqlfence: the transaction's connection ended before the transaction did (ended by the server, as a newer holder ends an older token's transaction that blocks it, or broken)")

@@ -27,13 +27,14 @@ const DefaultFenceTable = "fencelock_fences"
 // is not usable. A Fences holds no connection and is safe for concurrent
 // use.
 type Fences struct {
-	d       Dialect
-	name    string
-	label   string
-	alias   string
-	retries int
-	tel     *sqlTelemetry
-	stmts   *prepared
+	d         Dialect
+	name      string
+	qualified bool // name has a schema
+	label     string
+	alias     string
+	retries   int
+	tel       *sqlTelemetry
+	stmts     *prepared
 }
 
 // NewFences returns the [Fences] kept in the table called name, in dialect
@@ -56,7 +57,7 @@ func NewFences(d Dialect, name Identifier, opts ...Option) (*Fences, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fences{d: d, name: q, label: strings.Join(name, "."), alias: alias, retries: o.retries, tel: tel, stmts: newPrepared(d, o)}, nil
+	return &Fences{d: d, name: q, qualified: len(name) > 1, label: strings.Join(name, "."), alias: alias, retries: o.retries, tel: tel, stmts: newPrepared(d, o)}, nil
 }
 
 // CreateTable creates the fence table if it does not exist. ctx bounds the

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fencelock/fencelock/fence"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
@@ -87,6 +88,10 @@ func TestInvalidInput(t *testing.T) {
 			return f.RunInTx(ctx, db, "r", 1, fn, sqlfence.WithTxOptions(sql.TxOptions{ReadOnly: true}))
 		}, sqlfence.ErrInvalidOption},
 		{"RunInTx: nil option", func() error { return f.RunInTx(ctx, db, "r", 1, fn, nil) }, sqlfence.ErrInvalidOption},
+		{"RunInTx: zero preempt wait", func() error { return f.RunInTx(ctx, db, "r", 1, fn, sqlfence.WithPreemptAfter(0)) }, sqlfence.ErrInvalidOption},
+		{"RunInTx: negative preempt wait", func() error {
+			return f.RunInTx(ctx, db, "r", 1, fn, sqlfence.WithPreemptAfter(-time.Second))
+		}, sqlfence.ErrInvalidOption},
 		{"Advance: nil ctx", func() error { return f.Advance(nilCtx, db, "r", 1) }, sqlfence.ErrInvalidArgument},
 		{"Current: empty resource", func() error { _, err := f.Current(ctx, db, ""); return err }, fence.ErrInvalidKey},
 		{"CreateSchema: nil db", func() error { return sqlfence.CreateSchema(ctx, nil, sqlfence.MySQL) }, sqlfence.ErrInvalidArgument},

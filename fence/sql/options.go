@@ -3,6 +3,7 @@ package sqlfence
 import (
 	"database/sql"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -25,8 +26,17 @@ type Option interface {
 type TableOption interface{ applyTable(*tableOptions) }
 
 // TxOption configures one fenced transaction ([Fences.RunInTx]). Create
-// one with [WithTxOptions].
-type TxOption interface{ applyTx(*sql.TxOptions) }
+// one with [WithTxOptions], [WithPreemptAfter] or [WithoutPreemption].
+type TxOption interface{ applyTx(*txConfig) }
+
+// txConfig is one fenced transaction's configuration.
+type txConfig struct {
+	sql sql.TxOptions
+	// preemptAfter is how long a fence's statement waits before older
+	// tokens' transactions that block it are ended; 0 never.
+	preemptAfter time.Duration
+	invalid      error // an option's invalid value
+}
 
 type options struct {
 	retries     int
@@ -50,9 +60,9 @@ type tableOptionFunc func(*tableOptions)
 
 func (f tableOptionFunc) applyTable(o *tableOptions) { f(o) }
 
-type txOptionFunc func(*sql.TxOptions)
+type txOptionFunc func(*txConfig)
 
-func (f txOptionFunc) applyTx(o *sql.TxOptions) { f(o) }
+func (f txOptionFunc) applyTx(o *txConfig) { f(o) }
 
 // defaultRetries is how often a write the server rolled back for a
 // deadlock or a busy lock is tried again.
@@ -86,7 +96,32 @@ func WithFenceColumn(name string) TableOption {
 // SERIALIZABLE in SQLite). ReadOnly is refused: a fenced transaction
 // writes its fence first.
 func WithTxOptions(opts sql.TxOptions) TxOption {
-	return txOptionFunc(func(o *sql.TxOptions) { *o = opts })
+	return txOptionFunc(func(o *txConfig) { o.sql = opts })
+}
+
+// WithPreemptAfter sets how long a fenced transaction's statement raising a
+// fence waits on another transaction before it looks at what blocks it,
+// and ends the connection of a blocker that raised the same fence to an
+// older token (MySQL and MariaDB: see "A frozen holder" in the package
+// doc). It is looked at again every 250 ms until the statement returns.
+// Default 100 ms. d must be positive.
+func WithPreemptAfter(d time.Duration) TxOption {
+	return txOptionFunc(func(o *txConfig) {
+		o.preemptAfter = d
+		if d <= 0 {
+			o.invalid = fmt.Errorf("%w: WithPreemptAfter(%v): want > 0 (WithoutPreemption turns preemption off)", ErrInvalidOption, d)
+		}
+	})
+}
+
+// WithoutPreemption makes a fenced transaction wait for whatever blocks its
+// fences for as long as ctx allows (and the server's lock wait timeout,
+// after which the transaction is tried again), ending nothing: the
+// behaviour before preemption. A holder frozen with its transaction open
+// then stalls the next one for as long as it stays frozen. Default:
+// preemption on ([WithPreemptAfter]).
+func WithoutPreemption() TxOption {
+	return txOptionFunc(func(o *txConfig) { o.preemptAfter = 0 })
 }
 
 // WithoutPrepare makes a [Table], [Fences] or [Store] send each fenced
@@ -172,15 +207,18 @@ func newTableOptions(d Dialect, opts []TableOption) (tableOptions, error) {
 	return o, o.check()
 }
 
-func newTxOptions(opts []TxOption) (*sql.TxOptions, error) {
-	var o sql.TxOptions
+func newTxOptions(opts []TxOption) (*txConfig, error) {
+	o := txConfig{preemptAfter: defaultPreemptAfter}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("%w: nil TxOption", ErrInvalidOption)
 		}
 		opt.applyTx(&o)
+		if o.invalid != nil {
+			return nil, o.invalid
+		}
 	}
-	if o.ReadOnly {
+	if o.sql.ReadOnly {
 		return nil, fmt.Errorf("%w: read-only transaction: a fenced transaction writes its fence", ErrInvalidOption)
 	}
 	return &o, nil

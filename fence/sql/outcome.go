@@ -39,6 +39,9 @@ func (d Dialect) writeError(db DB, what, resource string, token fence.Token, err
 // commitError turns the error of a COMMIT into the error to return.
 func (d Dialect) commitError(resource string, token fence.Token, err error) error {
 	if _, answered := d.serverError(err); !answered && !notSent(err) {
+		if d.terminated(err) {
+			err = fmt.Errorf("%w: %w", ErrTerminated, err)
+		}
 		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: err}
 	}
 	return fmt.Errorf("sqlfence: commit on %s: %w", resource, d.classify(err))

@@ -62,7 +62,7 @@ func (f *Fences) runClaims(ctx context.Context, op *tel.Op, db TxBeginner, cs cl
 }
 
 // commit runs the fenced transaction of runClaims.
-func (f *Fences) commit(ctx context.Context, db TxBeginner, cs claims, fn func(*sql.Tx) error, o *sql.TxOptions) error {
+func (f *Fences) commit(ctx context.Context, db TxBeginner, cs claims, fn func(*sql.Tx) error, o *txConfig) error {
 	var tx *sql.Tx
 	var err error
 	err = retry(ctx, f.d, f.retries, f.tel, func() error {
@@ -76,6 +76,10 @@ func (f *Fences) commit(ctx context.Context, db TxBeginner, cs claims, fn func(*
 	// the panic goes on.
 	defer func() { _ = tx.Rollback() }()
 	if err := fn(tx); err != nil {
+		if lostInTx(err) {
+			return fmt.Errorf("%w: fenced transaction on %s: its connection was gone before COMMIT (ended by the server, as a newer holder ends an older token's transaction that blocks it, or broken); nothing of it was written: %w",
+				ErrTerminated, cs.label(), err)
+		}
 		return f.d.classifyCallers(err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -96,7 +100,7 @@ func (f *Fences) commit(ctx context.Context, db TxBeginner, cs claims, fn func(*
 
 // begin begins the transaction and raises the fences, in cs's order; on
 // failure nothing is left open.
-func (f *Fences) begin(ctx context.Context, db TxBeginner, cs claims, o *sql.TxOptions) (*sql.Tx, error) {
+func (f *Fences) begin(ctx context.Context, db TxBeginner, cs claims, o *txConfig) (*sql.Tx, error) {
 	// The fence's statement is prepared on the pool before the
 	// transaction holds a connection of it: preparing it inside would
 	// wait for a second connection, forever in a pool of one.
@@ -104,12 +108,13 @@ func (f *Fences) begin(ctx context.Context, db TxBeginner, cs claims, o *sql.TxO
 	if pool != nil {
 		f.stmts.stmt(ctx, pool, f.advanceStmt("", 1).String())
 	}
-	tx, err := db.BeginTx(ctx, o)
+	tx, err := db.BeginTx(ctx, &o.sql)
 	if err != nil {
 		return nil, fmt.Errorf("sqlfence: begin fenced transaction on %s: %w", cs.label(), f.d.classify(err))
 	}
 	for _, c := range cs {
-		if err := f.advance(ctx, pool, tx, c.Resource, c.Token); err != nil {
+		p := preemption{f: f, pool: pool, after: o.preemptAfter, claim: c}
+		if err := p.guard(ctx, func() error { return f.advance(ctx, pool, tx, c.Resource, c.Token) }); err != nil {
 			_ = tx.Rollback()
 			return nil, err
 		}

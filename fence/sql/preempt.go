@@ -1,0 +1,202 @@
+package sqlfence
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// A fenced transaction's statement raising a fence waits for any other
+// transaction that holds the fence's row. When that transaction belongs to
+// a holder that froze with it open (a GC pause, a stopped process, a
+// suspended VM whose TCP connection stays up), the wait lasts as long as
+// the freeze, long after that holder's lease ended and the waiter got the
+// lock. So on MySQL and MariaDB a statement that has waited preemptAfter
+// looks, on a connection of its own, at the transactions holding the row
+// (InnoDB's lock waits), reads the row as they left it (READ UNCOMMITTED)
+// and as committed, and ends the connection of the holder (KILL
+// CONNECTION) when it raised the fence to an older token than the
+// waiter's: that transaction is rolled back, its holder gets ErrTerminated,
+// and the statement goes on. The unblocked path costs a timer that is
+// stopped.
+
+// Defaults of [WithPreemptAfter] and of how often a waiting statement
+// looks again.
+const (
+	defaultPreemptAfter = 100 * time.Millisecond
+	preemptEvery        = 250 * time.Millisecond
+)
+
+// preemption is one fence statement's watch: claim's row, in f, waited for
+// by a transaction of pool.
+type preemption struct {
+	f     *Fences
+	pool  *sql.DB // nil: no other connection to look from
+	after time.Duration
+	claim fence.Claim
+}
+
+// guard runs advance, the statement raising p.claim's fence, under the
+// watch. When ctx ends meanwhile, the error says so, and names what the
+// statement was waiting for if the watch found it.
+func (p preemption) guard(ctx context.Context, advance func() error) error {
+	if p.after <= 0 || p.pool == nil || p.f.d != MySQL {
+		return advance()
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var (
+		wg    sync.WaitGroup
+		found error // set by the watch, read once it has returned
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		found = p.run(wctx)
+	}()
+	err := advance()
+	cancel()
+	wg.Wait()
+	if err == nil || ctx.Err() == nil || errors.Is(err, fence.ErrStale) {
+		return err
+	}
+	why := ""
+	if found != nil {
+		why = " (" + found.Error() + ")"
+	}
+	return fmt.Errorf("sqlfence: fenced transaction on %s: the context ended (%w) while it was raising the fence%s; the transaction was rolled back and nothing was written",
+		p.claim.Resource, context.Cause(ctx), why)
+}
+
+// run waits p.after, then looks at the row's holders every preemptEvery
+// until ctx ends, ending those older than the claim. It returns what it
+// could not do, for the statement's error.
+func (p preemption) run(ctx context.Context) error {
+	t := time.NewTimer(p.after)
+	defer t.Stop()
+	var (
+		conn *sql.Conn
+		last error
+	)
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return last
+		case <-t.C:
+		}
+		if conn == nil {
+			c, err := p.pool.Conn(ctx)
+			if err != nil {
+				last = fmt.Errorf("taking a connection to look at what blocks it: %w", err)
+				t.Reset(preemptEvery)
+				continue
+			}
+			conn = c
+		}
+		last = p.endBlockers(ctx, conn)
+		t.Reset(preemptEvery)
+	}
+}
+
+// endBlockers ends the transaction holding the claim's row when it raised
+// the fence to an older token, and describes what it left or could not
+// end.
+func (p preemption) endBlockers(ctx context.Context, conn *sql.Conn) error {
+	threads, err := p.holders(ctx, conn)
+	if err != nil || len(threads) == 0 {
+		return err
+	}
+	dirty, committed, err := p.tokens(ctx, conn)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(threads) > 1:
+		return fmt.Errorf("blocked by connections %v, which hold the fence's row together; none ended", threads)
+	case dirty == committed:
+		return fmt.Errorf("blocked by connection %d, which holds the fence's row without having raised it (no fenced transaction, or one about to roll back)", threads[0])
+	case dirty >= p.claim.Token:
+		return fmt.Errorf("blocked by connection %d, a fenced transaction of token %d, not older than this one's", threads[0], dirty)
+	}
+	// The id is the server's own number, formatted, not a caller's string.
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", threads[0])); err != nil {
+		return fmt.Errorf("blocked by connection %d, a fenced transaction of an older token (%d), which could not be ended (the user needs to be the blocker's or to have CONNECTION ADMIN): %w", threads[0], dirty, err)
+	}
+	return nil
+}
+
+// holdersSQL lists the connections of the transactions that hold (not
+// wait for) a lock others wait for on $2's row of the table $1 (as InnoDB
+// names them: `db`.`table`, and the key in hex).
+const holdersSQL = "SELECT DISTINCT b.trx_mysql_thread_id" +
+	" FROM information_schema.INNODB_LOCK_WAITS w" +
+	" JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.blocking_lock_id" +
+	" JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id" +
+	" WHERE b.trx_state <> 'LOCK WAIT' AND l.lock_table = %s AND l.lock_data = ?"
+
+// holders returns the connections holding the claim's row that others
+// wait for.
+func (p preemption) holders(ctx context.Context, conn *sql.Conn) ([]int64, error) {
+	table := "?"
+	args := []any{p.f.name}
+	if !p.f.qualified {
+		table = "CONCAT('`', REPLACE(DATABASE(), '`', '``'), '`.', ?)"
+	}
+	args = append(args, "0x"+strings.ToUpper(hex.EncodeToString([]byte(p.claim.Resource))))
+	rows, err := conn.QueryContext(ctx, fmt.Sprintf(holdersSQL, table), args...)
+	if err != nil {
+		return nil, fmt.Errorf("looking at what blocks it (the user needs PROCESS): %w", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("looking at what blocks it: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("looking at what blocks it: %w", err)
+	}
+	return ids, nil
+}
+
+// tokens reads the claim's fence as its holder left it, uncommitted, and
+// as committed (0 for no row).
+func (p preemption) tokens(ctx context.Context, conn *sql.Conn) (dirty, committed fence.Token, err error) {
+	q := "SELECT token FROM " + p.f.name + " WHERE resource = ?"
+	read := func(db interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) (fence.Token, error) {
+		var t int64
+		err := db.QueryRowContext(ctx, q, []byte(p.claim.Resource)).Scan(&t)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
+		}
+		return fence.Token(t), err
+	}
+	if committed, err = read(conn); err != nil {
+		return 0, 0, fmt.Errorf("reading the fence: %w", err)
+	}
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadUncommitted, ReadOnly: true})
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading the fence uncommitted: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if dirty, err = read(tx); err != nil {
+		return 0, 0, fmt.Errorf("reading the fence uncommitted: %w", err)
+	}
+	return dirty, committed, nil
+}
