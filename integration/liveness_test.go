@@ -9,8 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
+	sqlfence "github.com/fencelock/fencelock/fence/sql"
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/mysqltest"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
@@ -20,15 +23,15 @@ import (
 const livenessTTL = 2 * time.Second
 
 // TestTransferFrozenHolderLiveness is issue 47's frozen holder, with real
-// processes and servers. T1, a separate process, takes the locks of
-// accounts A and B (2 s lease) and, in postgres.RunInTxHeld, debits A by
-// 100: its transaction is open, holding both fence rows and A's row. Then
+// processes and servers, on PostgreSQL (fence/postgres) and MariaDB
+// (fence/sql). T1, a separate process, takes the locks of accounts A and B
+// (2 s lease) and, in RunInTxHeld, debits A by 100: its transaction is open, holding both fence rows and A's row. Then
 // it stops: frozen with SIGSTOP (resumed later, or never), or cut off from
 // etcd with its database connection up. Its lease expires; T2 takes both
 // locks and transfers 10 the same way.
 //
 // T2's transfer must be done within 3 s of getting its locks: its guard
-// ends T1's session after 100 ms. T1's transaction is never acknowledged:
+// ends T1's session (connection) after 100 ms. T1's transaction is never acknowledged:
 // once it runs again, it fails, saying the server ended its session, and
 // the balances are exact (A = 990, B = 1010). The control, T2 without
 // preemption, waits for as long as T1 stays frozen (8 s here), and T1
@@ -37,26 +40,102 @@ func TestTransferFrozenHolderLiveness(t *testing.T) {
 	testenv.Long(t, "each case waits out a 2 s lease")
 	t.Parallel()
 	etcd := etcdlocktest.New(t)
+	for _, bank := range livenessBanks(t) {
+		t.Run(bank.name, func(t *testing.T) {
+			t.Parallel()
+			frozenHolderCases(t, etcd, bank)
+		})
+	}
+}
+
+// livenessBank is a database the liveness tests transfer on.
+type livenessBank struct {
+	name     string
+	worker   func(cfg *xferWorkerConfig) // points T1 at the database
+	modes    [2]xferMode                 // T2's transfer: preempting, and the control's
+	transfer func(ctx context.Context, mode xferMode, m *etcdlock.MultiLock, a, b string) error
+	exec     func(t *testing.T, sql string, args ...any)
+	balances func(t *testing.T, a, b string) (int64, int64)
+	ended    string // what T1's error says once its transaction was ended
+}
+
+// livenessBanks returns PostgreSQL (fence/postgres) and MariaDB
+// (fence/sql), each with the accounts table and the fence table.
+func livenessBanks(t *testing.T) []livenessBank {
 	dsn := pgtest.New(t).NewDatabase(t)
 	pool := accountsPool(t, dsn)
+	mcfg := mysqltest.New(t).NewDatabase(t)
+	mdb := mysqltest.Open(t, mcfg)
+	if _, err := mdb.ExecContext(t.Context(), "CREATE TABLE accounts (id VARCHAR(64) PRIMARY KEY, balance BIGINT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlfence.CreateSchema(t.Context(), mdb, sqlfence.MySQL); err != nil {
+		t.Fatal(err)
+	}
+	return []livenessBank{
+		{
+			name:   "PostgreSQL",
+			worker: func(cfg *xferWorkerConfig) { cfg.DSN = dsn },
+			modes:  [2]xferMode{xferHeld, xferHeldWaiting},
+			transfer: func(ctx context.Context, mode xferMode, m *etcdlock.MultiLock, a, b string) error {
+				return transfer(ctx, pool, mode, m, a, b, 10, func() error { return nil })
+			},
+			exec: func(t *testing.T, q string, args ...any) {
+				if _, err := pool.Exec(t.Context(), q, args...); err != nil {
+					t.Fatal(err)
+				}
+			},
+			balances: func(t *testing.T, a, b string) (int64, int64) {
+				var gotA, gotB int64
+				if err := pool.QueryRow(t.Context(), "SELECT (SELECT balance FROM accounts WHERE id = $1), (SELECT balance FROM accounts WHERE id = $2)", a, b).Scan(&gotA, &gotB); err != nil {
+					t.Fatal(err)
+				}
+				return gotA, gotB
+			},
+			ended: "ended the transaction's session",
+		},
+		{
+			name:   "MariaDB",
+			worker: func(cfg *xferWorkerConfig) { cfg.MySQL = mcfg.FormatDSN() },
+			modes:  [2]xferMode{xferSQLHeld, xferSQLHeldWaiting},
+			transfer: func(ctx context.Context, mode xferMode, m *etcdlock.MultiLock, a, b string) error {
+				return transferSQL(ctx, mdb, mode, m, a, b, 10, func() error { return nil })
+			},
+			exec: func(t *testing.T, q string, args ...any) {
+				q = strings.NewReplacer("$1", "?", "$2", "?").Replace(q)
+				if _, err := mdb.ExecContext(t.Context(), q, args...); err != nil {
+					t.Fatal(err)
+				}
+			},
+			balances: func(t *testing.T, a, b string) (int64, int64) {
+				var gotA, gotB int64
+				if err := mdb.QueryRowContext(t.Context(), "SELECT (SELECT balance FROM accounts WHERE id = ?), (SELECT balance FROM accounts WHERE id = ?)", a, b).Scan(&gotA, &gotB); err != nil {
+					t.Fatal(err)
+				}
+				return gotA, gotB
+			},
+			ended: "connection ended before the transaction did",
+		},
+	}
+}
+
+// frozenHolderCases runs TestTransferFrozenHolderLiveness's cases on bank.
+func frozenHolderCases(t *testing.T, etcd *etcdlocktest.Server, bank livenessBank) {
 	const freezeFor = 8 * time.Second
 	tests := []struct {
 		name    string
 		stop    string // "freeze", "freeze for good", "cut off"
-		mode    xferMode
 		control bool
 	}{
-		{"frozen, resumed", "freeze", xferHeld, false},
-		{"frozen for good", "freeze for good", xferHeld, false},
-		{"cut off from etcd, connection open", "cut off", xferHeld, false},
-		{"control: without preemption", "freeze", xferHeldWaiting, true},
+		{"frozen, resumed", "freeze", false},
+		{"frozen for good", "freeze for good", false},
+		{"cut off from etcd, connection open", "cut off", false},
+		{"control: without preemption", "freeze", true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := fmt.Sprintf("live-%d-A", i), fmt.Sprintf("live-%d-B", i)
-			if _, err := pool.Exec(t.Context(), "INSERT INTO accounts (id, balance) VALUES ($1, 1000), ($2, 1000)", a, b); err != nil {
-				t.Fatal(err)
-			}
+			bank.exec(t, "INSERT INTO accounts (id, balance) VALUES ($1, 1000), ($2, 1000)", a, b)
 			endpoints := etcd.Endpoints()
 			var proxy *netproxy.Proxy
 			if tt.stop == "cut off" {
@@ -68,7 +147,9 @@ func TestTransferFrozenHolderLiveness(t *testing.T) {
 				t.Cleanup(func() { proxy.Close() })
 				endpoints = []string{"http://" + proxy.Addr()}
 			}
-			t1 := startWorker(t, xferWorkerEnv, xferWorkerConfig{Etcd: endpoints, DSN: dsn, From: a, To: b, Mode: xferHeld, TTL: livenessTTL})
+			cfg := xferWorkerConfig{Etcd: endpoints, From: a, To: b, Mode: bank.modes[0], TTL: livenessTTL}
+			bank.worker(&cfg)
+			t1 := startWorker(t, xferWorkerEnv, cfg)
 			tok1 := ready(t, t1)
 			stopped := time.Now()
 			switch tt.stop {
@@ -99,7 +180,11 @@ func TestTransferFrozenHolderLiveness(t *testing.T) {
 			if m.Lock(a).Token() <= tok1 {
 				t.Fatalf("T2's token %d is not above T1's %d", m.Lock(a).Token(), tok1)
 			}
-			if err := transfer(ctx, pool, tt.mode, m, a, b, 10, func() error { return nil }); err != nil {
+			mode := bank.modes[0]
+			if tt.control {
+				mode = bank.modes[1]
+			}
+			if err := bank.transfer(ctx, mode, m, a, b); err != nil {
 				t.Fatalf("T2's transfer: got %v, want nil", err)
 			}
 			done := time.Now()
@@ -107,6 +192,12 @@ func TestTransferFrozenHolderLiveness(t *testing.T) {
 			t.Logf("T1 stopped; T2 locked after %v, done %v after that (%v after T1 stopped; lease %v)",
 				locked.Sub(stopped).Round(time.Millisecond), waited.Round(time.Millisecond), done.Sub(stopped).Round(time.Millisecond), livenessTTL)
 
+			wantBalances := func(wantA, wantB int64) {
+				t.Helper()
+				if gotA, gotB := bank.balances(t, a, b); gotA != wantA || gotB != wantB {
+					t.Fatalf("balances: got %s = %d, %s = %d, want %d and %d", a, gotA, b, gotB, wantA, wantB)
+				}
+			}
 			if tt.control {
 				if waited < 3*time.Second {
 					t.Fatalf("control: T2 waited %v after its locks, want the frozen T1's whole freeze (past 3 s)", waited)
@@ -114,13 +205,13 @@ func TestTransferFrozenHolderLiveness(t *testing.T) {
 				if got := next(t, t1, "RESULT"); got != "ok" {
 					t.Fatalf("control: T1's transfer: got %q, want ok (T2 waited for its commit)", got)
 				}
-				wantBalances(t, pool, a, b, 890, 1110)
+				wantBalances(890, 1110)
 				return
 			}
 			if waited > 3*time.Second {
 				t.Fatalf("T2 waited %v after getting its locks, want at most 3 s", waited)
 			}
-			wantBalances(t, pool, a, b, 990, 1010)
+			wantBalances(990, 1010)
 			switch tt.stop {
 			case "freeze for good":
 				return // the worker is killed, never resumed, when the test ends
@@ -129,10 +220,10 @@ func TestTransferFrozenHolderLiveness(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got := next(t, t1, "RESULT"); !strings.Contains(got, "ended the transaction's session") {
-				t.Fatalf("T1's transfer once it ran again: got %q, want an error saying the server ended its session", got)
+			if got := next(t, t1, "RESULT"); !strings.Contains(got, bank.ended) {
+				t.Fatalf("T1's transfer once it ran again: got %q, want an error saying %q", got, bank.ended)
 			}
-			wantBalances(t, pool, a, b, 990, 1010)
+			wantBalances(990, 1010)
 		})
 	}
 }

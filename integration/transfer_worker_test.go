@@ -3,6 +3,7 @@ package integration_test
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"time"
@@ -27,6 +28,9 @@ type xferWorkerConfig struct {
 	To   string
 	Mode xferMode
 	TTL  time.Duration // the lease; 0: 1 s
+	// MySQL, when set, is the DSN of a MariaDB database the transfer runs
+	// on, through fence/sql, instead of PostgreSQL's DSN.
+	MySQL string
 }
 
 func init() {
@@ -45,6 +49,9 @@ func xferWorkerRun(ctx context.Context, cfg xferWorkerConfig) error {
 		return err
 	}
 	defer stop()
+	if cfg.MySQL != "" {
+		return xferSQLWorkerRun(ctx, locks, cfg)
+	}
 	conn, err := pgx.Connect(ctx, cfg.DSN)
 	if err != nil {
 		return err
@@ -55,6 +62,22 @@ func xferWorkerRun(ctx context.Context, cfg xferWorkerConfig) error {
 		return err
 	}
 	return transfer(ctx, conn, cfg.Mode, m, cfg.From, cfg.To, 100, func() error {
+		return readyThenWait(m.Lock(cfg.From).Token())
+	})
+}
+
+// xferSQLWorkerRun is xferWorkerRun on MariaDB.
+func xferSQLWorkerRun(ctx context.Context, locks *etcdlock.Client, cfg xferWorkerConfig) error {
+	db, err := sql.Open("mysql", cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	m, err := locks.LockAll(ctx, []string{cfg.From, cfg.To})
+	if err != nil {
+		return err
+	}
+	return transferSQL(ctx, db, cfg.Mode, m, cfg.From, cfg.To, 100, func() error {
 		return readyThenWait(m.Lock(cfg.From).Token())
 	})
 }
