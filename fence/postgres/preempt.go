@@ -133,7 +133,8 @@ type preemption struct {
 // watch starts watching the guard about to run on tx, and returns the
 // function that stops the watch once the guard has returned; that function
 // describes, for the guard's error, a blocker the watch found and could not
-// end (nil if none).
+// end (nil if none). Until p.after has passed, the watch is a timer alone:
+// no goroutine, no copy of the connection's config.
 func (p preemption) watch(ctx context.Context, tx pgx.Tx) (stop func() error) {
 	conn := tx.Conn()
 	if p.after <= 0 || conn == nil || conn.PgConn() == nil {
@@ -145,23 +146,28 @@ func (p preemption) watch(ctx context.Context, tx pgx.Tx) (stop func() error) {
 		found error // set by the watch, read once it has returned
 	)
 	wg.Add(1)
-	go func() {
+	timer := time.AfterFunc(p.after, func() {
 		defer wg.Done()
+		// The connection's config and process id are set once it is
+		// open: reading them here, while the guard uses the connection,
+		// is safe.
 		found = p.run(ctx, conn.Config(), conn.PgConn().PID())
-	}()
+	})
 	return func() error {
 		cancel()
+		if timer.Stop() {
+			wg.Done()
+			return nil
+		}
 		wg.Wait()
 		return found
 	}
 }
 
-// run waits p.after, then looks at pid's blockers every preemptEvery until
-// ctx ends, on a connection of its own made from cfg, ending those p.w
-// ends. It returns what it could not do, for the guard's error.
+// run looks at pid's blockers now and then every preemptEvery until ctx
+// ends, on a connection of its own made from cfg, ending those p.w ends.
+// It returns what it could not do, for the guard's error.
 func (p preemption) run(ctx context.Context, cfg *pgx.ConnConfig, pid uint32) error {
-	t := time.NewTimer(p.after)
-	defer t.Stop()
 	var (
 		conn *pgx.Conn
 		last error
@@ -173,6 +179,8 @@ func (p preemption) run(ctx context.Context, cfg *pgx.ConnConfig, pid uint32) er
 			_ = conn.Close(closeCtx)
 		}
 	}()
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():

@@ -180,8 +180,10 @@
 //
 // The user needs PROCESS (to read the lock waits) and, if holders connect
 // as several users, CONNECTION ADMIN (SUPER before MariaDB 10.5) to end
-// another user's connection. db must be a *sql.DB: on a *sql.Conn there is
-// no other connection to look from, and the statement waits as before.
+// another user's connection. db must be a *sql.DB with a connection to
+// spare (not a pool of one, whose connection the transaction holds): on a
+// *sql.Conn, or a pool at its limit, there is no other connection to look
+// from, and the statement waits as before.
 // [WithoutPreemption] turns the look off.
 //
 // Not covered yet: MySQL 8, which moved the lock waits to

@@ -56,12 +56,16 @@ func (p preemption) guard(ctx context.Context, advance func() error) error {
 		found error // set by the watch, read once it has returned
 	)
 	wg.Add(1)
-	go func() {
+	// Until p.after has passed the watch is a timer alone.
+	timer := time.AfterFunc(p.after, func() {
 		defer wg.Done()
 		found = p.run(wctx)
-	}()
+	})
 	err := advance()
 	cancel()
+	if timer.Stop() {
+		wg.Done()
+	}
 	wg.Wait()
 	if err == nil || ctx.Err() == nil || errors.Is(err, fence.ErrStale) {
 		return err
@@ -74,12 +78,10 @@ func (p preemption) guard(ctx context.Context, advance func() error) error {
 		p.claim.Resource, context.Cause(ctx), why)
 }
 
-// run waits p.after, then looks at the row's holders every preemptEvery
-// until ctx ends, ending those older than the claim. It returns what it
-// could not do, for the statement's error.
+// run looks at the row's holders now and then every preemptEvery until
+// ctx ends, ending those older than the claim. It returns what it could
+// not do, for the statement's error.
 func (p preemption) run(ctx context.Context) error {
-	t := time.NewTimer(p.after)
-	defer t.Stop()
 	var (
 		conn *sql.Conn
 		last error
@@ -89,6 +91,8 @@ func (p preemption) run(ctx context.Context) error {
 			_ = conn.Close()
 		}
 	}()
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
