@@ -72,28 +72,31 @@ func livenessBanks(t *testing.T) []livenessBank {
 	if err := sqlfence.CreateSchema(t.Context(), mdb, sqlfence.MySQL); err != nil {
 		t.Fatal(err)
 	}
-	return []livenessBank{
-		{
-			name:   "PostgreSQL",
-			worker: func(cfg *xferWorkerConfig) { cfg.DSN = dsn },
-			modes:  [2]xferMode{xferHeld, xferHeldWaiting},
-			transfer: func(ctx context.Context, mode xferMode, m *etcdlock.MultiLock, a, b string) error {
-				return transfer(ctx, pool, mode, m, a, b, 10, func() error { return nil })
-			},
-			exec: func(t *testing.T, q string, args ...any) {
-				if _, err := pool.Exec(t.Context(), q, args...); err != nil {
-					t.Fatal(err)
-				}
-			},
-			balances: func(t *testing.T, a, b string) (int64, int64) {
-				var gotA, gotB int64
-				if err := pool.QueryRow(t.Context(), "SELECT (SELECT balance FROM accounts WHERE id = $1), (SELECT balance FROM accounts WHERE id = $2)", a, b).Scan(&gotA, &gotB); err != nil {
-					t.Fatal(err)
-				}
-				return gotA, gotB
-			},
-			ended: "ended the transaction's session",
+	pg := livenessBank{
+		worker: func(cfg *xferWorkerConfig) { cfg.DSN = dsn },
+		transfer: func(ctx context.Context, mode xferMode, m *etcdlock.MultiLock, a, b string) error {
+			return transfer(ctx, pool, mode, m, a, b, 10, func() error { return nil })
 		},
+		exec: func(t *testing.T, q string, args ...any) {
+			if _, err := pool.Exec(t.Context(), q, args...); err != nil {
+				t.Fatal(err)
+			}
+		},
+		balances: func(t *testing.T, a, b string) (int64, int64) {
+			var gotA, gotB int64
+			if err := pool.QueryRow(t.Context(), "SELECT (SELECT balance FROM accounts WHERE id = $1), (SELECT balance FROM accounts WHERE id = $2)", a, b).Scan(&gotA, &gotB); err != nil {
+				t.Fatal(err)
+			}
+			return gotA, gotB
+		},
+		ended: "ended the transaction's session",
+	}
+	pgRows := pg
+	pg.name, pg.modes = "PostgreSQL", [2]xferMode{xferHeld, xferHeldWaiting}
+	pgRows.name, pgRows.modes = "PostgreSQL rows claimed", [2]xferMode{xferRows, xferRowsWaiting}
+	return []livenessBank{
+		pg,
+		pgRows,
 		{
 			name:   "MariaDB",
 			worker: func(cfg *xferWorkerConfig) { cfg.MySQL = mcfg.FormatDSN() },
@@ -134,7 +137,7 @@ func frozenHolderCases(t *testing.T, etcd *etcdlocktest.Server, bank livenessBan
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, b := fmt.Sprintf("live-%d-A", i), fmt.Sprintf("live-%d-B", i)
+			a, b := fmt.Sprintf("live-%s-%d-A", bank.name, i), fmt.Sprintf("live-%s-%d-B", bank.name, i)
 			bank.exec(t, "INSERT INTO accounts (id, balance) VALUES ($1, 1000), ($2, 1000)", a, b)
 			endpoints := etcd.Endpoints()
 			var proxy *netproxy.Proxy

@@ -90,6 +90,10 @@ const (
 	// writes the balances computed from the reads with Table.Update: the
 	// control's writes, only the reads claimed.
 	xferRows xferMode = "rows claimed as read"
+	// xferRowsWaiting is xferRows through a Table WithoutPreemption: its
+	// claims wait for an older holder's open transaction as long as that
+	// stays open (the control of the liveness tests).
+	xferRowsWaiting xferMode = "rows claimed as read, without preemption"
 	// xferHeld runs the transfer in postgres.RunInTxHeld over the
 	// MultiLock: both floors claimed before anything is read.
 	xferHeld xferMode = "transaction claiming both first"
@@ -105,7 +109,11 @@ const (
 // transfer moves amount from one account to the other under m's tokens,
 // calling between after the debit, inside the open transaction.
 func transfer(ctx context.Context, db pgHandle, mode xferMode, m *etcdlock.MultiLock, from, to string, amount int64, between func() error) error {
-	accounts, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
+	opts := []postgres.TableOption{postgres.WithKeyColumn("id")}
+	if mode == xferRowsWaiting {
+		opts = append(opts, postgres.WithoutPreemption())
+	}
+	accounts, err := postgres.NewTable(pgx.Identifier{"accounts"}, opts...)
 	if err != nil {
 		return err
 	}
@@ -133,7 +141,7 @@ func transfer(ctx context.Context, db pgHandle, mode xferMode, m *etcdlock.Multi
 			_, err := tx.Exec(ctx, "UPDATE accounts SET balance = $2 WHERE id = $1", to, b+amount)
 			return err
 		}, opts...)
-	case xferRows, xferPlainRead:
+	case xferRows, xferRowsWaiting, xferPlainRead:
 		return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			a, b, err := readBalances(ctx, tx, accounts, mode, from, to, tokFrom, tokTo)
 			if err != nil {
@@ -155,7 +163,7 @@ func transfer(ctx context.Context, db pgHandle, mode xferMode, m *etcdlock.Multi
 // with plain SELECTs (the control).
 func readBalances(ctx context.Context, tx pgx.Tx, accounts *postgres.Table, mode xferMode, from, to string, tokFrom, tokTo fence.Token) (a, b int64, err error) {
 	read := func(id string, tok fence.Token, dst *int64) error {
-		if mode == xferRows {
+		if mode != xferPlainRead {
 			return accounts.GetForUpdate(ctx, tx, id, tok, []string{"balance"}, dst)
 		}
 		return tx.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = $1", id).Scan(dst)

@@ -202,18 +202,21 @@
 // holder's guard (the statement that raises the same fences) waits on
 // those rows for as long as the freeze lasts, for good if it never ends.
 //
-// So a guard of [RunInTx], [RunInTxAll] or [RunInTxHeld] that has waited
-// 100 ms ([WithPreemptAfter]) looks, on a connection of its own, at the
-// sessions blocking it (pg_blocking_pids), and ends with
-// pg_terminate_backend each one that runs a fenced transaction of older
-// tokens only: its transaction is rolled back, and the guard goes on. The
+// So a statement that claims a fence (the guard of [RunInTx], [RunInTxAll]
+// or [RunInTxHeld]; a [Table]'s Update, Upsert or GetForUpdate, in a
+// transaction of yours or alone) that has waited 100 ms
+// ([WithPreemptAfter]) looks, on a connection of its own, at the sessions
+// blocking it (pg_blocking_pids), and ends with pg_terminate_backend each
+// one that runs a fenced transaction of older tokens only: its transaction
+// is rolled back, and the statement goes on. The
 // next holder's transfer is delayed by that 100 ms and a round trip or
 // two, not by the freeze. The older holder, once it runs again, gets an
 // error matching [ErrTerminated] from its next statement; nothing of its
 // transaction was written (if it was frozen with its COMMIT in flight,
 // the error also matches [fence.ErrUnknownOutcome]). A transaction shows
 // its tokens to the others as its session's application_name
-// ("fencelock:t=MIN-MAX"), set by its guard for the transaction alone.
+// ("fencelock:t=MIN-MAX", widened by each claim it makes), set for the
+// transaction alone.
 //
 // Which blockers are ended: a fenced transaction whose tokens are all older
 // than all of the waiter's; with [RunInTxHeld] over a holder that knows
@@ -233,12 +236,16 @@
 // waits as before, and its error says so. [WithoutPreemption] turns the
 // look off.
 //
-// Not covered: a transaction of yours into which [Table] claims rows (the
-// next holder waits on the row for as long as the older one is frozen: run
-// the work in [RunInTxHeld], whose guard comes first, or set
-// idle_in_transaction_session_timeout on your transaction yourself), and
-// connections through a pooler that hides the server's process ids
-// (PgBouncer in transaction mode), where nothing is found to end.
+// A transaction of yours is a fenced one from its first claim on
+// ([Table], [Fences.Advance], [Exec]): a row it writes before that, or
+// without a claim, is an unfenced transaction's, and nobody ends it for
+// that row. Rows belong to the tokens that claim them: a transaction of
+// older tokens that writes a row a newer token claims, without claiming it
+// itself, is ended by that claim.
+//
+// Not covered: connections through a pooler that hides the server's
+// process ids (PgBouncer in transaction mode), where nothing is found to
+// end.
 //
 // # Isolation
 //

@@ -85,7 +85,7 @@ func newFences(q, label string, tel *pgTelemetry) *Fences {
 	// it to newer holders that it may block (preempt.go).
 	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, $2)" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
-		" RETURNING set_config('" + tokenSetting + "', token::text, true), " + tagSQL("token::text", "token::text")
+		" RETURNING set_config('" + tokenSetting + "', token::text, true), " + tagSQL("token", "token")
 	return &Fences{
 		label:         label,
 		advanceSQL:    guard,

@@ -24,8 +24,10 @@ type TableOption interface{ applyTable(*tableOptions) }
 type TxOption interface{ applyTx(*txConfig) }
 
 type tableOptions struct {
-	key, fence string
-	tel        telemetryOptions
+	key, fence   string
+	tel          telemetryOptions
+	preemptAfter time.Duration
+	invalid      error // an option's invalid value
 }
 
 type tableOptionFunc func(*tableOptions)
@@ -87,43 +89,73 @@ func WithIsolation(level pgx.TxIsoLevel) TxOption {
 	return txOptionFunc(func(o *txConfig) { o.pgx.IsoLevel = level })
 }
 
-// WithPreemptAfter sets how long a fenced transaction's guard (the
-// statement that raises its fences, before fn runs) waits on another
-// transaction before it looks at what blocks it, and ends the session of
-// every blocker that is a fenced transaction of older tokens (see
-// "A frozen holder" in the package doc). It is looked at again every
-// 250 ms until the guard returns. Default 100 ms. d must be positive.
-//
-// Unlike the other TxOptions it applies on a pgx.Tx too.
-func WithPreemptAfter(d time.Duration) TxOption {
-	return txOptionFunc(func(o *txConfig) {
-		o.preemptAfter = d
-		if d <= 0 {
-			o.invalid = fmt.Errorf("%w: WithPreemptAfter(%v): want > 0 (WithoutPreemption turns preemption off)", ErrInvalidOption, d)
-		}
-	})
+// PreemptOption is an option of both a fenced transaction ([TxOption]) and
+// a [Table] ([TableOption]): how long a statement that claims a fence
+// waits on another transaction before it ends an older token's
+// transaction that blocks it. Create one with [WithPreemptAfter] or
+// [WithoutPreemption].
+type PreemptOption interface {
+	TxOption
+	TableOption
 }
 
-// WithoutPreemption makes a fenced transaction's guard wait for whatever
-// blocks it for as long as ctx allows, and end nothing: the behaviour
-// before preemption, for a role that may not end other sessions, or to see
-// what preemption saves. A holder frozen with its transaction open then
-// stalls the next one for as long as it stays frozen. Default: preemption
-// on ([WithPreemptAfter]).
+type preemptOption struct {
+	after   time.Duration
+	invalid error
+}
+
+func (o preemptOption) applyTx(c *txConfig) {
+	c.preemptAfter = o.after
+	if o.invalid != nil {
+		c.invalid = o.invalid
+	}
+}
+
+func (o preemptOption) applyTable(t *tableOptions) {
+	t.preemptAfter = o.after
+	if o.invalid != nil {
+		t.invalid = o.invalid
+	}
+}
+
+// WithPreemptAfter sets how long a statement that claims a fence (a fenced
+// transaction's guard, before fn runs; a [Table]'s Update, Upsert and
+// GetForUpdate) waits on another transaction before it looks at what
+// blocks it, and ends the session of every blocker that is a fenced
+// transaction of older tokens only (see "A frozen holder" in the package
+// doc). It is looked at again every 250 ms until the statement returns.
+// Default 100 ms. d must be positive.
 //
 // Unlike the other TxOptions it applies on a pgx.Tx too.
-func WithoutPreemption() TxOption {
-	return txOptionFunc(func(o *txConfig) { o.preemptAfter = 0 })
+func WithPreemptAfter(d time.Duration) PreemptOption {
+	o := preemptOption{after: d}
+	if d <= 0 {
+		o.invalid = fmt.Errorf("%w: WithPreemptAfter(%v): want > 0 (WithoutPreemption turns preemption off)", ErrInvalidOption, d)
+	}
+	return o
 }
+
+// WithoutPreemption makes a statement that claims a fence wait for
+// whatever blocks it for as long as ctx allows, and end nothing: the
+// behaviour before preemption, for a role that may not end other sessions,
+// or to see what preemption saves. A holder frozen with its transaction
+// open then stalls the next one for as long as it stays frozen. Default:
+// preemption on ([WithPreemptAfter]).
+//
+// Unlike the other TxOptions it applies on a pgx.Tx too.
+func WithoutPreemption() PreemptOption { return preemptOption{} }
 
 // newTableOptions records opts over the defaults and checks the result.
 func newTableOptions(opts []TableOption) (tableOptions, error) {
-	o := tableOptions{key: "key", fence: "fence"}
+	o := tableOptions{key: "key", fence: "fence", preemptAfter: defaultPreemptAfter}
 	for _, opt := range opts {
 		if opt == nil {
 			return o, fmt.Errorf("%w: nil TableOption", ErrInvalidOption)
 		}
 		opt.applyTable(&o)
+		if o.invalid != nil {
+			return o, o.invalid
+		}
 	}
 	if err := checkIdent("key column", o.key); err != nil {
 		return o, fmt.Errorf("%w: WithKeyColumn: %w", ErrInvalidOption, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -46,10 +47,17 @@ const blockersSQL = "SELECT pid, coalesce(application_name, '') FROM pg_stat_act
 // terminateSQL ends a session; it reports false when the session had gone.
 const terminateSQL = "SELECT pg_terminate_backend($1)"
 
-// tagSQL is the SQL expression that sets the tag of a transaction whose
-// tokens run from the bigint expressions lo to hi.
+// tagSQL is the SQL expression that sets the tag of a transaction to take
+// in the tokens from the bigint expressions lo to hi: the range of the tag
+// the transaction has so far (from an earlier claim), widened to them.
 func tagSQL(lo, hi string) string {
-	return "set_config('application_name', '" + tagPrefix + "' || " + lo + " || '-' || " + hi + ", true)"
+	const cur = "current_setting('application_name')"
+	const tagged = "(" + cur + " ~ '^" + tagPrefix + "[0-9]+-[0-9]+$')"
+	old := func(part int) string {
+		return "CASE WHEN " + tagged + " THEN split_part(substr(" + cur + ", " + strconv.Itoa(len(tagPrefix)+1) + "), '-', " + strconv.Itoa(part) + ")::bigint END"
+	}
+	return "set_config('application_name', '" + tagPrefix + "' || least((" + lo + ")::bigint, " + old(1) + ")::text || '-' || greatest((" +
+		hi + ")::bigint, " + old(2) + ")::text, true)"
 }
 
 // parseTag returns the tokens of a fenced transaction's tag; ok is false for
@@ -130,13 +138,12 @@ type preemption struct {
 	w     waiter
 }
 
-// watch starts watching the guard about to run on tx, and returns the
-// function that stops the watch once the guard has returned; that function
-// describes, for the guard's error, a blocker the watch found and could not
-// end (nil if none). Until p.after has passed, the watch is a timer alone:
-// no goroutine, no copy of the connection's config.
-func (p preemption) watch(ctx context.Context, tx pgx.Tx) (stop func() error) {
-	conn := tx.Conn()
+// watch starts watching the statement about to run on conn, and returns
+// the function that stops the watch once the statement has returned; that
+// function describes, for the statement's error, a blocker the watch found
+// and could not end (nil if none). Until p.after has passed, the watch is
+// a timer alone: no goroutine, no copy of the connection's config.
+func (p preemption) watch(ctx context.Context, conn *pgx.Conn) (stop func() error) {
 	if p.after <= 0 || conn == nil || conn.PgConn() == nil {
 		return func() error { return nil }
 	}
@@ -234,4 +241,49 @@ func (p preemption) endBlockers(ctx context.Context, conn *pgx.Conn, pid uint32)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// connOf returns the connection under db, or nil when it has none of its
+// own (a pool, before a connection is acquired from it).
+func connOf(db DB) *pgx.Conn {
+	switch c := db.(type) {
+	case *pgx.Conn:
+		return c
+	case *pgxpool.Conn:
+		return c.Conn()
+	case pgx.Tx:
+		return c.Conn()
+	}
+	return nil
+}
+
+// tagReturning and tagColumn tag a Table's claim, run in a transaction,
+// with its token ($2): as the RETURNING clause of an UPDATE or INSERT that
+// has none, and as one more column of one that has.
+var (
+	tagReturning = " RETURNING " + tagSQL("$2::bigint", "$2::bigint")
+	tagColumn    = ", " + tagSQL("$2::bigint", "$2::bigint")
+)
+
+// tagged is sql with tag appended when db is a transaction: a claim in
+// autocommit ends with its statement, and blocks nobody for longer.
+func tagged(db DB, sql, tag string) string {
+	if _, inTx := db.(pgx.Tx); inTx {
+		return sql + tag
+	}
+	return sql
+}
+
+// watched runs stmt, a statement of a Table claiming a row with token on
+// db, under a preemption watch that waits after (0: none). When ctx ends
+// meanwhile, the error names what the statement waited for, if the watch
+// found it.
+func watched[T any](ctx context.Context, after time.Duration, db DB, token fence.Token, stmt func() (T, error)) (T, error) {
+	p := preemption{after: after, w: waiter{tokens: []fence.Token{token}}}
+	stop := p.watch(ctx, connOf(db))
+	v, err := stmt()
+	if found := stop(); err != nil && found != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w (it waited for another transaction: %v)", err, found)
+	}
+	return v, err
 }

@@ -349,3 +349,117 @@ func poolAs(t *testing.T, admin *pgxpool.Pool, role string) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// TestPreemptTableClaims is the frozen holder with rows claimed through a
+// Table in transactions of the caller's own: T1 claims A (GetForUpdate),
+// debits it and freezes; the next holder's claim of A, in its own
+// transaction or alone, ends T1 after 100 ms, and T1's next write fails
+// with ErrTerminated. With WithoutPreemption the next claim waits. A
+// transaction whose claims carry a newer token than the waiter's, and an
+// older one, is left alone: its tag covers both.
+func TestPreemptTableClaims(t *testing.T) {
+	t.Parallel()
+	pool, tbl := newBank(t)
+	waiting, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"), postgres.WithoutPreemption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		claims []fence.Claim // T1's, in order; it writes A
+		token  fence.Token   // the next holder's token for A
+		table  *postgres.Table
+		inTx   bool
+		ended  bool
+	}{
+		{"in a transaction", claims("A", 2), 3, tbl, true, true},
+		{"alone", claims("A", 4), 5, tbl, false, true},
+		{"control: WithoutPreemption", claims("A", 6), 7, waiting, true, false},
+		{"blocker newer on A, older elsewhere", claims("A", 20, "B", 8), 12, tbl, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			z := freezeClaims(t, pool, tbl, tt.claims)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			claim := func(db postgres.DB) error {
+				var bal int64
+				return tt.table.GetForUpdate(ctx, db, "A", tt.token, []string{"balance"}, &bal)
+			}
+			if tt.inTx {
+				err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return claim(tx) })
+			} else {
+				err = claim(pool)
+			}
+			got := z.result(t)
+			if tt.ended {
+				if err != nil || !errors.Is(got, postgres.ErrTerminated) {
+					t.Fatalf("got next claim %v, T1 %v; want the claim through and T1 ended with ErrTerminated", err, got)
+				}
+				return
+			}
+			if !errors.Is(err, context.DeadlineExceeded) || got != nil {
+				t.Fatalf("got next claim %v, T1 %v; want the claim's deadline and T1's commit", err, got)
+			}
+		})
+	}
+}
+
+// freezeClaims is freeze with T1's rows claimed through tbl in a
+// transaction of its own, in the order given; it then debits A by 100.
+func freezeClaims(t *testing.T, pool *pgxpool.Pool, tbl *postgres.Table, cs []fence.Claim) *frozen {
+	t.Helper()
+	f := &frozen{inside: make(chan struct{}), resume: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		ctx := context.WithoutCancel(t.Context())
+		f.done <- pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var tokA fence.Token
+			for _, c := range cs {
+				var bal int64
+				if err := tbl.GetForUpdate(ctx, tx, c.Resource, c.Token, []string{"balance"}, &bal); err != nil {
+					return err
+				}
+				if c.Resource == "A" {
+					tokA = c.Token
+				}
+			}
+			close(f.inside)
+			<-f.resume
+			return tbl.Update(ctx, tx, "A", tokA, postgres.Add("balance", -100))
+		})
+	}()
+	select {
+	case <-f.inside:
+	case err := <-f.done:
+		t.Fatalf("T1: got %v before its pause, want it open", err)
+	}
+	t.Cleanup(f.let)
+	return f
+}
+
+// TestPreemptTagWidens checks that a transaction's tag covers every token
+// its claims carried, whatever their order.
+func TestPreemptTagWidens(t *testing.T) {
+	t.Parallel()
+	pool, tbl := newBank(t)
+	var name string
+	err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+		if err := tbl.Update(t.Context(), tx, "A", 7, postgres.Add("balance", 1)); err != nil {
+			return err
+		}
+		var bal int64
+		if err := tbl.GetForUpdate(t.Context(), tx, "B", 3, []string{"balance"}, &bal); err != nil {
+			return err
+		}
+		if err := tbl.Upsert(t.Context(), tx, "C", 5, postgres.Set("balance", 1)); err != nil {
+			return err
+		}
+		return tx.QueryRow(t.Context(), "SELECT current_setting('application_name')").Scan(&name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "fencelock:t=3-7" {
+		t.Fatalf("application_name after claims of 7, 3 and 5: got %q, want %q", name, "fencelock:t=3-7")
+	}
+}

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -35,6 +37,9 @@ type Table struct {
 	keyRaw string
 	fenRaw string
 	tel    *pgTelemetry
+	// preemptAfter is how long a claim waits before it ends an older
+	// token's transaction that blocks it; 0 never.
+	preemptAfter time.Duration
 	// columnsOK is set once the key and fence columns were found, keyUnique
 	// once the key column was also found to be unique.
 	columnsOK, keyUnique atomic.Bool
@@ -59,7 +64,7 @@ func NewTable(name pgx.Identifier, opts ...TableOption) (*Table, error) {
 		return nil, err
 	}
 	return &Table{name: qname, label: strings.Join(name, "."), keyRaw: o.key, fenRaw: o.fence,
-		key: pgx.Identifier{o.key}.Sanitize(), fence: pgx.Identifier{o.fence}.Sanitize(), tel: tel}, nil
+		key: pgx.Identifier{o.key}.Sanitize(), fence: pgx.Identifier{o.fence}.Sanitize(), tel: tel, preemptAfter: o.preemptAfter}, nil
 }
 
 // Assignment sets one column in a fenced write. Create it with [Set] or
@@ -137,7 +142,9 @@ func (t *Table) update(ctx context.Context, db DB, key any, token fence.Token, s
 		if err := t.checkUniqueKey(ctx, c); err != nil {
 			return err
 		}
-		tag, err := c.Exec(ctx, sql, args...)
+		tag, err := watched(ctx, t.preemptAfter, c, token, func() (pgconn.CommandTag, error) {
+			return c.Exec(ctx, tagged(c, sql, tagReturning), args...)
+		})
 		if err != nil {
 			return writeError(c, "update", t.resource(key), token, err)
 		}
@@ -192,7 +199,9 @@ func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, r
 				return err
 			}
 		}
-		tag, err := c.Exec(ctx, sql, args...)
+		tag, err := watched(ctx, t.preemptAfter, c, token, func() (pgconn.CommandTag, error) {
+			return c.Exec(ctx, tagged(c, sql, tagReturning), args...)
+		})
 		if err != nil {
 			return writeError(c, "upsert", resource(), token, err)
 		}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencelock/fencelock/fence"
 )
 
@@ -65,7 +67,12 @@ func (t *Table) GetForUpdate(ctx context.Context, db DB, key any, token fence.To
 		if err := t.checkUniqueKey(ctx, c); err != nil {
 			return err
 		}
-		err := c.QueryRow(ctx, sql, key, int64(token)).Scan(dest...)
+		_, err := watched(ctx, t.preemptAfter, c, token, func() (struct{}, error) {
+			if _, inTx := c.(pgx.Tx); inTx {
+				return struct{}{}, c.QueryRow(ctx, sql+tagColumn, key, int64(token)).Scan(append(dest, nil)...)
+			}
+			return struct{}{}, c.QueryRow(ctx, sql, key, int64(token)).Scan(dest...)
+		})
 		switch {
 		case isNoRows(err):
 			return t.refused(ctx, c, key, t.resource(key), token, true)

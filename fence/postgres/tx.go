@@ -103,7 +103,7 @@ func runInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 // error says so, and names what the guard was waiting for if the watch
 // found it, rather than the broken connection that pgx reports.
 func guard(ctx context.Context, tx pgx.Tx, resource string, p preemption, advance func(pgx.Tx) error) error {
-	stop := p.watch(ctx, tx)
+	stop := p.watch(ctx, tx.Conn())
 	err := advance(tx)
 	found := stop()
 	if err == nil || ctx.Err() == nil || errors.Is(err, fence.ErrStale) {

@@ -175,5 +175,5 @@ func advanceAllGuard(q string) string {
 		" SELECT r, t FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(r, t, i) ORDER BY i" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
 		" RETURNING resource, CASE WHEN $3::bool THEN set_config('" + tokenSetting + "', token::text, true) END, " +
-		tagSQL("$4::bigint::text", "$5::bigint::text")
+		tagSQL("$4::bigint", "$5::bigint")
 }
