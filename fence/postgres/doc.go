@@ -203,8 +203,8 @@
 // those rows for as long as the freeze lasts, for good if it never ends.
 //
 // So a statement that claims a fence (the guard of [RunInTx], [RunInTxAll]
-// or [RunInTxHeld]; a [Table]'s Update, Upsert or GetForUpdate, in a
-// transaction of yours or alone) that has waited 100 ms
+// or [RunInTxHeld]; a [Table]'s Update, Upsert or GetForUpdate, and
+// [Exec], in a transaction of yours or alone) that has waited 100 ms
 // ([WithPreemptAfter]) looks, on a connection of its own, at the sessions
 // blocking it (pg_blocking_pids), and ends with pg_terminate_backend each
 // one that runs a fenced transaction of older tokens only: its transaction
@@ -242,6 +242,9 @@
 // that row. Rows belong to the tokens that claim them: a transaction of
 // older tokens that writes a row a newer token claims, without claiming it
 // itself, is ended by that claim.
+//
+// A [Store] holds nothing across a pause: each of its writes is one
+// statement of its own, and its Update's read and write are two.
 //
 // Not covered: connections through a pooler that hides the server's
 // process ids (PgBouncer in transaction mode), where nothing is found to

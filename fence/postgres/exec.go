@@ -65,7 +65,8 @@ func (f *Fences) Exec(ctx context.Context, db DB, resource string, token fence.T
 	err = f.tel.write(ctx, f.tel.Exec, token, func() string { return resource }, func(ctx context.Context) error {
 		return withConn(ctx, db, func(c DB) error {
 			var err error
-			n, err = runBatch(ctx, c.(batcher), b) // db has SendBatch, and so has a pool's connection
+			// db has SendBatch, and so has a pool's connection.
+			n, err = watched(ctx, defaultPreemptAfter, c, token, func() (int64, error) { return runBatch(ctx, c.(batcher), b) })
 			switch {
 			case isStaleMarker(err):
 				return f.stale(ctx, c, resource, token)

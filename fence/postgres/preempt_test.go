@@ -463,3 +463,19 @@ func TestPreemptTagWidens(t *testing.T) {
 		t.Fatalf("application_name after claims of 7, 3 and 5: got %q, want %q", name, "fencelock:t=3-7")
 	}
 }
+
+// TestPreemptExec checks that a one-statement fenced write (Exec) waiting
+// for a frozen older holder's transaction ends it too.
+func TestPreemptExec(t *testing.T) {
+	t.Parallel()
+	pool, _ := newBank(t)
+	f := freeze(t, pool, claims("A", 2))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := postgres.Exec(ctx, pool, "A", 3, "UPDATE accounts SET balance = 0 WHERE id = 'A'"); err != nil {
+		t.Fatalf("Exec: got %v, want nil", err)
+	}
+	if err := f.result(t); !errors.Is(err, postgres.ErrTerminated) {
+		t.Fatalf("frozen holder: got %v, want ErrTerminated", err)
+	}
+}
