@@ -44,8 +44,11 @@ const (
 // blockersSQL lists the sessions that block pid, with their tags.
 const blockersSQL = "SELECT pid, coalesce(application_name, '') FROM pg_stat_activity WHERE pid = ANY(pg_blocking_pids($1))"
 
-// terminateSQL ends a session; it reports false when the session had gone.
-const terminateSQL = "SELECT pg_terminate_backend($1)"
+// terminateSQL ends session $1 if it still shows tag $2 and still blocks
+// $3: a blocker whose transaction ended since it was looked at, its
+// connection now running another's, is left alone.
+const terminateSQL = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity" +
+	" WHERE pid = $1 AND application_name = $2 AND $1 = ANY(pg_blocking_pids($3))"
 
 // tagSQL is the SQL expression that sets the tag of a transaction to take
 // in the tokens from the bigint expressions lo to hi: the range of the tag
@@ -235,7 +238,7 @@ func (p preemption) endBlockers(ctx context.Context, conn *pgx.Conn, pid uint32)
 		case !p.w.ends(lo, hi):
 			errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of tokens %d to %d, not all older than this one's", b.pid, lo, hi))
 		default:
-			if _, err := conn.Exec(ctx, terminateSQL, b.pid); err != nil {
+			if _, err := conn.Exec(ctx, terminateSQL, b.pid, b.tag, int64(pid)); err != nil {
 				errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of older tokens (%d to %d), which could not be ended (the role needs to be the blocker's or to have pg_signal_backend): %w", b.pid, lo, hi, err))
 			}
 		}

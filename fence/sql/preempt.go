@@ -125,17 +125,26 @@ func (p preemption) endBlockers(ctx context.Context, conn *sql.Conn) error {
 	if err != nil {
 		return err
 	}
+	h := threads[0]
 	switch {
 	case len(threads) > 1:
 		return fmt.Errorf("blocked by connections %v, which hold the fence's row together; none ended", threads)
 	case dirty == committed:
-		return fmt.Errorf("blocked by connection %d, which holds the fence's row without having raised it (no fenced transaction, or one about to roll back)", threads[0])
+		return fmt.Errorf("blocked by connection %d, which holds the fence's row without having raised it (no fenced transaction, or one about to roll back)", h.thread)
 	case dirty >= p.claim.Token:
-		return fmt.Errorf("blocked by connection %d, a fenced transaction of token %d, not older than this one's", threads[0], dirty)
+		return fmt.Errorf("blocked by connection %d, a fenced transaction of token %d, not older than this one's", h.thread, dirty)
+	}
+	// The connection may have ended that transaction since, and run
+	// another's: end it only if it still runs the one that blocked. (KILL
+	// has no condition of its own; what is left is the time between the
+	// two statements.)
+	var n int
+	if err := conn.QueryRowContext(ctx, stillSQL, h.thread, h.trx).Scan(&n); err != nil || n == 0 {
+		return err
 	}
 	// The id is the server's own number, formatted, not a caller's string.
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", threads[0])); err != nil {
-		return fmt.Errorf("blocked by connection %d, a fenced transaction of an older token (%d), which could not be ended (the user needs to be the blocker's or to have CONNECTION ADMIN): %w", threads[0], dirty, err)
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", h.thread)); err != nil {
+		return fmt.Errorf("blocked by connection %d, a fenced transaction of an older token (%d), which could not be ended (the user needs to be the blocker's or to have CONNECTION ADMIN): %w", h.thread, dirty, err)
 	}
 	return nil
 }
@@ -143,15 +152,25 @@ func (p preemption) endBlockers(ctx context.Context, conn *sql.Conn) error {
 // holdersSQL lists the connections of the transactions that hold (not
 // wait for) a lock others wait for on $2's row of the table $1 (as InnoDB
 // names them: `db`.`table`, and the key in hex).
-const holdersSQL = "SELECT DISTINCT b.trx_mysql_thread_id" +
+const holdersSQL = "SELECT DISTINCT b.trx_mysql_thread_id, b.trx_id" +
 	" FROM information_schema.INNODB_LOCK_WAITS w" +
 	" JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.blocking_lock_id" +
 	" JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id" +
 	" WHERE b.trx_state <> 'LOCK WAIT' AND l.lock_table = %s AND l.lock_data = ?"
 
+// holder is a transaction holding a row others wait for, and its
+// connection.
+type holder struct {
+	thread int64
+	trx    string
+}
+
+// stillSQL tells whether connection $1 still runs transaction $2.
+const stillSQL = "SELECT count(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ? AND trx_id = ?"
+
 // holders returns the connections holding the claim's row that others
 // wait for.
-func (p preemption) holders(ctx context.Context, conn *sql.Conn) ([]int64, error) {
+func (p preemption) holders(ctx context.Context, conn *sql.Conn) ([]holder, error) {
 	table := "?"
 	args := []any{p.f.name}
 	if !p.f.qualified {
@@ -163,13 +182,13 @@ func (p preemption) holders(ctx context.Context, conn *sql.Conn) ([]int64, error
 		return nil, fmt.Errorf("looking at what blocks it (the user needs PROCESS): %w", err)
 	}
 	defer rows.Close()
-	var ids []int64
+	var ids []holder
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var h holder
+		if err := rows.Scan(&h.thread, &h.trx); err != nil {
 			return nil, fmt.Errorf("looking at what blocks it: %w", err)
 		}
-		ids = append(ids, id)
+		ids = append(ids, h)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("looking at what blocks it: %w", err)
