@@ -192,9 +192,15 @@ func joinOptionsOf(opts []JoinOption) (joinOptions, error) {
 // error, or a work that returns at once, which must not turn into a loop
 // of writes to etcd). A work that calls runtime.Goexit fails as one that
 // returned an error. A partition is taken by waiting in its queue, as
-// [Client.Lock] waits, so it is never owned twice with both leases alive;
-// each wait is bounded (by the grace plus two TTLs, at least 5 s) and then
-// begun again, so that a request that never returns holds it up no longer.
+// [Client.Lock] waits, so it is never owned twice with both leases alive.
+//
+// A partition whose owner leaves, hands it over or dies is owned again
+// within TTL + 1 s of its release or its owner's lease expiry, also after
+// any one fault on the way: each request a worker sends is bounded by half
+// the TTL and then sent again (safely: each is conditional), and a watch
+// whose stream hangs is replaced within about two thirds of the TTL. Such a
+// request is passed to the handler of [WithPartitionErrorHandler], or
+// logged.
 //
 // Join returns once every call of work has returned: ctx's error when ctx
 // ends; [ErrClosed] when the Client is closed; at once, an error for
@@ -312,9 +318,7 @@ type worker struct {
 // served reports whether the membership computed a share (it met no
 // member giving another number of partitions, as far as it saw).
 func (g *Group) member(ctx context.Context, work func(context.Context, *Partition) error, o joinOptions) (served bool, err error) {
-	actx, cancelJoin := context.WithTimeout(ctx, g.round(o))
-	m, err := g.c.acquire(actx, spot{kind: kindMember, name: g.name, wait: true, permits: g.n})
-	cancelJoin()
+	m, err := g.c.acquire(ctx, spot{kind: kindMember, name: g.name, wait: true, permits: g.n, bound: g.bound()})
 	if err != nil {
 		return false, err
 	}
@@ -337,13 +341,18 @@ func (g *Group) member(ctx context.Context, work func(context.Context, *Partitio
 	return w.served, err
 }
 
-// round bounds one wait for a membership or a partition: the handoff grace
-// plus two TTLs, at least 5 s. A wait that outlasts it starts again, so
-// that a request that never returns (a member that lost its quorum, a
-// stalled link) holds nothing up for longer.
-func (g *Group) round(o joinOptions) time.Duration {
-	return max(o.grace+2*g.c.o.ttl, 5*time.Second)
-}
+// bound bounds each request a worker sends (a member's or a partition's
+// create, a read of the members or of a partition's queue, a release):
+// half the TTL. A request that has not returned by then (a member that
+// lost its quorum, a stalled link, a reply lost on the way) is given up
+// and the step sent again, which is safe because every request is
+// conditional (see PROTOCOL.md): a create compares its lane's marker, a
+// release the key's create revision, so the first one landing late or
+// twice changes nothing. One such request then delays a partition's next
+// owner by half a TTL and a retry: it is owned again within TTL + 1 s.
+// The wait for a turn is not bounded: it is a watch, on a stream that is
+// probed and replaced within two thirds of the TTL when it hangs.
+func (g *Group) bound() time.Duration { return g.c.o.ttl / 2 }
 
 // fail ends the membership with err (the first one given).
 func (w *worker) fail(err error) {
@@ -426,7 +435,7 @@ func (w *worker) watch(ctx context.Context, q string) error {
 
 // read reads the members afresh and reconciles.
 func (w *worker) read(ctx context.Context, q string) error {
-	rctx, cancel := context.WithTimeout(ctx, w.g.round(w.o))
+	rctx, cancel := context.WithTimeout(ctx, w.g.bound())
 	defer cancel()
 	members, rev, err := w.g.c.readRange(rctx, q)
 	if err != nil {
@@ -515,19 +524,16 @@ func (w *worker) keep(ctx context.Context, k int) {
 	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
 	name := partitionName(w.g.name, k)
 	for ctx.Err() == nil {
-		actx, cancel := context.WithTimeout(ctx, w.g.round(w.o))
 		// The record's data names our member key, so that Inspect tells
 		// apart two members of one session.
-		l, err := c.acquire(actx, spot{kind: kindPartition, name: name, wait: true, data: w.self})
-		timedOut := actx.Err() != nil
-		cancel()
+		l, err := c.acquire(ctx, spot{kind: kindPartition, name: name, wait: true, data: w.self, bound: w.g.bound()})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			if timedOut {
-				continue // a round that found no turn, or a request that never returned: wait again
-			}
+			// A request that did not return within its bound (spot.bound)
+			// is such an error too: reported, and the partition waited
+			// for again after a pause, 100 ms the first time.
 			if runFatal(err) {
 				w.fail(err)
 				return
