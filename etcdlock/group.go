@@ -80,8 +80,10 @@ func (g *Group) Partitions() int { return g.n }
 // pass it to [fence.NewGuard] and every write of the work carries the
 // partition's token.
 type Partition struct {
-	index int
-	l     *Lock
+	// Set once before the work is called.
+	index  int
+	l      *Lock
+	writes context.Context // see WriteContext
 }
 
 // Index returns the partition's number, from 0 to the group's partitions-1.
@@ -100,6 +102,24 @@ func (p *Partition) Done() <-chan struct{} { return p.l.Done() }
 // Err is nil while Done is open, and then says why it closed (see
 // [Lock.Err]).
 func (p *Partition) Err() error { return p.l.Err() }
+
+// WriteContext returns the context for the work's writes to the
+// partition's resources (a commit of its offset): it carries the values of
+// the work's context, but a rebalance that moves the partition, or Join
+// ending, does not cancel it. It ends when Done closes: the partition is
+// released (once the work has returned, or the handoff grace has passed),
+// lost, or its validity deadline ([Partition.ValidUntil]) has passed with
+// no renewal; context.Cause then says why, as [Partition.Err] does.
+//
+// The work's context ends as soon as the partition is asked to move, and
+// a write sent with it is cancelled in flight, its outcome unknown
+// (fence.ErrUnknownOutcome) although the fence would have accepted it:
+// the partition is still this worker's until it is released, which the
+// handoff grace exists for. So let the work's context tell it to stop
+// taking new work, and send each write that should finish with
+// WriteContext: it lands, or the resource refuses it once a newer owner
+// has written (fence.ErrStale). Every call returns the same context.
+func (p *Partition) WriteContext() context.Context { return p.writes }
 
 // Lease is the lease of the worker's session, which the partition's key
 // is attached to.
@@ -579,13 +599,17 @@ func (w *worker) report(ctx context.Context, k int, err error) {
 // lost. failed: the work returned an error while the partition was ours.
 func (w *worker) run(ctx context.Context, k int, l *Lock) (failed bool) {
 	c := w.g.c
-	p := &Partition{index: k, l: l}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(l.ctx, func() {
 		cancel(wrapLost(l.Err(), "etcdlock: partition %d of %q (token %d) lost: ", k, w.g.name, l.Token()))
 	})
 	defer stop()
+	// The writes' context ends with l (released or lost), never with ctx.
+	wctx, cancelWrites := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer func() { cancelWrites(l.Err()) }() // l is released by then
+	defer context.AfterFunc(l.ctx, func() { cancelWrites(l.Err()) })()
+	p := &Partition{index: k, l: l, writes: wctx}
 	res := make(chan error, 1)
 	w.fns.Add(1)
 	go func() {
