@@ -340,7 +340,7 @@ type worker struct {
 func (g *Group) member(ctx context.Context, work func(context.Context, *Partition) error, o joinOptions) (served bool, err error) {
 	m, err := g.c.acquire(ctx, spot{kind: kindMember, name: g.name, wait: true, permits: g.n, bound: g.bound()})
 	if err != nil {
-		return false, err
+		return false, g.slow(ctx, err)
 	}
 	w := &worker{g: g, o: o, work: work, self: m.Key(), keepers: map[int]context.CancelCauseFunc{}, failed: make(chan struct{})}
 	mctx, cancel := context.WithCancelCause(ctx)
@@ -373,6 +373,15 @@ func (g *Group) member(ctx context.Context, work func(context.Context, *Partitio
 // The wait for a turn is not bounded: it is a watch, on a stream that is
 // probed and replaced within two thirds of the TTL when it hangs.
 func (g *Group) bound() time.Duration { return g.c.o.ttl / 2 }
+
+// slow says so of err when it is a request that did not return within
+// the bound (ctx, the caller's, has not ended), and returns err otherwise.
+func (g *Group) slow(ctx context.Context, err error) error {
+	if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("etcdlock: group %q: a request to etcd did not return within %v (half the TTL), and is sent again: %w", g.name, g.bound(), err)
+}
 
 // fail ends the membership with err (the first one given).
 func (w *worker) fail(err error) {
@@ -558,7 +567,7 @@ func (w *worker) keep(ctx context.Context, k int) {
 				w.fail(err)
 				return
 			}
-			w.report(ctx, k, err)
+			w.report(ctx, k, w.g.slow(ctx, err))
 			if b.wait(ctx, w.failed) != nil {
 				return
 			}

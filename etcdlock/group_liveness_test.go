@@ -7,9 +7,11 @@ package etcdlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,11 +132,18 @@ func liveWorker(t *testing.T, cli *clientv3.Client) *etcdlock.Client {
 }
 
 // A partition's create: its one worker owns it once the create is sent
-// again; the first, delivered late, leaves no key (no waiter).
+// again, and tells the error handler why; the first, delivered late,
+// leaves no key (no waiter).
 func hungPartitionCreate(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Group, int, func()) {
 	fcli, in := faulty(t, 41)
 	held := in.Hold(creates(prefix(t) + "group/g/p/0/"))
-	joinGroup(t, group(t, liveWorker(t, fcli), "g", 2), runs.work(0))
+	reported := make(chan error, 16)
+	joinGroup(t, group(t, liveWorker(t, fcli), "g", 2), runs.work(0), etcdlock.WithPartitionErrorHandler(func(k int, err error) {
+		select {
+		case reported <- err:
+		default:
+		}
+	}))
 	from := caught(t, held, "the partition's create")
 	g := group(t, newLocker(t, etcdClient(t)), "g", 2)
 	return from, g, 1, func() {
@@ -142,6 +151,14 @@ func hungPartitionCreate(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Gr
 		st := groupSettled(t, g, 1, time.Second)
 		if n := len(st.Owners[0].Waiters); n != 0 {
 			t.Errorf("partition 0 has %d waiters after the held create landed: %v", n, st.Owners[0].Waiters)
+		}
+		select {
+		case err := <-reported:
+			if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not return within 1s") {
+				t.Errorf("the error handler got %v, want a request that did not return within 1s (half the TTL)", err)
+			}
+		default:
+			t.Error("the error handler was not told of the request that did not return")
 		}
 	}
 }
