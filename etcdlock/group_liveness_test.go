@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
@@ -47,6 +48,7 @@ func TestGroupOwnedAgainAfterHungRequest(t *testing.T) {
 		{"member_create", hungMemberCreate},
 		{"member_read", hungMemberRead},
 		{"release", hungRelease},
+		{"queue_read", hungQueueRead},
 		{"takeover_create", hungTakeoverCreate},
 		{"watch", hungWatch},
 	} {
@@ -242,13 +244,12 @@ func hungTakeoverCreate(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Gro
 	}
 }
 
-// The watch stream of the worker waiting for a partition its old owner
-// is still working on: its next message, the deletion of the old owner's
-// key, is never delivered. The stream is found hung by its probe and
-// replaced (this was so before requests were bounded too).
-func hungWatch(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Group, int, func()) {
+// slowHandoff joins a worker whose works return only once letGo is
+// closed, then a worker on a faulty client, and returns once the latter
+// waits for the partition the share moves to it.
+func slowHandoff(t *testing.T, runs *groupRuns, seed uint64) (g *etcdlock.Group, in *reqfault.Injector, letGo chan struct{}) {
 	direct := etcdClient(t)
-	letGo := make(chan struct{})
+	letGo = make(chan struct{})
 	slow := func(ctx context.Context, p *etcdlock.Partition) error {
 		runs.start(p)
 		<-ctx.Done()
@@ -257,18 +258,53 @@ func hungWatch(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Group, int, 
 		return nil
 	}
 	joinGroup(t, group(t, liveWorker(t, direct), "g", 2), slow, etcdlock.WithHandoffGrace(time.Minute))
-	g := group(t, newLocker(t, direct), "g", 2)
+	g = group(t, newLocker(t, direct), "g", 2)
 	groupSettled(t, g, 1, 10*time.Second)
-	fcli, in := faulty(t, 46)
+	fcli, in := faulty(t, seed)
 	joinGroup(t, group(t, liveWorker(t, fcli), "g", 2), runs.work(0))
 	poll.Until(t, "the new worker waiting for the partition it is given", func() bool {
 		st, err := g.Inspect(t.Context())
 		return err == nil && len(st.Members) == 2 && (len(st.Owners[0].Waiters) > 0 || len(st.Owners[1].Waiters) > 0)
 	})
+	return g, in, letGo
+}
+
+// The read of a partition's queue by the worker waiting for it, once the
+// old owner's key is gone: it waits again, on a new create.
+func hungQueueRead(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Group, int, func()) {
+	g, in, letGo := slowHandoff(t, runs, 47)
+	held := in.Hold(readsUnder(prefix(t) + "group/g/p/"))
+	close(letGo)
+	return caught(t, held, "the read of the partition's queue"), g, 2, func() { deliverLate(t, held) }
+}
+
+// readsUnder matches transactions that read a range under q and write
+// nothing.
+func readsUnder(q string) reqfault.Match {
+	return func(method string, req any) bool {
+		txn, ok := req.(*pb.TxnRequest)
+		if !ok || len(txn.Success) == 0 {
+			return false
+		}
+		for _, op := range txn.Success {
+			if r := op.GetRequestRange(); r == nil || !strings.HasPrefix(string(r.Key), q) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// The watch stream of the worker waiting for a partition its old owner
+// is still working on hangs (it delivers nothing more, from its next
+// message on), and then the old owner releases the partition: the
+// deletion is never delivered on that stream, which its probe finds hung
+// and replaces. This held before requests were bounded too.
+func hungWatch(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Group, int, func()) {
+	g, in, letGo := slowHandoff(t, runs, 46)
 	in.HangStreams(reqfault.Method("Watch/Watch"))
 	poll.Until(t, "the watch stream hung", func() bool { return in.Hung() > 0 })
 	in.Heal() // one fault: the stream that replaces it works
 	close(letGo)
-	from := time.Now()
-	return from, g, 2, nil
+	return time.Now(), g, 2, nil
 }
