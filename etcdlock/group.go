@@ -155,9 +155,11 @@ func (f joinOptionFunc) applyJoin(o *joinOptions) { f(o) }
 
 // WithHandoffGrace bounds how long a partition taken away by a rebalance
 // (or left behind when Join ends) stays owned while its work has not
-// returned: after d it is released anyway, and its next owner's higher
-// token fences the late writes of the work still running. d must be
-// positive; the default is the Client's TTL.
+// returned: the time the work has to finish, its writes sent with
+// [Partition.WriteContext] still going through. After d it is released
+// anyway, and its next owner's higher token fences the late writes of the
+// work still running. d must be positive; the default is the Client's
+// TTL.
 func WithHandoffGrace(d time.Duration) JoinOption {
 	return joinOptionFunc(func(o *joinOptions) { o.grace, o.graceGiven = d, true })
 }
@@ -205,8 +207,11 @@ func joinOptionsOf(opts []JoinOption) (joinOptions, error) {
 // partition is released once work has returned, or after the handoff
 // grace ([WithHandoffGrace]) if it has not: the next owner's token is
 // greater either way, so a resource fenced with it refuses the writes of a
-// work that is slow to stop. work should run until its context ends: when
-// it returns while the partition is still owned, the partition is released
+// work that is slow to stop. The work's context says when to stop; its
+// writes, a commit in flight among them, should use
+// [Partition.WriteContext], which a move does not cancel before the
+// release. work should run until its context ends: when it returns while
+// the partition is still owned, the partition is released
 // and taken again (a new token), at once if it ran 100 ms or more and
 // returned nil, else after a pause that doubles from 100 ms to 5 s (an
 // error, or a work that returns at once, which must not turn into a loop
