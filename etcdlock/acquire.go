@@ -92,12 +92,14 @@ type spot struct {
 	wait          bool // wait for the turn (Lock, Campaign) or give up (TryLock)
 	noWatch       bool // hold without watching the key (WithoutKeyWatch)
 	permits       int  // a semaphore's permits (see Client.Semaphore); 0 for the rest
-	// bound bounds each request of the acquisition, and each release of
-	// it, on top of ctx (0: ctx alone): a request that has not returned by
-	// then fails with context.DeadlineExceeded, and the caller may try
-	// again at once, every request being safe to arrive late or twice. A
-	// group's worker sets it (Group.bound); the wait for the turn, between
-	// requests, is not bounded by it.
+	// bound bounds each request of the acquisition (the session's grant,
+	// the create, the reads of the queue) and each release of it, on top
+	// of ctx (0: ctx alone): a request that has not returned by then fails
+	// with context.DeadlineExceeded, and the caller may try again at once,
+	// every request being safe to arrive late or twice. A group's worker
+	// sets it (Group.bound); the wait for the turn, between requests, is
+	// not bounded by it, nor is a second key's claim (kindInfo.second: no
+	// kind that sets bound has one).
 	bound time.Duration
 }
 
