@@ -92,6 +92,32 @@ type spot struct {
 	wait          bool // wait for the turn (Lock, Campaign) or give up (TryLock)
 	noWatch       bool // hold without watching the key (WithoutKeyWatch)
 	permits       int  // a semaphore's permits (see Client.Semaphore); 0 for the rest
+	// bound bounds each request of the acquisition (the session's grant,
+	// the create, the reads of the queue) and each release of it, on top
+	// of ctx (0: ctx alone): a request that has not returned by then fails
+	// with context.DeadlineExceeded, and the caller may try again at once,
+	// every request being safe to arrive late or twice. A group's worker
+	// sets it (Group.bound); the wait for the turn, between requests, is
+	// not bounded by it, nor is a second key's claim (kindInfo.second: no
+	// kind that sets bound has one).
+	bound time.Duration
+}
+
+// request bounds one request of sp's acquisition (see spot.bound).
+func (sp spot) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	if sp.bound <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, sp.bound)
+}
+
+// cleanupTimeout bounds a release of sp's acquisition: the Client's
+// cleanup timeout, or sp's bound when that is shorter.
+func (c *Client) cleanupTimeout(sp spot) time.Duration {
+	if sp.bound > 0 {
+		return min(c.o.cleanupTimeout, sp.bound)
+	}
+	return c.o.cleanupTimeout
 }
 
 // need is how many of its blockers queued before it keep an acquisition
@@ -159,7 +185,9 @@ func (c *Client) acquireRetrying(ctx context.Context, sp spot) (*Lock, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("etcdlock: %q: %w", sp.name, err)
 		}
-		s, err := c.session(ctx)
+		sctx, cancel := sp.request(ctx)
+		s, err := c.session(sctx)
+		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("etcdlock: %q: %w", sp.name, err)
 		}
@@ -320,10 +348,12 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 				clientv3.WithLimit(int64(max(t.need(), maxListedHolders)+1))))
 		}
 		ops = t.readSecond(ops)
-		resp, err := c.cli.Txn(ctx).
+		rctx, cancel := t.request(ctx)
+		resp, err := c.cli.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0), t.marker.at(t.mark)).
 			Then(ops...).
 			Commit()
+		cancel()
 		if err != nil {
 			c.abandon(ctx, s, t, 0) // the create may still land: block it
 			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -347,19 +377,31 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 		}
 		// A request of an earlier use of the lane moved the marker, or
 		// left a key: catch up, remove the key, and try again.
-		gr, err := c.cli.Txn(ctx).Then(t.marker.get(), clientv3.OpGet(t.key)).Commit()
-		if err != nil {
+		if err := c.catchUp(ctx, s, t); err != nil {
 			c.abandon(ctx, s, t, 0)
 			return 0, nil, nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
-		}
-		t.mark = markRev(gr.Responses[0].GetResponseRange().Kvs)
-		if k := gr.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
-			if _, err := c.release(ctx, s, t, k[0].CreateRevision); err != nil {
-				c.abandon(ctx, s, t, 0)
-				return 0, nil, nil, fmt.Errorf("etcdlock: %q: remove stale key: %w", t.name, err)
-			}
 		}
 	}
 	c.abandon(ctx, s, t, 0)
 	return 0, nil, nil, fmt.Errorf("etcdlock: %q: lane %d of the session kept changing under us", t.name, t.lane)
+}
+
+// catchUp reads t's lane's marker after a create refused because a
+// request of an earlier use of the lane moved it, or left a key, and
+// removes that key, the two bounded together as one of t's requests
+// (spot.bound).
+func (c *Client) catchUp(ctx context.Context, s *session, t *ticket) error {
+	rctx, cancel := t.request(ctx)
+	defer cancel()
+	gr, err := c.cli.Txn(rctx).Then(t.marker.get(), clientv3.OpGet(t.key)).Commit()
+	if err != nil {
+		return err
+	}
+	t.mark = markRev(gr.Responses[0].GetResponseRange().Kvs)
+	if k := gr.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
+		if _, err := c.release(rctx, s, t, k[0].CreateRevision); err != nil {
+			return fmt.Errorf("remove stale key: %w", err)
+		}
+	}
+	return nil
 }

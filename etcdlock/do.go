@@ -72,9 +72,10 @@ func (l *Lock) do(ctx context.Context, fn func(context.Context, *Lock) error) er
 	return uerr
 }
 
-// unlockBounded unlocks l, bounded by the cleanup timeout, also when ctx ended.
+// unlockBounded unlocks l, bounded by the cleanup timeout (or by its
+// acquisition's bound, spot.bound, when shorter), also when ctx ended.
 func (l *Lock) unlockBounded(ctx context.Context) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.o.cleanupTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.cleanupTimeout(l.t.spot))
 	defer cancel()
 	return l.Unlock(rctx)
 }

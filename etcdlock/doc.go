@@ -95,7 +95,10 @@
 // shared by the workers that [Group.Join] it: each partition is owned by
 // one worker at a time, with a token strictly greater than every earlier
 // owner's of that partition, and every live worker owns a fair share,
-// rebalanced (few partitions moved) as workers come and go.
+// rebalanced (few partitions moved) as workers come and go. A partition
+// is owned again within TTL + 1 s of its release or its owner's lease
+// expiry, and a work's writes sent with [Partition.WriteContext] are not
+// cut off in flight when a rebalance moves it.
 //
 // When to use which: one worker at a time on a resource, [Client.Lock];
 // a pool of N workers, a semaphore, each worker fencing the shard of its

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,15 +152,15 @@ func TestLateProclaimDoesNotOverwrite(t *testing.T) {
 	}
 }
 
-// puts matches transactions that put key.
-func puts(key string) func(string, any) bool {
+// puts matches transactions that put one of keys.
+func puts(keys ...string) func(string, any) bool {
 	return func(method string, req any) bool {
 		txn, ok := req.(*pb.TxnRequest)
 		if !ok {
 			return false
 		}
 		for _, op := range txn.Success {
-			if p := op.GetRequestPut(); p != nil && string(p.Key) == key {
+			if p := op.GetRequestPut(); p != nil && slices.Contains(keys, string(p.Key)) {
 				return true
 			}
 		}

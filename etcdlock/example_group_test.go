@@ -21,7 +21,9 @@ import (
 // stopped and commits the new offset, both in one fenced read-modify-write
 // of the partition's offset key. The read claims the key with the
 // partition's token, so a deposed owner that wakes up late can neither
-// commit its offset nor have it read by the next owner.
+// commit its offset nor have it read by the next owner. ctx says when to
+// stop; the commit is sent with the partition's WriteContext, which a
+// move does not cancel in flight.
 func consume(ctx context.Context, p *etcdlock.Partition, offsets fence.Updater) error {
 	guard, err := fence.NewGuard(p)
 	if err != nil {
@@ -29,7 +31,9 @@ func consume(ctx context.Context, p *etcdlock.Partition, offsets fence.Updater) 
 	}
 	key := "orders/" + strconv.Itoa(p.Index())
 	for {
-		err := guard.Update(ctx, offsets, key, func(old fence.Record) ([]byte, error) {
+		// Not ctx: a move would cancel the commit in flight, its outcome
+		// unknown, although the partition is ours until it is released.
+		err := guard.Update(p.WriteContext(), offsets, key, func(old fence.Record) ([]byte, error) {
 			offset, _ := strconv.Atoi(string(old.Value)) // 0 when never committed
 			// ... process the messages of partition p.Index() from offset on ...
 			return []byte(strconv.Itoa(offset + 10)), nil

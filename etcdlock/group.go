@@ -80,8 +80,10 @@ func (g *Group) Partitions() int { return g.n }
 // pass it to [fence.NewGuard] and every write of the work carries the
 // partition's token.
 type Partition struct {
-	index int
-	l     *Lock
+	// Set once before the work is called.
+	index  int
+	l      *Lock
+	writes context.Context // see WriteContext
 }
 
 // Index returns the partition's number, from 0 to the group's partitions-1.
@@ -100,6 +102,24 @@ func (p *Partition) Done() <-chan struct{} { return p.l.Done() }
 // Err is nil while Done is open, and then says why it closed (see
 // [Lock.Err]).
 func (p *Partition) Err() error { return p.l.Err() }
+
+// WriteContext returns the context for the work's writes to the
+// partition's resources (a commit of its offset): it carries the values of
+// the work's context, but a rebalance that moves the partition, or Join
+// ending, does not cancel it. It ends when Done closes: the partition is
+// released (once the work has returned, or the handoff grace has passed),
+// lost, or its validity deadline ([Partition.ValidUntil]) has passed with
+// no renewal; context.Cause then says why, as [Partition.Err] does.
+//
+// The work's context ends as soon as the partition is asked to move, and
+// a write sent with it is cancelled in flight, its outcome unknown
+// (fence.ErrUnknownOutcome) although the fence would have accepted it:
+// the partition is still this worker's until it is released, which the
+// handoff grace exists for. So let the work's context tell it to stop
+// taking new work, and send each write that should finish with
+// WriteContext: it lands, or the resource refuses it once a newer owner
+// has written (fence.ErrStale). Every call returns the same context.
+func (p *Partition) WriteContext() context.Context { return p.writes }
 
 // Lease is the lease of the worker's session, which the partition's key
 // is attached to.
@@ -135,9 +155,11 @@ func (f joinOptionFunc) applyJoin(o *joinOptions) { f(o) }
 
 // WithHandoffGrace bounds how long a partition taken away by a rebalance
 // (or left behind when Join ends) stays owned while its work has not
-// returned: after d it is released anyway, and its next owner's higher
-// token fences the late writes of the work still running. d must be
-// positive; the default is the Client's TTL.
+// returned: the time the work has to finish, its writes sent with
+// [Partition.WriteContext] still going through. After d it is released
+// anyway, and its next owner's higher token fences the late writes of the
+// work still running. d must be positive; the default is the Client's
+// TTL.
 func WithHandoffGrace(d time.Duration) JoinOption {
 	return joinOptionFunc(func(o *joinOptions) { o.grace, o.graceGiven = d, true })
 }
@@ -185,16 +207,25 @@ func joinOptionsOf(opts []JoinOption) (joinOptions, error) {
 // partition is released once work has returned, or after the handoff
 // grace ([WithHandoffGrace]) if it has not: the next owner's token is
 // greater either way, so a resource fenced with it refuses the writes of a
-// work that is slow to stop. work should run until its context ends: when
-// it returns while the partition is still owned, the partition is released
+// work that is slow to stop. The work's context says when to stop; its
+// writes, a commit in flight among them, should use
+// [Partition.WriteContext], which a move does not cancel before the
+// release. work should run until its context ends: when it returns while
+// the partition is still owned, the partition is released
 // and taken again (a new token), at once if it ran 100 ms or more and
 // returned nil, else after a pause that doubles from 100 ms to 5 s (an
 // error, or a work that returns at once, which must not turn into a loop
 // of writes to etcd). A work that calls runtime.Goexit fails as one that
 // returned an error. A partition is taken by waiting in its queue, as
-// [Client.Lock] waits, so it is never owned twice with both leases alive;
-// each wait is bounded (by the grace plus two TTLs, at least 5 s) and then
-// begun again, so that a request that never returns holds it up no longer.
+// [Client.Lock] waits, so it is never owned twice with both leases alive.
+//
+// A partition whose owner leaves, hands it over or dies is owned again
+// within TTL + 1 s of its release or its owner's lease expiry, also after
+// any one fault on the way: each request a worker sends is bounded by half
+// the TTL and then sent again (safely: each is conditional), and a watch
+// whose stream hangs is replaced within about two thirds of the TTL. Such a
+// request is passed to the handler of [WithPartitionErrorHandler], or
+// logged.
 //
 // Join returns once every call of work has returned: ctx's error when ctx
 // ends; [ErrClosed] when the Client is closed; at once, an error for
@@ -312,11 +343,9 @@ type worker struct {
 // served reports whether the membership computed a share (it met no
 // member giving another number of partitions, as far as it saw).
 func (g *Group) member(ctx context.Context, work func(context.Context, *Partition) error, o joinOptions) (served bool, err error) {
-	actx, cancelJoin := context.WithTimeout(ctx, g.round(o))
-	m, err := g.c.acquire(actx, spot{kind: kindMember, name: g.name, wait: true, permits: g.n})
-	cancelJoin()
+	m, err := g.c.acquire(ctx, spot{kind: kindMember, name: g.name, wait: true, permits: g.n, bound: g.bound()})
 	if err != nil {
-		return false, err
+		return false, g.slow(ctx, err)
 	}
 	w := &worker{g: g, o: o, work: work, self: m.Key(), keepers: map[int]context.CancelCauseFunc{}, failed: make(chan struct{})}
 	mctx, cancel := context.WithCancelCause(ctx)
@@ -337,12 +366,26 @@ func (g *Group) member(ctx context.Context, work func(context.Context, *Partitio
 	return w.served, err
 }
 
-// round bounds one wait for a membership or a partition: the handoff grace
-// plus two TTLs, at least 5 s. A wait that outlasts it starts again, so
-// that a request that never returns (a member that lost its quorum, a
-// stalled link) holds nothing up for longer.
-func (g *Group) round(o joinOptions) time.Duration {
-	return max(o.grace+2*g.c.o.ttl, 5*time.Second)
+// bound bounds each request a worker sends (a member's or a partition's
+// create, a read of the members or of a partition's queue, a release):
+// half the TTL. A request that has not returned by then (a member that
+// lost its quorum, a stalled link, a reply lost on the way) is given up
+// and the step sent again, which is safe because every request is
+// conditional (see PROTOCOL.md): a create compares its lane's marker, a
+// release the key's create revision, so the first one landing late or
+// twice changes nothing. One such request then delays a partition's next
+// owner by half a TTL and a retry: it is owned again within TTL + 1 s.
+// The wait for a turn is not bounded: it is a watch, on a stream that is
+// probed and replaced within two thirds of the TTL when it hangs.
+func (g *Group) bound() time.Duration { return g.c.o.ttl / 2 }
+
+// slow says so of err when it is a request that did not return within
+// the bound (ctx, the caller's, has not ended), and returns err otherwise.
+func (g *Group) slow(ctx context.Context, err error) error {
+	if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("etcdlock: group %q: a request to etcd did not return within %v (half the TTL), and is sent again: %w", g.name, g.bound(), err)
 }
 
 // fail ends the membership with err (the first one given).
@@ -426,7 +469,7 @@ func (w *worker) watch(ctx context.Context, q string) error {
 
 // read reads the members afresh and reconciles.
 func (w *worker) read(ctx context.Context, q string) error {
-	rctx, cancel := context.WithTimeout(ctx, w.g.round(w.o))
+	rctx, cancel := context.WithTimeout(ctx, w.g.bound())
 	defer cancel()
 	members, rev, err := w.g.c.readRange(rctx, q)
 	if err != nil {
@@ -515,24 +558,21 @@ func (w *worker) keep(ctx context.Context, k int) {
 	b := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
 	name := partitionName(w.g.name, k)
 	for ctx.Err() == nil {
-		actx, cancel := context.WithTimeout(ctx, w.g.round(w.o))
 		// The record's data names our member key, so that Inspect tells
 		// apart two members of one session.
-		l, err := c.acquire(actx, spot{kind: kindPartition, name: name, wait: true, data: w.self})
-		timedOut := actx.Err() != nil
-		cancel()
+		l, err := c.acquire(ctx, spot{kind: kindPartition, name: name, wait: true, data: w.self, bound: w.g.bound()})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			if timedOut {
-				continue // a round that found no turn, or a request that never returned: wait again
-			}
+			// A request that did not return within its bound (spot.bound)
+			// is such an error too: reported, and the partition waited
+			// for again after a pause, 100 ms the first time.
 			if runFatal(err) {
 				w.fail(err)
 				return
 			}
-			w.report(ctx, k, err)
+			w.report(ctx, k, w.g.slow(ctx, err))
 			if b.wait(ctx, w.failed) != nil {
 				return
 			}
@@ -573,13 +613,17 @@ func (w *worker) report(ctx context.Context, k int, err error) {
 // lost. failed: the work returned an error while the partition was ours.
 func (w *worker) run(ctx context.Context, k int, l *Lock) (failed bool) {
 	c := w.g.c
-	p := &Partition{index: k, l: l}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(l.ctx, func() {
 		cancel(wrapLost(l.Err(), "etcdlock: partition %d of %q (token %d) lost: ", k, w.g.name, l.Token()))
 	})
 	defer stop()
+	// The writes' context ends with l (released or lost), never with ctx.
+	wctx, cancelWrites := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer func() { cancelWrites(l.Err()) }() // l is released by then
+	defer context.AfterFunc(l.ctx, func() { cancelWrites(l.Err()) })()
+	p := &Partition{index: k, l: l, writes: wctx}
 	res := make(chan error, 1)
 	w.fns.Add(1)
 	go func() {

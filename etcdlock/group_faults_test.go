@@ -34,9 +34,9 @@ func rangeUnder(q string) reqfault.Match {
 
 // groupFaultCase joins a worker through a faulty client with one forced
 // fault, and checks the group settles with every partition owned within
-// 10 s (a request held until its caller gives up is given up on by the
-// wait's round: the grace plus two TTLs, 6 s here), and no two works run
-// under live leases.
+// 10 s (a request held until its caller gives up is given up on after
+// half the TTL, 1 s here: TestGroupOwnedAgainAfterHungRequest holds the
+// group to TTL + 1 s), and no two works run under live leases.
 func groupFaultCase(t *testing.T, n int, match func(t *testing.T) reqfault.Match, kind reqfault.Kind, second bool) {
 	t.Parallel()
 	direct := etcdClient(t)
@@ -76,7 +76,7 @@ func groupFaultCase(t *testing.T, n int, match func(t *testing.T) reqfault.Match
 // late (held until its caller gives up), its reply lost, or sent twice;
 // the member's create, a partition's create, or the read of the members.
 func TestGroupRequestFaults(t *testing.T) {
-	testenv.Long(t, "request faults, each waiting out a 6 s round")
+	testenv.Long(t, "18 cases of request faults")
 	memberCreate := func(t *testing.T) reqfault.Match { return creates(prefix(t) + "group/g/m/") }
 	partCreate := func(t *testing.T) reqfault.Match { return creates(prefix(t) + "group/g/p/1/") }
 	memberRead := func(t *testing.T) reqfault.Match { return rangeUnder(prefix(t) + "group/g/m/") }

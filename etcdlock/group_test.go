@@ -13,7 +13,6 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // groupRuns records the work calls of a group's workers: which are
@@ -538,37 +537,5 @@ func TestGroupClientClosed(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Join still running 10s after Close")
-	}
-}
-
-// TestGroupHungRequest holds a partition's create until its caller gives
-// up (a request that never returns: a member without quorum, a stalled
-// link), and checks that the partition is owned anyway once the wait's
-// round ends, and that the create, delivered after that, takes nothing.
-func TestGroupHungRequest(t *testing.T) {
-	testenv.Long(t, "a request held until a wait's 5 s round ends")
-	t.Parallel()
-	cli, in := faulty(t, 1)
-	held := in.Hold(creates(prefix(t) + "group/g/p/0/"))
-	runs := newGroupRuns()
-	start := time.Now()
-	joinGroup(t, group(t, newLocker(t, cli), "g", 2), runs.work(0))
-	select {
-	case <-held.Caught():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the partition's create was not sent")
-	}
-	g := group(t, newLocker(t, etcdClient(t)), "g", 2)
-	groupSettled(t, g, 1, 15*time.Second)
-	t.Logf("partition 0 owned %v after Join, its first create held", time.Since(start).Round(time.Millisecond))
-	if err := held.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	st := groupSettled(t, g, 1, time.Second)
-	if n := len(st.Owners[0].Waiters); n != 0 {
-		t.Errorf("partition 0 has %d waiters after the held create landed: %v", n, st.Owners[0].Waiters)
-	}
-	if bad := runs.check(); len(bad) > 0 {
-		t.Fatalf("violations: %v", bad)
 	}
 }

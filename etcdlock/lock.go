@@ -300,7 +300,7 @@ func (l *Lock) tryUnlock() bool {
 	if l.unlocked {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(l.s.ctx, l.c.o.cleanupTimeout)
+	ctx, cancel := context.WithTimeout(l.s.ctx, l.c.cleanupTimeout(l.t.spot))
 	defer cancel()
 	r, err := l.releaseKey(ctx)
 	if err != nil {

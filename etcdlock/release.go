@@ -177,7 +177,7 @@ func (c *Client) releaseOnce(ctx context.Context, s *session, t *ticket, rev int
 	if s.Err() != nil {
 		return true // no one renews the lease: the key goes with it
 	}
-	cctx, cancel := context.WithTimeout(ctx, c.o.cleanupTimeout)
+	cctx, cancel := context.WithTimeout(ctx, c.cleanupTimeout(t.spot))
 	defer cancel()
 	r, err := c.release(cctx, s, t, rev)
 	if err != nil {

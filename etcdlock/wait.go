@@ -24,7 +24,7 @@ import (
 func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64, preds []*mvccpb.KeyValue) error {
 	backoff := watchBackoff()
 	for len(preds) >= t.need() {
-		gone, err := c.waitDeleted(ctx, s, preds)
+		gone, err := c.waitDeleted(ctx, s, t, preds)
 		var ended *watchEndedError
 		switch {
 		case errors.As(err, &ended):
@@ -99,6 +99,8 @@ func (s *session) pause(ctx context.Context, b *backoff) error {
 // deleted, must never be handed the lock, also when its view of the queue
 // (the watch event that woke it) lags.
 func (c *Client) predecessors(ctx context.Context, s *session, t *ticket, rev int64) ([]*mvccpb.KeyValue, error) {
+	ctx, cancel := t.request(ctx)
+	defer cancel()
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
 		Then(t.readSecond([]clientv3.Op{t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
@@ -120,7 +122,7 @@ func (c *Client) predecessors(ctx context.Context, s *session, t *ticket, rev in
 // revision (a watch from an old revision is "unsynced", and etcd only
 // catches those up every 100 ms) and, once the watches are in place, reads
 // preds again so that a deletion just before them is not missed.
-func (c *Client) waitDeleted(ctx context.Context, s *session, preds []*mvccpb.KeyValue) (bool, error) {
+func (c *Client) waitDeleted(ctx context.Context, s *session, t *ticket, preds []*mvccpb.KeyValue) (bool, error) {
 	ws := make([]watch, len(preds))
 	for i, kv := range preds {
 		ws[i] = watch{key: string(kv.Key)}
@@ -144,7 +146,7 @@ func (c *Client) waitDeleted(ctx context.Context, s *session, preds []*mvccpb.Ke
 		case n.ended:
 			return false, &watchEndedError{reason: n.reason}
 		case n.created > 0 && created == len(preds):
-			if gone, err := c.anyGone(ctx, preds); gone || err != nil {
+			if gone, err := c.anyGone(ctx, t, preds); gone || err != nil {
 				return gone, err
 			}
 		}
@@ -155,7 +157,9 @@ func (c *Client) waitDeleted(ctx context.Context, s *session, preds []*mvccpb.Ke
 // key (a lock's, a term's predecessor) is read with a plain range
 // request, which costs etcd less than a transaction; several (a
 // semaphore's) in one transaction.
-func (c *Client) anyGone(ctx context.Context, preds []*mvccpb.KeyValue) (bool, error) {
+func (c *Client) anyGone(ctx context.Context, t *ticket, preds []*mvccpb.KeyValue) (bool, error) {
+	ctx, cancel := t.request(ctx)
+	defer cancel()
 	if len(preds) == 1 {
 		resp, err := c.cli.Get(ctx, string(preds[0].Key), clientv3.WithKeysOnly())
 		if err != nil {
