@@ -246,9 +246,27 @@
 // A [Store] holds nothing across a pause: each of its writes is one
 // statement of its own, and its Update's read and write are two.
 //
-// Not covered: connections through a pooler that hides the server's
-// process ids (PgBouncer in transaction mode), where nothing is found to
-// end.
+// What it takes, and where it stops:
+//
+//   - The look needs one connection more than the one that waits: an idle
+//     one of the pool the call was given, or else one dialed with the
+//     waiting connection's config (through the pool's BeforeConnect, so a
+//     rotated credential applies). A role at its connection limit has
+//     none, and waits as before; its error says so.
+//   - Behind a pooler that shows process ids of its own (PgBouncer), the
+//     blocker is found by the claimed rows' xmax instead of
+//     pg_blocking_pids: that finds a transaction holding a row that
+//     existed before it, not one that inserted a resource's first row.
+//   - Tags are ranges. A holder that has held one lock for long (an old
+//     token) and just took another carries a token inside a frozen
+//     holder's range, and is taken for possibly the same holder: it waits.
+//   - Ending a session drops everything the session held: advisory locks,
+//     LISTEN, temporary tables, prepared statements of that connection.
+//   - A holder frozen while reading a large result is ended without a
+//     message (its server process cannot send one): once it runs again it
+//     sees the connection's end (unexpected EOF), not [ErrTerminated].
+//   - The tag shows in pg_stat_activity and in log lines that print
+//     application_name (%a).
 //
 // # Isolation
 //

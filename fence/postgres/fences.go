@@ -38,7 +38,9 @@ type Fences struct {
 	execGuardSQL string
 	// advanceAllSQL is RunInTxAll's: $1 the resources, $2 their tokens.
 	advanceAllSQL string
-	tel           *pgTelemetry
+	// xmaxSQL lists the xmax of the rows of the resources $2 (preempt.go).
+	xmaxSQL string
+	tel     *pgTelemetry
 }
 
 // defaultFences serves the package-level functions, reporting to the
@@ -83,9 +85,13 @@ func newFences(q, label string, tel *pgTelemetry) *Fences {
 	// A guard that passes also records the token for the rest of the
 	// transaction, for the row trigger of [Table.CreateTrigger], and shows
 	// it to newer holders that it may block (preempt.go).
-	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, $2)" +
+	// The tag is set as the row to insert is made, before any wait for the
+	// resource's row: a transaction that is refused there and freezes
+	// before it rolls back holds the row tagged too.
+	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, CASE WHEN " + tagSQL("$2::bigint", "$2::bigint") +
+		" IS NOT NULL THEN $2::bigint END)" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
-		" RETURNING set_config('" + tokenSetting + "', token::text, true), " + tagSQL("token", "token")
+		" RETURNING set_config('" + tokenSetting + "', token::text, true)"
 	return &Fences{
 		label:         label,
 		advanceSQL:    guard,
@@ -93,6 +99,7 @@ func newFences(q, label string, tel *pgTelemetry) *Fences {
 		createSQL:     "CREATE TABLE IF NOT EXISTS " + q + " (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))",
 		execGuardSQL:  execGuard(guard),
 		advanceAllSQL: advanceAllGuard(q),
+		xmaxSQL:       "SELECT xmax::text FROM " + q + " WHERE resource = ANY($2::text[])",
 		tel:           tel,
 	}
 }

@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"math"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/pgtag"
 )
 
 // A fenced transaction's guard (the statement that raises its fences) waits
@@ -29,10 +29,7 @@ import (
 //
 // A fenced transaction makes its tokens visible to the others as its
 // session's application_name, set for the transaction alone in the guard
-// statement itself (tagPrefix, then "min-max").
-
-// tagPrefix starts the application_name of a fenced transaction.
-const tagPrefix = "fencelock:t="
+// statement itself (internal/pgtag).
 
 // Defaults of [WithPreemptAfter] and of how often a waiting guard looks
 // again.
@@ -41,43 +38,28 @@ const (
 	preemptEvery        = 250 * time.Millisecond
 )
 
-// blockersSQL lists the sessions that block pid, with their tags.
-const blockersSQL = "SELECT pid, coalesce(application_name, '') FROM pg_stat_activity WHERE pid = ANY(pg_blocking_pids($1))"
+// blockersSQL lists the sessions that block pid ($1; 0 when the client
+// cannot know it), with their tags and transaction ids. rows, when not
+// empty, is a query over $2 listing the xmax of the rows the waiting
+// statement claims: the sessions whose transactions hold them are listed
+// too, which finds a blocker whatever the waiter's pid (behind a pooler).
+func blockersSQL(rows string) string {
+	q := "SELECT pid, coalesce(application_name, ''), backend_xid::text FROM pg_stat_activity WHERE pid = ANY(pg_blocking_pids($1))"
+	if rows != "" {
+		q += " OR (backend_xid IS NOT NULL AND backend_xid::text IN (" + rows + ") AND pid <> pg_backend_pid())"
+	}
+	return q
+}
 
-// terminateSQL ends session $1 if it still shows tag $2 and still blocks
-// $3: a blocker whose transaction ended since it was looked at, its
-// connection now running another's, is left alone.
+// terminateSQL ends session $1 if it still runs transaction $3 (its
+// backend_xid) and still shows tag $2: a blocker whose transaction ended
+// since it was looked at, its connection now running another's, is left
+// alone.
 const terminateSQL = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity" +
-	" WHERE pid = $1 AND application_name = $2 AND $1 = ANY(pg_blocking_pids($3))"
+	" WHERE pid = $1 AND application_name = $2 AND backend_xid::text IS NOT DISTINCT FROM $3"
 
-// tagSQL is the SQL expression that sets the tag of a transaction to take
-// in the tokens from the bigint expressions lo to hi: the range of the tag
-// the transaction has so far (from an earlier claim), widened to them.
-func tagSQL(lo, hi string) string {
-	const cur = "current_setting('application_name')"
-	const tagged = "(" + cur + " ~ '^" + tagPrefix + "[0-9]+-[0-9]+$')"
-	old := func(part int) string {
-		return "CASE WHEN " + tagged + " THEN split_part(substr(" + cur + ", " + strconv.Itoa(len(tagPrefix)+1) + "), '-', " + strconv.Itoa(part) + ")::bigint END"
-	}
-	return "set_config('application_name', '" + tagPrefix + "' || least((" + lo + ")::bigint, " + old(1) + ")::text || '-' || greatest((" +
-		hi + ")::bigint, " + old(2) + ")::text, true)"
-}
-
-// parseTag returns the tokens of a fenced transaction's tag; ok is false for
-// a session that is not in one.
-func parseTag(tag string) (lo, hi fence.Token, ok bool) {
-	rest, found := strings.CutPrefix(tag, tagPrefix)
-	if !found {
-		return 0, 0, false
-	}
-	a, b, found := strings.Cut(rest, "-")
-	x, errA := strconv.ParseInt(a, 10, 64)
-	y, errB := strconv.ParseInt(b, 10, 64)
-	if !found || errA != nil || errB != nil || x <= 0 || y < x {
-		return 0, 0, false
-	}
-	return fence.Token(x), fence.Token(y), true
-}
+// tagSQL is [pgtag.SQL].
+func tagSQL(lo, hi string) string { return pgtag.SQL(lo, hi) }
 
 // waiter is what a waiting guard knows of its own transaction: its tokens,
 // and, when it has a holder that knows, whether that holder still holds
@@ -139,6 +121,11 @@ func holderValid(h any) func() bool {
 type preemption struct {
 	after time.Duration // 0: off
 	w     waiter
+	pool  *pgxpool.Pool // nil: the handle is no pool
+	// rows, when set, lists the xmax of the rows the statement claims, its
+	// keys rowKeys ($2); see blockersSQL.
+	rows    string
+	rowKeys any
 }
 
 // watch starts watching the statement about to run on conn, and returns
@@ -149,6 +136,15 @@ type preemption struct {
 func (p preemption) watch(ctx context.Context, conn *pgx.Conn) (stop func() error) {
 	if p.after <= 0 || conn == nil || conn.PgConn() == nil {
 		return func() error { return nil }
+	}
+	pid := conn.PgConn().PID()
+	if pid > math.MaxInt32 {
+		pid = 0 // a pooler's own number: no server process has it
+	}
+	if pid == 0 && p.rows == "" {
+		return func() error {
+			return fmt.Errorf("the connection's process id is no server's (a pooler between?): nothing was looked at")
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var (
@@ -161,7 +157,7 @@ func (p preemption) watch(ctx context.Context, conn *pgx.Conn) (stop func() erro
 		// The connection's config and process id are set once it is
 		// open: reading them here, while the guard uses the connection,
 		// is safe.
-		found = p.run(ctx, conn.Config(), conn.PgConn().PID())
+		found = p.run(ctx, conn.Config(), pid)
 	})
 	return func() error {
 		cancel()
@@ -180,13 +176,12 @@ func (p preemption) watch(ctx context.Context, conn *pgx.Conn) (stop func() erro
 func (p preemption) run(ctx context.Context, cfg *pgx.ConnConfig, pid uint32) error {
 	var (
 		conn *pgx.Conn
+		done func() // gives conn back
 		last error
 	)
 	defer func() {
-		if conn != nil {
-			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			defer cancel()
-			_ = conn.Close(closeCtx)
+		if done != nil {
+			done()
 		}
 	}()
 	t := time.NewTimer(0)
@@ -198,20 +193,58 @@ func (p preemption) run(ctx context.Context, cfg *pgx.ConnConfig, pid uint32) er
 		case <-t.C:
 		}
 		if conn == nil {
-			c, err := pgx.ConnectConfig(ctx, cfg)
+			c, release, err := p.connect(ctx, cfg)
 			if err != nil {
-				last = fmt.Errorf("connecting to look at what blocks it: %w", err)
+				last = fmt.Errorf("connecting to look at what blocks it (it needs a connection more than the one that waits): %w", err)
 				t.Reset(preemptEvery)
 				continue
 			}
-			conn = c
+			conn, done = c, release
 		}
 		last = p.endBlockers(ctx, conn, pid)
 		if last != nil && conn.IsClosed() {
-			conn = nil
+			done()
+			conn, done = nil, nil
 		}
 		t.Reset(preemptEvery)
 	}
+}
+
+// poolWait bounds the wait for a connection of the pool to look from,
+// before one is dialed instead.
+const poolWait = 200 * time.Millisecond
+
+// connect returns a connection to look at blockers from, and what gives it
+// back: one of p.pool's (which its BeforeConnect, a rotated credential,
+// applies to), or when none comes within poolWait, one dialed from cfg,
+// the waiting connection's own config.
+func (p preemption) connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, func(), error) {
+	if p.pool != nil {
+		actx, cancel := context.WithTimeout(ctx, poolWait)
+		c, err := p.pool.Acquire(actx)
+		cancel()
+		if err == nil {
+			return c.Conn(), c.Release, nil
+		}
+	}
+	if p.pool != nil {
+		// The pool's own hook sets what it connects with now (a rotated
+		// credential): the waiting connection's config may be stale.
+		if before := p.pool.Config().BeforeConnect; before != nil {
+			if err := before(ctx, cfg); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = c.Close(closeCtx)
+	}, nil
 }
 
 // endBlockers ends the blockers of pid that p.w ends, and describes those
@@ -220,26 +253,35 @@ func (p preemption) endBlockers(ctx context.Context, conn *pgx.Conn, pid uint32)
 	type blocker struct {
 		pid int64
 		tag string
+		xid *string
 	}
-	rows, _ := conn.Query(ctx, blockersSQL, int64(pid))
+	args := []any{int64(pid)}
+	if p.rows != "" {
+		args = append(args, p.rowKeys)
+	}
+	rows, _ := conn.Query(ctx, blockersSQL(p.rows), args...)
 	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (blocker, error) {
 		var b blocker
-		return b, r.Scan(&b.pid, &b.tag)
+		return b, r.Scan(&b.pid, &b.tag, &b.xid)
 	})
 	if err != nil {
 		return fmt.Errorf("looking at what blocks it: %w", err)
 	}
+	if len(bs) == 0 {
+		return fmt.Errorf("the server lists no session blocking session %d, nor one holding the rows claimed (a pooler between the client and the server shows process ids of its own)", pid)
+	}
 	var errs []error
 	for _, b := range bs {
-		lo, hi, ok := parseTag(b.tag)
+		l, h, ok := pgtag.Parse(b.tag)
+		lo, hi := fence.Token(l), fence.Token(h)
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("blocked by session %d, which is no fenced transaction (application_name %q)", b.pid, b.tag))
 		case !p.w.ends(lo, hi):
 			errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of tokens %d to %d, not all older than this one's", b.pid, lo, hi))
 		default:
-			if _, err := conn.Exec(ctx, terminateSQL, b.pid, b.tag, int64(pid)); err != nil {
-				errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of older tokens (%d to %d), which could not be ended (the role needs to be the blocker's or to have pg_signal_backend): %w", b.pid, lo, hi, err))
+			if _, err := conn.Exec(ctx, terminateSQL, b.pid, b.tag, b.xid); err != nil {
+				errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of older tokens (%d to %d), which could not be ended (the role needs to be the blocker's, or to have pg_signal_backend for a role that is no superuser): %w", b.pid, lo, hi, err))
 			}
 		}
 	}
@@ -277,16 +319,21 @@ func tagged(db DB, sql, tag string) string {
 	return sql
 }
 
-// watched runs stmt, a statement of a Table claiming a row with token on
-// db, under a preemption watch that waits after (0: none). When ctx ends
+// watched runs stmt, a statement claiming a row with token on db (pool the
+// handle it came from), under a preemption watch that waits after (0:
+// none); rows (over $2, key) lists the xmax of the row (see blockersSQL). When ctx ends
 // meanwhile, the error names what the statement waited for, if the watch
 // found it.
-func watched[T any](ctx context.Context, after time.Duration, db DB, token fence.Token, stmt func() (T, error)) (T, error) {
-	p := preemption{after: after, w: waiter{tokens: []fence.Token{token}}}
+func watched[T any](ctx context.Context, after time.Duration, pool, db DB, token fence.Token, rows string, key any,
+	stmt func() (T, error)) (v T, err error) {
+	p := preemption{after: after, w: waiter{tokens: []fence.Token{token}}, rows: rows, rowKeys: key}
+	p.pool, _ = pool.(*pgxpool.Pool)
 	stop := p.watch(ctx, connOf(db))
-	v, err := stmt()
-	if found := stop(); err != nil && found != nil && ctx.Err() != nil {
-		err = fmt.Errorf("%w (it waited for another transaction: %v)", err, found)
-	}
-	return v, err
+	// Deferred, so that a panic in stmt (a tracer's) stops the watch too.
+	defer func() {
+		if found := stop(); err != nil && found != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w (it waited for another transaction: %v)", err, found)
+		}
+	}()
+	return stmt()
 }

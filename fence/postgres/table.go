@@ -40,6 +40,8 @@ type Table struct {
 	// preemptAfter is how long a claim waits before it ends an older
 	// token's transaction that blocks it; 0 never.
 	preemptAfter time.Duration
+	// xmaxSQL lists the xmax of the row whose key is $2 (preempt.go).
+	xmaxSQL string
 	// columnsOK is set once the key and fence columns were found, keyUnique
 	// once the key column was also found to be unique.
 	columnsOK, keyUnique atomic.Bool
@@ -63,8 +65,10 @@ func NewTable(name pgx.Identifier, opts ...TableOption) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
+	key := pgx.Identifier{o.key}.Sanitize()
 	return &Table{name: qname, label: strings.Join(name, "."), keyRaw: o.key, fenRaw: o.fence,
-		key: pgx.Identifier{o.key}.Sanitize(), fence: pgx.Identifier{o.fence}.Sanitize(), tel: tel, preemptAfter: o.preemptAfter}, nil
+		key: key, fence: pgx.Identifier{o.fence}.Sanitize(), tel: tel, preemptAfter: o.preemptAfter,
+		xmaxSQL: "SELECT xmax::text FROM " + qname + " WHERE " + key + " = $2"}, nil
 }
 
 // Assignment sets one column in a fenced write. Create it with [Set] or
@@ -142,7 +146,7 @@ func (t *Table) update(ctx context.Context, db DB, key any, token fence.Token, s
 		if err := t.checkUniqueKey(ctx, c); err != nil {
 			return err
 		}
-		tag, err := watched(ctx, t.preemptAfter, c, token, func() (pgconn.CommandTag, error) {
+		tag, err := watched(ctx, t.preemptAfter, db, c, token, t.xmaxSQL, key, func() (pgconn.CommandTag, error) {
 			return c.Exec(ctx, tagged(c, sql, tagReturning), args...)
 		})
 		if err != nil {
@@ -199,7 +203,7 @@ func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, r
 				return err
 			}
 		}
-		tag, err := watched(ctx, t.preemptAfter, c, token, func() (pgconn.CommandTag, error) {
+		tag, err := watched(ctx, t.preemptAfter, db, c, token, t.xmaxSQL, key, func() (pgconn.CommandTag, error) {
 			return c.Exec(ctx, tagged(c, sql, tagReturning), args...)
 		})
 		if err != nil {

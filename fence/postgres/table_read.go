@@ -67,7 +67,7 @@ func (t *Table) GetForUpdate(ctx context.Context, db DB, key any, token fence.To
 		if err := t.checkUniqueKey(ctx, c); err != nil {
 			return err
 		}
-		_, err := watched(ctx, t.preemptAfter, c, token, func() (struct{}, error) {
+		_, err := watched(ctx, t.preemptAfter, db, c, token, t.xmaxSQL, key, func() (struct{}, error) {
 			if _, inTx := c.(pgx.Tx); inTx {
 				return struct{}{}, c.QueryRow(ctx, sql+tagColumn, key, int64(token)).Scan(append(dest, nil)...)
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -66,7 +67,8 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err != nil {
 		return err
 	}
-	p := preemption{after: o.preemptAfter, w: waiter{tokens: []fence.Token{token}}}
+	p := preemption{after: o.preemptAfter, w: waiter{tokens: []fence.Token{token}}, rows: f.xmaxSQL, rowKeys: []string{resource}}
+	p.pool, _ = db.(*pgxpool.Pool)
 	return f.tel.write(ctx, f.tel.Tx, token, func() string { return resource }, func(ctx context.Context) error {
 		return runInTx(ctx, db, resource, token, o.pgx, p, fn, func(tx pgx.Tx) error {
 			return f.Advance(ctx, tx, resource, token)
@@ -102,19 +104,26 @@ func runInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 // guard runs advance on tx under p's watch. When ctx ends meanwhile, the
 // error says so, and names what the guard was waiting for if the watch
 // found it, rather than the broken connection that pgx reports.
-func guard(ctx context.Context, tx pgx.Tx, resource string, p preemption, advance func(pgx.Tx) error) error {
+func guard(ctx context.Context, tx pgx.Tx, resource string, p preemption, advance func(pgx.Tx) error) (err error) {
 	stop := p.watch(ctx, tx.Conn())
-	err := advance(tx)
-	found := stop()
-	if err == nil || ctx.Err() == nil || errors.Is(err, fence.ErrStale) {
-		return err
-	}
-	why := ""
-	if found != nil {
-		why = " (" + found.Error() + ")"
-	}
-	return fmt.Errorf("postgres: fenced transaction on %s: the context ended (%w) while its guard was raising the fences%s; the transaction was rolled back and nothing was written",
-		resource, context.Cause(ctx), why)
+	// Deferred, so that a panic in advance (a tracer's) stops the watch too.
+	defer func() {
+		found := stop()
+		switch {
+		case err == nil || errors.Is(err, fence.ErrStale):
+		case errors.Is(err, ErrTerminated):
+			err = fmt.Errorf("%w: fenced transaction on %s: ended while its guard waited (a newer holder ends an older token's transaction that blocks it); nothing was written",
+				ErrTerminated, resource)
+		case ctx.Err() != nil:
+			why := ""
+			if found != nil {
+				why = " (" + found.Error() + ")"
+			}
+			err = fmt.Errorf("postgres: fenced transaction on %s: the context ended (%w) while its guard was raising the fences%s; the transaction was rolled back and nothing was written",
+				resource, context.Cause(ctx), why)
+		}
+	}()
+	return advance(tx)
 }
 
 func checkTx(ctx context.Context, db TxBeginner, resource string, token fence.Token, fn func(pgx.Tx) error) error {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/nilcheck"
@@ -95,7 +96,8 @@ func (f *Fences) runInTxAll(ctx context.Context, db TxBeginner, claims []fence.C
 		return err
 	}
 	label := claimsLabel(set)
-	p := preemption{after: o.preemptAfter, w: waiter{tokens: claimTokens(set), valid: valid}}
+	p := preemption{after: o.preemptAfter, w: waiter{tokens: claimTokens(set), valid: valid}, rows: f.xmaxSQL, rowKeys: claimNames(set)}
+	p.pool, _ = db.(*pgxpool.Pool)
 	return f.tel.write(ctx, f.tel.Tx, set[0].Token, func() string { return label }, func(ctx context.Context) error {
 		return runInTx(ctx, db, label, set[0].Token, o.pgx, p, fn, func(tx pgx.Tx) error {
 			return f.advanceAll(ctx, tx, set, label)
@@ -123,6 +125,15 @@ func claimTokens(set []fence.Claim) []fence.Token {
 	return ts
 }
 
+// claimNames returns the resources of set.
+func claimNames(set []fence.Claim) []string {
+	names := make([]string, len(set))
+	for i, c := range set {
+		names[i] = c.Resource
+	}
+	return names
+}
+
 // claimsLabel names the resources of sorted claims in errors and spans.
 func claimsLabel(set []fence.Claim) string {
 	names := make([]string, len(set))
@@ -146,7 +157,7 @@ func (f *Fences) advanceAll(ctx context.Context, tx pgx.Tx, set []fence.Claim, l
 	rows, _ := tx.Query(ctx, f.advanceAllSQL, names, tokens, one, lo, hi)
 	raised, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
 		var name string
-		return name, r.Scan(&name, nil, nil)
+		return name, r.Scan(&name, nil)
 	})
 	if err != nil {
 		return writeError(tx, "advance fences", label, set[0].Token, err)
@@ -169,11 +180,11 @@ func (f *Fences) advanceAll(ctx context.Context, tx pgx.Tx, set []fence.Claim, l
 // raised. With $3 true (one token for all) it records the token for the
 // row trigger, as the guard of RunInTx does. $4 and $5, the lowest and
 // highest tokens, tag the transaction for newer holders it may block
-// (preempt.go).
+// (preempt.go), before it waits for any row.
 func advanceAllGuard(q string) string {
 	return "INSERT INTO " + q + " AS cur (resource, token)" +
-		" SELECT r, t FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(r, t, i) ORDER BY i" +
+		" SELECT r, t FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(r, t, i) WHERE " +
+		tagSQL("$4::bigint", "$5::bigint") + " IS NOT NULL ORDER BY i" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
-		" RETURNING resource, CASE WHEN $3::bool THEN set_config('" + tokenSetting + "', token::text, true) END, " +
-		tagSQL("$4::bigint", "$5::bigint")
+		" RETURNING resource, CASE WHEN $3::bool THEN set_config('" + tokenSetting + "', token::text, true) END"
 }

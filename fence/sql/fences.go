@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/pgtag"
 )
 
 // DefaultFenceTable is the fence table [CreateSchema] creates.
@@ -147,6 +148,11 @@ func (f *Fences) advanceStmt(resource string, token fence.Token) *stmt {
 		return s
 	}
 	s.sql("UPDATE ", f.name, " SET token = ").arg(int64(token)).sql(" WHERE resource = ").arg(resource).sql(" AND token <= ").arg(int64(token))
+	if f.d == PostgreSQL {
+		// Shows the token to a newer holder this transaction may block
+		// (preempt.go).
+		s.sql(" RETURNING ", pgtag.SQL("token", "token"))
+	}
 	return s
 }
 
@@ -160,6 +166,9 @@ func (f *Fences) upsert(ctx context.Context, db DB, resource string, token fence
 	} else {
 		s.sql("INSERT INTO ", f.name, " AS ", f.alias, " (resource, token) VALUES (").arg(resource).sql(", ").arg(int64(token)).
 			sql(") ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE ", f.alias, ".token <= excluded.token")
+		if f.d == PostgreSQL {
+			s.sql(" RETURNING ", pgtag.SQL(f.alias+".token", f.alias+".token"))
+		}
 	}
 	res, err := db.ExecContext(ctx, s.String(), s.args...)
 	if err != nil {
