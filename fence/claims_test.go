@@ -29,3 +29,13 @@ func TestSortClaims(t *testing.T) {
 		}
 	}
 }
+
+func TestUpdateHeldNilStore(t *testing.T) {
+	var typedNil *fence.MemoryStore
+	for _, s := range []fence.AllUpdater{nil, typedNil} {
+		err := fence.UpdateHeld(t.Context(), s, nil, func(map[string]fence.Record) (map[string][]byte, error) { return nil, nil })
+		if !errors.Is(err, fence.ErrInvalidArgument) {
+			t.Errorf("UpdateHeld(%#v): got %v, want an error matching fence.ErrInvalidArgument", s, err)
+		}
+	}
+}
