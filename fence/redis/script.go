@@ -16,8 +16,8 @@ import (
 
 // Client is what a Store or a Hash sends its commands through:
 // *redis.Client, *redis.ClusterClient, *redis.Ring and
-// redis.UniversalClient all are one. Every script touches one key, so a
-// cluster routes it to the key's slot.
+// redis.UniversalClient all are one. Every script touches one key, or
+// (UpdateAll) keys of one hash slot, so a cluster routes it to that slot.
 type Client interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
