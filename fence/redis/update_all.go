@@ -19,7 +19,7 @@ const MaxUpdateAllKeys = 1000
 // one with a higher floor ({0, i, floor}); then it raises every floor
 // below its token and returns {1, then token, value, version of each}.
 var claimAllScript = newScript(`
-local rows = {}
+local out, low = {1}, {}
 for i = 1, #KEYS do
   local f, t, v, n = unpack(redis.call('HMGET', KEYS[i], 'floor', 'token', 'value', 'version'))
   if not f and t and t ~= '' then f = t end
@@ -29,16 +29,12 @@ for i = 1, #KEYS do
   end
   if t and t ~= '' and not valid(t) then return {-1, i, 'token ' .. t} end
   if not num(n) then return {-1, i, 'version not a number'} end
-  rows[i] = {f, t, v, n or '0'}
+  if f ~= ARGV[i] then low[#low + 1] = i end
+  out[#out + 1] = t
+  out[#out + 1] = v
+  out[#out + 1] = n or '0'
 end
-local out = {1}
-for i = 1, #KEYS do
-  local r = rows[i]
-  if r[1] ~= ARGV[i] then redis.call('HSET', KEYS[i], 'floor', ARGV[i]) end
-  out[#out + 1] = r[2]
-  out[#out + 1] = r[3]
-  out[#out + 1] = r[4]
-end
+for _, i in ipairs(low) do redis.call('HSET', KEYS[i], 'floor', ARGV[i]) end
 return out
 `)
 
