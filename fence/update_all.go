@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/nilcheck"
 )
@@ -56,7 +57,9 @@ type AllUpdater interface {
 // holds, such as an *etcdlock.MultiLock's locks, each with its own token,
 // as fence/postgres's RunInTxHeld does for a transaction. A nil s or h (a
 // typed nil too) is refused with an error matching [ErrInvalidArgument]
-// before any I/O; so is an h that holds nothing.
+// before any I/O; so is an h that holds nothing. An h that already knows
+// its locks are lost, or whose validity has ended, is refused with
+// [ErrLockLost], nothing sent (see [HeldClaims]).
 func UpdateHeld(ctx context.Context, s AllUpdater, h Claimer, fn UpdateAllFunc) error {
 	if nilcheck.IsNil(s) {
 		return fmt.Errorf("%w: UpdateHeld: nil store", ErrInvalidArgument)
@@ -68,12 +71,29 @@ func UpdateHeld(ctx context.Context, s AllUpdater, h Claimer, fn UpdateAllFunc) 
 	return s.UpdateAll(ctx, claims, fn)
 }
 
-// HeldClaims returns h.Claims(), or an error matching [ErrInvalidArgument]
-// for a nil h (a typed nil too): the first step of every adapter's
-// UpdateHeld.
+// HeldClaims returns h.Claims(), the first step of every adapter's
+// UpdateHeld. It refuses a nil h (a typed nil too) with an error matching
+// [ErrInvalidArgument], and, with [ErrLockLost], an h that knows its locks
+// are gone: one with a Done() <-chan struct{} that is closed (an
+// *etcdlock.MultiLock one of whose locks was lost, or that was unlocked),
+// or an [Expirer] whose ValidUntil has passed. As [Guard.Check], that is
+// only an optimisation that saves the round trips: the resources' floors
+// refuse a holder that stopped after it.
 func HeldClaims(h Claimer) ([]Claim, error) {
 	if nilcheck.IsNil(h) {
 		return nil, fmt.Errorf("%w: nil holder", ErrInvalidArgument)
+	}
+	if d, ok := h.(interface{ Done() <-chan struct{} }); ok {
+		select {
+		case <-d.Done():
+			return nil, fmt.Errorf("%w (holder of %s reports its locks lost or released)", ErrLockLost, ClaimsLabel(h.Claims()))
+		default:
+		}
+	}
+	if e, ok := h.(Expirer); ok {
+		if until := e.ValidUntil(); !time.Now().Before(until) {
+			return nil, fmt.Errorf("%w (holder of %s: validity deadline passed %v ago)", ErrLockLost, ClaimsLabel(h.Claims()), time.Since(until).Round(time.Millisecond))
+		}
 	}
 	return h.Claims(), nil
 }

@@ -20,7 +20,9 @@ const MaxUpdateAllKeys = 64
 // UpdateHeld is [Store.UpdateAll] over h.Claims(): one claim per resource
 // h holds, such as an *etcdlock.MultiLock's locks, each with its own token
 // (see [fence.UpdateHeld]). A nil h (a typed nil too) is refused with an
-// error matching [fence.ErrInvalidArgument] before any I/O.
+// error matching [fence.ErrInvalidArgument] before any I/O, and an h that
+// knows its locks are lost or past their validity with
+// [fence.ErrLockLost], nothing sent ([fence.HeldClaims]).
 func (s *Store) UpdateHeld(ctx context.Context, h fence.Claimer, fn fence.UpdateAllFunc) error {
 	claims, err := fence.HeldClaims(h)
 	if err != nil {
