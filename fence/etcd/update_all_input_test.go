@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	etcdfence "github.com/fencelock/fencelock/fence/etcd"
 )
@@ -65,4 +66,35 @@ func TestUpdateAllBadInput(t *testing.T) {
 	if _, err := live.Get(t.Context(), "a"); !errors.Is(err, fence.ErrNotFound) {
 		t.Fatalf("Get after the refused UpdateAll: got %v, want ErrNotFound", err)
 	}
+}
+
+// UpdateHeld with an *etcdlock.MultiLock: its claims while it holds the
+// locks, each key with its own lock's token; ErrLockLost, nothing sent,
+// once it was unlocked.
+func TestUpdateHeldMultiLock(t *testing.T) {
+	cli := etcdClient(t)
+	locks, err := etcdlock.New(cli, etcdlock.WithPrefix(prefix(t)+"locks/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { locks.Close(context.WithoutCancel(t.Context())) })
+	s := mustNew(t, cli, prefix(t))
+	mustPut(t, s, "a", 1, "100")
+	mustPut(t, s, "b", 1, "100")
+	m, err := locks.LockAll(t.Context(), []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateHeld(t.Context(), m, transfer("a", "b", 10)); err != nil {
+		t.Fatalf("UpdateHeld while holding both locks: got %v, want nil", err)
+	}
+	wantRecord(t, s, "a", int64(m.Lock("a").Token()), "90")
+	wantRecord(t, s, "b", int64(m.Lock("b").Token()), "110")
+	if err := m.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateHeld(t.Context(), m, transfer("a", "b", 10)); !errors.Is(err, fence.ErrLockLost) {
+		t.Fatalf("UpdateHeld after Unlock: got %v, want an error matching fence.ErrLockLost", err)
+	}
+	wantRecord(t, s, "a", int64(m.Lock("a").Token()), "90")
 }
