@@ -162,7 +162,7 @@ SNIPPET
 	etcdfence "github.com/fencelock/fencelock/fence/etcd"
 )
 
-func _(ctx context.Context, locks *etcdlock.Client, store *etcdfence.Store, errInsufficientFunds error) error {
+func _(ctx context.Context, locks *etcdlock.Client, store *etcdfence.Store, balance func(fence.Record) (int, error), errInsufficientFunds error) error {
 SNIPPET
 	return err
 }`,
