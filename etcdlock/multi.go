@@ -39,8 +39,9 @@ type MultiLock struct {
 // holder's writes computed from a read that an older holder's late write
 // changed lose that write: do it in one transaction that claims them all
 // first, as fence/postgres's RunInTxHeld(ctx, pool, m, fn) does with
-// [MultiLock.Claims], or read with the stores' GetForUpdate (see
-// docs/reading.md).
+// [MultiLock.Claims] (on etcd, Redis and DynamoDB, the stores'
+// UpdateHeld(ctx, m, fn) writes the keys in one request), or read with
+// the stores' GetForUpdate (see docs/reading.md).
 //
 // Duplicate names are taken once. An empty names fails with
 // [ErrInvalidArgument], an invalid name with [ErrInvalidName], before any

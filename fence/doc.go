@@ -65,6 +65,25 @@
 // [Store.Get] is a plain read that claims nothing. docs/reading.md has the
 // transfer between two accounts.
 //
+// # Several resources, all or nothing
+//
+// Two Updates are two writes: a transfer between two accounts whose holder
+// stops between them, while a newer holder goes on, is half applied. The
+// stores whose server writes several keys atomically (fence/etcd,
+// fence/redis, fence/dynamodb, and [MemoryStore]) are [AllUpdater]s too:
+// [AllUpdater.UpdateAll] claims several keys, each with its own token (a
+// [Claim]), passes all their records to one [UpdateAllFunc], and writes
+// its values all or nothing; [UpdateHeld] takes the claims from a
+// [Claimer] such as an *etcdlock.MultiLock:
+//
+//	err := fence.UpdateHeld(ctx, store, multiLock, func(old map[string]fence.Record) (map[string][]byte, error) {
+//		a, b := parse(old["acct/A"].Value), parse(old["acct/B"].Value)
+//		return map[string][]byte{"acct/A": format(a - 100), "acct/B": format(b + 100)}, nil
+//	})
+//
+// S3 and GCS have none; docs/reading.md has the shapes that are safe
+// there.
+//
 // A nil context, holder, store or write function (a typed nil pointer in an
 // interface too) gives an error, never a panic, before anything is called.
 //

@@ -56,3 +56,35 @@ func ExampleGuard_GetForUpdate() {
 	// read 100, the floor is now 9
 	// late write refused: true
 }
+
+// exampleLocks holds two locks, each with its own token, as an
+// *etcdlock.MultiLock does.
+type exampleLocks []fence.Claim
+
+func (h exampleLocks) Claims() []fence.Claim { return h }
+
+// A transfer between two accounts under two locks: UpdateHeld claims both
+// keys with their own tokens and writes both balances, or neither.
+func ExampleUpdateHeld() {
+	ctx := context.Background()
+	store := fence.NewMemoryStore() // or fence/etcd's, fence/redis's, fence/dynamodb's Store
+	_ = store.Put(ctx, "acct/A", 3, []byte("100"))
+	held := exampleLocks{{Resource: "acct/A", Token: 7}, {Resource: "acct/B", Token: 9}} // in real code: locks.LockAll(ctx, names)
+	err := fence.UpdateHeld(ctx, store, held, func(old map[string]fence.Record) (map[string][]byte, error) {
+		a, _ := strconv.Atoi(string(old["acct/A"].Value))
+		b, _ := strconv.Atoi(string(old["acct/B"].Value)) // no value yet: the zero Record
+		if a < 30 {
+			return nil, errors.New("insufficient funds") // nothing written
+		}
+		return map[string][]byte{"acct/A": []byte(strconv.Itoa(a - 30)), "acct/B": []byte(strconv.Itoa(b + 30))}, nil
+	})
+	fmt.Println("transfer:", err)
+	for _, k := range []string{"acct/A", "acct/B"} {
+		rec, _ := store.Get(ctx, k)
+		fmt.Printf("%s: %s, token %d\n", k, rec.Value, rec.Token)
+	}
+	// Output:
+	// transfer: <nil>
+	// acct/A: 70, token 7
+	// acct/B: 30, token 9
+}

@@ -145,3 +145,48 @@ func (s readsUnfenced) Update(ctx context.Context, k string, tok fence.Token, fn
 	}
 	return s.Put(ctx, k, tok, v)
 }
+
+// TestConformanceSuiteCatchesUpdateAllByLegs is the UpdateAll cases'
+// control: a store whose UpdateAll claims every key and then writes them
+// one by one, each write fenced (an Update per leg), must fail the
+// transfer: its first leg lands and its second is refused.
+func TestConformanceSuiteCatchesUpdateAllByLegs(t *testing.T) {
+	if childtest.InChild() {
+		fencetest.Run(t, func(*testing.T) fence.Store { return allByLegs{fence.NewMemoryStore()} })
+		return
+	}
+	out := childtest.FailingOutput(t)
+	if !strings.Contains(out, "--- FAIL: TestConformanceSuiteCatchesUpdateAllByLegs/UpdateAllTransfer") {
+		t.Errorf("subtest UpdateAllTransfer did not fail against the store that writes leg by leg:\n%s", out)
+	}
+}
+
+// allByLegs is a MemoryStore whose UpdateAll is not atomic.
+type allByLegs struct{ *fence.MemoryStore }
+
+func (s allByLegs) UpdateAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) error {
+	set, err := fence.CheckUpdateAll(ctx, claims, fn)
+	if err != nil {
+		return err
+	}
+	old := make(map[string]fence.Record, len(set))
+	for _, c := range set {
+		r, err := s.GetForUpdate(ctx, c.Resource, c.Token)
+		if err != nil && !errors.Is(err, fence.ErrNotFound) {
+			return err
+		}
+		old[c.Resource] = r
+	}
+	next, err := fence.CallUpdateAll(fn, set, old)
+	if err != nil {
+		return err
+	}
+	for _, c := range set {
+		if v, ok := next[c.Resource]; ok {
+			if err := s.Put(ctx, c.Resource, c.Token, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

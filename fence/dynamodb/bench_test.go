@@ -101,3 +101,33 @@ func BenchmarkUpdate(b *testing.B) {
 }
 
 func num(n int) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.Itoa(n)} }
+
+// BenchmarkUpdateAll compares, on one server and in one run, a transfer
+// between two items written with one UpdateAll (its two claims sent at
+// once, then one TransactWriteItems) with the same Store's Update of one
+// item. The two run in turn within each iteration. Goal (issue 47):
+// updateall/update ≤ 1.3.
+func BenchmarkUpdateAll(b *testing.B) {
+	value := bytes.Repeat([]byte("x"), 1024)
+	modify := func(old []byte) []byte { v := bytes.Clone(old); v[0]++; return v }
+	s := mustNew(b, client(b))
+	p := prefix(b)
+	one, ka, kb := p+"one", p+"a", p+"b"
+	for _, k := range []string{one, ka, kb} {
+		mustPut(b, s, k, 7, string(value))
+	}
+	claims := []fence.Claim{{Resource: ka, Token: 7}, {Resource: kb, Token: 7}}
+	update := func() error {
+		return s.Update(b.Context(), one, 7, func(old fence.Record) ([]byte, error) { return modify(old.Value), nil })
+	}
+	updateAll := func() error {
+		return s.UpdateAll(b.Context(), claims, func(old map[string]fence.Record) (map[string][]byte, error) {
+			return map[string][]byte{ka: modify(old[ka].Value), kb: modify(old[kb].Value)}, nil
+		})
+	}
+	d := benchkit.Interleave(b, update, updateAll)
+	n := float64(b.N)
+	b.ReportMetric(float64(d[0].Nanoseconds())/n, "update-ns/op")
+	b.ReportMetric(float64(d[1].Nanoseconds())/n, "updateall-ns/op")
+	b.ReportMetric(float64(d[1])/float64(d[0]), "updateall/update")
+}

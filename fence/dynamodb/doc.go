@@ -56,6 +56,20 @@
 // function, and writes its result only if the version is still the one
 // read.
 //
+// # Several keys, all or nothing
+//
+// [Store.UpdateAll] (a [fence.AllUpdater]) claims several keys, each with
+// its own token, reads them, calls your function with all the records,
+// and writes its values in one TransactWriteItems whose every item is
+// conditioned on its floor and its version: a transfer between two
+// accounts lands whole or not at all, where two Updates are half applied
+// when the holder stops between them. [Store.UpdateHeld] takes the tokens
+// from an *etcdlock.MultiLock. A holder whose tokens are the floors
+// already reads the items with one consistent BatchGetItem; its first
+// touch raises each floor with an UpdateItem, all sent at once. Up to
+// [MaxTxWrites] keys. ([Transact] is the same transaction for the items
+// of your own [Table]s, with no read.)
+//
 // # Requests that arrive late, twice, or lose their reply
 //
 //   - Late: DynamoDB evaluates the condition when it applies the write, so

@@ -43,7 +43,7 @@ func WithKeyAttribute(name string) Option {
 // WithMeterProvider sets the OpenTelemetry meter provider for the metrics
 // of the writes: fencelock.writes and fencelock.write.duration (attributes
 // fencelock.adapter "dynamodb", fencelock.operation put, delete,
-// get_for_update or update for a Store, table_update,
+// get_for_update, update or update_all for a Store, table_update,
 // table_get_for_update or transact for a Table, and fencelock.outcome). A
 // GetForUpdate counts as a write, since it claims the item. A call refused
 // for its arguments, before any I/O, is not counted. Default: the global

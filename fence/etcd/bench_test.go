@@ -118,3 +118,31 @@ func plainReadModifyWrite(b *testing.B, cli *clientv3.Client, k string, modify f
 	}
 	return err
 }
+
+// BenchmarkUpdateAll compares, on one server and in one run, a transfer
+// between two keys written with one UpdateAll (by a holder whose tokens
+// are the floors already, the common case) with the same Store's Update
+// of one key. The two run in turn within each iteration, in alternating
+// order. Goal (issue 47): updateall/update ≤ 1.3.
+func BenchmarkUpdateAll(b *testing.B) {
+	value := bytes.Repeat([]byte("x"), 1024)
+	modify := func(old []byte) []byte { v := bytes.Clone(old); v[0]++; return v }
+	s := mustNew(b, etcdClient(b), prefix(b))
+	for _, k := range []string{"one", "a", "b"} {
+		mustPut(b, s, k, 7, string(value))
+	}
+	claims := []fence.Claim{{Resource: "a", Token: 7}, {Resource: "b", Token: 7}}
+	update := func() error {
+		return s.Update(b.Context(), "one", 7, func(old fence.Record) ([]byte, error) { return modify(old.Value), nil })
+	}
+	updateAll := func() error {
+		return s.UpdateAll(b.Context(), claims, func(old map[string]fence.Record) (map[string][]byte, error) {
+			return map[string][]byte{"a": modify(old["a"].Value), "b": modify(old["b"].Value)}, nil
+		})
+	}
+	d := benchkit.Interleave(b, update, updateAll)
+	n := float64(b.N)
+	b.ReportMetric(float64(d[0].Nanoseconds())/n, "update-ns/op")
+	b.ReportMetric(float64(d[1].Nanoseconds())/n, "updateall-ns/op")
+	b.ReportMetric(float64(d[1])/float64(d[0]), "updateall/update")
+}

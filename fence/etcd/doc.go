@@ -112,6 +112,29 @@
 // Use Get only for reads no write of yours follows. Through a [fence.Guard],
 // g.GetForUpdate and g.Update do the same with the lock's token.
 //
+// # Several keys, all or nothing
+//
+// A transfer between two accounts written as two Updates is half applied
+// when its holder stops between them and a newer holder goes on: the
+// debit landed, the credit is refused. [Store.UpdateAll] (a
+// [fence.AllUpdater]) claims several keys, each with its own token, reads
+// them, calls your function with all the records, and writes its values
+// in one etcd transaction that compares every key's floor and mod
+// revision: all of them land, or none. [Store.UpdateHeld] takes the
+// tokens from an *etcdlock.MultiLock (a [fence.Claimer]):
+//
+//	held, err := locks.LockAll(ctx, []string{"acct/A", "acct/B"})
+//	…
+//	err = store.UpdateHeld(ctx, held, func(old map[string]fence.Record) (map[string][]byte, error) {
+//		a, b := parse(old["acct/A"].Value), parse(old["acct/B"].Value)
+//		return map[string][]byte{"acct/A": format(a - 100), "acct/B": format(b + 100)}, nil
+//	})
+//
+// A newer holder on any of the keys gives a *[fence.StaleError] naming
+// it, with nothing written. It costs one read-only transaction and one
+// write, as Update does (one more, raising the floors together, on a
+// holder's first touch), up to [MaxUpdateAllKeys] keys.
+//
 // # Deleting
 //
 // [Store.Delete] deletes the data key and raises the floor, in the same

@@ -50,7 +50,7 @@ func WithMaxRequestBytes(n int) Option {
 // WithMeterProvider sets the OpenTelemetry meter provider for the metrics
 // of the Store's writes: fencelock.writes and fencelock.write.duration
 // (attributes fencelock.adapter "etcd", fencelock.operation put, delete,
-// get_for_update or update, fencelock.outcome accepted, stale, unknown or
+// get_for_update, update or update_all, fencelock.outcome accepted, stale, unknown or
 // error). A GetForUpdate counts as a write, since it claims the key: one
 // that finds no value is accepted. A call refused for its arguments,
 // before any I/O, is not counted. Default: the global provider
@@ -61,8 +61,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 // WithTracerProvider sets the OpenTelemetry tracer provider for the span
-// of each write (etcd.put, etcd.delete, etcd.get_for_update, etcd.update:
-// children of the caller's context, with the token and the resource key).
+// of each write (etcd.put, etcd.delete, etcd.get_for_update, etcd.update,
+// etcd.update_all: children of the caller's context, with the token and
+// the resource key; an UpdateAll's are its first token and its keys).
 // Default: the global provider. nil (a typed nil too) makes [New] fail.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(o *options) { o.tracers, o.nilProvider = tp, o.nilProvider || nilcheck.IsNil(tp) })

@@ -67,7 +67,7 @@ func New(kv clientv3.KV, prefix string, opts ...Option) (*Store, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	r, err := tel.New("etcd", "github.com/fencelock/fencelock/fence/etcd", o.meters, o.tracers, "put", "delete", opGetForUpdate, opUpdate)
+	r, err := tel.New("etcd", "github.com/fencelock/fencelock/fence/etcd", o.meters, o.tracers, "put", "delete", opGetForUpdate, opUpdate, opUpdateAll)
 	if err != nil {
 		return nil, fmt.Errorf("%w: creating instruments: %w", ErrInvalidOption, err)
 	}

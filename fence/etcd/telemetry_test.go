@@ -95,3 +95,40 @@ func TestTelemetryUpdate(t *testing.T) {
 		t.Fatalf("etcd.update spans: got %d, want 3", n)
 	}
 }
+
+// UpdateAll is counted and traced as one write, its span carrying the
+// first claim's token and every key.
+func TestTelemetryUpdateAll(t *testing.T) {
+	otel := oteltest.New(t)
+	s := mustNew(t, etcdClient(t), prefix(t), etcdfence.WithMeterProvider(otel.Meters), etcdfence.WithTracerProvider(otel.Tracers))
+	mustPut(t, s, "a", 5, "100")
+	mustPut(t, s, "b", 9, "100")
+	if err := s.UpdateAll(t.Context(), both(5), transfer("a", "b", 10)); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("UpdateAll(5) over b's 9: got %v", err)
+	}
+	if err := s.UpdateAll(t.Context(), both(9), transfer("a", "b", 10)); err != nil {
+		t.Fatal(err)
+	}
+	op := attribute.String("fencelock.operation", "update_all")
+	for _, tt := range []struct {
+		want int64
+		attr []attribute.KeyValue
+	}{
+		{1, []attribute.KeyValue{op, attribute.String("fencelock.outcome", "accepted")}},
+		{1, []attribute.KeyValue{op, attribute.String("fencelock.outcome", "stale")}},
+	} {
+		if got := otel.Sum(t, "fencelock.writes", tt.attr...); got != tt.want {
+			t.Errorf("fencelock.writes %v: got %d, want %d", tt.attr, got, tt.want)
+		}
+	}
+	spans := otel.Spans(t, "etcd.update_all")
+	if len(spans) != 2 {
+		t.Fatalf("etcd.update_all spans: got %d, want 2", len(spans))
+	}
+	if tok, _ := oteltest.Attr(spans[1], "fencelock.token"); tok.AsInt64() != 9 {
+		t.Fatalf("etcd.update_all span's token: got %v, want 9", tok)
+	}
+	if res, _ := oteltest.Attr(spans[1], "fencelock.resource"); res.AsString() != "a, b" {
+		t.Fatalf("etcd.update_all span's resource: got %q, want %q", res.AsString(), "a, b")
+	}
+}

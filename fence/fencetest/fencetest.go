@@ -9,6 +9,11 @@
 // A new adapter passes when all subtests pass. The suite uses fresh keys in
 // every subtest, so one store may serve all of them.
 //
+// A store that also implements [fence.AllUpdater] (a multi-key
+// read-modify-write) is checked on it by the UpdateAll cases; their keys
+// share a Redis hash tag ("{…}"), so they fall in one hash slot. A store
+// without it passes those cases with nothing to check.
+//
 // [RunContention] is a separate, heavier case (large values, many writers at
 // once) for stores whose compare-and-swap is the server's, such as S3's
 // conditional PUT: it catches a check and a store that are not atomic.
@@ -54,6 +59,11 @@ func Run(t *testing.T, newStore NewStore) {
 		{"UpdateLateWrite", testUpdateLateWrite},
 		{"UpdateRefused", testUpdateRefused},
 		{"UpdateContextEnds", testUpdateCtxEnds},
+		{"UpdateAllTransfer", testUpdateAllTransfer},
+		{"UpdateAllRecords", testUpdateAllRecords},
+		{"UpdateAllConcurrent", testUpdateAllConcurrent},
+		{"UpdateAllRefused", testUpdateAllRefused},
+		{"UpdateAllInvalidInput", testUpdateAllInvalidInput},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -82,3 +82,30 @@ func BenchmarkUpdate(b *testing.B) {
 	b.ReportMetric(float64(d[1].Nanoseconds())/n, "update-ns/op")
 	b.ReportMetric(float64(d[1])/float64(d[0]), "update/plain")
 }
+
+// BenchmarkUpdateAll compares, on one server and in one run, a transfer
+// between two keys of one hash slot written with one UpdateAll (by a
+// holder whose tokens are the floors already) with the same Store's
+// Update of one key. The two run in turn within each iteration. Goal
+// (issue 47): updateall/update ≤ 1.3.
+func BenchmarkUpdateAll(b *testing.B) {
+	value := bytes.Repeat([]byte("x"), 1024)
+	modify := func(old []byte) []byte { v := bytes.Clone(old); v[0]++; return v }
+	s := mustNew(b, client(b), prefix(b))
+	for _, k := range []string{"one", acctA, acctB} {
+		mustPut(b, s, k, 7, string(value))
+	}
+	update := func() error {
+		return s.Update(b.Context(), "one", 7, func(old fence.Record) ([]byte, error) { return modify(old.Value), nil })
+	}
+	updateAll := func() error {
+		return s.UpdateAll(b.Context(), both(7), func(old map[string]fence.Record) (map[string][]byte, error) {
+			return map[string][]byte{acctA: modify(old[acctA].Value), acctB: modify(old[acctB].Value)}, nil
+		})
+	}
+	d := benchkit.Interleave(b, update, updateAll)
+	n := float64(b.N)
+	b.ReportMetric(float64(d[0].Nanoseconds())/n, "update-ns/op")
+	b.ReportMetric(float64(d[1].Nanoseconds())/n, "updateall-ns/op")
+	b.ReportMetric(float64(d[1])/float64(d[0]), "updateall/update")
+}

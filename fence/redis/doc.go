@@ -50,6 +50,20 @@
 // the fields read), trying again on a change up to [fence.UpdateAttempts]
 // times.
 //
+// # Several keys, all or nothing
+//
+// [Store.UpdateAll] (a [fence.AllUpdater]) claims several keys, each with
+// its own token, reads them, calls your function with all the records,
+// and writes its values in one script that checks every key's floor and
+// version before it writes any: a transfer between two accounts lands
+// whole or not at all, where two Updates are half applied when the holder
+// stops between them. [Store.UpdateHeld] takes the tokens from an
+// *etcdlock.MultiLock. One script touches keys of one hash slot only, so
+// the keys must share one ([Slot]): give them a hash tag, in the keys
+// ("acct:{42}:a", "acct:{42}:b") or in the Store's prefix. Keys of two
+// slots are refused with [ErrCrossSlot] before any I/O, on one server as
+// on a cluster, so that code tested on one moves to the other.
+//
 // # Requests that arrive late, twice, or lose their reply
 //
 //   - Late: the compare runs when Redis runs the script, against the floor
@@ -63,7 +77,7 @@
 //     [fence.ErrUnknownOutcome]. A script that was never sent (a dial
 //     error, a pool timeout, a closed client) says so, and wrote nothing.
 //   - Reply lost: a script is applied whole or not at all. Each script
-//     checks everything before its one write command, so a script Redis
+//     checks everything before its first write command, so a script Redis
 //     refuses (OOM, READONLY, NOPERM, BUSY, a key of another type) wrote
 //     nothing. An error reply Redis does not give (a proxy's own, after it
 //     forwarded the script) leaves the outcome unknown.

@@ -24,3 +24,11 @@ var ErrInvalidOption = errfamily.New("redisfence: invalid option", ErrInvalidArg
 // digits. The call changed nothing. Something other than this package
 // wrote the key.
 var ErrCorrupt = errors.New("redisfence: key not in the format this package writes")
+
+// ErrCrossSlot means an [Store.UpdateAll] was given keys whose hashes fall
+// in different hash slots ([Slot]): one script can touch only keys of one
+// slot, in a Redis Cluster, and the Store refuses them out of one too, so
+// that code tested on one server works on a cluster. Nothing was sent.
+// Give the keys one hash tag ("acct:{42}:a", "acct:{42}:b"), in the keys
+// or the Store's prefix. It matches [ErrInvalidArgument].
+var ErrCrossSlot = errfamily.New("redisfence: keys in different hash slots", ErrInvalidArgument)

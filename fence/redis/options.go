@@ -30,7 +30,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 // WithMeterProvider sets the OpenTelemetry meter provider for the metrics
 // of the writes: fencelock.writes and fencelock.write.duration (attributes
 // fencelock.adapter "redis", fencelock.operation put, delete,
-// get_for_update or update for a Store, hash_set, hash_get_for_update or
+// get_for_update, update or update_all for a Store, hash_set, hash_get_for_update or
 // hash_update for a Hash, and fencelock.outcome accepted, stale, unknown
 // or error). A GetForUpdate counts as a write, since it claims the key:
 // one that finds no value is accepted. A call refused for its arguments,

@@ -16,8 +16,8 @@ import (
 
 // Client is what a Store or a Hash sends its commands through:
 // *redis.Client, *redis.ClusterClient, *redis.Ring and
-// redis.UniversalClient all are one. Every script touches one key, so a
-// cluster routes it to the key's slot.
+// redis.UniversalClient all are one. Every script touches one key, or
+// (UpdateAll) keys of one hash slot, so a cluster routes it to that slot.
 type Client interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
@@ -77,17 +77,26 @@ var resendForTest atomic.Bool
 
 // run runs the script on key with args, once, and returns its reply.
 func (s *script) run(ctx context.Context, c Client, key string, args ...any) ([]any, error) {
-	reply, err := s.send(ctx, c, "evalsha", s.sha, key, args)
+	return s.runKeys(ctx, c, []string{key}, args...)
+}
+
+// runKeys runs the script on keys (of one slot, so that a cluster client
+// routes it by the first) with args, once, and returns its reply.
+func (s *script) runKeys(ctx context.Context, c Client, keys []string, args ...any) ([]any, error) {
+	reply, err := s.send(ctx, c, "evalsha", s.sha, keys, args)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// Refused before it ran: the server has no such script.
-		reply, err = s.send(ctx, c, "eval", s.src, key, args)
+		reply, err = s.send(ctx, c, "eval", s.src, keys, args)
 	}
 	return reply, err
 }
 
-func (s *script) send(ctx context.Context, c Client, cmd, body, key string, args []any) ([]any, error) {
-	a := make([]any, 0, 4+len(args))
-	a = append(a, cmd, body, 1, key)
+func (s *script) send(ctx context.Context, c Client, cmd, body string, keys []string, args []any) ([]any, error) {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, cmd, body, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
 	a = append(a, args...)
 	rc := noRetry{redis.NewCmd(ctx, a...)}
 	if err := c.Process(ctx, rc); err != nil {
@@ -147,7 +156,7 @@ func malformed(key string, reply []any) error {
 var refusals = []string{
 	"NOSCRIPT", "BUSY", "LOADING", "READONLY", "OOM", "NOPERM", "NOAUTH", "WRONGPASS",
 	"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "NOREPLICAS", "MISCONF",
-	"EXECABORT", "ERR unknown command",
+	"EXECABORT", "ERR unknown command", "CROSSSLOT",
 }
 
 // writeError turns the error of a script that writes into the error to

@@ -78,7 +78,7 @@ func New(c Client, prefix string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := tel.New("redis", instrumentationName, o.meters, o.tracers, opPut, opDelete, opGetForUpdate, opUpdate)
+	r, err := tel.New("redis", instrumentationName, o.meters, o.tracers, opPut, opDelete, opGetForUpdate, opUpdate, opUpdateAll)
 	if err != nil {
 		return nil, fmt.Errorf("%w: creating instruments: %w", ErrInvalidOption, err)
 	}

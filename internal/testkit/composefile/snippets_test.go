@@ -152,6 +152,20 @@ func _(ctx context.Context, locks *etcdlock.Client, pool *pgxpool.Pool, errInsuf
 SNIPPET
 	return err
 }`,
+	"reading-kv-transfer": `import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
+	etcdfence "github.com/fencelock/fencelock/fence/etcd"
+)
+
+func _(ctx context.Context, locks *etcdlock.Client, store *etcdfence.Store, balance func(fence.Record) (int, error), errInsufficientFunds error) error {
+SNIPPET
+	return err
+}`,
 	"reading-claimed": `import (
 	"context"
 

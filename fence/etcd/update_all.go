@@ -1,0 +1,184 @@
+package etcdfence
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+)
+
+// opUpdateAll is the operation telemetry names UpdateAll.
+const opUpdateAll = "update_all"
+
+// MaxUpdateAllKeys is the most keys one [Store.UpdateAll] takes: its write
+// compares two keys of etcd's per resource, and etcd refuses a transaction
+// of more than 128 operations of a kind (its --max-txn-ops default).
+const MaxUpdateAllKeys = 64
+
+// UpdateHeld is [Store.UpdateAll] over h.Claims(): one claim per resource
+// h holds, such as an *etcdlock.MultiLock's locks, each with its own token
+// (see [fence.UpdateHeld]). A nil h (a typed nil too) is refused with an
+// error matching [fence.ErrInvalidArgument] before any I/O, and an h that
+// knows its locks are lost or past their validity with
+// [fence.ErrLockLost], nothing sent ([fence.HeldClaims]).
+func (s *Store) UpdateHeld(ctx context.Context, h fence.Claimer, fn fence.UpdateAllFunc) error {
+	claims, err := fence.HeldClaims(h)
+	if err != nil {
+		return err
+	}
+	return s.UpdateAll(ctx, claims, fn)
+}
+
+// UpdateAll is [Store.Update] over several keys, each claimed with its own
+// token, written all or nothing (see [fence.AllUpdater]): a transfer
+// between two accounts. It claims every key and reads its record, in one
+// read-only transaction when every floor is its token already, and
+// otherwise a second that raises the lower floors and reads the records
+// in one raft entry, if no floor changed since the first. A higher floor
+// on any key refuses the call with a *[fence.StaleError] naming the first
+// such key (in the order of [fence.SortClaims]), before fn runs and with
+// no floor raised.
+//
+// It calls fn with the records (the zero Record for a key with no value)
+// and writes fn's values with their keys' tokens in one transaction,
+// which lands only if no key's floor and no key's record changed since
+// the read:
+//
+//	If(Value(floor₁) = token₁, ModRevision(data₁) = read's, …)  Then(Put(data₁, record₁), …)  Else(Get(floor₁), …)
+//
+// A key fn leaves out keeps its record, and is compared all the same. On
+// a change by a writer with the same token, UpdateAll reads again and
+// calls fn again, up to [fence.UpdateAttempts] times in all, then returns
+// an error matching [fence.ErrConflict]; a higher floor at the write gives
+// a *[fence.StaleError] naming that key, and nothing of fn's lands.
+//
+// fn's error is returned as it is, and a panic in fn is passed on; nothing
+// is written either way, though the claims stay. UpdateAll refuses before
+// any I/O what [fence.CheckUpdateAll] refuses (no claims, a key claimed
+// with two tokens, an empty key, a token that is not positive, a nil fn,
+// a nil or ended ctx), more than [MaxUpdateAllKeys] keys, and
+// ([ErrValueTooLarge]) values that make one request larger than
+// [WithMaxRequestBytes].
+//
+// When the reply of the raise or of the write is lost, the error is a
+// *[fence.UnknownOutcomeError] (Resource lists the keys, Token is the
+// first one's) matching [fence.ErrUnknownOutcome]: the keys hold the
+// records read or fn's, all of them, once. A copy of the write that
+// arrives late or twice lands only if every record is still the one read,
+// so it never applies over a newer write, and never twice. ctx bounds the
+// whole call.
+func (s *Store) UpdateAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) error {
+	set, err := s.checkAll(ctx, claims, fn)
+	if err != nil {
+		return err
+	}
+	ctx, w := s.tel.Op(opUpdateAll).Start(ctx, set[0].Token)
+	if w.Recording() {
+		w.SetResource(fence.ClaimsLabel(set))
+	}
+	err = errPanicked
+	defer func() { w.End(err) }() // a panic in fn ends the span too, as an error
+	err = s.updateAll(ctx, set, fn)
+	return err
+}
+
+// checkAll validates an UpdateAll before any I/O and returns its claims
+// sorted.
+func (s *Store) checkAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) ([]fence.Claim, error) {
+	if s == nil || s.kv == nil {
+		return nil, fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
+	}
+	set, err := fence.CheckUpdateAll(ctx, claims, fn)
+	if err != nil {
+		return nil, err
+	}
+	if len(set) > MaxUpdateAllKeys {
+		return nil, fmt.Errorf("%w: UpdateAll of %d keys, more than MaxUpdateAllKeys (%d)", ErrInvalidArgument, len(set), MaxUpdateAllKeys)
+	}
+	return set, nil
+}
+
+// updateAll is UpdateAll's loop of attempts.
+func (s *Store) updateAll(ctx context.Context, set []fence.Claim, fn fence.UpdateAllFunc) error {
+	for range fence.UpdateAttempts {
+		done, err := s.attemptAll(ctx, set, fn)
+		if done || err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %q, after %d attempts", fence.ErrConflict, fence.ClaimsLabel(set), fence.UpdateAttempts)
+}
+
+// attemptAll is one claim, fn and write; it reports false, with no error,
+// when a floor or a record changed between the read and the write.
+func (s *Store) attemptAll(ctx context.Context, set []fence.Claim, fn fence.UpdateAllFunc) (bool, error) {
+	c, ok, err := s.claimAll(ctx, set)
+	if !ok || err != nil {
+		return false, err
+	}
+	next, err := fence.CallUpdateAll(fn, set, c.old)
+	if err != nil {
+		return false, err
+	}
+	if err := s.checkSizeAll(set, next); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err // ended while fn ran: nothing sent, nothing written
+	}
+	return s.writeAllIf(ctx, set, c.revs, next)
+}
+
+// checkSizeAll refuses, before any I/O, a write of next whose request
+// would be larger than etcd takes.
+func (s *Store) checkSizeAll(set []fence.Claim, next map[string][]byte) error {
+	est := requestFraming
+	for _, c := range set {
+		est += len(next[c.Resource]) + 2*len(s.FloorKey(c.Resource)) + 2*len(s.DataKey(c.Resource)) + 2*TokenDigits + 16
+	}
+	if est > s.opts.maxRequestBytes {
+		return fmt.Errorf("%w: UpdateAll of %q makes a request of about %d bytes, over the limit of %d (WithMaxRequestBytes)",
+			ErrValueTooLarge, fence.ClaimsLabel(set), est, s.opts.maxRequestBytes)
+	}
+	return nil
+}
+
+// writeAllIf writes next with set's tokens if every floor is its token and
+// every data key's mod revision is the one in revs.
+func (s *Store) writeAllIf(ctx context.Context, set []fence.Claim, revs []int64, next map[string][]byte) (bool, error) {
+	cmps := make([]clientv3.Cmp, 0, 2*len(set))
+	var puts []clientv3.Op
+	gets := make([]clientv3.Op, 0, len(set))
+	for i, c := range set {
+		floor, data := s.FloorKey(c.Resource), s.DataKey(c.Resource)
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(floor), "=", padToken(c.Token)), clientv3.Compare(clientv3.ModRevision(data), "=", revs[i]))
+		if v, ok := next[c.Resource]; ok {
+			puts = append(puts, clientv3.OpPut(data, encodeRecord(c.Token, v)))
+		}
+		gets = append(gets, clientv3.OpGet(floor))
+	}
+	resp, err := s.kv.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+	if err != nil {
+		return false, writeError(opUpdateAll, fence.ClaimsLabel(set), set[0].Token, err)
+	}
+	if resp.Succeeded {
+		return true, nil
+	}
+	// Refused: by a higher floor, or by a changed record, which the next
+	// attempt reads.
+	return false, staleAmong(set, resp, 0)
+}
+
+// staleAmong returns the refusal of the first claim of set whose floor,
+// read by the transaction's operations from first on (one Get per claim),
+// is above its token, or nil if none is.
+func staleAmong(set []fence.Claim, resp *clientv3.TxnResponse, first int) error {
+	for i, c := range set {
+		if f := firstKV(resp, first+i); f != nil && string(f.Value) > padToken(c.Token) {
+			return staleError(c.Resource, c.Token, f)
+		}
+	}
+	return nil
+}
