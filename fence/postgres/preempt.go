@@ -38,26 +38,6 @@ const (
 	preemptEvery        = 250 * time.Millisecond
 )
 
-// blockersSQL lists the sessions that block pid ($1; 0 when the client
-// cannot know it), with their tags and transaction ids. rows, when not
-// empty, is a query over $2 listing the xmax of the rows the waiting
-// statement claims: the sessions whose transactions hold them are listed
-// too, which finds a blocker whatever the waiter's pid (behind a pooler).
-func blockersSQL(rows string) string {
-	q := "SELECT pid, coalesce(application_name, ''), backend_xid::text FROM pg_stat_activity WHERE pid = ANY(pg_blocking_pids($1))"
-	if rows != "" {
-		q += " OR (backend_xid IS NOT NULL AND backend_xid::text IN (" + rows + ") AND pid <> pg_backend_pid())"
-	}
-	return q
-}
-
-// terminateSQL ends session $1 if it still runs transaction $3 (its
-// backend_xid) and still shows tag $2: a blocker whose transaction ended
-// since it was looked at, its connection now running another's, is left
-// alone.
-const terminateSQL = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity" +
-	" WHERE pid = $1 AND application_name = $2 AND backend_xid::text IS NOT DISTINCT FROM $3"
-
 // tagSQL is [pgtag.SQL].
 func tagSQL(lo, hi string) string { return pgtag.SQL(lo, hi) }
 
@@ -123,7 +103,7 @@ type preemption struct {
 	w     waiter
 	pool  *pgxpool.Pool // nil: the handle is no pool
 	// rows, when set, lists the xmax of the rows the statement claims, its
-	// keys rowKeys ($2); see blockersSQL.
+	// keys rowKeys ($2); see pgtag.BlockersSQL.
 	rows    string
 	rowKeys any
 }
@@ -259,7 +239,7 @@ func (p preemption) endBlockers(ctx context.Context, conn *pgx.Conn, pid uint32)
 	if p.rows != "" {
 		args = append(args, p.rowKeys)
 	}
-	rows, _ := conn.Query(ctx, blockersSQL(p.rows), args...)
+	rows, _ := conn.Query(ctx, pgtag.BlockersSQL(p.rows), args...)
 	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (blocker, error) {
 		var b blocker
 		return b, r.Scan(&b.pid, &b.tag, &b.xid)
@@ -280,7 +260,7 @@ func (p preemption) endBlockers(ctx context.Context, conn *pgx.Conn, pid uint32)
 		case !p.w.ends(lo, hi):
 			errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of tokens %d to %d, not all older than this one's", b.pid, lo, hi))
 		default:
-			if _, err := conn.Exec(ctx, terminateSQL, b.pid, b.tag, b.xid); err != nil {
+			if _, err := conn.Exec(ctx, pgtag.TerminateSQL, b.pid, b.tag, b.xid); err != nil {
 				errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of older tokens (%d to %d), which could not be ended (the role needs to be the blocker's, or to have pg_signal_backend for a role that is no superuser): %w", b.pid, lo, hi, err))
 			}
 		}
@@ -321,7 +301,7 @@ func tagged(db DB, sql, tag string) string {
 
 // watched runs stmt, a statement claiming a row with token on db (pool the
 // handle it came from), under a preemption watch that waits after (0:
-// none); rows (over $2, key) lists the xmax of the row (see blockersSQL). When ctx ends
+// none); rows (over $2, key) lists the xmax of the row (see pgtag.BlockersSQL). When ctx ends
 // meanwhile, the error names what the statement waited for, if the watch
 // found it.
 func watched[T any](ctx context.Context, after time.Duration, pool, db DB, token fence.Token, rows string, key any,

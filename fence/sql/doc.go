@@ -186,10 +186,18 @@
 // from, and the statement waits as before.
 // [WithoutPreemption] turns the look off.
 //
+// On PostgreSQL the same holds, with the tokens read from the blocker's
+// tag (its session's application_name, "fencelock:t=MIN-MAX", set for the
+// transaction by each statement raising a fence) and the session ended
+// with pg_terminate_backend (the role needs to be the blocker's, or
+// pg_signal_backend). database/sql does not tell the waiter's process id,
+// so the holder is found by the fence row's xmax: a transaction holding a
+// row that existed before it, not one that inserted a resource's first
+// row (fence/postgres finds that one too).
+//
 // Not covered yet: MySQL 8, which moved the lock waits to
 // performance_schema.data_lock_waits (the waiter's error names the missing
-// table); PostgreSQL through this package (use fence/postgres, which
-// covers it); [Table] claims in a transaction of your own. SQLite has one
+// table); [Table] claims in a transaction of your own. SQLite has one
 // writer at a time, and no other process can take the database's lock from
 // a process that holds it: a frozen writer blocks every writer until it
 // runs again or its process ends.

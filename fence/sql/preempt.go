@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/pgtag"
 )
 
 // A fenced transaction's statement raising a fence waits for any other
@@ -47,7 +48,7 @@ type preemption struct {
 // watch. When ctx ends meanwhile, the error says so, and names what the
 // statement was waiting for if the watch found it.
 func (p preemption) guard(ctx context.Context, advance func() error) error {
-	if p.after <= 0 || p.pool == nil || p.f.d != MySQL {
+	if p.after <= 0 || p.pool == nil || (p.f.d != MySQL && p.f.d != PostgreSQL) {
 		return advance()
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -108,7 +109,11 @@ func (p preemption) run(ctx context.Context) error {
 			}
 			conn = c
 		}
-		last = p.endBlockers(ctx, conn)
+		if p.f.d == PostgreSQL {
+			last = p.endPostgresBlockers(ctx, conn)
+		} else {
+			last = p.endBlockers(ctx, conn)
+		}
 		t.Reset(preemptEvery)
 	}
 }
@@ -222,4 +227,50 @@ func (p preemption) tokens(ctx context.Context, conn *sql.Conn) (dirty, committe
 		return 0, 0, fmt.Errorf("reading the fence uncommitted: %w", err)
 	}
 	return dirty, committed, nil
+}
+
+// endPostgresBlockers ends, on PostgreSQL, the transaction holding the
+// claim's fence row when every token it carries is older than the claim's
+// (its tag, internal/pgtag), and describes what it left or could not end.
+// The waiter's own process id is not known through database/sql: the
+// holder is found by the row's xmax, which needs the row to have existed
+// before the holder's transaction.
+func (p preemption) endPostgresBlockers(ctx context.Context, conn *sql.Conn) error {
+	rows, err := conn.QueryContext(ctx, pgtag.BlockersSQL("SELECT xmax::text FROM "+p.f.name+" WHERE resource = $2"), int64(0), p.claim.Resource)
+	if err != nil {
+		return fmt.Errorf("looking at what blocks it: %w", err)
+	}
+	type blocker struct {
+		pid int64
+		tag string
+		xid sql.NullString
+	}
+	var bs []blocker
+	for rows.Next() {
+		var b blocker
+		if err := rows.Scan(&b.pid, &b.tag, &b.xid); err != nil {
+			rows.Close()
+			return fmt.Errorf("looking at what blocks it: %w", err)
+		}
+		bs = append(bs, b)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("looking at what blocks it: %w", err)
+	}
+	rows.Close()
+	var errs []error
+	for _, b := range bs {
+		lo, hi, ok := pgtag.Parse(b.tag)
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("blocked by session %d, which is no fenced transaction (application_name %q)", b.pid, b.tag))
+		case hi >= int64(p.claim.Token):
+			errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of tokens %d to %d, not all older than this one's", b.pid, lo, hi))
+		default:
+			if _, err := conn.ExecContext(ctx, pgtag.TerminateSQL, b.pid, b.tag, b.xid); err != nil {
+				errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of older tokens (%d to %d), which could not be ended (the role needs to be the blocker's, or to have pg_signal_backend for a role that is no superuser): %w", b.pid, lo, hi, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

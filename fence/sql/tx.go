@@ -77,8 +77,7 @@ func (f *Fences) commit(ctx context.Context, db TxBeginner, cs claims, fn func(*
 	defer func() { _ = tx.Rollback() }()
 	if err := fn(tx); err != nil {
 		if lostInTx(err) {
-			return fmt.Errorf("%w: fenced transaction on %s: its connection was gone before COMMIT (ended by the server, as a newer holder ends an older token's transaction that blocks it, or broken); nothing of it was written: %w",
-				ErrTerminated, cs.label(), err)
+			return fmt.Errorf("%w: fenced transaction on %s, before its COMMIT; nothing of it was written: %w", ErrTerminated, cs.label(), err)
 		}
 		return f.d.classifyCallers(err)
 	}

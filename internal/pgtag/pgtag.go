@@ -44,3 +44,25 @@ func Parse(tag string) (lo, hi int64, ok bool) {
 	}
 	return x, y, true
 }
+
+// BlockersSQL lists the sessions that block pid ($1; 0 when the client
+// cannot know it), with their tags and transaction ids (pid, tag, xid as
+// text or NULL). rows, when not empty, is a query over $2 listing the xmax
+// of the rows the waiting statement claims: the sessions whose
+// transactions hold them are listed too, which finds a blocker whatever
+// the waiter's pid (behind a pooler), when the row existed before the
+// blocker's transaction.
+func BlockersSQL(rows string) string {
+	q := "SELECT pid, coalesce(application_name, ''), backend_xid::text FROM pg_stat_activity WHERE pid = ANY(pg_blocking_pids($1))"
+	if rows != "" {
+		q += " OR (backend_xid IS NOT NULL AND backend_xid::text IN (" + rows + ") AND pid <> pg_backend_pid())"
+	}
+	return q
+}
+
+// TerminateSQL ends session $1 if it still runs transaction $3 (its
+// backend_xid as text) and still shows tag $2: a blocker whose transaction
+// ended since it was looked at, its connection now running another's, is
+// left alone.
+const TerminateSQL = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity" +
+	" WHERE pid = $1 AND application_name = $2 AND backend_xid::text IS NOT DISTINCT FROM $3"
