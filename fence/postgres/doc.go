@@ -240,8 +240,10 @@
 // ([Table], [Fences.Advance], [Exec]): a row it writes before that, or
 // without a claim, is an unfenced transaction's, and nobody ends it for
 // that row. Rows belong to the tokens that claim them: a transaction of
-// older tokens that writes a row a newer token claims, without claiming it
-// itself, is ended by that claim.
+// older tokens that holds a lock on a row a newer token claims (it wrote
+// it, or read it FOR UPDATE or FOR SHARE) without claiming it itself, is
+// ended by that claim, though its own lease may be alive (a FOR KEY SHARE,
+// as a foreign key check takes, does not block a claim).
 //
 // A [Store] holds nothing across a pause: each of its writes is one
 // statement of its own, and its Update's read and write are two.

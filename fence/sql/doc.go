@@ -195,9 +195,23 @@
 // row that existed before it, not one that inserted a resource's first
 // row (fence/postgres finds that one too).
 //
+// [Fences.Advance] on a *sql.DB is watched the same way; in your own
+// transaction it is not (there is no pool to look from).
+//
+// Limits on MariaDB: a refused attempt (an older token) holds the fence's
+// row until its rollback without having raised it, and is not told from
+// an unfenced transaction: a newer holder waits for it as long as it is
+// frozen before that rollback. A resource's first claim, under REPEATABLE
+// READ, takes a gap lock that InnoDB reports on the next row, so another
+// resource's first claim that waits on that gap is not matched. KILL has
+// no condition: between the check that the connection still runs the
+// blocking transaction and the KILL, the blocker may commit and its
+// connection start another holder's transaction, which the KILL then ends
+// (that holder gets [ErrTerminated]; nothing stale lands).
+//
 // Not covered yet: MySQL 8, which moved the lock waits to
-// performance_schema.data_lock_waits (the waiter's error names the missing
-// table); [Table] claims in a transaction of your own. SQLite has one
+// performance_schema.data_lock_waits (the waiter's error says so);
+// [Table] claims in a transaction of your own. SQLite has one
 // writer at a time, and no other process can take the database's lock from
 // a process that holds it: a frozen writer blocks every writer until it
 // runs again or its process ends.

@@ -95,10 +95,16 @@ func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fenc
 	if err := checkWrite(ctx, db, resource, token); err != nil {
 		return err
 	}
+	// On a pool, a wait on an older token's frozen transaction ends it as
+	// RunInTx's does (preempt.go); in the caller's transaction there is no
+	// other connection to look from.
+	pool, _ := db.(*sql.DB)
+	p := preemption{f: f, pool: pool, after: defaultPreemptAfter, claim: fence.Claim{Resource: resource, Token: token}}
+	advance := func() error { return p.guard(ctx, func() error { return f.advance(ctx, nil, db, resource, token) }) }
 	if inTx(db) {
-		return once(ctx, f.d, f.tel, func() error { return f.advance(ctx, nil, db, resource, token) })
+		return once(ctx, f.d, f.tel, advance)
 	}
-	return retry(ctx, f.d, f.retries, f.tel, func() error { return f.advance(ctx, nil, db, resource, token) })
+	return retry(ctx, f.d, f.retries, f.tel, advance)
 }
 
 // advance raises the fence with an UPDATE of the resource's row, the
@@ -147,12 +153,15 @@ func (f *Fences) advanceStmt(resource string, token fence.Token) *stmt {
 			sql("), LAST_INSERT_ID(token)) WHERE resource = ").arg(resource)
 		return s
 	}
-	s.sql("UPDATE ", f.name, " SET token = ").arg(int64(token)).sql(" WHERE resource = ").arg(resource).sql(" AND token <= ").arg(int64(token))
 	if f.d == PostgreSQL {
 		// Shows the token to a newer holder this transaction may block
-		// (preempt.go).
-		s.sql(" RETURNING ", pgtag.SQL("token", "token"))
+		// (preempt.go), before the row is locked: the subquery is joined
+		// before the row it updates is taken.
+		s.sql("UPDATE ", f.name, " SET token = ").arg(int64(token)).sql(" FROM (SELECT ", pgtag.SQL("$1::bigint", "$1::bigint"),
+			") AS fencelock_tag WHERE resource = ").arg(resource).sql(" AND token <= ").arg(int64(token))
+		return s
 	}
+	s.sql("UPDATE ", f.name, " SET token = ").arg(int64(token)).sql(" WHERE resource = ").arg(resource).sql(" AND token <= ").arg(int64(token))
 	return s
 }
 
@@ -164,11 +173,15 @@ func (f *Fences) upsert(ctx context.Context, db DB, resource string, token fence
 		s.sql("INSERT INTO ", f.name, " (resource, token) VALUES (").arg(resource).sql(", ").arg(int64(token)).
 			sql(") ON DUPLICATE KEY UPDATE token = IF(token <= VALUES(token), VALUES(token), LAST_INSERT_ID(token))")
 	} else {
-		s.sql("INSERT INTO ", f.name, " AS ", f.alias, " (resource, token) VALUES (").arg(resource).sql(", ").arg(int64(token)).
-			sql(") ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE ", f.alias, ".token <= excluded.token")
+		s.sql("INSERT INTO ", f.name, " AS ", f.alias, " (resource, token) VALUES (").arg(resource).sql(", ")
 		if f.d == PostgreSQL {
-			s.sql(" RETURNING ", pgtag.SQL(f.alias+".token", f.alias+".token"))
+			// The tag is set as the row to insert is made, before any wait
+			// for the resource's row (preempt.go).
+			s.sql("CASE WHEN ", pgtag.SQL("$2::bigint", "$2::bigint"), " IS NOT NULL THEN ").arg(int64(token)).sql("::bigint END")
+		} else {
+			s.arg(int64(token))
 		}
+		s.sql(") ON CONFLICT (resource) DO UPDATE SET token = excluded.token WHERE ", f.alias, ".token <= excluded.token")
 	}
 	res, err := db.ExecContext(ctx, s.String(), s.args...)
 	if err != nil {

@@ -39,10 +39,13 @@ func (d Dialect) writeError(db DB, what, resource string, token fence.Token, err
 // commitError turns the error of a COMMIT into the error to return.
 func (d Dialect) commitError(resource string, token fence.Token, err error) error {
 	if _, answered := d.serverError(err); !answered && !notSent(err) {
-		if d.terminated(err) {
+		if d.terminated(err) || lostInTx(err) {
 			err = fmt.Errorf("%w: %w", ErrTerminated, err)
 		}
 		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: err}
+	}
+	if lostInTx(err) {
+		return fmt.Errorf("%w: commit on %s, not sent: %w", ErrTerminated, resource, err)
 	}
 	return fmt.Errorf("sqlfence: commit on %s: %w", resource, d.classify(err))
 }

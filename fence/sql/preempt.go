@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/pgtag"
 )
@@ -47,36 +49,53 @@ type preemption struct {
 // guard runs advance, the statement raising p.claim's fence, under the
 // watch. When ctx ends meanwhile, the error says so, and names what the
 // statement was waiting for if the watch found it.
-func (p preemption) guard(ctx context.Context, advance func() error) error {
+func (p preemption) guard(ctx context.Context, advance func() error) (err error) {
+	stop := p.watch(ctx)
+	// Deferred, so that a panic in advance (a tracer's) stops the watch
+	// too.
+	defer func() {
+		found, watching := stop()
+		if err == nil || ctx.Err() == nil || errors.Is(err, fence.ErrStale) {
+			return
+		}
+		why := ""
+		if found != nil {
+			why = " (" + found.Error() + ")"
+		} else if !watching {
+			why = " (nothing looked at what it waited for: preemption is off, or the handle has no other connection to look from)"
+		}
+		err = fmt.Errorf("sqlfence: fenced transaction on %s: the context ended (%w) while it was raising the fence%s; the transaction was rolled back and nothing was written",
+			p.claim.Resource, context.Cause(ctx), why)
+	}()
+	return advance()
+}
+
+// watch starts the watch over the statement about to raise p.claim's
+// fence, and returns what stops it once the statement has returned, which
+// returns what the watch found and could not end, and whether there was a
+// watch at all. Until p.after has passed the watch is a timer alone.
+func (p preemption) watch(ctx context.Context) (stop func() (error, bool)) {
 	if p.after <= 0 || p.pool == nil || (p.f.d != MySQL && p.f.d != PostgreSQL) {
-		return advance()
+		return func() (error, bool) { return nil, false }
 	}
-	wctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(ctx)
 	var (
 		wg    sync.WaitGroup
 		found error // set by the watch, read once it has returned
 	)
 	wg.Add(1)
-	// Until p.after has passed the watch is a timer alone.
 	timer := time.AfterFunc(p.after, func() {
 		defer wg.Done()
-		found = p.run(wctx)
+		found = p.run(ctx)
 	})
-	err := advance()
-	cancel()
-	if timer.Stop() {
-		wg.Done()
+	return func() (error, bool) {
+		cancel()
+		if timer.Stop() {
+			wg.Done()
+		}
+		wg.Wait()
+		return found, true
 	}
-	wg.Wait()
-	if err == nil || ctx.Err() == nil || errors.Is(err, fence.ErrStale) {
-		return err
-	}
-	why := ""
-	if found != nil {
-		why = " (" + found.Error() + ")"
-	}
-	return fmt.Errorf("sqlfence: fenced transaction on %s: the context ended (%w) while it was raising the fence%s; the transaction was rolled back and nothing was written",
-		p.claim.Resource, context.Cause(ctx), why)
 }
 
 // run looks at the row's holders now and then every preemptEvery until
@@ -109,11 +128,16 @@ func (p preemption) run(ctx context.Context) error {
 			}
 			conn = c
 		}
+		var err error
 		if p.f.d == PostgreSQL {
-			last = p.endPostgresBlockers(ctx, conn)
+			err = p.endPostgresBlockers(ctx, conn)
 		} else {
-			last = p.endBlockers(ctx, conn)
+			err = p.endBlockers(ctx, conn)
 		}
+		if ctx.Err() != nil && last != nil {
+			return last // a look the end cut short: keep what the one before found
+		}
+		last = err
 		t.Reset(preemptEvery)
 	}
 }
@@ -140,9 +164,11 @@ func (p preemption) endBlockers(ctx context.Context, conn *sql.Conn) error {
 		return fmt.Errorf("blocked by connection %d, a fenced transaction of token %d, not older than this one's", h.thread, dirty)
 	}
 	// The connection may have ended that transaction since, and run
-	// another's: end it only if it still runs the one that blocked. (KILL
-	// has no condition of its own; what is left is the time between the
-	// two statements.)
+	// another's: end it only if it still runs the one that blocked. KILL
+	// has no condition of its own: what is left is the time between the
+	// two statements, in which the blocker may commit and its connection
+	// start another holder's transaction, which the KILL then ends (the
+	// package doc says so).
 	var n int
 	if err := conn.QueryRowContext(ctx, stillSQL, h.thread, h.trx).Scan(&n); err != nil || n == 0 {
 		return err
@@ -155,13 +181,15 @@ func (p preemption) endBlockers(ctx context.Context, conn *sql.Conn) error {
 }
 
 // holdersSQL lists the connections of the transactions that hold (not
-// wait for) a lock others wait for on $2's row of the table $1 (as InnoDB
-// names them: `db`.`table`, and the key in hex).
+// wait for: a holder may wait for another row) a lock others wait for on
+// $2's row of the table $1 (as InnoDB names them: `db`.`table`, and the
+// key in hex).
 const holdersSQL = "SELECT DISTINCT b.trx_mysql_thread_id, b.trx_id" +
 	" FROM information_schema.INNODB_LOCK_WAITS w" +
 	" JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.blocking_lock_id" +
 	" JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id" +
-	" WHERE b.trx_state <> 'LOCK WAIT' AND l.lock_table = %s AND l.lock_data = ?"
+	" WHERE (b.trx_requested_lock_id IS NULL OR b.trx_requested_lock_id <> w.blocking_lock_id)" +
+	" AND l.lock_table = %s AND l.lock_data = ?"
 
 // holder is a transaction holding a row others wait for, and its
 // connection.
@@ -183,7 +211,11 @@ func (p preemption) holders(ctx context.Context, conn *sql.Conn) ([]holder, erro
 	}
 	args = append(args, "0x"+strings.ToUpper(hex.EncodeToString([]byte(p.claim.Resource))))
 	rows, err := conn.QueryContext(ctx, fmt.Sprintf(holdersSQL, table), args...)
-	if err != nil {
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == 1109: // ER_UNKNOWN_TABLE
+		return nil, fmt.Errorf("looking at what blocks it: the server has no information_schema.INNODB_LOCK_WAITS (MySQL 8 moved lock waits to performance_schema.data_lock_waits, which this package does not read yet): %w", err)
+	case err != nil:
 		return nil, fmt.Errorf("looking at what blocks it (the user needs PROCESS): %w", err)
 	}
 	defer rows.Close()

@@ -111,13 +111,19 @@ func (f *Fences) begin(ctx context.Context, db TxBeginner, cs claims, o *txConfi
 	if err != nil {
 		return nil, fmt.Errorf("sqlfence: begin fenced transaction on %s: %w", cs.label(), f.d.classify(err))
 	}
+	done := false
+	defer func() {
+		if !done { // an error, or a panic in a fence's statement (a tracer's)
+			_ = tx.Rollback()
+		}
+	}()
 	for _, c := range cs {
 		p := preemption{f: f, pool: pool, after: o.preemptAfter, claim: c}
 		if err := p.guard(ctx, func() error { return f.advance(ctx, pool, tx, c.Resource, c.Token) }); err != nil {
-			_ = tx.Rollback()
 			return nil, err
 		}
 	}
+	done = true
 	return tx, nil
 }
 

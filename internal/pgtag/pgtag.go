@@ -55,7 +55,12 @@ func Parse(tag string) (lo, hi int64, ok bool) {
 func BlockersSQL(rows string) string {
 	q := "SELECT pid, coalesce(application_name, ''), backend_xid::text FROM pg_stat_activity WHERE pid = ANY(pg_blocking_pids($1))"
 	if rows != "" {
-		q += " OR (backend_xid IS NOT NULL AND backend_xid::text IN (" + rows + ") AND pid <> pg_backend_pid())"
+		// The xmax of a row locked by several transactions is a MultiXactId,
+		// whose number may be some other session's transaction id: a
+		// session matched by xmax counts only while somebody waits for its
+		// transaction.
+		q += " OR (backend_xid IS NOT NULL AND backend_xid::text IN (" + rows + ") AND pid <> pg_backend_pid()" +
+			" AND EXISTS (SELECT FROM pg_locks l WHERE l.locktype = 'transactionid' AND l.transactionid = backend_xid AND NOT l.granted))"
 	}
 	return q
 }
