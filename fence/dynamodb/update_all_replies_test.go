@@ -65,3 +65,98 @@ func isUnknown(err error) bool {
 	var u *fence.UnknownOutcomeError
 	return err != nil && errors.As(err, &u)
 }
+
+// secondReply is a RoundTripper that delivers each TransactWriteItems
+// twice, runs between (once) a write of another process, and answers with
+// the second copy's reply: a proxy that resent a request whose first
+// reply it lost.
+type secondReply struct {
+	next    http.RoundTripper
+	between func()
+	done    bool
+}
+
+func (p *secondReply) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !isTransact(r) || p.done {
+		return p.next.RoundTrip(r)
+	}
+	p.done = true
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	send := func() (*http.Response, error) {
+		c := r.Clone(r.Context())
+		c.Body = io.NopCloser(bytes.NewReader(body))
+		return p.next.RoundTrip(c)
+	}
+	first, err := send()
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, first.Body)
+	first.Body.Close()
+	if f := p.between; f != nil {
+		p.between = nil
+		f()
+	}
+	return send()
+}
+
+// A transfer's write delivered twice, answered with the second copy's
+// reply, after the same holder changed one of the two items in between (a
+// single-key Update, which stamps the item with its own write id), lands
+// once: the write's id on a alone proves the transaction committed (its
+// items are written all or none), so UpdateAll does not read again and
+// move the money a second time.
+// (On DynamoDB itself the client request token answers the copy within
+// its 10-minute window; the emulator, and a copy after the window, do
+// not.)
+func TestUpdateAllCopyAnsweredAfterSameTokenUpdate(t *testing.T) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	sr := &secondReply{next: tr}
+	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: sr} }))
+	other := newStore(t)
+	a, b := twoAccounts(t, s)
+	sr.between = func() {
+		// The same holder (token 7) rewrites b as it is (a no-op Update,
+		// which still stamps b with its own write id).
+		if err := other.Update(t.Context(), b, 7, func(r fence.Record) ([]byte, error) {
+			return r.Value, nil
+		}); err != nil {
+			t.Errorf("the same holder's Update of b: %v", err)
+		}
+	}
+	calls := 0
+	fn := move(a, b, 10, nil)
+	err := s.UpdateAll(t.Context(), both(a, b, 7), func(old map[string]fence.Record) (map[string][]byte, error) {
+		calls++
+		return fn(old)
+	})
+	if err != nil && !isUnknown(err) {
+		t.Fatalf("UpdateAll: %v", err)
+	}
+	if calls != 1 {
+		t.Errorf("fn called %d times: the transfer was written again after its first copy landed", calls)
+	}
+	wantRecord(t, other, a, 7, "90")
+	wantRecord(t, other, b, 7, "110")
+}
+
+// The same copy answered second, with nothing in between, lands once on
+// the emulator too: minidyn cancels a transaction at its first failed item
+// and gives "None" (no item) for the others, so only the first item
+// written shows the write's id. (TestUpdateAllDeliveredTwice answers with
+// the first copy's reply and never reaches the cancellation.)
+func TestUpdateAllCopyAnsweredSecondPlain(t *testing.T) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: &secondReply{next: tr}} }))
+	a, b := twoAccounts(t, s)
+	if err := s.UpdateAll(t.Context(), both(a, b, 7), move(a, b, 10, nil)); err != nil {
+		t.Fatalf("UpdateAll: %v", err)
+	}
+	wantRecord(t, s, a, 7, "90")
+	wantRecord(t, s, b, 7, "110")
+}
