@@ -68,3 +68,13 @@ func writeError(what, key string, token fence.Token, err error) error {
 	}
 	return &fence.UnknownOutcomeError{Resource: key, Token: token, Err: err}
 }
+
+// txConflict reports whether err is DynamoDB's refusal of a request on an
+// item that a transaction is writing at that moment
+// (TransactionConflictException): nothing was written, and the item is
+// about to change, so an Update or UpdateAll reads it again, as it does
+// when its own transaction meets one.
+func txConflict(err error) bool {
+	var tc *types.TransactionConflictException
+	return errors.As(err, &tc)
+}

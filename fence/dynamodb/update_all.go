@@ -45,12 +45,13 @@ func (s *Store) UpdateHeld(ctx context.Context, h fence.Claimer, fn fence.Update
 // and writes fn's values in one TransactWriteItems, one Update per key
 // written and one ConditionCheck per key left out, each on the condition
 // that the item's floor is its token and its version the one read: every
-// item lands, or none. On a change by a writer with the same token (or a
-// conflict with another transaction on the items), UpdateAll reads again
-// and calls fn again, up to [fence.UpdateAttempts] times in all, then
-// returns an error matching [fence.ErrConflict]; a higher floor at the
-// write gives a *[fence.StaleError] naming that key, and nothing of fn's
-// lands.
+// item lands, or none. On a change by a writer with the same token, or a
+// conflict with another transaction on the items (at the write, or at a
+// claim's UpdateItem: TransactionConflictException, nothing written),
+// UpdateAll reads again and calls fn again, up to [fence.UpdateAttempts]
+// times in all, then returns an error matching [fence.ErrConflict]; a
+// higher floor at the write gives a *[fence.StaleError] naming that key,
+// and nothing of fn's lands.
 //
 // fn's error is returned as it is, and a panic in fn is passed on;
 // nothing is written either way, though the claims stay. UpdateAll
@@ -99,6 +100,9 @@ func (s *Store) checkAll(ctx context.Context, claims []fence.Claim, fn fence.Upd
 func (s *Store) updateAll(ctx context.Context, set []fence.Claim, fn fence.UpdateAllFunc) error {
 	for range fence.UpdateAttempts {
 		got, err := s.claimAll(ctx, set)
+		if txConflict(err) {
+			continue // a transaction is writing a key: read again
+		}
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -159,4 +160,81 @@ func TestUpdateAllCopyAnsweredSecondPlain(t *testing.T) {
 	}
 	wantRecord(t, s, a, 7, "90")
 	wantRecord(t, s, b, 7, "110")
+}
+
+// conflictOnce answers the first UpdateItem once armed (every one, if
+// every), unsent, as DynamoDB answers a write on an item that another
+// transaction is writing at that moment: 400 TransactionConflictException.
+// n counts the answers.
+type conflictOnce struct {
+	next  http.RoundTripper
+	every bool // set once before use
+	armed atomic.Bool
+	n     atomic.Int64
+}
+
+func (p *conflictOnce) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".UpdateItem") || !p.armed.Load() ||
+		(!p.every && !p.armed.CompareAndSwap(true, false)) {
+		return p.next.RoundTrip(r)
+	}
+	p.n.Add(1)
+	body := `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}`
+	return &http.Response{
+		StatusCode: 400, Status: "400 Bad Request", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}, "X-Amzn-Requestid": {"review"}},
+		Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+	}, nil
+}
+
+// The same holder's writers at once (fencetest's UpdateAllConcurrent: "an
+// UpdateAll may fail only with ErrConflict"): on DynamoDB a claim's
+// UpdateItem on an item that another UpdateAll's TransactWriteItems is
+// writing right then is refused with TransactionConflictException.
+// UpdateAll reads again, as it does when its own transaction meets the
+// conflict, and says ErrConflict only after fence.UpdateAttempts.
+func TestUpdateAllClaimTransactionConflict(t *testing.T) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	co := &conflictOnce{next: tr}
+	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: co} }))
+	a, b := twoAccounts(t, newStore(t))
+	co.armed.Store(true)
+	err := s.UpdateAll(t.Context(), both(a, b, 7), move(a, b, 10, nil))
+	if err != nil && !errors.Is(err, fence.ErrConflict) {
+		t.Fatalf("UpdateAll whose claim met another transaction on its item: got %v, want nil (read again) or an error matching fence.ErrConflict", err)
+	}
+}
+
+// Update's claim meets the same conflict, and reads again too.
+func TestUpdateClaimTransactionConflict(t *testing.T) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	co := &conflictOnce{next: tr}
+	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: co} }))
+	a, _ := twoAccounts(t, newStore(t))
+	co.armed.Store(true)
+	if err := s.Update(t.Context(), a, 7, func(r fence.Record) ([]byte, error) { return []byte("90"), nil }); err != nil {
+		t.Fatalf("Update whose claim met another transaction on its item: got %v, want nil (read again)", err)
+	}
+	wantRecord(t, s, a, 7, "90")
+}
+
+// A claim that meets the conflict at every attempt says ErrConflict, after
+// fence.UpdateAttempts claims.
+func TestUpdateAllClaimTransactionConflictEvery(t *testing.T) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	co := &conflictOnce{next: tr, every: true}
+	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: co} }))
+	a, b := twoAccounts(t, newStore(t))
+	co.armed.Store(true)
+	err := s.UpdateAll(t.Context(), both(a, b, 7), move(a, b, 10, nil))
+	if !errors.Is(err, fence.ErrConflict) {
+		t.Fatalf("UpdateAll whose claims always meet another transaction: got %v, want an error matching fence.ErrConflict", err)
+	}
+	if n := co.n.Load(); n < fence.UpdateAttempts {
+		t.Errorf("claims refused: got %d, want at least %d (one per attempt)", n, fence.UpdateAttempts)
+	}
+	wantRecord(t, s, a, 5, "100")
 }
