@@ -36,12 +36,17 @@ func (p inProgress) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	body := `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionInProgressException","Message":"Transaction is ongoing for the transaction token"}`
+	return refused(r, "TransactionInProgressException", "Transaction is ongoing for the transaction token"), nil
+}
+
+// refused is DynamoDB's 400 answer to r with the exception typ.
+func refused(r *http.Request, typ, msg string) *http.Response {
+	body := `{"__type":"com.amazonaws.dynamodb.v20120810#` + typ + `","message":"` + msg + `"}`
 	return &http.Response{
 		StatusCode: 400, Status: "400 Bad Request", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}, "X-Amzn-Requestid": {"review"}},
-		Body:   io.NopCloser(bytes.NewReader([]byte(body))), ContentLength: int64(len(body)), Request: r,
-	}, nil
+		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}, "X-Amzn-Requestid": {"test"}},
+		Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+	}
 }
 
 // TransactionInProgressException is DynamoDB's answer to a request whose
@@ -179,12 +184,7 @@ func (p *conflictOnce) RoundTrip(r *http.Request) (*http.Response, error) {
 		return p.next.RoundTrip(r)
 	}
 	p.n.Add(1)
-	body := `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}`
-	return &http.Response{
-		StatusCode: 400, Status: "400 Bad Request", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}, "X-Amzn-Requestid": {"review"}},
-		Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r,
-	}, nil
+	return refused(r, "TransactionConflictException", "Transaction is ongoing for the item"), nil
 }
 
 // The same holder's writers at once (fencetest's UpdateAllConcurrent: "an
