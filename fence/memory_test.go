@@ -190,3 +190,72 @@ func (s allByLegs) UpdateAll(ctx context.Context, claims []fence.Claim, fn fence
 	}
 	return nil
 }
+
+// TestConformanceSuiteCatchesUpdateAllWithoutRecordCompare is the other
+// control of the UpdateAll cases: a store whose UpdateAll checks every
+// floor and writes every key atomically, but compares no record, must
+// fail UpdateAllSameTokenBetween: the same holder's write between the
+// read and the write is lost. (The transfer is refused by the newer
+// floor, and the concurrent writers, with the same tokens, each write
+// both accounts from one snapshot, so the other cases pass it.)
+func TestConformanceSuiteCatchesUpdateAllWithoutRecordCompare(t *testing.T) {
+	if childtest.InChild() {
+		fencetest.Run(t, func(*testing.T) fence.Store { return newFloorsOnly() })
+		return
+	}
+	out := childtest.FailingOutput(t)
+	if !strings.Contains(out, "--- FAIL: TestConformanceSuiteCatchesUpdateAllWithoutRecordCompare/UpdateAllSameTokenBetween") {
+		t.Errorf("subtest UpdateAllSameTokenBetween did not fail against the store that compares no record:\n%s", out)
+	}
+}
+
+// floorsOnly is a MemoryStore whose UpdateAll claims every key, and at
+// the write checks every floor and writes every key under one lock (as one
+// server transaction would), but compares no record.
+type floorsOnly struct {
+	*fence.MemoryStore
+	mu *sync.Mutex
+}
+
+func newFloorsOnly() floorsOnly { return floorsOnly{fence.NewMemoryStore(), new(sync.Mutex)} }
+
+func (s floorsOnly) UpdateAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) error {
+	set, err := fence.CheckUpdateAll(ctx, claims, fn)
+	if err != nil {
+		return err
+	}
+	claim := func() (map[string]fence.Record, error) {
+		old := make(map[string]fence.Record, len(set))
+		for _, c := range set {
+			r, err := s.GetForUpdate(ctx, c.Resource, c.Token)
+			if err != nil && !errors.Is(err, fence.ErrNotFound) {
+				return nil, err
+			}
+			old[c.Resource] = r
+		}
+		return old, nil
+	}
+	s.mu.Lock()
+	old, err := claim()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	next, err := fence.CallUpdateAll(fn, set, old)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := claim(); err != nil { // every floor still its token
+		return err
+	}
+	for _, c := range set {
+		if v, ok := next[c.Resource]; ok {
+			if err := s.Put(ctx, c.Resource, c.Token, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -82,7 +82,10 @@
 //     lost reply (no answer, or a 5xx) gives [fence.ErrUnknownOutcome].
 //     The client's retries stay on for everything else.
 //   - A 4xx answer is a refusal and nothing was written ([ErrNoTable] for
-//     a table that does not exist; the SDK's error otherwise).
+//     a table that does not exist; the SDK's error otherwise), but for
+//     TransactionInProgressException: another copy of the same
+//     transaction is still running and may commit, so it is
+//     [fence.ErrUnknownOutcome] too.
 //
 // # DynamoDB-compatible servers
 //

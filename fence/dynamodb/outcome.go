@@ -51,16 +51,30 @@ func httpStatus(err error) int {
 // for any other answer of 4xx (a refusal: validation, throttling, a
 // transaction conflict, access denied), where nothing was written; and a
 // *[fence.UnknownOutcomeError] for everything else: no answer (a broken
-// connection, a timeout, the context ending) or a 5xx, after which
-// DynamoDB may have applied the write. This is the one place that rule is
-// stated. The conditional check's failure is the caller's to read first.
+// connection, a timeout, the context ending), a 5xx, or a
+// TransactionInProgressException (a 4xx saying that another copy of this
+// very transaction, with its client request token, is still running, and
+// may commit), after which DynamoDB may have applied the write. This is
+// the one place that rule is stated. The conditional check's failure is
+// the caller's to read first.
 func writeError(what, key string, token fence.Token, err error) error {
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {
 		return fmt.Errorf("%w: %s %q: %w", ErrNoTable, what, key, err)
 	}
-	if s := httpStatus(err); s >= 400 && s < 500 {
+	var ip *types.TransactionInProgressException
+	if s := httpStatus(err); s >= 400 && s < 500 && !errors.As(err, &ip) {
 		return fmt.Errorf("dynamofence: %s %q: refused by DynamoDB, nothing written: %w", what, key, err)
 	}
 	return &fence.UnknownOutcomeError{Resource: key, Token: token, Err: err}
+}
+
+// txConflict reports whether err is DynamoDB's refusal of a request on an
+// item that a transaction is writing at that moment
+// (TransactionConflictException): nothing was written, and the item is
+// about to change, so an Update or UpdateAll reads it again, as it does
+// when its own transaction meets one.
+func txConflict(err error) bool {
+	var tc *types.TransactionConflictException
+	return errors.As(err, &tc)
 }

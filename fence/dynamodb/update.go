@@ -80,9 +80,10 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claim
 // result with token in a second UpdateItem whose condition is that the
 // floor is still token and the version is the one read. An older holder's
 // late write is refused by that floor, and one with the same token changes
-// the version. On such a change Update reads again and calls fn again, up
-// to [fence.UpdateAttempts] times in all, then returns an error matching
-// [fence.ErrConflict]. A higher floor, at the read or at the write, gives a
+// the version. On such a change, or when the claim meets a transaction
+// writing the item (TransactionConflictException, nothing written),
+// Update reads again and calls fn again, up to [fence.UpdateAttempts]
+// times in all, then returns an error matching [fence.ErrConflict]. A higher floor, at the read or at the write, gives a
 // *[fence.StaleError]; at the read, fn is not called.
 //
 // fn's error is returned as it is, and a panic in fn is passed on: nothing
@@ -111,6 +112,9 @@ var errPanicked = errors.New("dynamofence: the update function panicked")
 func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
 	for range fence.UpdateAttempts {
 		c, err := s.claim(ctx, key, token)
+		if txConflict(err) {
+			continue // a transaction is writing key: read again
+		}
 		if err != nil && !errors.Is(err, fence.ErrNotFound) {
 			return err
 		}

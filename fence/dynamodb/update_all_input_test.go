@@ -68,3 +68,31 @@ func TestUpdateAllBadInput(t *testing.T) {
 		t.Fatalf("requests sent for bad input: got %d, want 0", n)
 	}
 }
+
+// UpdateAll works at its documented limit, MaxTxWrites keys (DynamoDB's
+// 100 actions a transaction; BatchGetItem's 100 keys), at the first touch
+// (every key claimed with its own UpdateItem) and the second (one
+// BatchGetItem).
+func TestUpdateAllAtMaxKeys(t *testing.T) {
+	s := newStore(t)
+	p := prefix(t)
+	var claims []fence.Claim
+	for i := range dynamofence.MaxTxWrites {
+		claims = append(claims, fence.Claim{Resource: p + strconv.Itoa(i), Token: 3})
+	}
+	all := func(v string) fence.UpdateAllFunc {
+		return func(old map[string]fence.Record) (map[string][]byte, error) {
+			next := make(map[string][]byte, len(old))
+			for k := range old {
+				next[k] = []byte(v)
+			}
+			return next, nil
+		}
+	}
+	for _, v := range []string{"first", "second"} {
+		if err := s.UpdateAll(t.Context(), claims, all(v)); err != nil {
+			t.Fatalf("UpdateAll of MaxTxWrites (%d) keys, %s touch: %v", dynamofence.MaxTxWrites, v, err)
+		}
+		wantRecord(t, s, claims[len(claims)-1].Resource, 3, v)
+	}
+}

@@ -56,12 +56,13 @@ func claimOutcome(err error) error {
 	return err
 }
 
-// claimed is what a claim read: the record, and the mod revision of the
-// data key that held it (0 when it held none), which an Update's write
-// compares.
+// claimed is what a claim read: the record, the mod revision of the data
+// key that held it (0 when it held none), and the mod revision of the
+// floor key once it was token, which an Update's write compares.
 type claimed struct {
-	rec fence.Record
-	rev int64
+	rec      fence.Record
+	rev      int64
+	floorRev int64
 }
 
 // claim reads the floor and the record in one read-only transaction, and
@@ -79,7 +80,9 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claim
 	case string(floor.Value) > tok:
 		return claimed{}, staleError(key, token, floor)
 	}
-	return readClaimed(key, token, firstKV(resp, 1))
+	c, err := readClaimed(key, token, firstKV(resp, 1))
+	c.floorRev = firstKV(resp, 0).ModRevision
+	return c, err
 }
 
 // raise raises key's floor to token and reads its record, in one
@@ -97,7 +100,9 @@ func (s *Store) raise(ctx context.Context, key string, token fence.Token) (claim
 	if resp.Succeeded {
 		return claimed{}, refusal(key, token, resp)
 	}
-	return readClaimed(key, token, firstKV(resp, 1))
+	c, err := readClaimed(key, token, firstKV(resp, 1))
+	c.floorRev = resp.Header.Revision // the Put of the floor, this transaction's revision
+	return c, err
 }
 
 // readClaimed returns the claim of key for token that read data (nil: no

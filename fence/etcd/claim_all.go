@@ -12,11 +12,13 @@ import (
 )
 
 // claimedAll is what an UpdateAll's claim read: each key's record (the
-// zero Record for none), and the mod revision of each claim's data key (0
-// when it held none), which the write compares.
+// zero Record for none), the mod revision of each claim's data key (0
+// when it held none), and that of each claim's floor once it was the
+// claim's token, which the write compares.
 type claimedAll struct {
-	old  map[string]fence.Record
-	revs []int64
+	old       map[string]fence.Record
+	revs      []int64
+	floorRevs []int64
 }
 
 // claimAll reads every claim's floor and record in one read-only
@@ -34,6 +36,7 @@ func (s *Store) claimAll(ctx context.Context, set []fence.Claim) (claimedAll, bo
 	}
 	var low []int // the claims whose floor is below their token, or absent
 	data := make([]*mvccpb.KeyValue, len(set))
+	floorRevs := make([]int64, len(set))
 	for i, c := range set {
 		floor, tok := firstKV(resp, 2*i), padToken(c.Token)
 		switch {
@@ -41,19 +44,22 @@ func (s *Store) claimAll(ctx context.Context, set []fence.Claim) (claimedAll, bo
 			low = append(low, i)
 		case string(floor.Value) > tok:
 			return claimedAll{}, false, staleError(c.Resource, c.Token, floor)
+		default:
+			floorRevs[i] = floor.ModRevision
 		}
 		data[i] = firstKV(resp, 2*i+1)
 	}
 	if len(low) > 0 {
-		return s.raiseAll(ctx, set, resp, low)
+		return s.raiseAll(ctx, set, resp, low, floorRevs)
 	}
-	return readAll(set, data)
+	return readAll(set, data, floorRevs)
 }
 
 // raiseAll raises the floors of the claims low to their tokens, if each is
 // still as read (its mod revision, 0 for none), and reads every record,
-// in one transaction.
-func (s *Store) raiseAll(ctx context.Context, set []fence.Claim, read *clientv3.TxnResponse, low []int) (claimedAll, bool, error) {
+// in one transaction. floorRevs holds the mod revisions of the other
+// floors, read at their tokens; the raised ones get the transaction's.
+func (s *Store) raiseAll(ctx context.Context, set []fence.Claim, read *clientv3.TxnResponse, low []int, floorRevs []int64) (claimedAll, bool, error) {
 	cmps := make([]clientv3.Cmp, 0, len(low))
 	ops := make([]clientv3.Op, 0, len(low)+len(set))
 	for _, i := range low {
@@ -74,16 +80,19 @@ func (s *Store) raiseAll(ctx context.Context, set []fence.Claim, read *clientv3.
 	if !resp.Succeeded {
 		return claimedAll{}, false, nil // a floor moved: read again
 	}
+	for _, i := range low {
+		floorRevs[i] = resp.Header.Revision // the Puts of the floors, this transaction's revision
+	}
 	data := make([]*mvccpb.KeyValue, len(set))
 	for i := range set {
 		data[i] = firstKV(resp, len(low)+i)
 	}
-	return readAll(set, data)
+	return readAll(set, data, floorRevs)
 }
 
 // readAll decodes the records read for set (a nil: no value).
-func readAll(set []fence.Claim, data []*mvccpb.KeyValue) (claimedAll, bool, error) {
-	c := claimedAll{old: make(map[string]fence.Record, len(set)), revs: make([]int64, len(set))}
+func readAll(set []fence.Claim, data []*mvccpb.KeyValue, floorRevs []int64) (claimedAll, bool, error) {
+	c := claimedAll{old: make(map[string]fence.Record, len(set)), revs: make([]int64, len(set)), floorRevs: floorRevs}
 	for i, cl := range set {
 		r, err := readClaimed(cl.Resource, cl.Token, data[i])
 		if err != nil && !errors.Is(err, fence.ErrNotFound) {

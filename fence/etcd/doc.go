@@ -87,9 +87,9 @@
 // the token, as the first touch of the key: [Store.GetForUpdate] raises
 // the floor to it as it reads, and from then on the older write is refused.
 // For a read, a change and its write, use [Store.Update]: it reads that
-// way, calls your function, and writes its result only if the record is
-// still the one read (a compare of the data key's mod revision), trying
-// again on a change, up to [fence.UpdateAttempts] times.
+// way, calls your function, and writes its result only if the floor and
+// the record are still the ones read (compares of their mod revisions),
+// trying again on a change, up to [fence.UpdateAttempts] times.
 //
 //	err := store.Update(ctx, "acct/A", token, func(old fence.Record) ([]byte, error) {
 //		balance, err := parse(old.Value) // old is the zero Record for a new key

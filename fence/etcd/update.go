@@ -22,12 +22,17 @@ const (
 // result with token in one transaction that lands only if neither the
 // floor nor the record changed since the read:
 //
-//	If(Value(floor) = token, ModRevision(data) = read's)  Then(Put(data, record))  Else(Get(floor))
+//	If(ModRevision(floor) = read's, ModRevision(data) = read's)  Then(Put(data, record))  Else(Get(floor))
 //
-// (A data key with no value has mod revision 0.) The floor is token
-// already, since the read claimed it, so the write need not raise it; an
-// older holder's late write is refused by that floor, and one with the
-// same token changes the mod revision. On such a change Update reads
+// (A data key with no value has mod revision 0; the floor's revision read
+// is the claim's own when the claim raised it.) The floor was token at
+// the read, since the read claimed it, so an unchanged floor is token
+// still and the write need not raise it; a newer holder's claim or write
+// changes the floor, and a write with the same token changes the data
+// key's mod revision. Every Put and Delete writes the floor again, so a
+// Delete with the same token, which leaves the data key absent (mod
+// revision 0 again), changes the floor's: a copy of a write that created
+// the key does not bring it back. On such a change Update reads
 // again and calls fn again, up to [fence.UpdateAttempts] times in all,
 // then returns an error matching [fence.ErrConflict]. A higher floor, at
 // the read or at the write, gives a *[fence.StaleError]; at the read, fn
@@ -97,15 +102,15 @@ func (s *Store) attempt(ctx context.Context, key string, token fence.Token, fn f
 	if err := ctx.Err(); err != nil {
 		return false, err // ended while fn ran: nothing sent, nothing written
 	}
-	return s.writeIf(ctx, key, token, c.rev, v)
+	return s.writeIf(ctx, key, token, c, v)
 }
 
-// writeIf writes v under key with token if the floor is token and the data
-// key's mod revision is rev.
-func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, rev int64, v []byte) (bool, error) {
+// writeIf writes v under key with token if the floor's and the data key's
+// mod revisions are still those c read.
+func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, c claimed, v []byte) (bool, error) {
 	floor, data, tok := s.FloorKey(key), s.DataKey(key), padToken(token)
 	resp, err := s.kv.Txn(ctx).
-		If(clientv3.Compare(clientv3.Value(floor), "=", tok), clientv3.Compare(clientv3.ModRevision(data), "=", rev)).
+		If(clientv3.Compare(clientv3.ModRevision(floor), "=", c.floorRev), clientv3.Compare(clientv3.ModRevision(data), "=", c.rev)).
 		Then(clientv3.OpPut(data, encodeRecord(token, v))).
 		Else(clientv3.OpGet(floor)).
 		Commit()
@@ -115,8 +120,9 @@ func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, rev 
 	if resp.Succeeded {
 		return true, nil
 	}
-	// Refused: by a higher floor, or (a floor of token, or none: deleted
-	// by other means) by a changed record, which the next attempt reads.
+	// Refused: by a higher floor, or (a floor of token written again, or
+	// none: deleted by other means) by a changed floor or record, which
+	// the next attempt reads.
 	if f := firstKV(resp, 0); f != nil && string(f.Value) > tok {
 		return false, staleError(key, token, f)
 	}

@@ -46,9 +46,15 @@ func (s *Store) UpdateHeld(ctx context.Context, h fence.Claimer, fn fence.Update
 // which lands only if no key's floor and no key's record changed since
 // the read:
 //
-//	If(Value(floor₁) = token₁, ModRevision(data₁) = read's, …)  Then(Put(data₁, record₁), …)  Else(Get(floor₁), …)
+//	If(ModRevision(floor₁) = read's, ModRevision(data₁) = read's, …)  Then(Put(data₁, record₁), …)  Else(Get(floor₁), …)
 //
-// A key fn leaves out keeps its record, and is compared all the same. On
+// (A floor the claim raised has the claim's revision.) An unchanged floor
+// is still the token it was at the read; every Put and Delete writes the
+// floor again, so a Delete with the same token, which leaves a data key
+// absent (mod revision 0, as before a create), still changes the floor's,
+// and a copy of a write that created the keys does not bring them back.
+// Two compares a key keep [MaxUpdateAllKeys] within etcd's limit. A key
+// fn leaves out keeps its record, and is compared all the same. On
 // a change by a writer with the same token, UpdateAll reads again and
 // calls fn again, up to [fence.UpdateAttempts] times in all, then returns
 // an error matching [fence.ErrConflict]; a higher floor at the write gives
@@ -128,7 +134,7 @@ func (s *Store) attemptAll(ctx context.Context, set []fence.Claim, fn fence.Upda
 	if err := ctx.Err(); err != nil {
 		return false, err // ended while fn ran: nothing sent, nothing written
 	}
-	return s.writeAllIf(ctx, set, c.revs, next)
+	return s.writeAllIf(ctx, set, c, next)
 }
 
 // checkSizeAll refuses, before any I/O, a write of next whose request
@@ -145,17 +151,17 @@ func (s *Store) checkSizeAll(set []fence.Claim, next map[string][]byte) error {
 	return nil
 }
 
-// writeAllIf writes next with set's tokens if every floor is its token and
-// every data key's mod revision is the one in revs.
-func (s *Store) writeAllIf(ctx context.Context, set []fence.Claim, revs []int64, next map[string][]byte) (bool, error) {
+// writeAllIf writes next with set's tokens if every floor's and every data
+// key's mod revision is the one c read.
+func (s *Store) writeAllIf(ctx context.Context, set []fence.Claim, c claimedAll, next map[string][]byte) (bool, error) {
 	cmps := make([]clientv3.Cmp, 0, 2*len(set))
 	var puts []clientv3.Op
 	gets := make([]clientv3.Op, 0, len(set))
-	for i, c := range set {
-		floor, data := s.FloorKey(c.Resource), s.DataKey(c.Resource)
-		cmps = append(cmps, clientv3.Compare(clientv3.Value(floor), "=", padToken(c.Token)), clientv3.Compare(clientv3.ModRevision(data), "=", revs[i]))
-		if v, ok := next[c.Resource]; ok {
-			puts = append(puts, clientv3.OpPut(data, encodeRecord(c.Token, v)))
+	for i, cl := range set {
+		floor, data := s.FloorKey(cl.Resource), s.DataKey(cl.Resource)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(floor), "=", c.floorRevs[i]), clientv3.Compare(clientv3.ModRevision(data), "=", c.revs[i]))
+		if v, ok := next[cl.Resource]; ok {
+			puts = append(puts, clientv3.OpPut(data, encodeRecord(cl.Token, v)))
 		}
 		gets = append(gets, clientv3.OpGet(floor))
 	}

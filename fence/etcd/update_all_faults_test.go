@@ -2,6 +2,7 @@ package etcdfence_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 
@@ -104,8 +105,8 @@ func TestUpdateAllLateWrite(t *testing.T) {
 }
 
 // A copy of a transfer's write, delivered after a later transfer with the
-// same token, is refused by the mod revision compares. The control sends
-// the same copy without them: it writes the old balances over the new
+// same token, is refused by the data keys' mod revision compares. The
+// control sends the same copy without them (the floors' compares kept): it writes the old balances over the new
 // ones, and an acknowledged transfer is lost.
 func TestUpdateAllCopyAfterLaterUpdate(t *testing.T) {
 	for _, tt := range []struct {
@@ -116,7 +117,7 @@ func TestUpdateAllCopyAfterLaterUpdate(t *testing.T) {
 		explain string
 	}{
 		{"copy refused", false, false, "80", "120", "the copy landed over a later transfer"},
-		{"control: copy without the mod revision compares lands", true, true, "90", "110", "the control proves nothing"},
+		{"control: copy without the data keys' mod revision compares lands", true, true, "90", "110", "the control proves nothing"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			fcli, in := faulty(t)
@@ -132,7 +133,7 @@ func TestUpdateAllCopyAfterLaterUpdate(t *testing.T) {
 			}
 			req := <-sent
 			if tt.strip {
-				req = withoutModCompare(req)
+				req = withoutDataCompare(s, req)
 			}
 			if resp := resend(t, direct, req); resp.Succeeded != tt.landed {
 				t.Fatalf("copy of the first transfer's write: landed %v, want %v: %s", resp.Succeeded, tt.landed, tt.explain)
@@ -162,5 +163,52 @@ func TestUpdateAllClaimLostReply(t *testing.T) {
 	}
 	for _, k := range []string{"a", "b"} {
 		fencewant.Stale(t, s.Put(t.Context(), k, 4, []byte("late")), 4, 5)
+	}
+}
+
+// A copy of a write that created its keys (each data key absent at the
+// read: mod revision 0), delivered after the same holder deleted them
+// (absent again, mod revision 0 again), is refused by the floors' mod
+// revision compares: each Delete wrote its floor again. The control
+// compares the floors' values, which the Deletes left as they were: the
+// copy brings the deleted keys back with the old transfer's values.
+func TestUpdateAllCopyAfterSameTokenDelete(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		byValue bool
+	}{
+		{"copy refused", false},
+		{"control: copy comparing the floors' values lands", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fcli, in := faulty(t)
+			direct := etcdClient(t)
+			s := mustNew(t, fcli, prefix(t))
+			sent := capture(in, s.DataKey("a"))
+			create := func(map[string]fence.Record) (map[string][]byte, error) {
+				return map[string][]byte{"a": []byte("100"), "b": []byte("100")}, nil
+			}
+			if err := s.UpdateAll(t.Context(), both(3), create); err != nil {
+				t.Fatal(err)
+			}
+			req := <-sent
+			for _, k := range []string{"a", "b"} {
+				if err := s.Delete(t.Context(), k, 3); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.byValue {
+				req = floorByValue(s, req, 3)
+			}
+			if resp := resend(t, direct, req); resp.Succeeded != tt.byValue {
+				t.Fatalf("copy of the creating write after the same holder's Deletes: landed %v, want %v", resp.Succeeded, tt.byValue)
+			}
+			for _, k := range []string{"a", "b"} {
+				r, err := s.Get(t.Context(), k)
+				if gone := errors.Is(err, fence.ErrNotFound); gone == tt.byValue {
+					t.Errorf("Get(%q) after the copy: got %q, %v; want deleted %v", k, r.Value, err, !tt.byValue)
+				}
+			}
+		})
 	}
 }

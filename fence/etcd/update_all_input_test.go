@@ -98,3 +98,25 @@ func TestUpdateHeldMultiLock(t *testing.T) {
 	}
 	wantRecord(t, s, "a", int64(m.Lock("a").Token()), "90")
 }
+
+// UpdateAll works at its documented limit, MaxUpdateAllKeys fresh keys,
+// each written: the claim's raise (64 Puts and 64 Gets) and the write (128
+// compares) are each at etcd's default --max-txn-ops.
+func TestUpdateAllAtMaxKeys(t *testing.T) {
+	s := newStore(t)
+	var claims []fence.Claim
+	for i := range etcdfence.MaxUpdateAllKeys {
+		claims = append(claims, fence.Claim{Resource: "k" + strconv.Itoa(i), Token: 3})
+	}
+	err := s.UpdateAll(t.Context(), claims, func(old map[string]fence.Record) (map[string][]byte, error) {
+		next := make(map[string][]byte, len(old))
+		for k := range old {
+			next[k] = []byte("v")
+		}
+		return next, nil
+	})
+	if err != nil {
+		t.Fatalf("UpdateAll of MaxUpdateAllKeys (%d) keys: %v", etcdfence.MaxUpdateAllKeys, err)
+	}
+	wantRecord(t, s, claims[len(claims)-1].Resource, 3, "v")
+}

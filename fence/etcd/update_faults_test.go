@@ -3,6 +3,7 @@ package etcdfence_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -11,6 +12,7 @@ import (
 	etcdfence "github.com/fencelock/fencelock/fence/etcd"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/tokentext"
 )
 
 // Tests of GetForUpdate's and Update's requests that arrive late, twice,
@@ -72,8 +74,8 @@ func TestUpdateWriteFaults(t *testing.T) {
 }
 
 // A copy of an Update's write, delivered after a later Update with the
-// same token, is refused by the mod revision compare. The control sends
-// the same copy without that compare: it writes the old count over the
+// same token, is refused by the data key's mod revision compare. The
+// control sends the same copy without that compare: it writes the old count over the
 // new one, and an acknowledged increment is lost.
 func TestUpdateCopyAfterLaterUpdate(t *testing.T) {
 	for _, tt := range []struct {
@@ -84,7 +86,7 @@ func TestUpdateCopyAfterLaterUpdate(t *testing.T) {
 		explain string
 	}{
 		{"copy refused", false, false, "3", "the copy landed over a later Update"},
-		{"control: copy without the mod revision compare lands", true, true, "2", "the control proves nothing"},
+		{"control: copy without the data key's mod revision compare lands", true, true, "2", "the control proves nothing"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			fcli, in := faulty(t)
@@ -99,7 +101,7 @@ func TestUpdateCopyAfterLaterUpdate(t *testing.T) {
 			}
 			req := <-sent
 			if tt.strip {
-				req = withoutModCompare(req)
+				req = withoutDataCompare(s, req)
 			}
 			if resp := resend(t, direct, req); resp.Succeeded != tt.landed {
 				t.Fatalf("copy of the first Update's write: landed %v, want %v: %s", resp.Succeeded, tt.landed, tt.explain)
@@ -109,16 +111,72 @@ func TestUpdateCopyAfterLaterUpdate(t *testing.T) {
 	}
 }
 
-// withoutModCompare returns req without its compares of mod revisions, as
-// a read-modify-write that compared only the floor would send.
-func withoutModCompare(req *pb.TxnRequest) *pb.TxnRequest {
+// withoutDataCompare returns req without its compares of the data keys'
+// mod revisions, as a read-modify-write that compared only the floor would
+// send.
+func withoutDataCompare(s *etcdfence.Store, req *pb.TxnRequest) *pb.TxnRequest {
 	out := &pb.TxnRequest{Success: req.Success, Failure: req.Failure}
 	for _, c := range req.Compare {
-		if c.Target != pb.Compare_MOD {
+		if !strings.HasPrefix(string(c.Key), s.DataKey("")) {
 			out.Compare = append(out.Compare, c)
 		}
 	}
 	return out
+}
+
+// floorByValue returns req with its compares of the floors' mod revisions
+// turned into compares of their values with token, as a write that
+// compared the floor's value would send: a Delete with the same token
+// leaves that value as it was.
+func floorByValue(s *etcdfence.Store, req *pb.TxnRequest, token fence.Token) *pb.TxnRequest {
+	out := &pb.TxnRequest{Success: req.Success, Failure: req.Failure}
+	for _, c := range req.Compare {
+		if strings.HasPrefix(string(c.Key), s.FloorKey("")) {
+			c = &pb.Compare{Key: c.Key, Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL,
+				TargetUnion: &pb.Compare_Value{Value: []byte(tokentext.Pad(token))}}
+		}
+		out.Compare = append(out.Compare, c)
+	}
+	return out
+}
+
+// A copy of an Update's write that created the key, delivered after the
+// same holder deleted the key (its data key absent again, mod revision 0
+// as at the read), is refused by the floor's mod revision compare: the
+// Delete wrote the floor again. The control compares the floor's value,
+// which the Delete left as it was: the copy brings the deleted key back.
+func TestUpdateCopyAfterSameTokenDelete(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		byValue bool
+	}{
+		{"copy refused", false},
+		{"control: copy comparing the floor's value lands", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fcli, in := faulty(t)
+			direct := etcdClient(t)
+			s := mustNew(t, fcli, prefix(t))
+			sent := capture(in, s.DataKey("k"))
+			if err := s.Update(t.Context(), "k", 3, func(fence.Record) ([]byte, error) { return []byte("v"), nil }); err != nil {
+				t.Fatal(err)
+			}
+			req := <-sent
+			if err := s.Delete(t.Context(), "k", 3); err != nil {
+				t.Fatal(err)
+			}
+			if tt.byValue {
+				req = floorByValue(s, req, 3)
+			}
+			if resp := resend(t, direct, req); resp.Succeeded != tt.byValue {
+				t.Fatalf("copy of the creating Update's write after the same holder's Delete: landed %v, want %v", resp.Succeeded, tt.byValue)
+			}
+			r, err := s.Get(t.Context(), "k")
+			if gone := errors.Is(err, fence.ErrNotFound); gone == tt.byValue {
+				t.Errorf("Get after the copy: got %q, %v; want deleted %v", r.Value, err, !tt.byValue)
+			}
+		})
+	}
 }
 
 // A claim that raises the floor and loses its reply says ErrUnknownOutcome

@@ -102,6 +102,47 @@ func testUpdateAllRecords(t *testing.T, s fence.Store) {
 	wantStale(t, put(t, s, ks[2], 3, 2), 3, 4) // claimed all the same
 }
 
+// testUpdateAllSameTokenBetween is the other half of UpdateAll's write
+// condition: no key's record changed since the read. Accounts a and b hold
+// 1000 each; the holder (token 3) moves 100 from a to b, and between its
+// read and its write the same holder credits a with 1 by an Update. The
+// write must be refused by a's changed record, whatever the floors say,
+// and UpdateAll read again and call fn a second time: a ends at 901. A
+// store that checks only the floors writes the transfer computed from the
+// first read over the credit, and a holds 900.
+func testUpdateAllSameTokenBetween(t *testing.T, s fence.Store) {
+	all, ok := allUpdater(t, s)
+	if !ok {
+		return
+	}
+	u := updater(t, s)
+	ks := keysOneSlot(t, 2)
+	for _, k := range ks {
+		if err := u.Update(t.Context(), k, 3, adjust(1000)); err != nil {
+			t.Fatalf("Update(%q, token 3): %v", k, err)
+		}
+	}
+	calls := 0
+	err := all.UpdateAll(t.Context(), []fence.Claim{{Resource: ks[0], Token: 3}, {Resource: ks[1], Token: 3}},
+		func(old map[string]fence.Record) (map[string][]byte, error) {
+			if calls++; calls == 1 { // the same holder credits a meanwhile
+				if err := u.Update(t.Context(), ks[0], 3, adjust(1)); err != nil {
+					return nil, errorf("the credit of %q between the read and the write: %w", ks[0], err)
+				}
+			}
+			return move(ks[0], ks[1], 100)(old)
+		})
+	if err != nil {
+		t.Fatalf("UpdateAll: got %v, want nil", err)
+	}
+	if n, _ := balance(t, s, ks[0]); n != 901 || calls != 2 {
+		t.Errorf("after a transfer of 100 from %q with a credit of 1 between its read and its write: got %d (fn called %d times), want 901 (2 times): the credit was lost", ks[0], n, calls)
+	}
+	if n, _ := balance(t, s, ks[1]); n != 1100 {
+		t.Errorf("%q after the transfer: got %d, want 1100", ks[1], n)
+	}
+}
+
 // testUpdateAllConcurrent has writers with the same tokens move money
 // between two accounts at once: the total is kept, and an UpdateAll may
 // fail only with ErrConflict.

@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"UpdateContextEnds", testUpdateCtxEnds},
 		{"UpdateAllTransfer", testUpdateAllTransfer},
 		{"UpdateAllRecords", testUpdateAllRecords},
+		{"UpdateAllSameTokenBetween", testUpdateAllSameTokenBetween},
 		{"UpdateAllConcurrent", testUpdateAllConcurrent},
 		{"UpdateAllRefused", testUpdateAllRefused},
 		{"UpdateAllInvalidInput", testUpdateAllInvalidInput},

@@ -178,3 +178,56 @@ func TestReviewMaxFields(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A hash with a token and no floor field (written by another program) is
+// fenced by its token, and its own token may write it: UpdateAll's claim
+// writes the floor field, which the write checks, though the token it
+// fell back on was the claim's already (without the field, the write
+// said "changed" at every attempt, then ErrConflict).
+func TestUpdateAllHashWithTokenNoFloor(t *testing.T) {
+	c := client(t)
+	s := mustNew(t, c, prefix(t))
+	for _, k := range []string{acctA, acctB} {
+		if err := c.HSet(t.Context(), s.Key(k), "token", "0000000000000000005", "value", "100", "version", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.UpdateAll(t.Context(), both(5), transfer(10, nil)); err != nil {
+		t.Fatalf("UpdateAll with the hashes' own token, no one else writing: got %v, want nil", err)
+	}
+	wantRecord(t, s, acctA, 5, "90")
+	wantRecord(t, s, acctB, 5, "110")
+}
+
+// The same for Update, and for a token below the hash's: refused.
+func TestUpdateHashWithTokenNoFloor(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		token fence.Token
+		stale bool
+	}{
+		{"same token", 5, false},
+		{"newer token", 6, false},
+		{"older token", 4, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := client(t)
+			s := mustNew(t, c, prefix(t))
+			if err := c.HSet(t.Context(), s.Key("k"), "token", "0000000000000000005", "value", "v", "version", "1").Err(); err != nil {
+				t.Fatal(err)
+			}
+			err := s.Update(t.Context(), "k", tt.token, func(fence.Record) ([]byte, error) { return []byte("w"), nil })
+			if tt.stale {
+				if !errors.Is(err, fence.ErrStale) {
+					t.Fatalf("Update(%d) of a hash of token 5 with no floor field: got %v, want ErrStale", tt.token, err)
+				}
+				wantRecord(t, s, "k", 5, "v")
+				return
+			}
+			if err != nil {
+				t.Fatalf("Update(%d) of a hash of token 5 with no floor field: got %v, want nil", tt.token, err)
+			}
+			wantRecord(t, s, "k", tt.token, "w")
+		})
+	}
+}

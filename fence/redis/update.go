@@ -10,9 +10,13 @@ import (
 
 // claimScript is GetForUpdate's and an Update's read: KEYS[1] the hash,
 // ARGV[1] the token. It raises the floor to the token, unless it is
-// higher, and returns {1, token, value, version} as the hash held them.
+// higher, and returns {1, token, value, version} as the hash held them. A
+// hash with no floor field is fenced by its token, as Put's is, but the
+// floor field is written whenever it is not the token (absent too): the
+// write checks the field itself.
 var claimScript = newScript(`
 local f, t, v, n = unpack(redis.call('HMGET', KEYS[1], 'floor', 'token', 'value', 'version'))
+local stored = f
 if not f and t and t ~= '' then f = t end
 if f then
   if not valid(f) then return {-1, 'floor ' .. f} end
@@ -20,7 +24,7 @@ if f then
 end
 if t and t ~= '' and not valid(t) then return {-1, 'token ' .. t} end
 if not num(n) then return {-1, 'version not a number'} end
-if f ~= ARGV[1] then redis.call('HSET', KEYS[1], 'floor', ARGV[1]) end
+if stored ~= ARGV[1] then redis.call('HSET', KEYS[1], 'floor', ARGV[1]) end
 return {1, t, v, n or '0'}
 `)
 

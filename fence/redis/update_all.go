@@ -17,11 +17,15 @@ const MaxUpdateAllKeys = 1000
 // claimAllScript is an UpdateAll's read: KEYS the hashes, ARGV[i] the
 // token of KEYS[i]. It checks every key first, and refuses them all for
 // one with a higher floor ({0, i, floor}); then it raises every floor
-// below its token and returns {1, then token, value, version of each}.
+// below its token and returns {1, then token, value, version of each}. A
+// hash with no floor field is fenced by its token, but its floor field is
+// written all the same (the write checks the field itself), as
+// claimScript's is.
 var claimAllScript = newScript(`
 local out, low = {1}, {}
 for i = 1, #KEYS do
   local f, t, v, n = unpack(redis.call('HMGET', KEYS[i], 'floor', 'token', 'value', 'version'))
+  local stored = f
   if not f and t and t ~= '' then f = t end
   if f then
     if not valid(f) then return {-1, i, 'floor ' .. f} end
@@ -29,7 +33,7 @@ for i = 1, #KEYS do
   end
   if t and t ~= '' and not valid(t) then return {-1, i, 'token ' .. t} end
   if not num(n) then return {-1, i, 'version not a number'} end
-  if f ~= ARGV[i] then low[#low + 1] = i end
+  if stored ~= ARGV[i] then low[#low + 1] = i end
   out[#out + 1] = t
   out[#out + 1] = v
   out[#out + 1] = n or '0'

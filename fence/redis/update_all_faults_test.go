@@ -124,3 +124,23 @@ func TestUpdateAllLateWrite(t *testing.T) {
 		})
 	}
 }
+
+// With the script cache flushed between UpdateAll's claim and its write
+// (SCRIPT FLUSH, a restart, a failover), the write's EVALSHA is refused
+// with NOSCRIPT and sent again as EVAL, once: the transfer lands once.
+func TestUpdateAllScriptFlushedBetween(t *testing.T) {
+	c := client(t)
+	s := mustNew(t, c, prefix(t))
+	mustPut(t, s, acctA, 5, "100")
+	mustPut(t, s, acctB, 5, "100")
+	err := s.UpdateAll(t.Context(), both(5), transfer(10, func() {
+		if err := c.ScriptFlush(t.Context()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	if err != nil {
+		t.Fatalf("UpdateAll with the script cache flushed before its write: %v", err)
+	}
+	wantRecord(t, s, acctA, 5, "90")
+	wantRecord(t, s, acctB, 5, "110")
+}
