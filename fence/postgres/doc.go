@@ -215,18 +215,20 @@
 // transaction was written (if it was frozen with its COMMIT in flight,
 // the error also matches [fence.ErrUnknownOutcome]). A transaction shows
 // its tokens to the others as its session's application_name
-// ("fencelock:t=MIN-MAX", widened by each claim it makes), set for the
-// transaction alone.
+// ("fencelock:t=MIN-MAX;HASH:TOKEN;…", each claim adding its resource's
+// hash and token), set for the transaction alone.
 //
-// Which blockers are ended: a fenced transaction whose tokens are all older
-// than all of the waiter's; with [RunInTxHeld] over a holder that knows
-// whether it still holds all its locks (an *etcdlock.MultiLock), also one
-// older than the waiter's newest token that carries none of the waiter's
-// tokens, while that holder still holds them. Never one that may carry one
-// of the waiter's tokens (the same holder's own transaction), a newer
-// holder's, or a transaction that is not fenced: a guard blocked by those
-// waits for as long as ctx allows, and its error names the session it
-// waited for. A live holder is never ended for idling: only a newer token's
+// Which blockers are ended: a fenced transaction that claimed a resource
+// the waiter claims with an older token, and none with the waiter's token
+// or a newer one, whatever its other tokens; one whose tokens are all
+// older than all of the waiter's; with [RunInTxHeld] over a holder that
+// knows whether it still holds all its locks (an *etcdlock.MultiLock),
+// also one older than the waiter's newest token whose range holds none of
+// the waiter's tokens, while that holder still holds them. Never one that
+// claimed a resource of the waiter's with the same token (the same
+// holder's own transaction) or a newer one, or a transaction that is not
+// fenced: a claim blocked by those waits for as long as ctx allows, and
+// its error names the session it waited for. A live holder is never ended for idling: only a newer token's
 // guard that it blocks ends it, and while its lease is renewed there is
 // none.
 //
@@ -259,9 +261,12 @@
 //     blocker is found by the claimed rows' xmax instead of
 //     pg_blocking_pids: that finds a transaction holding a row that
 //     existed before it, not one that inserted a resource's first row.
-//   - Tags are ranges. A holder that has held one lock for long (an old
-//     token) and just took another carries a token inside a frozen
-//     holder's range, and is taken for possibly the same holder: it waits.
+//   - A tag names each claim's resource (by 24 bits of its MD5) with its
+//     token, as long as they fit in application_name's 63 bytes: two or
+//     three claims of ten-digit tokens. Past that it keeps only the range
+//     of its tokens, and a blocker whose range holds one of the waiter's
+//     tokens (queued tokens of LockAll straddle each other) is taken for
+//     possibly the same holder: the waiter waits.
 //   - Ending a session drops everything the session held: advisory locks,
 //     LISTEN, temporary tables, prepared statements of that connection.
 //   - A holder frozen while reading a large result is ended without a

@@ -66,7 +66,7 @@ func (f *Fences) Exec(ctx context.Context, db DB, resource string, token fence.T
 		return withConn(ctx, db, func(c DB) error {
 			var err error
 			// db has SendBatch, and so has a pool's connection.
-			n, err = watched(ctx, defaultPreemptAfter, db, c, token, f.xmaxSQL, []string{resource}, func() (int64, error) { return runBatch(ctx, c.(batcher), b) })
+			n, err = watched(ctx, defaultPreemptAfter, db, c, resource, token, f.xmaxSQL, []string{resource}, func() (int64, error) { return runBatch(ctx, c.(batcher), b) })
 			switch {
 			case isStaleMarker(err):
 				return f.stale(ctx, c, resource, token)

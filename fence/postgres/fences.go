@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/pgtag"
 )
 
 // DefaultFenceTable is the fence table [RunInTx], [Exec] and [CreateSchema]
@@ -88,7 +89,8 @@ func newFences(q, label string, tel *pgTelemetry) *Fences {
 	// The tag is set as the row to insert is made, before any wait for the
 	// resource's row: a transaction that is refused there and freezes
 	// before it rolls back holds the row tagged too.
-	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, CASE WHEN " + tagSQL("$2::bigint", "$2::bigint") +
+	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, CASE WHEN " +
+		pgtag.SQL("$2::bigint", "$2::bigint", pgtag.EntrySQL("$1::text", "$2")) +
 		" IS NOT NULL THEN $2::bigint END)" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
 		" RETURNING set_config('" + tokenSetting + "', token::text, true)"

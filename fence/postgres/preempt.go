@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,44 +40,13 @@ const (
 	preemptEvery        = 250 * time.Millisecond
 )
 
-// tagSQL is [pgtag.SQL].
-func tagSQL(lo, hi string) string { return pgtag.SQL(lo, hi) }
-
-// waiter is what a waiting guard knows of its own transaction: its tokens,
-// and, when it has a holder that knows, whether that holder still holds
-// them all.
-type waiter struct {
-	tokens []fence.Token // sorted, at least one
-	valid  func() bool   // nil: unknown
-}
-
-// ends reports whether the waiter ends a blocker whose tokens run from lo
-// to hi. A blocker holds the row of a resource the waiter claims too (that
-// is what the guard waits for), under a token of its own there.
-//
-// A blocker older than every token of the waiter is a past holder of that
-// resource: the waiter's token for it is newer. One that is older than the
-// waiter's newest token only, and that carries none of the waiter's
-// tokens, is one too when the waiter still holds all its locks: then the
-// resource's holder is the waiter's own lock, and the blocker, not that
-// lock, is older. Without that knowledge the waiter may be the stale one
-// there, and the blocker is left alone. A blocker that may carry one of the
-// waiter's tokens may be the same holder's own transaction, and is never
-// ended.
-func (w waiter) ends(lo, hi fence.Token) bool {
-	first, last := w.tokens[0], w.tokens[len(w.tokens)-1]
-	if hi < first {
-		return true
+// waiterOf returns the waiter of claims (see pgtag.Waiter).
+func waiterOf(claims []fence.Claim, valid func() bool) pgtag.Waiter {
+	w := pgtag.Waiter{Valid: valid}
+	for _, c := range claims {
+		w.Claims = append(w.Claims, pgtag.Claim{Hash: pgtag.Hash(c.Resource), Token: int64(c.Token)})
 	}
-	if hi >= last || w.valid == nil {
-		return false
-	}
-	for _, t := range w.tokens {
-		if lo <= t && t <= hi {
-			return false
-		}
-	}
-	return w.valid()
+	return w
 }
 
 // holderValid returns a waiter's validity test for h: nil when h tells
@@ -100,7 +71,7 @@ func holderValid(h any) func() bool {
 // preemption is one transaction's watch over its guard.
 type preemption struct {
 	after time.Duration // 0: off
-	w     waiter
+	w     pgtag.Waiter
 	pool  *pgxpool.Pool // nil: the handle is no pool
 	// rows, when set, lists the xmax of the rows the statement claims, its
 	// keys rowKeys ($2); see pgtag.BlockersSQL.
@@ -181,7 +152,11 @@ func (p preemption) run(ctx context.Context, cfg *pgx.ConnConfig, pid uint32) er
 			}
 			conn, done = c, release
 		}
-		last = p.endBlockers(ctx, conn, pid)
+		err := p.endBlockers(ctx, conn, pid)
+		if ctx.Err() != nil && last != nil {
+			return last // a look the end cut short: keep what the one before found
+		}
+		last = err
 		if last != nil && conn.IsClosed() {
 			done()
 			conn, done = nil, nil
@@ -252,12 +227,12 @@ func (p preemption) endBlockers(ctx context.Context, conn *pgx.Conn, pid uint32)
 	}
 	var errs []error
 	for _, b := range bs {
-		l, h, ok := pgtag.Parse(b.tag)
-		lo, hi := fence.Token(l), fence.Token(h)
+		tag, ok := pgtag.Parse(b.tag)
+		lo, hi := tag.Lo, tag.Hi
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("blocked by session %d, which is no fenced transaction (application_name %q)", b.pid, b.tag))
-		case !p.w.ends(lo, hi):
+		case !p.w.Ends(tag):
 			errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of tokens %d to %d, not all older than this one's", b.pid, lo, hi))
 		default:
 			if _, err := conn.Exec(ctx, pgtag.TerminateSQL, b.pid, b.tag, b.xid); err != nil {
@@ -282,31 +257,33 @@ func connOf(db DB) *pgx.Conn {
 	return nil
 }
 
-// tagReturning and tagColumn tag a Table's claim, run in a transaction,
-// with its token ($2): as the RETURNING clause of an UPDATE or INSERT that
-// has none, and as one more column of one that has.
-var (
-	tagReturning = " RETURNING " + tagSQL("$2::bigint", "$2::bigint")
-	tagColumn    = ", " + tagSQL("$2::bigint", "$2::bigint")
-)
-
-// tagged is sql with tag appended when db is a transaction: a claim in
-// autocommit ends with its statement, and blocks nobody for longer.
-func tagged(db DB, sql, tag string) string {
-	if _, inTx := db.(pgx.Tx); inTx {
-		return sql + tag
+// tagging returns what tags a Table's claim of the row named resource, run
+// in db, with token ($2): sql with the tag set (as the RETURNING clause of
+// an UPDATE or INSERT that has none, or as one more column of one that
+// has), and args with the tag's entry appended. A claim in autocommit ends
+// with its statement, and blocks nobody for longer: it is not tagged.
+func tagging(db DB, sql string, returning bool, resource string, token fence.Token, args []any) (string, []any) {
+	if _, inTx := db.(pgx.Tx); !inTx {
+		return sql, args
 	}
-	return sql
+	entry := "$" + strconv.Itoa(len(args)+1)
+	tag := pgtag.SQL("$2::bigint", "$2::bigint", entry+"::text")
+	if returning {
+		sql += ", " + tag
+	} else {
+		sql += " RETURNING " + tag
+	}
+	return sql, append(slices.Clip(args), pgtag.Entry(resource, int64(token)))
 }
 
-// watched runs stmt, a statement claiming a row with token on db (pool the
-// handle it came from), under a preemption watch that waits after (0:
+// watched runs stmt, a statement claiming a row (named resource in tags)
+// with token on db (pool the handle it came from), under a preemption watch that waits after (0:
 // none); rows (over $2, key) lists the xmax of the row (see pgtag.BlockersSQL). When ctx ends
 // meanwhile, the error names what the statement waited for, if the watch
 // found it.
-func watched[T any](ctx context.Context, after time.Duration, pool, db DB, token fence.Token, rows string, key any,
+func watched[T any](ctx context.Context, after time.Duration, pool, db DB, resource string, token fence.Token, rows string, key any,
 	stmt func() (T, error)) (v T, err error) {
-	p := preemption{after: after, w: waiter{tokens: []fence.Token{token}}, rows: rows, rowKeys: key}
+	p := preemption{after: after, w: waiterOf([]fence.Claim{{Resource: resource, Token: token}}, nil), rows: rows, rowKeys: key}
 	p.pool, _ = pool.(*pgxpool.Pool)
 	stop := p.watch(ctx, connOf(db))
 	// Deferred, so that a panic in stmt (a tracer's) stops the watch too.

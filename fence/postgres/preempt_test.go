@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/pgtag"
 )
 
 // frozen is a fenced transaction whose holder stops inside it, with its
@@ -162,9 +163,10 @@ func TestPreemptFrozenHolder(t *testing.T) {
 // TestPreemptLeavesAlone checks the blockers a waiting guard must not end:
 // the same holder's own transaction (a token in common), a newer holder's
 // (the waiter is the stale one), a transaction that is not fenced, and,
-// for a waiter of mixed tokens, a blocker between them unless the waiter's
-// holder says it still holds everything. Each waiter's context ends after
-// 700 ms; the blocker then commits as usual.
+// for a waiter of mixed tokens, a blocker newer on the resource they
+// share. Each waiter's context ends after 700 ms; the blocker then commits
+// as usual. The cases that end the blocker read its token for the shared
+// resource from its tag, whatever its other tokens (a straddle).
 func TestPreemptLeavesAlone(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -178,9 +180,16 @@ func TestPreemptLeavesAlone(t *testing.T) {
 		{"a token in common", claims("A", 10, "B", 11), claims("A", 12, "B", 11), nil, false},
 		{"newer blocker", claims("A", 20), claims("A", 15), nil, false},
 		{"not fenced", nil, claims("A", 30), nil, false},
-		{"mixed tokens, no holder", claims("B", 33), claims("A", 10, "B", 40), nil, false},
-		{"mixed tokens, holder lost", claims("B", 33), claims("A", 10, "B", 40), &claimer{lost: true}, false},
+		// The blocker's tag names B with 33: older than the waiter's 40
+		// there, whatever the waiter's other tokens or its holder say.
+		{"mixed tokens, no holder", claims("B", 33), claims("A", 10, "B", 40), nil, true},
+		{"mixed tokens, holder lost", claims("B", 33), claims("A", 10, "B", 40), &claimer{lost: true}, true},
 		{"mixed tokens, holder valid", claims("B", 33), claims("A", 10, "B", 40), &claimer{}, true},
+		// A straddle: the blocker holds A older than the waiter (5 < 10)
+		// and B newer than the waiter's A (50 > 10), as LockAll's queued
+		// tokens do.
+		{"straddling blocker", claims("A", 5, "B", 50), claims("A", 10, "C", 60), nil, true},
+		{"blocker newer on the shared resource", claims("A", 15, "B", 3), claims("A", 10, "C", 60), nil, false},
 		{"older than all", claims("A", 3, "B", 4), claims("A", 10, "B", 40), nil, true},
 	}
 	for _, tt := range tests {
@@ -281,10 +290,11 @@ func TestPreemptTag(t *testing.T) {
 		run  func(fn func(pgx.Tx) error) error
 		want string
 	}{
-		{"RunInTx", func(fn func(pgx.Tx) error) error { return postgres.RunInTx(t.Context(), conn, "A", 7, fn) }, "fencelock:t=7-7"},
+		{"RunInTx", func(fn func(pgx.Tx) error) error { return postgres.RunInTx(t.Context(), conn, "A", 7, fn) },
+			"fencelock:t=7-7;" + pgtag.Entry("A", 7)},
 		{"RunInTxAll", func(fn func(pgx.Tx) error) error {
 			return postgres.RunInTxAll(t.Context(), conn, claims("B", 9, "A", 8), fn)
-		}, "fencelock:t=8-9"},
+		}, "fencelock:t=8-9;" + pgtag.Entry("A", 8) + ";" + pgtag.Entry("B", 9)},
 	}
 	for _, tt := range tests {
 		var inside string
@@ -459,8 +469,9 @@ func TestPreemptTagWidens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if name != "fencelock:t=3-7" {
-		t.Fatalf("application_name after claims of 7, 3 and 5: got %q, want %q", name, "fencelock:t=3-7")
+	want := "fencelock:t=3-7;" + pgtag.Entry("accounts/A", 7) + ";" + pgtag.Entry("accounts/B", 3) + ";" + pgtag.Entry("accounts/C", 5)
+	if name != want {
+		t.Fatalf("application_name after claims of 7, 3 and 5: got %q, want %q", name, want)
 	}
 }
 
@@ -477,5 +488,26 @@ func TestPreemptExec(t *testing.T) {
 	}
 	if err := f.result(t); !errors.Is(err, postgres.ErrTerminated) {
 		t.Fatalf("frozen holder: got %v, want ErrTerminated", err)
+	}
+}
+
+// TestPreemptTagOverflows checks that a transaction whose claims no longer
+// fit in application_name keeps its range, and says its entries gave way.
+func TestPreemptTagOverflows(t *testing.T) {
+	t.Parallel()
+	pool, _ := newBank(t)
+	var cs []fence.Claim
+	for i := range 6 {
+		cs = append(cs, fence.Claim{Resource: fmt.Sprintf("r%d", i), Token: fence.Token(1_000_000_000 + i)})
+	}
+	var name string
+	err := postgres.RunInTxAll(t.Context(), pool, cs, func(tx pgx.Tx) error {
+		return tx.QueryRow(t.Context(), "SELECT current_setting('application_name')").Scan(&name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "fencelock:t=1000000000-1000000005;+"; name != want {
+		t.Fatalf("application_name after 6 claims: got %q, want %q", name, want)
 	}
 }

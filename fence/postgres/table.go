@@ -146,11 +146,13 @@ func (t *Table) update(ctx context.Context, db DB, key any, token fence.Token, s
 		if err := t.checkUniqueKey(ctx, c); err != nil {
 			return err
 		}
-		tag, err := watched(ctx, t.preemptAfter, db, c, token, t.xmaxSQL, key, func() (pgconn.CommandTag, error) {
-			return c.Exec(ctx, tagged(c, sql, tagReturning), args...)
+		resource := t.resource(key)
+		tag, err := watched(ctx, t.preemptAfter, db, c, resource, token, t.xmaxSQL, key, func() (pgconn.CommandTag, error) {
+			sql, args := tagging(c, sql, false, resource, token, args)
+			return c.Exec(ctx, sql, args...)
 		})
 		if err != nil {
-			return writeError(c, "update", t.resource(key), token, err)
+			return writeError(c, "update", resource, token, err)
 		}
 		if tag.RowsAffected() > 0 {
 			return nil
@@ -203,11 +205,13 @@ func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, r
 				return err
 			}
 		}
-		tag, err := watched(ctx, t.preemptAfter, db, c, token, t.xmaxSQL, key, func() (pgconn.CommandTag, error) {
-			return c.Exec(ctx, tagged(c, sql, tagReturning), args...)
+		name := resource()
+		tag, err := watched(ctx, t.preemptAfter, db, c, name, token, t.xmaxSQL, key, func() (pgconn.CommandTag, error) {
+			sql, args := tagging(c, sql, false, name, token, args)
+			return c.Exec(ctx, sql, args...)
 		})
 		if err != nil {
-			return writeError(c, "upsert", resource(), token, err)
+			return writeError(c, "upsert", name, token, err)
 		}
 		if tag.RowsAffected() > 0 {
 			return nil

@@ -7,8 +7,6 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/fencelock/fencelock/fence"
 )
 
@@ -67,11 +65,13 @@ func (t *Table) GetForUpdate(ctx context.Context, db DB, key any, token fence.To
 		if err := t.checkUniqueKey(ctx, c); err != nil {
 			return err
 		}
-		_, err := watched(ctx, t.preemptAfter, db, c, token, t.xmaxSQL, key, func() (struct{}, error) {
-			if _, inTx := c.(pgx.Tx); inTx {
-				return struct{}{}, c.QueryRow(ctx, sql+tagColumn, key, int64(token)).Scan(append(dest, nil)...)
+		resource := t.resource(key)
+		_, err := watched(ctx, t.preemptAfter, db, c, resource, token, t.xmaxSQL, key, func() (struct{}, error) {
+			sql, args := tagging(c, sql, true, resource, token, []any{key, int64(token)})
+			if len(args) > 2 {
+				return struct{}{}, c.QueryRow(ctx, sql, args...).Scan(append(dest, nil)...)
 			}
-			return struct{}{}, c.QueryRow(ctx, sql, key, int64(token)).Scan(dest...)
+			return struct{}{}, c.QueryRow(ctx, sql, args...).Scan(dest...)
 		})
 		switch {
 		case isNoRows(err):

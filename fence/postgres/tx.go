@@ -67,7 +67,7 @@ func (f *Fences) RunInTx(ctx context.Context, db TxBeginner, resource string, to
 	if err != nil {
 		return err
 	}
-	p := preemption{after: o.preemptAfter, w: waiter{tokens: []fence.Token{token}}, rows: f.xmaxSQL, rowKeys: []string{resource}}
+	p := preemption{after: o.preemptAfter, w: waiterOf([]fence.Claim{{Resource: resource, Token: token}}, nil), rows: f.xmaxSQL, rowKeys: []string{resource}}
 	p.pool, _ = db.(*pgxpool.Pool)
 	return f.tel.write(ctx, f.tel.Tx, token, func() string { return resource }, func(ctx context.Context) error {
 		return runInTx(ctx, db, resource, token, o.pgx, p, fn, func(tx pgx.Tx) error {

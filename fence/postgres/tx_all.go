@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/nilcheck"
+	"github.com/fencelock/fencelock/internal/pgtag"
 )
 
 // RunInTxAll runs fn in a transaction fenced on every claim's resource in
@@ -96,7 +97,7 @@ func (f *Fences) runInTxAll(ctx context.Context, db TxBeginner, claims []fence.C
 		return err
 	}
 	label := claimsLabel(set)
-	p := preemption{after: o.preemptAfter, w: waiter{tokens: claimTokens(set), valid: valid}, rows: f.xmaxSQL, rowKeys: claimNames(set)}
+	p := preemption{after: o.preemptAfter, w: waiterOf(set, valid), rows: f.xmaxSQL, rowKeys: claimNames(set)}
 	p.pool, _ = db.(*pgxpool.Pool)
 	return f.tel.write(ctx, f.tel.Tx, set[0].Token, func() string { return label }, func(ctx context.Context) error {
 		return runInTx(ctx, db, label, set[0].Token, o.pgx, p, fn, func(tx pgx.Tx) error {
@@ -113,16 +114,6 @@ func sortClaims(claims []fence.Claim) ([]fence.Claim, error) {
 		err = fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	return set, err
-}
-
-// claimTokens returns the tokens of set, sorted.
-func claimTokens(set []fence.Claim) []fence.Token {
-	ts := make([]fence.Token, len(set))
-	for i, c := range set {
-		ts[i] = c.Token
-	}
-	slices.Sort(ts)
-	return ts
 }
 
 // claimNames returns the resources of set.
@@ -154,7 +145,11 @@ func (f *Fences) advanceAll(ctx context.Context, tx pgx.Tx, set []fence.Claim, l
 		one = one && c.Token == set[0].Token
 	}
 	lo, hi := slices.Min(tokens), slices.Max(tokens)
-	rows, _ := tx.Query(ctx, f.advanceAllSQL, names, tokens, one, lo, hi)
+	entries := make([]string, len(set))
+	for i, c := range set {
+		entries[i] = pgtag.Entry(c.Resource, int64(c.Token))
+	}
+	rows, _ := tx.Query(ctx, f.advanceAllSQL, names, tokens, one, lo, hi, strings.Join(entries, ";"))
 	raised, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
 		var name string
 		return name, r.Scan(&name, nil)
@@ -179,12 +174,12 @@ func (f *Fences) advanceAll(ctx context.Context, tx pgx.Tx, set []fence.Claim, l
 // them), each only if not above its token; it returns the resources it
 // raised. With $3 true (one token for all) it records the token for the
 // row trigger, as the guard of RunInTx does. $4 and $5, the lowest and
-// highest tokens, tag the transaction for newer holders it may block
-// (preempt.go), before it waits for any row.
+// highest tokens, and $6, the claims' entries, tag the transaction for
+// newer holders it may block (preempt.go), before it waits for any row.
 func advanceAllGuard(q string) string {
 	return "INSERT INTO " + q + " AS cur (resource, token)" +
 		" SELECT r, t FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(r, t, i) WHERE " +
-		tagSQL("$4::bigint", "$5::bigint") + " IS NOT NULL ORDER BY i" +
+		pgtag.SQL("$4::bigint", "$5::bigint", "$6::text") + " IS NOT NULL ORDER BY i" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
 		" RETURNING resource, CASE WHEN $3::bool THEN set_config('" + tokenSetting + "', token::text, true) END"
 }

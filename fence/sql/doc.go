@@ -187,7 +187,7 @@
 // [WithoutPreemption] turns the look off.
 //
 // On PostgreSQL the same holds, with the tokens read from the blocker's
-// tag (its session's application_name, "fencelock:t=MIN-MAX", set for the
+// tag (its session's application_name, "fencelock:t=MIN-MAX;HASH:TOKEN;…", set for the
 // transaction by each statement raising a fence) and the session ended
 // with pg_terminate_backend (the role needs to be the blocker's, or
 // pg_signal_backend). database/sql does not tell the waiter's process id,

@@ -157,7 +157,8 @@ func (f *Fences) advanceStmt(resource string, token fence.Token) *stmt {
 		// Shows the token to a newer holder this transaction may block
 		// (preempt.go), before the row is locked: the subquery is joined
 		// before the row it updates is taken.
-		s.sql("UPDATE ", f.name, " SET token = ").arg(int64(token)).sql(" FROM (SELECT ", pgtag.SQL("$1::bigint", "$1::bigint"),
+		s.sql("UPDATE ", f.name, " SET token = ").arg(int64(token)).sql(" FROM (SELECT ",
+			pgtag.SQL("$1::bigint", "$1::bigint", pgtag.EntrySQL("$2::text", "$1")),
 			") AS fencelock_tag WHERE resource = ").arg(resource).sql(" AND token <= ").arg(int64(token))
 		return s
 	}
@@ -177,7 +178,8 @@ func (f *Fences) upsert(ctx context.Context, db DB, resource string, token fence
 		if f.d == PostgreSQL {
 			// The tag is set as the row to insert is made, before any wait
 			// for the resource's row (preempt.go).
-			s.sql("CASE WHEN ", pgtag.SQL("$2::bigint", "$2::bigint"), " IS NOT NULL THEN ").arg(int64(token)).sql("::bigint END")
+			s.sql("CASE WHEN ", pgtag.SQL("$2::bigint", "$2::bigint", pgtag.EntrySQL("$1::text", "$2")), " IS NOT NULL THEN ").
+				arg(int64(token)).sql("::bigint END")
 		} else {
 			s.arg(int64(token))
 		}

@@ -292,11 +292,13 @@ func (p preemption) endPostgresBlockers(ctx context.Context, conn *sql.Conn) err
 	rows.Close()
 	var errs []error
 	for _, b := range bs {
-		lo, hi, ok := pgtag.Parse(b.tag)
+		tag, ok := pgtag.Parse(b.tag)
+		lo, hi := tag.Lo, tag.Hi
+		w := pgtag.Waiter{Claims: []pgtag.Claim{{Hash: pgtag.Hash(p.claim.Resource), Token: int64(p.claim.Token)}}}
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("blocked by session %d, which is no fenced transaction (application_name %q)", b.pid, b.tag))
-		case hi >= int64(p.claim.Token):
+		case !w.Ends(tag):
 			errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of tokens %d to %d, not all older than this one's", b.pid, lo, hi))
 		default:
 			if _, err := conn.ExecContext(ctx, pgtag.TerminateSQL, b.pid, b.tag, b.xid); err != nil {

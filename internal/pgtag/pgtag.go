@@ -1,12 +1,20 @@
 // Package pgtag is how a fenced PostgreSQL transaction shows its tokens to
 // the others: as its session's application_name, set for the transaction
-// alone by each statement that claims a fence ("fencelock:t=MIN-MAX",
-// widened by each claim). A newer holder whose claim that transaction
-// blocks reads it in pg_stat_activity and ends the session when every
-// token it carries is older (fence/postgres's and fence/sql's preemption).
+// alone by each statement that claims a fence. A newer holder whose claim
+// that transaction blocks reads it in pg_stat_activity and ends the
+// session when the transaction is older on what they share
+// (fence/postgres's and fence/sql's preemption).
+//
+// A tag is "fencelock:t=LO-HI;E;E…": the range of every token the
+// transaction claimed with, then one entry per claim, "HASH:TOKEN", HASH
+// the first six hex digits of the MD5 of the claimed resource's name (the
+// room is application_name's 63 bytes). When an entry no longer fits, the
+// entries give way to "+": the range alone is known from then on.
 package pgtag
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"strconv"
 	"strings"
 )
@@ -14,35 +22,89 @@ import (
 // Prefix starts the application_name of a fenced transaction.
 const Prefix = "fencelock:t="
 
-// SQL is the SQL expression that sets the tag of a transaction to take in
-// the tokens from the bigint expressions lo to hi: the range of the tag the
-// transaction has so far (from an earlier claim), widened to them. Its
-// value is the new tag.
-func SQL(lo, hi string) string {
-	const cur = "current_setting('application_name')"
-	const tagged = "(" + cur + " ~ '^" + Prefix + "[0-9]+-[0-9]+$')"
-	old := func(part int) string {
-		return "CASE WHEN " + tagged + " THEN split_part(substr(" + cur + ", " + strconv.Itoa(len(Prefix)+1) + "), '-', " +
-			strconv.Itoa(part) + ")::bigint END"
-	}
-	return "set_config('application_name', '" + Prefix + "' || least((" + lo + ")::bigint, " + old(1) +
-		")::text || '-' || greatest((" + hi + ")::bigint, " + old(2) + ")::text, true)"
+// maxLen is the longest application_name PostgreSQL keeps.
+const maxLen = 63
+
+// HashLen is how many hex digits of a resource's MD5 an entry keeps.
+const HashLen = 6
+
+// Hash is the hash an entry names resource by.
+func Hash(resource string) string {
+	sum := md5.Sum([]byte(resource))
+	return hex.EncodeToString(sum[:])[:HashLen]
 }
 
-// Parse returns the tokens of a fenced transaction's tag; ok is false for
-// a session that is not in one.
-func Parse(tag string) (lo, hi int64, ok bool) {
+// Entry is the entry of a claim of resource with token.
+func Entry(resource string, token int64) string {
+	return Hash(resource) + ":" + strconv.FormatInt(token, 10)
+}
+
+// HashSQL is the SQL expression of [Hash] of the text expression name.
+func HashSQL(name string) string {
+	return "substr(md5(" + name + "), 1, " + strconv.Itoa(HashLen) + ")"
+}
+
+// EntrySQL is the SQL expression of [Entry] of the text expression name
+// and the bigint expression token.
+func EntrySQL(name, token string) string {
+	return HashSQL(name) + " || ':' || (" + token + ")::bigint::text"
+}
+
+// SQL is the SQL expression that sets the tag of a transaction to take in
+// a claim: the tokens from the bigint expressions lo to hi, and entries,
+// a text expression of one or more entries joined by ";" (see [Entry],
+// [EntrySQL]). The range and the entries the transaction has so far (from
+// an earlier claim) are kept. Its value is the new tag.
+func SQL(lo, hi, entries string) string {
+	const cur = "current_setting('application_name')"
+	const tagged = "(" + cur + " ~ '^" + Prefix + "[0-9]+-[0-9]+(;.*)?$')"
+	old := func(re string) string {
+		return "CASE WHEN " + tagged + " THEN substring(" + cur + " from '" + re + "') END"
+	}
+	head := "'" + Prefix + "' || least((" + lo + ")::bigint, (" + old("^"+Prefix+"([0-9]+)-") + ")::bigint)::text || '-' || greatest((" +
+		hi + ")::bigint, (" + old("^"+Prefix+"[0-9]+-([0-9]+)") + ")::bigint)::text"
+	oldEntries := old(";(.*)$")
+	es := "CASE WHEN " + oldEntries + " = '+' THEN '+' ELSE coalesce(" + oldEntries + " || ';', '') || (" + entries + ") END"
+	return "set_config('application_name', (SELECT h || ';' || CASE WHEN length(h || ';' || e) <= " + strconv.Itoa(maxLen) +
+		" THEN e ELSE '+' END FROM (SELECT " + head + " AS h, " + es + " AS e) AS fencelock_tag), true)"
+}
+
+// Tag is a fenced transaction's tag, parsed.
+type Tag struct {
+	Lo, Hi int64
+	// Entries maps a resource's hash to the tokens the transaction
+	// claimed it with; Complete is false when they gave way to "+".
+	Entries  map[string][]int64
+	Complete bool
+}
+
+// Parse returns a fenced transaction's tag; ok is false for a session
+// that is not in one.
+func Parse(tag string) (t Tag, ok bool) {
 	rest, found := strings.CutPrefix(tag, Prefix)
 	if !found {
-		return 0, 0, false
+		return Tag{}, false
 	}
-	a, b, found := strings.Cut(rest, "-")
+	rng, entries, _ := strings.Cut(rest, ";")
+	a, b, found := strings.Cut(rng, "-")
 	x, errA := strconv.ParseInt(a, 10, 64)
 	y, errB := strconv.ParseInt(b, 10, 64)
 	if !found || errA != nil || errB != nil || x <= 0 || y < x {
-		return 0, 0, false
+		return Tag{}, false
 	}
-	return x, y, true
+	t = Tag{Lo: x, Hi: y, Entries: map[string][]int64{}, Complete: entries != "+"}
+	if entries == "+" || entries == "" {
+		return t, true
+	}
+	for _, e := range strings.Split(entries, ";") {
+		h, tok, found := strings.Cut(e, ":")
+		v, err := strconv.ParseInt(tok, 10, 64)
+		if !found || len(h) != HashLen || err != nil {
+			return Tag{Lo: x, Hi: y, Entries: map[string][]int64{}}, true // unreadable entries: the range alone
+		}
+		t.Entries[h] = append(t.Entries[h], v)
+	}
+	return t, true
 }
 
 // BlockersSQL lists the sessions that block pid ($1; 0 when the client
@@ -71,3 +133,64 @@ func BlockersSQL(rows string) string {
 // left alone.
 const TerminateSQL = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity" +
 	" WHERE pid = $1 AND application_name = $2 AND backend_xid::text IS NOT DISTINCT FROM $3"
+
+// Waiter is what a waiting claim knows of its own transaction: its claims,
+// and, when it has a holder that knows, whether that holder still holds
+// them all.
+type Waiter struct {
+	Claims []Claim     // at least one
+	Valid  func() bool // nil: unknown
+}
+
+// Claim is one claim of a [Waiter]: its resource's [Hash] and its token.
+type Claim struct {
+	Hash  string
+	Token int64
+}
+
+// Ends reports whether w ends a blocker whose tag is t. A blocker holds
+// the row of a resource the waiter claims (that is what the claim waits
+// for), under a token of its own there.
+//
+// The blocker's tag names its claims' resources (by hash) and tokens: one
+// that claimed a resource the waiter claims with an older token, and none
+// with the waiter's token or a newer one, is a past holder there, and is
+// ended; one that claimed some with the same token (the same holder's own
+// transaction) or a newer one (the waiter is the stale one) is left alone.
+// When its tag names none of the waiter's resources, or its entries gave
+// way to its range alone: a blocker older than every token of the waiter
+// is a past holder; one older than the waiter's newest token only, and
+// whose range holds none of the waiter's tokens, is one too when the
+// waiter still holds all its locks; any other is left alone.
+func (w Waiter) Ends(t Tag) bool {
+	first, last := w.Claims[0].Token, w.Claims[0].Token
+	for _, c := range w.Claims {
+		first, last = min(first, c.Token), max(last, c.Token)
+	}
+	if t.Hi < first {
+		return true
+	}
+	if t.Complete {
+		shared := false
+		for _, c := range w.Claims {
+			for _, b := range t.Entries[c.Hash] {
+				if b >= c.Token {
+					return false
+				}
+				shared = true
+			}
+		}
+		if shared {
+			return true
+		}
+	}
+	if t.Hi >= last || w.Valid == nil {
+		return false
+	}
+	for _, c := range w.Claims {
+		if t.Lo <= c.Token && c.Token <= t.Hi {
+			return false
+		}
+	}
+	return w.Valid()
+}
