@@ -171,7 +171,8 @@ func (r *runner) run(ctx context.Context) (*check.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Violations = vs
+	rep.Stalls = check.Stalls(r.wl.desc(), events, r.cfg.TTL)
+	rep.Violations = append(vs, check.CheckLiveness(rep.Stalls)...)
 	return rep, nil
 }
 

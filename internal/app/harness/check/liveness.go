@@ -1,0 +1,210 @@
+package check
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Liveness: after a pause or kill of a key's holder, the next holder of
+// the key goes on within the old holder's lease and 1 s, whatever the old
+// holder is doing (issue 47). [Stalls] measures the wait, [CheckLiveness]
+// holds it to its bound; docs/harness.md states the rule.
+const (
+	// vioStall is a next holder that waited past its bound ([Stall.Bound])
+	// between its lock and its first accepted write on a resource of the
+	// key.
+	vioStall ViolationKind = "stall"
+
+	// StallSlack is what a next holder may wait past the old holder's
+	// lease before it is a stall: the issue's "lease + 1 s".
+	StallSlack = time.Second
+	// FaultSlack is what each fault that may delay the next holder itself
+	// adds to its bound, besides its own duration and a lease: the etcd
+	// request timeout of a worker's writes (3 s), which a write that a
+	// member fault or a request fault holds up may wait out before it is
+	// tried again.
+	FaultSlack = 3 * time.Second
+)
+
+// Stall is how long the next holder of a key waited, after a pause or kill
+// of the key's holder, between its lock and its first accepted write on
+// each resource of the key: the longest of those waits.
+type Stall struct {
+	// Fault is the pause or kill, Old the worker it hit, holding Key
+	// with OldToken.
+	Fault    FaultKind
+	Old      string
+	OldToken int64
+	Key      string
+	// Next is the next holder's worker, Token its token on Key. From is
+	// when it got the lock, To when the first write it (or a later holder)
+	// made on Res was accepted: Res is the resource of the key whose first
+	// accepted write came last. Open says none came before the run ended
+	// (To is then the run's last event).
+	Next  string
+	Token int64
+	Res   ResKind
+	From  int64
+	To    int64
+	Open  bool
+	// Bound is the lease, StallSlack and Allowance; Allowance is what the
+	// faults in the window that may hold up the next holder itself add
+	// (each its duration, a lease and FaultSlack), and Excused names them.
+	Bound     time.Duration
+	Allowance time.Duration
+	Excused   []string
+}
+
+// Wait is the stall's length.
+func (s Stall) Wait() time.Duration { return time.Duration(s.To - s.From) }
+
+// Past reports whether the stall exceeds its bound.
+func (s Stall) Past() bool { return s.Wait() > s.Bound }
+
+func (s Stall) String() string {
+	end := "its first accepted " + string(s.Res) + " write"
+	if s.Open {
+		end = "the run's end, with no accepted " + string(s.Res) + " write"
+	}
+	why := ""
+	if len(s.Excused) > 0 {
+		why = fmt.Sprintf(", %v of it for %s", s.Allowance.Round(time.Millisecond), strings.Join(s.Excused, ", "))
+	}
+	return fmt.Sprintf("after a %s of %s (token %d), the next holder %s (token %d) waited %v from its lock to %s; bound %v%s",
+		s.Fault, s.Old, s.OldToken, s.Next, s.Token, s.Wait().Round(time.Millisecond), end, s.Bound.Round(time.Millisecond), why)
+}
+
+// CheckLiveness returns a stall violation for each of stalls past its
+// bound, on the resource whose wait was longest.
+func CheckLiveness(stalls []Stall) []Violation {
+	var vs []Violation
+	for _, s := range stalls {
+		if s.Past() {
+			vs = append(vs, vio(ResourceName(s.Res, s.Key), vioStall, s.String()))
+		}
+	}
+	return vs
+}
+
+// Stalls measures, for each pause or kill of a worker while it held a
+// key's lock, the next holder's wait on that key (see [Stall]), the old
+// holder's lease being ttl, over the resource kinds of wl. The next
+// holder is the hold of the key with the lowest token above the old one's
+// that attempted a write there (readers and holders that never got to a
+// write are passed over: their successors are measured). A stall whose
+// next holder was itself paused or killed in the window is left out: that
+// fault's own stall covers the key. It is a pure function of its
+// arguments.
+func Stalls(wl Workload, events []Event, ttl time.Duration) []Stall {
+	h := newHolds(events)
+	atts := Attempts(events)
+	end := lastTime(events)
+	var out []Stall
+	for i, f := range h.faults {
+		if (f.Fault != FaultPause && f.Fault != FaultKill) || f.Worker == "" {
+			continue
+		}
+		for _, old := range h.heldAt(f.Worker, f.Call) {
+			next, ok := h.next(old, atts)
+			if !ok {
+				continue
+			}
+			s := Stall{Fault: f.Fault, Old: f.Worker, OldToken: old.token, Key: old.key, Next: next.worker, Token: next.token, From: next.from}
+			s.Res, s.To, s.Open = firstWrites(wl.or().Kinds, h, atts, next, end)
+			if s.allow(h.faults, i, ttl) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// The fault kinds [Stalls] measures after: the harness's pauses
+// (SIGSTOP past the lease, then SIGCONT) and kills (SIGKILL) of a holder.
+const (
+	FaultPause FaultKind = "pause"
+	FaultKill  FaultKind = "kill"
+)
+
+// allow sets s's allowance and bound from the faults other than faults[f] that
+// overlap its window: one on an etcd member (a crash, a replacement) or a
+// partition or request fault on the next holder's worker may hold up its
+// writes, each by its duration, a lease (its keepalive may fail and the
+// key pass to the following holder) and FaultSlack. A pause or kill of
+// the next holder's worker in the window makes s one to leave out (it
+// reports false): that fault's own stall covers the key. Faults on other
+// workers add nothing: a next holder that waits on them is what is
+// measured.
+func (s *Stall) allow(faults []Event, f int, ttl time.Duration) bool {
+	for i, g := range faults {
+		if i == f || g.Time < s.From || g.Call > s.To {
+			continue
+		}
+		switch {
+		case g.Worker == s.Next && (g.Fault == FaultPause || g.Fault == FaultKill):
+			return false
+		case g.Worker == "" || g.Worker == s.Next:
+			s.Allowance += time.Duration(g.Time-g.Call) + ttl + FaultSlack
+			s.Excused = append(s.Excused, fmt.Sprintf("a %s fault", g.Fault))
+		}
+	}
+	s.Bound = ttl + StallSlack + s.Allowance
+	return true
+}
+
+// firstWrites returns, of kinds, the one whose first accepted write on
+// next's key by next or a later holder returned last, and when; open
+// says some kind had none by end.
+func firstWrites(kinds []ResKind, h *holds, atts []Attempt, next hold, end int64) (ResKind, int64, bool) {
+	first := map[ResKind]int64{}
+	for _, a := range atts {
+		if a.Read || a.Outcome != OutOK || a.Return < next.from || !touches(a, next.key) {
+			continue
+		}
+		if tok, ok := h.tokenAt(a.Worker, next.key, a.Call); ok && tok >= next.token {
+			if t, seen := first[a.Res]; !seen || a.Return < t {
+				first[a.Res] = a.Return
+			}
+		}
+	}
+	var last ResKind
+	to := int64(math.MinInt64)
+	for _, k := range kinds {
+		t, ok := first[k]
+		if !ok {
+			return k, end, true
+		}
+		if t > to {
+			last, to = k, t
+		}
+	}
+	return last, to, false
+}
+
+// touches reports whether a writes key: its key, or a bank transfer's
+// credited account.
+func touches(a Attempt, key string) bool {
+	return a.Key == key || a.Transfer != nil && a.Transfer.To == key
+}
+
+// lastTime returns the time of the last event.
+func lastTime(events []Event) int64 {
+	var end int64
+	for _, e := range events {
+		end = max(end, e.Time)
+	}
+	return end
+}
+
+// stallWaits returns the stalls' waits, sorted.
+func stallWaits(stalls []Stall) []time.Duration {
+	ws := make([]time.Duration, 0, len(stalls))
+	for _, s := range stalls {
+		ws = append(ws, s.Wait())
+	}
+	slices.Sort(ws)
+	return ws
+}
