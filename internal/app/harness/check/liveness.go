@@ -2,7 +2,7 @@ package check
 
 import (
 	"fmt"
-	"math"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -40,16 +40,19 @@ type Stall struct {
 	OldToken int64
 	Key      string
 	// Next is the next holder's worker, Token its token on Key. From is
-	// when it got the lock, To when the first write it (or a later holder)
-	// made on Res was accepted: Res is the resource of the key whose first
-	// accepted write came last. Open says none came before the run ended
-	// (To is then the run's last event).
+	// when it got the lock, To when the last of the key's resources had
+	// its first accepted write by it or a later holder; Open says one had
+	// none before the run ended (To is then the run's last event). Waits
+	// are, per resource kind, the wait from From to its first accepted
+	// write (a kind with none is missing). Res is the kind whose write in
+	// the window took longest, the one the next holder waited on.
 	Next  string
 	Token int64
-	Res   ResKind
 	From  int64
 	To    int64
 	Open  bool
+	Waits map[ResKind]time.Duration
+	Res   ResKind
 	// Bound is the lease, StallSlack and Allowance; Allowance is what the
 	// faults in the window that may hold up the next holder itself add
 	// (each its duration, a lease and FaultSlack), and Excused names them.
@@ -65,10 +68,15 @@ func (s Stall) Wait() time.Duration { return time.Duration(s.To - s.From) }
 func (s Stall) Past() bool { return s.Wait() > s.Bound }
 
 func (s Stall) String() string {
-	end := "its first accepted " + string(s.Res) + " write"
+	end := "its first accepted write on each resource"
 	if s.Open {
-		end = "the run's end, with no accepted " + string(s.Res) + " write"
+		end = "the run's end, with a resource never written"
 	}
+	var per []string
+	for _, k := range slices.Sorted(maps.Keys(s.Waits)) {
+		per = append(per, fmt.Sprintf("%s %v", k, s.Waits[k].Round(time.Millisecond)))
+	}
+	end += " (" + strings.Join(per, ", ") + "; the longest write " + string(s.Res) + ")"
 	why := ""
 	if len(s.Excused) > 0 {
 		why = fmt.Sprintf(", %v of it for %s", s.Allowance.Round(time.Millisecond), strings.Join(s.Excused, ", "))
@@ -113,7 +121,10 @@ func Stalls(wl Workload, events []Event, ttl time.Duration) []Stall {
 				continue
 			}
 			s := Stall{Fault: f.Fault, Old: f.Worker, OldToken: old.token, Key: old.key, Next: next.worker, Token: next.token, From: next.from}
-			s.Res, s.To, s.Open = firstWrites(wl.or().Kinds, h, atts, next, end)
+			s.Waits, s.To, s.Open = firstWrites(wl.or().Kinds, h, atts, next, end)
+			if s.Res = longestWrite(h, atts, next, s.To); s.Res == "" {
+				s.Res = wl.or().Kinds[0]
+			}
 			if s.allow(h.faults, i, ttl) {
 				out = append(out, s)
 			}
@@ -155,33 +166,61 @@ func (s *Stall) allow(faults []Event, f int, ttl time.Duration) bool {
 	return true
 }
 
-// firstWrites returns, of kinds, the one whose first accepted write on
-// next's key by next or a later holder returned last, and when; open
-// says some kind had none by end.
-func firstWrites(kinds []ResKind, h *holds, atts []Attempt, next hold, end int64) (ResKind, int64, bool) {
+// firstWrites returns the wait from next's lock to the first accepted
+// write on each of kinds of next's key, by next or a later holder, and
+// when the last of them came; open says some kind had none by end (the
+// time is then end).
+func firstWrites(kinds []ResKind, h *holds, atts []Attempt, next hold, end int64) (map[ResKind]time.Duration, int64, bool) {
 	first := map[ResKind]int64{}
 	for _, a := range atts {
-		if a.Read || a.Outcome != OutOK || a.Return < next.from || !touches(a, next.key) {
+		if a.Outcome != OutOK || a.Return < next.from || !h.byNewer(a, next) {
 			continue
 		}
-		if tok, ok := h.tokenAt(a.Worker, next.key, a.Call); ok && tok >= next.token {
-			if t, seen := first[a.Res]; !seen || a.Return < t {
-				first[a.Res] = a.Return
-			}
+		if t, seen := first[a.Res]; !seen || a.Return < t {
+			first[a.Res] = a.Return
 		}
 	}
-	var last ResKind
-	to := int64(math.MinInt64)
+	waits := map[ResKind]time.Duration{}
+	to, open := next.from, false
 	for _, k := range kinds {
 		t, ok := first[k]
 		if !ok {
-			return k, end, true
+			open = true
+			continue
 		}
-		if t > to {
-			last, to = k, t
+		waits[k], to = time.Duration(t-next.from), max(to, t)
+	}
+	if open {
+		to = end
+	}
+	return waits, to, open
+}
+
+// longestWrite returns the kind of the longest write of next's key by
+// next or a later holder between next's lock and to (a write not
+// answered by then counted until to).
+func longestWrite(h *holds, atts []Attempt, next hold, to int64) ResKind {
+	var kind ResKind
+	longest := int64(-1)
+	for _, a := range atts {
+		if a.Call > to || a.Return < next.from || !h.byNewer(a, next) {
+			continue
+		}
+		if d := min(a.Return, to) - max(a.Call, next.from); d > longest {
+			kind, longest = a.Res, d
 		}
 	}
-	return last, to, false
+	return kind
+}
+
+// byNewer reports whether a is a write of next's key by next or a later
+// holder of it.
+func (h *holds) byNewer(a Attempt, next hold) bool {
+	if a.Read || !touches(a, next.key) {
+		return false
+	}
+	tok, ok := h.tokenAt(a.Worker, next.key, a.Call)
+	return ok && tok >= next.token
 }
 
 // touches reports whether a writes key: its key, or a bank transfer's

@@ -3,6 +3,7 @@ package check
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -115,27 +116,28 @@ func TestStallsWhoseWrites(t *testing.T) {
 		more [][]Event
 		wait time.Duration
 		open bool
+		res  ResKind // the write waited on
 	}{
 		{"the old holder's late write accepted does not end it", liveRow, [][]Event{
 			{lockEv("w2", "k", 2, 2)}, writeEvs("w1", "k", 1, 1, 6, 6.1, OutOK), writeEvs("w2", "k", 2, 1, 2.1, 6.5, OutOK)},
-			4500 * time.Millisecond, false},
+			4500 * time.Millisecond, false, ResRow},
 		{"a refused write does not end it; the next holder's later one does", liveRow, [][]Event{
 			{lockEv("w2", "k", 2, 2)}, writeEvs("w2", "k", 2, 1, 2.1, 2.2, OutError), writeEvs("w2", "k", 2, 2, 2.3, 2.4, OutOK)},
-			400 * time.Millisecond, false},
+			400 * time.Millisecond, false, ResRow},
 		{"a reader is passed over", liveRow, [][]Event{
 			{lockEv("w2", "k", 2, 2), unlockEv("w2", "k", 2, 2.5), lockEv("w3", "k", 3, 3)}, writeEvs("w3", "k", 3, 1, 3, 3.1, OutOK)},
-			100 * time.Millisecond, false},
+			100 * time.Millisecond, false, ResRow},
 		{"every kind of the workload: the last first write counts", Workload{Kinds: []ResKind{ResRow, ResEtcd}}, [][]Event{
 			{lockEv("w2", "k", 2, 2)}, writeEvs("w2", "k", 2, 1, 2.1, 2.2, OutOK),
 			{{Ev: EvInvoke, Worker: "w2", Key: "k", Res: ResEtcd, Token: 2, Seq: 2, Time: sec(2.3)}, {Ev: EvDone, Worker: "w2", Key: "k", Res: ResEtcd, Token: 2, Seq: 2, Time: sec(5.3), Outcome: OutOK}}},
-			3300 * time.Millisecond, false},
+			3300 * time.Millisecond, false, ResEtcd},
 		{"no accepted write before the run ends", liveRow, [][]Event{
 			{lockEv("w2", "k", 2, 2)}, writeEvs("w2", "k", 2, 1, 2.1, 7, OutUnknown)},
-			5 * time.Second, true},
+			5 * time.Second, true, ResRow},
 		{"a bank transfer's credit counts for its credited account", Bank, [][]Event{
 			{lockEv("w2", "k", 2, 2), lockEv("w2", "j", 7, 2)},
 			bankEvs("w2", "j", "k", 7, 2.1, 2.2), bankEvs2("w2", "j", "k", 7, 2.3, 2.4, ResBankEtcd), bankEvs2("w2", "j", "k", 7, 2.5, 5, ResBankS3)},
-			3 * time.Second, false},
+			3 * time.Second, false, ResBankS3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -147,8 +149,8 @@ func TestStallsWhoseWrites(t *testing.T) {
 			if len(stalls) != 1 {
 				t.Fatalf("got %d stalls %v, want 1", len(stalls), stalls)
 			}
-			if s := stalls[0]; s.Wait() != tt.wait || s.Open != tt.open {
-				t.Errorf("got wait %v, open %v; want %v, %v (%s)", s.Wait(), s.Open, tt.wait, tt.open, s)
+			if s := stalls[0]; s.Wait() != tt.wait || s.Open != tt.open || s.Res != tt.res {
+				t.Errorf("got wait %v, open %v, waited on %s; want %v, %v, %s (%s)", s.Wait(), s.Open, s.Res, tt.wait, tt.open, tt.res, s)
 			}
 		})
 	}
@@ -166,4 +168,53 @@ func bankEvs2(w, from, to string, tok int64, call, ret float64, kind ResKind) []
 	d := e
 	d.Ev, d.Time, d.Outcome = EvDone, sec(ret), OutOK
 	return []Event{e, d}
+}
+
+// A liveness control proves something only with a stall past its bound,
+// and keeps the safety verdict: a safety violation fails it too. A fenced
+// run's stall past its bound fails its verdict; the summary counts the
+// stalls.
+func TestLivenessVerdict(t *testing.T) {
+	stalls := Stalls(liveRow, pausedThenNext(6.1), time.Second)
+	past := CheckLiveness(stalls)
+	if len(past) != 1 {
+		t.Fatalf("got %d stalls past the bound, want 1", len(past))
+	}
+	safety := vio("row:k", vioTokenOrder, "token 1 after 2")
+	tests := []struct {
+		name string
+		vs   []Violation
+		want string // a substring of the one reason; none when ""
+	}{
+		{"a stall past the bound, nothing else", past, ""},
+		{"no stall past the bound", nil, "no stall past its bound"},
+		{"a stall and a safety violation", append([]Violation{safety}, past...), "a safety violation: row:k token-order"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Report{Seed: 3, Fenced: true, Variant: "without preemption", Violations: tt.vs, Stalls: stalls}
+			why := LivenessVerdict(r)
+			switch {
+			case tt.want == "" && len(why) != 0:
+				t.Fatalf("LivenessVerdict: got %q, want none", why)
+			case tt.want != "" && (len(why) != 1 || !strings.Contains(why[0], tt.want)):
+				t.Fatalf("LivenessVerdict: got %q, want one reason with %q", why, tt.want)
+			}
+		})
+	}
+	fenced := &Report{Seed: 3, Fenced: true, Writes: map[ResKind]*Counts{}, Violations: past, Stalls: stalls}
+	for _, k := range ResKinds {
+		fenced.Writes[k] = &Counts{}
+	}
+	if why := Verdict(fenced, nil, Minimums{}); len(why) != 1 || !strings.Contains(why[0], "stall") {
+		t.Errorf("Verdict of a fenced run with a stall: got %q, want one reason naming the stall", why)
+	}
+	if st := fenced.StallStats(); st.Count != 1 || st.Past != 1 || st.Max != 3900*time.Millisecond {
+		t.Errorf("got %+v, want 1 stall, 1 past, max 3.9s", st)
+	}
+	var b strings.Builder
+	PrintSummary(&b, fenced, nil)
+	if !strings.Contains(b.String(), "1 (1)") || !strings.Contains(b.String(), "3.9s") {
+		t.Errorf("summary %q: want the stalls, 1 (1), and their max 3.9s", b.String())
+	}
 }

@@ -35,6 +35,9 @@ type Report struct {
 	Fenced   bool
 	Election bool   // the workers were election candidates (Config.Election)
 	Kind     string // the kind of lock the workers took, if not Lock (Config.Kind)
+	// Variant names a fenced run's library variant, if not the library
+	// as it is: "without preemption" (Config.WithoutPreemption).
+	Variant string
 	// Workload is what the workers wrote; the zero Workload is [Register].
 	Workload Workload
 	Duration time.Duration
@@ -194,6 +197,9 @@ func (r *Report) name() string {
 	}
 	if r.Kind != "" {
 		name += " (" + r.Kind + ")"
+	}
+	if r.Variant != "" {
+		name += " (" + r.Variant + ")"
 	}
 	return name
 }
