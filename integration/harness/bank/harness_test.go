@@ -32,3 +32,17 @@ func TestHarnessShortBank(t *testing.T) {
 	testenv.Long(t, "the fault harness: a fenced run and its control, minutes each")
 	harnesstest.Pair(t, harnesstest.Servers(t), func(c *harness.Config) { c.SetKind(harness.KindBank) })
 }
+
+// TestHarnessBankLivenessControl is the bank's liveness control: its
+// fenced run with PostgreSQL's writes built WithoutPreemption (the library
+// before issue 47) while the nemesis freezes holders (5 s, TTL 1 s) and
+// injects no other fault. A holder frozen in its transfer's transaction
+// keeps its rows locked, and the next holder of its accounts waits for it
+// as long as it is frozen: the checker must find that stall past its
+// bound (the lease and 1 s), and no safety violation. TestHarnessShortBank's
+// fenced run, with the same freezes one pause in two and preemption on,
+// must find none.
+func TestHarnessBankLivenessControl(t *testing.T) {
+	testenv.Long(t, "the fault harness: a bank run without preemption, until it stalls (tens of seconds)")
+	harnesstest.LivenessControl(t, harnesstest.Servers(t), "harness-bank-liveness-control")
+}
