@@ -14,6 +14,7 @@
 //	go run ./cmd/fencecheck -election       # workers are election candidates (Client.Run), not lock holders
 //	go run ./cmd/fencecheck -kind bank      # Jepsen's bank: transfers between accounts under LockAll (-long too)
 //	go run ./cmd/fencecheck -kind bank -liveness  # and the bank's liveness control: without preemption it must stall
+//	go run ./cmd/fencecheck -kind bank -freeze 2  # one fenced pause in two freezes its holder 5 s
 //	go run ./cmd/fencecheck -report r.html  # also draw both runs' histories as one HTML page
 //
 // It starts PostgreSQL and versitygw itself, as the tests do (bash
@@ -49,6 +50,7 @@ func main() {
 	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) "rw" (writers fence, readers only read) or "group" (members of one group whose partitions are the keys, each resource fenced by its partition's tokens); or "bank" (transfers between two accounts under LockAll, in PostgreSQL, etcd and S3); not with -election`)
 	report := flag.String("report", "", "write the HTML report of the runs to this file: each write at its token and time, the lock holds, the faults and the violations, fenced and control side by side (default: to a temporary file when the verdict fails)")
 	liveness := flag.Bool("liveness", false, "with -kind bank: also run the liveness control, the fenced bank run built without preemption (the library before issue 47) with its holders frozen 5 s, which must show a stall past the liveness bound and no safety violation")
+	freeze := flag.Int("freeze", 0, "make one pause in N of the fenced run a freeze of three leases and 2 s (5 s), instead of the lease and up to 1.2 s more: long enough that a next holder waiting for the frozen one stalls past the liveness bound (default: none)")
 	faults := flag.Int("faults", 0, "faults of each kind the run goes on until (default: the mode's); the verdict still wants the short mode's minimums")
 	flag.Parse()
 	if *seed == 0 {
@@ -72,6 +74,9 @@ func main() {
 		}
 		defer f.Close()
 		cfg.Events = f
+	}
+	if *freeze > 0 {
+		cfg.SetFreezes(*freeze)
 	}
 	if *liveness && *kind != harness.KindBank {
 		fmt.Fprintln(os.Stderr, "fencecheck: -liveness is for -kind bank")

@@ -130,20 +130,22 @@ func MinimumsOf(kind string) check.Minimums {
 }
 
 // SetKind sets c.Kind to kind, and c.Until's write minimums to those of
-// [MinimumsOf](kind), keeping the faults c.Until asks for. For the bank it
-// also makes one pause in two of a fenced run a freeze of three leases and 2 s (5 s at
-// the presets' TTL of 1 s): a next holder that waits for the frozen
-// holder's open PostgreSQL transaction, as the library did before issue
-// 47, waits about 3.7 s from its lock, past the liveness bound of the
-// lease and 1 s; one that ends it (postgres's preemption) waits about
-// 100 ms.
+// [MinimumsOf](kind), keeping the faults c.Until asks for.
 func (c *Config) SetKind(kind string) {
 	m := MinimumsOf(kind)
 	c.Kind = kind
 	c.Until.Writes, c.Until.PerResource, c.Until.RefusedOverall = m.Writes, m.PerResource, m.RefusedOverall
-	if kind == KindBank {
-		c.Freeze, c.FreezeOneIn = 3*c.TTL+2*time.Second, 2
-	}
+}
+
+// SetFreezes makes one pause in oneIn of a fenced run a freeze of three
+// leases and 2 s (5 s at the presets' TTL of 1 s). In the bank, a next
+// holder that waits for a holder frozen with its PostgreSQL transaction
+// open, as the library did before issue 47, waits about 3.7 s from its
+// lock, past the liveness bound of the lease and 1 s; one that ends it
+// (fence/postgres's preemption) waits about 100 ms. The short preset
+// has none: see docs/harness.md for the case preemption leaves alone.
+func (c *Config) SetFreezes(oneIn int) {
+	c.Freeze, c.FreezeOneIn = 3*c.TTL+2*time.Second, oneIn
 }
 
 // LivenessMinimums are what the bank's liveness control goes on until
@@ -168,7 +170,7 @@ var LivenessMinimums = check.Minimums{
 // (check.LivenessVerdict).
 func LivenessControl(c Config, maxDur time.Duration) Config {
 	c.Fenced, c.WithoutPreemption, c.UntilStalled = true, true, true
-	c.FreezeOneIn = 1
+	c.SetFreezes(1)
 	c.Until = LivenessMinimums
 	c.MinDuration, c.MaxDuration = 0, maxDur
 	return c

@@ -8,16 +8,19 @@ import (
 	"github.com/fencelock/fencelock/internal/app/harness/check"
 )
 
-// The bank's fenced runs freeze one pause in two for three leases and
-// 2 s; its safety control never freezes; its liveness control is a fenced
-// run without preemption that pauses only, every pause a freeze.
+// A freeze is three leases and 2 s, and only a fenced run's pause is one;
+// the short preset has none; the bank's liveness control is a fenced run
+// without preemption that pauses only, every pause a freeze.
 func TestLivenessConfig(t *testing.T) {
 	cfg := Short(1)
 	cfg.SetKind(KindBank)
-	if cfg.Freeze != 5*time.Second || cfg.FreezeOneIn != 2 {
-		t.Fatalf("bank: got Freeze %v one in %d, want 5s one in 2", cfg.Freeze, cfg.FreezeOneIn)
+	if cfg.Freeze != 0 {
+		t.Fatalf("bank: got Freeze %v, want none in the short preset", cfg.Freeze)
 	}
 	lc := LivenessControl(cfg, time.Minute)
+	if lc.Freeze != 5*time.Second || lc.FreezeOneIn != 1 {
+		t.Fatalf("liveness control: got Freeze %v one in %d, want 5s one in 1", lc.Freeze, lc.FreezeOneIn)
+	}
 	if err := lc.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +32,7 @@ func TestLivenessConfig(t *testing.T) {
 			t.Errorf("liveness control: %d %s faults, want %d", n, k, want)
 		}
 	}
-	bad := cfg
+	bad := lc
 	bad.FreezeOneIn = 0
 	if bad.validate() == nil {
 		t.Error("Freeze set, FreezeOneIn 0: validate passed, want an error")
