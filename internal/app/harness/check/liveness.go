@@ -86,7 +86,8 @@ func (s Stall) String() string {
 }
 
 // CheckLiveness returns a stall violation for each of stalls past its
-// bound, on the resource whose wait was longest.
+// bound, on the resource whose write took longest in its window (the one
+// the next holder waited on).
 func CheckLiveness(stalls []Stall) []Violation {
 	var vs []Violation
 	for _, s := range stalls {
