@@ -13,6 +13,8 @@
 //	go run ./cmd/fencecheck -control=false  # the fenced run only
 //	go run ./cmd/fencecheck -election       # workers are election candidates (Client.Run), not lock holders
 //	go run ./cmd/fencecheck -kind bank      # Jepsen's bank: transfers between accounts under LockAll (-long too)
+//	go run ./cmd/fencecheck -kind bank -liveness  # and the bank's liveness control: without preemption it must stall
+//	go run ./cmd/fencecheck -kind bank -freeze 2  # one fenced pause in two freezes its holder 5 s
 //	go run ./cmd/fencecheck -report r.html  # also draw both runs' histories as one HTML page
 //
 // It starts PostgreSQL and versitygw itself, as the tests do (bash
@@ -47,6 +49,8 @@ func main() {
 	election := flag.Bool("election", false, "workers lead elections with etcdlock's Client.Run, writing with their terms' tokens, instead of taking locks")
 	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) "rw" (writers fence, readers only read) or "group" (members of one group whose partitions are the keys, each resource fenced by its partition's tokens); or "bank" (transfers between two accounts under LockAll, in PostgreSQL, etcd and S3); not with -election`)
 	report := flag.String("report", "", "write the HTML report of the runs to this file: each write at its token and time, the lock holds, the faults and the violations, fenced and control side by side (default: to a temporary file when the verdict fails)")
+	liveness := flag.Bool("liveness", false, "with -kind bank: also run the liveness control, the fenced bank run built without preemption (the library before issue 47) with its holders frozen 5 s, which must show a stall past the liveness bound and no safety violation")
+	freeze := flag.Int("freeze", 0, "make one pause in N of the fenced run a freeze of three leases and 2 s (5 s), instead of the lease and up to 1.2 s more: long enough that a next holder waiting for the frozen one stalls past the liveness bound (default: none)")
 	faults := flag.Int("faults", 0, "faults of each kind the run goes on until (default: the mode's); the verdict still wants the short mode's minimums")
 	flag.Parse()
 	if *seed == 0 {
@@ -71,8 +75,15 @@ func main() {
 		defer f.Close()
 		cfg.Events = f
 	}
+	if *freeze > 0 {
+		cfg.SetFreezes(*freeze)
+	}
+	if *liveness && *kind != harness.KindBank {
+		fmt.Fprintln(os.Stderr, "fencecheck: -liveness is for -kind bank")
+		os.Exit(2)
+	}
 	cfg.Log = func(format string, args ...any) { fmt.Printf("  "+format+"\n", args...) }
-	ok, err := run(cfg, *control, *report)
+	ok, err := run(cfg, *control, *liveness, *report)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fencecheck:", err)
 		os.Exit(2)
@@ -82,9 +93,9 @@ func main() {
 	}
 }
 
-// run runs the fenced run and the control and reports whether both came
-// out as they must.
-func run(cfg harness.Config, control bool, report string) (bool, error) {
+// run runs the fenced run and the control, and the liveness control if
+// asked, and reports whether all came out as they must.
+func run(cfg harness.Config, control, liveness bool, report string) (bool, error) {
 	srv, stop, err := startServers()
 	if err != nil {
 		return false, err
@@ -105,11 +116,20 @@ func run(cfg harness.Config, control bool, report string) (bool, error) {
 	fmt.Println()
 	check.PrintSummary(os.Stdout, fenced, ctl)
 	ok := verdict(fenced, ctl)
+	runs := []*check.Report{fenced, ctl}
+	if liveness {
+		lc, lok, err := livenessControl(srv, cfg)
+		if err != nil {
+			return false, err
+		}
+		ok = ok && lok
+		runs = append(runs, lc)
+	}
 	if report == "" && !ok {
 		report = filepath.Join(os.TempDir(), fmt.Sprintf("fencecheck-seed%d.html", cfg.Seed))
 	}
 	if report != "" {
-		if err := writeReport(report, fenced, ctl); err != nil {
+		if err := writeReport(report, runs...); err != nil {
 			return false, err
 		}
 		fmt.Println("report:", report)
@@ -128,6 +148,27 @@ func writeReport(path string, runs ...*check.Report) error {
 		err = cerr
 	}
 	return err
+}
+
+// livenessControl runs the bank's liveness control (harness.LivenessControl,
+// capped at two minutes) and prints and returns whether it showed a stall
+// past its bound and no safety violation.
+func livenessControl(srv harness.Servers, cfg harness.Config) (*check.Report, bool, error) {
+	fmt.Printf("\n== liveness control: fenced, without preemption\n")
+	rep, err := harness.Run(context.Background(), srv, harness.LivenessControl(cfg, 2*time.Minute))
+	if err != nil {
+		return nil, false, err
+	}
+	check.PrintViolations(os.Stdout, rep, 10)
+	check.PrintSummary(os.Stdout, rep, nil)
+	why := check.LivenessVerdict(rep)
+	for _, w := range why {
+		fmt.Println("FAIL:", w)
+	}
+	if len(why) == 0 {
+		fmt.Println("PASS: the liveness control stalled past the bound, and kept its safety")
+	}
+	return rep, len(why) == 0, nil
 }
 
 func runOne(srv harness.Servers, cfg harness.Config, fenced bool) (*check.Report, error) {

@@ -7,6 +7,8 @@ package bank_test
 import (
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/fencelock/fencelock/internal/app/harness"
 	"github.com/fencelock/fencelock/internal/app/harness/harnesstest"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
@@ -16,6 +18,22 @@ import (
 // re-executed; it runs from init, before any test or server starts.
 func init() { harnesstest.Init() }
 
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestHarnessBankLivenessControl is the bank's liveness control: its
+// fenced run with PostgreSQL's writes built WithoutPreemption (the library
+// before issue 47) while the nemesis freezes holders (5 s, TTL 1 s) and
+// injects no other fault. A holder frozen in its transfer's transaction
+// keeps its rows locked, and the next holder of its accounts waits for it
+// as long as it is frozen: the checker must find that stall past its
+// bound (the lease and 1 s), and no safety violation. It comes first in
+// the file: the pair caps its runs from the time the test binary has
+// left, and so leaves none to a test after it.
+func TestHarnessBankLivenessControl(t *testing.T) {
+	testenv.Long(t, "the fault harness: a bank run without preemption, until it stalls (tens of seconds)")
+	harnesstest.LivenessControl(t, harnesstest.Servers(t), "harness-bank-liveness-control")
+}
+
 // TestHarnessShortBank runs the bank workload (go run ./cmd/fencecheck
 // -kind bank): the run's keys are accounts, each starting at 100 in
 // PostgreSQL rows, a fence/etcd Store and a fence/s3 Store; each worker
@@ -24,7 +42,7 @@ func init() { harnesstest.Init() }
 // partitions the workers and crashes and replaces etcd members. Fenced
 // (reads that claim: Table.GetForUpdate, Store.Update), the checker must
 // find every acknowledged transfer reflected once and the money conserved
-// on every store; the control (plain reads, then fenced writes: the code
+// on every store, and no stall past the liveness bound; the control (plain reads, then fenced writes: the code
 // the issue's user wrote) must lose money on PostgreSQL, and what it does
 // on the KV stores is reported. FENCECHECK_SEED replays a seed; go test
 // -short skips the test outside CI.

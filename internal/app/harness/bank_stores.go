@@ -78,7 +78,7 @@ type bankStores struct {
 }
 
 func newBankStores(r *resources, cli *clientv3.Client) (*bankStores, error) {
-	t, err := postgres.NewTable(pgx.Identifier{bankTable})
+	t, err := postgres.NewTable(pgx.Identifier{bankTable}, r.tableOptions()...)
 	if err != nil {
 		return nil, err
 	}

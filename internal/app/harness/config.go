@@ -25,6 +25,23 @@ type Config struct {
 	// [Config.SetKind], which sets the bank's minimums too). Not with
 	// Election.
 	Kind string
+	// WithoutPreemption builds the fenced PostgreSQL writes with
+	// postgres.WithoutPreemption: the library before issue 47, whose next
+	// holder waits for a frozen older holder's open transaction as long
+	// as it is frozen. The bank's liveness control sets it.
+	WithoutPreemption bool
+	// Freeze, when positive, is how long a pause of a fenced run freezes
+	// its holder, one pause in FreezeOneIn (the seed chooses which),
+	// instead of the lease and 0.5 to 1.2 s more: long enough that a next holder that waits
+	// for the frozen one waits past the liveness bound (the lease and
+	// 1 s; see check.Stalls).
+	Freeze      time.Duration
+	FreezeOneIn int
+	// UntilStalled makes the nemesis go on pausing until the workers'
+	// events show a stall past its bound (check.CheckLiveness): the
+	// liveness control's stopping rule, as the storage's catches are the
+	// safety control's.
+	UntilStalled bool
 	// Workers is the number of worker processes running at once.
 	Workers int
 	// Keys is the number of locks; each guards one resource of every kind.
@@ -120,6 +137,45 @@ func (c *Config) SetKind(kind string) {
 	c.Until.Writes, c.Until.PerResource, c.Until.RefusedOverall = m.Writes, m.PerResource, m.RefusedOverall
 }
 
+// SetFreezes makes one pause in oneIn of a fenced run a freeze of three
+// leases and 2 s (5 s at the presets' TTL of 1 s). In the bank, a next
+// holder that waits for a holder frozen with its PostgreSQL transaction
+// open, as the library did before issue 47, waits about 3.7 s from its
+// lock, past the liveness bound of the lease and 1 s; one that ends it
+// (fence/postgres's preemption) waits about 100 ms. The short preset
+// has none: see docs/harness.md for the case preemption leaves alone.
+func (c *Config) SetFreezes(oneIn int) {
+	c.Freeze, c.FreezeOneIn = 3*c.TTL+2*time.Second, oneIn
+}
+
+// LivenessMinimums are what the bank's liveness control goes on until
+// (see [LivenessControl]): a few transfers on every store, and two
+// pauses; no other fault.
+var LivenessMinimums = check.Minimums{
+	Writes: 30, PerResource: 10,
+	Faults: faultMinimums(func(f faultKind) int {
+		if f.kind == faultPause {
+			return 2
+		}
+		return 0
+	}),
+}
+
+// LivenessControl returns c, a bank run's configuration (SetKind(KindBank)),
+// as its liveness control: fenced, with the PostgreSQL writes built
+// WithoutPreemption (the library before issue 47), pausing only, every
+// pause a freeze, until the events show a stall past its bound
+// (UntilStalled) and the run has [LivenessMinimums], capped at maxDur. Its
+// checker must find that stall and no safety violation
+// (check.LivenessVerdict).
+func LivenessControl(c Config, maxDur time.Duration) Config {
+	c.Fenced, c.WithoutPreemption, c.UntilStalled = true, true, true
+	c.SetFreezes(1)
+	c.Until = LivenessMinimums
+	c.MinDuration, c.MaxDuration = 0, maxDur
+	return c
+}
+
 // Short returns the preset that runs inside CI: each run goes on until it
 // reaches [ShortMinimums] (about a minute on a loaded 2-core machine),
 // capped at eight minutes.
@@ -157,6 +213,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("harness: %d keys; the bank needs at least 2 accounts", c.Keys)
 	case c.Kind != "" && c.Election:
 		return errors.New("harness: Kind and Election exclude each other")
+	case c.Freeze < 0 || c.Freeze > 0 && c.FreezeOneIn < 1:
+		return errors.New("harness: Freeze must not be negative, and FreezeOneIn positive when Freeze is set")
 	case c.MaxDuration < c.MinDuration:
 		return errors.New("harness: MaxDuration is shorter than MinDuration")
 	}

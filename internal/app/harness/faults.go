@@ -39,9 +39,24 @@ func (n *nemesis) pause(ctx context.Context, rng *rand.Rand) bool {
 	}
 	start := time.Now()
 	_ = p.Send(childproc.Go) // read once it runs again
-	sleep(context.WithoutCancel(ctx), n.cfg.TTL+between(rng, 500*time.Millisecond, 1200*time.Millisecond))
-	n.record(faultPause, s.id(), string(kind), start)
+	d, detail := n.pauseFor(rng)
+	sleep(context.WithoutCancel(ctx), d)
+	n.record(faultPause, s.id(), strings.TrimSpace(string(kind)+" "+detail), start)
 	return true
+}
+
+// pauseFor returns how long a pause freezes its holder: the lease and 0.5
+// to 1.2 s more, or, in a fenced run, one pause in Config.FreezeOneIn,
+// Config.Freeze (the detail then says so). The safety control's pauses
+// are never freezes: a lost update there needs the frozen holder's
+// transaction to commit, and a newer holder blocked on it 100 ms ends it
+// first (fence/postgres's preemption), so a freeze is a pause wasted.
+func (n *nemesis) pauseFor(rng *rand.Rand) (time.Duration, string) {
+	d := n.cfg.TTL + between(rng, 500*time.Millisecond, 1200*time.Millisecond)
+	if n.cfg.Freeze > 0 && rng.IntN(n.cfg.FreezeOneIn) == 0 && n.cfg.Fenced {
+		return n.cfg.Freeze, "(freeze)"
+	}
+	return d, ""
 }
 
 // kill kills a worker within a few milliseconds of letting it write, so

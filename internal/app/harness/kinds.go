@@ -9,8 +9,8 @@ import (
 
 // The fault kinds; [faultKinds] says how each is injected.
 const (
-	faultPause     check.FaultKind = "pause"
-	faultKill      check.FaultKind = "kill"
+	faultPause                     = check.FaultPause // the checker measures the next holder's wait after these two
+	faultKill                      = check.FaultKill
 	faultMember    check.FaultKind = "member"
 	faultPartition check.FaultKind = "partition"
 	faultRequest   check.FaultKind = "request"

@@ -81,10 +81,18 @@ func (n *nemesis) done(kind check.FaultKind) bool {
 	if n.counts[kind].Load() < int64(n.cfg.Until.Faults[kind]) || time.Since(n.start) < n.cfg.MinDuration {
 		return false
 	}
+	if kind == faultPause && n.cfg.UntilStalled && !n.stalled() {
+		return false
+	}
 	if n.cfg.Fenced {
 		return n.hist.progress().Refused >= n.cfg.Until.RefusedOverall
 	}
 	return len(n.hist.lacking(false)) == 0
+}
+
+// stalled reports whether the events so far show a stall past its bound.
+func (n *nemesis) stalled() bool {
+	return len(check.CheckLiveness(check.Stalls(n.hist.wl, n.hist.snapshot(), n.cfg.TTL))) > 0
 }
 
 // counted returns how many faults of each kind were injected.

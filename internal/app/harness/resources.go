@@ -26,6 +26,7 @@ import (
 // nothing.
 type resources struct {
 	fenced    bool
+	preempt   []postgres.PreemptOption // the fenced PostgreSQL writes' (Config.WithoutPreemption)
 	pool      *pgxpool.Pool
 	rows      *postgres.Table
 	s3        *s3.Client
@@ -74,8 +75,11 @@ func openResources(ctx context.Context, cfg workerConfig, cli *clientv3.Client, 
 		return nil, err
 	}
 	r := &resources{fenced: cfg.Fenced, pool: pool, bucket: cfg.S3.Bucket, hold: hold}
+	if cfg.NoPreempt {
+		r.preempt = []postgres.PreemptOption{postgres.WithoutPreemption()}
+	}
 	r.s3, r.closeIdle = cfg.S3.NewClient()
-	if r.rows, err = postgres.NewTable(pgx.Identifier{"harness_rows"}); err != nil {
+	if r.rows, err = postgres.NewTable(pgx.Identifier{"harness_rows"}, r.tableOptions()...); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -102,6 +106,24 @@ func openResources(ctx context.Context, cfg workerConfig, cli *clientv3.Client, 
 		}
 	}
 	return r, nil
+}
+
+// tableOptions and txOptions are the options of the fenced PostgreSQL
+// writes: none, or WithoutPreemption.
+func (r *resources) tableOptions() []postgres.TableOption {
+	var opts []postgres.TableOption
+	for _, o := range r.preempt {
+		opts = append(opts, o)
+	}
+	return opts
+}
+
+func (r *resources) txOptions() []postgres.TxOption {
+	var opts []postgres.TxOption
+	for _, o := range r.preempt {
+		opts = append(opts, o)
+	}
+	return opts
 }
 
 func (r *resources) close() {
@@ -149,7 +171,7 @@ func (r *resources) writeTx(ctx context.Context, key string, tok fence.Token, va
 	r.hold()
 	body := func(tx pgx.Tx) error { return txBody(ctx, tx, key, tok, val) }
 	if r.fenced {
-		return postgres.RunInTx(ctx, r.pool, check.ResourceName(check.ResTx, key), tok, body)
+		return postgres.RunInTx(ctx, r.pool, check.ResourceName(check.ResTx, key), tok, body, r.txOptions()...)
 	}
 	return pgx.BeginFunc(ctx, r.pool, body)
 }

@@ -123,7 +123,7 @@ func (r *runner) redisDir() string { return filepath.Join(r.dir, "redis") }
 
 func (r *runner) workerConfig() workerConfig {
 	return workerConfig{
-		DSN: r.srv.PostgresDSN, S3: r.srv.S3, SQLite: r.sqlitePath(), Redis: r.redis.Addr(), Keys: r.keys, Fenced: r.cfg.Fenced, Election: r.cfg.Election, Kind: r.cfg.Kind, TTL: r.cfg.TTL,
+		DSN: r.srv.PostgresDSN, S3: r.srv.S3, SQLite: r.sqlitePath(), Redis: r.redis.Addr(), Keys: r.keys, Fenced: r.cfg.Fenced, NoPreempt: r.cfg.WithoutPreemption, Election: r.cfg.Election, Kind: r.cfg.Kind, TTL: r.cfg.TTL,
 		LockTimeout: r.cfg.LockTimeout, WritesPerLock: r.cfg.WritesPerLock, Seed: r.cfg.Seed,
 	}
 }
@@ -163,6 +163,9 @@ func (r *runner) run(ctx context.Context) (*check.Report, error) {
 	atts := check.Attempts(events)
 	rep := check.NewReport(r.wl.desc(), events, atts)
 	rep.Seed, rep.Fenced, rep.Election, rep.Kind = r.cfg.Seed, r.cfg.Fenced, r.cfg.Election, r.cfg.Kind
+	if r.cfg.WithoutPreemption {
+		rep.Variant = "without preemption"
+	}
 	rep.Duration, rep.Faults, rep.FaultKinds, rep.FaultsLost = time.Since(start), nem.counted(), faultDescs(), int(nem.failed.Load())
 	if capped && len(r.cfg.Until.Shortfalls(rep.Progress(), r.cfg.Fenced)) > 0 {
 		rep.Capped = r.cfg.MaxDuration
@@ -171,7 +174,8 @@ func (r *runner) run(ctx context.Context) (*check.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.Violations = vs
+	rep.Stalls = check.Stalls(r.wl.desc(), events, r.cfg.TTL)
+	rep.Violations = append(vs, check.CheckLiveness(rep.Stalls)...)
 	return rep, nil
 }
 

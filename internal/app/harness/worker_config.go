@@ -16,14 +16,17 @@ const WorkerEnv = "FENCECHECK_WORKER"
 
 // workerConfig tells a worker process where everything is and what to do.
 type workerConfig struct {
-	ID            string
-	Etcd          []string // the worker's own proxies, one per member
-	DSN           string
-	S3            s3test.Config // Bucket is versioned
-	SQLite        string        // the run's SQLite database file, which every worker opens
-	Redis         string        // the run's redis-server, host:port
-	Keys          []string
-	Fenced        bool
+	ID     string
+	Etcd   []string // the worker's own proxies, one per member
+	DSN    string
+	S3     s3test.Config // Bucket is versioned
+	SQLite string        // the run's SQLite database file, which every worker opens
+	Redis  string        // the run's redis-server, host:port
+	Keys   []string
+	Fenced bool
+	// NoPreempt builds the fenced PostgreSQL writes WithoutPreemption
+	// (Config.WithoutPreemption).
+	NoPreempt     bool
 	Election      bool
 	Kind          string // Config.Kind
 	TTL           time.Duration

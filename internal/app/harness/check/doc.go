@@ -7,6 +7,11 @@
 // anything ([Verdict]). For the bank workload ([Bank]), [CheckBank]
 // checks the transfers against each store's [Ledger] instead: every
 // acknowledged transfer reflected exactly once, and the money conserved.
+// Next to safety it measures liveness ([Stalls]): after each pause or
+// kill of a holder, how long the next holder of each of its keys waited
+// from its lock to its first accepted writes, a stall violation when past
+// the old lease + 1 s and an allowance for faults that may hold the next
+// holder up itself ([CheckLiveness]).
 // It does no I/O but writing what it is given to; the harness runs the
 // processes and reads the storage. It imports no other
 // part of the harness, no lock client and no adapter (only the fence

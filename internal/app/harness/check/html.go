@@ -102,10 +102,16 @@ type htmlRun struct {
 	// holding it, or the run ended; to is its last event)].
 	Holds [][6]int64 `json:"holds"`
 	// Faults are [kind, worker (-1: an etcd member), from, to].
-	Faults      [][4]int64      `json:"faults"`
-	FaultDetail []string        `json:"faultDetail"`
-	Counts      map[string]any  `json:"counts"`
-	Violations  []htmlViolation `json:"violations"`
+	Faults [][4]int64 `json:"faults"`
+	// Stalls are [key, worker (the next holder), from (its lock), to
+	// (its last first accepted write), past (1: past its bound)], with
+	// what each is in StallDetail; StallSummary sums them up.
+	Stalls       [][5]int64      `json:"stalls"`
+	StallDetail  []string        `json:"stallDetail"`
+	StallSummary string          `json:"stallSummary"`
+	FaultDetail  []string        `json:"faultDetail"`
+	Counts       map[string]any  `json:"counts"`
+	Violations   []htmlViolation `json:"violations"`
 }
 
 type htmlViolation struct {
@@ -134,7 +140,7 @@ func newHTMLRun(r *Report) htmlRun {
 	// Every list is non-nil, so that the page never reads a JSON null.
 	h := htmlRun{Name: r.name(), Fenced: r.Fenced, Seed: r.Seed, Duration: r.duration(),
 		Kinds: []string{}, Keys: []string{}, Workers: []string{}, FaultKinds: []string{}, FaultHow: []string{},
-		Writes: [][8]int64{}, Values: []string{}, Holds: [][6]int64{}, Faults: [][4]int64{}, FaultDetail: []string{},
+		Writes: [][8]int64{}, Values: []string{}, Holds: [][6]int64{}, Faults: [][4]int64{}, FaultDetail: []string{}, Stalls: [][5]int64{}, StallDetail: []string{},
 		Violations: []htmlViolation{}, Counts: map[string]any{}}
 	for _, o := range outcomes {
 		h.Outcomes = append(h.Outcomes, string(o))
@@ -247,7 +253,24 @@ func newHTMLRun(r *Report) htmlRun {
 	for k, c := range r.Writes {
 		h.Counts[string(k)] = c
 	}
+	h.addStalls(r, key, worker, at)
 	return h
+}
+
+// addStalls adds r's stalls, with key, worker and at numbering their keys
+// and workers and placing their times.
+func (h *htmlRun) addStalls(r *Report, key, worker func(string) int64, at func(int64) int64) {
+	for _, s := range r.Stalls {
+		past := int64(0)
+		if s.Past() {
+			past = 1
+		}
+		h.Stalls = append(h.Stalls, [5]int64{key(s.Key), worker(s.Next), at(s.From), at(s.To), past})
+		h.StallDetail = append(h.StallDetail, s.String())
+	}
+	st := r.StallStats()
+	h.StallSummary = fmt.Sprintf("Liveness: %d stalls measured after a pause or kill of a holder, %d past their bound; p99 %v, longest %v.",
+		st.Count, st.Past, st.P99.Round(time.Millisecond), st.Max.Round(time.Millisecond))
 }
 
 // key prefixes a value so that values are told apart by resource kind.
@@ -271,10 +294,12 @@ func (r *Report) keys() []string {
 // r's history and violations alone: the marks of each outcome ("ok",
 // "stale", ...), "marked" (rings on writes a violation is about),
 // "violations" (items in its list), "visuals" (porcupine's, as many as
-// fit MaxVisualBytes), "holds" and "faults" (bars), and for each resource
+// fit MaxVisualBytes), "holds" and "faults" (bars), "stalls" (marks on
+// the holds' lanes) and "stalls-past" (those past their bound, in red),
+// and for each resource
 // ("res:" and its name), the marks in its plot.
 func Drawn(r *Report) map[string]int {
-	want := map[string]int{"violations": len(r.Violations)}
+	want := map[string]int{"violations": len(r.Violations), "stalls": len(r.Stalls), "stalls-past": r.StallStats().Past}
 	for _, a := range Attempts(r.Events) {
 		if !a.Read {
 			want["res:"+a.Resource()]++

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/fencelock/fencelock/internal/testkit/browser"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
@@ -14,10 +15,10 @@ import (
 // script error and draws what the history holds for a run with nothing in
 // it (what a failed verdict may leave), a run without fault kinds, nil
 // runs, one write, writes all at one token, a key, worker and value with
-// markup in them (drawn as text, never as elements), and a fault before
-// the first event.
+// markup in them (drawn as text, never as elements), stalls (one past its
+// bound, one not), and a fault before the first event.
 func TestHTMLEdgeCases(t *testing.T) {
-	testenv.Long(t, "seven pages opened in Chromium, a few seconds each")
+	testenv.Long(t, "nine pages opened in Chromium, a few seconds each")
 	chromium := browser.Require(t)
 	t0 := int64(1_790_000_000) * 1e9
 	write := func(w, key string, res ResKind, tok, seq int64, val string, at int64, out Outcome) []Event {
@@ -55,6 +56,25 @@ func TestHTMLEdgeCases(t *testing.T) {
 		{"odd key", []*Report{mk(append([]Event{{Ev: EvLock, Worker: "w<b>", Key: bad, OK: true, Token: 3, Time: t0}},
 			write("w<b>", bad, ResRow, 3, 1, "<i>v</i>", t0+1e6, OutOK)...),
 			Violation{Resource: ResourceName(ResRow, bad), Kind: vioLost, Detail: "<b>x</b>", Values: []string{"<i>v</i>"}})}, "control=0"},
+		{"stalls, one past its bound", []*Report{func() *Report {
+			ev := []Event{{Ev: EvLock, Worker: "w0.0", Key: "k", OK: true, Token: 1, Time: t0},
+				{Ev: EvLock, Worker: "w2.0", Key: "j", OK: true, Token: 1, Time: t0},
+				{Ev: EvFault, Fault: FaultPause, Worker: "w0.0", Call: t0 + 1e8, Time: t0 + 5e9},
+				{Ev: EvFault, Fault: FaultKill, Worker: "w2.0", Call: t0 + 1e8, Time: t0 + 1e8},
+				{Ev: EvLock, Worker: "w1.0", Key: "k", OK: true, Token: 2, Time: t0 + 12e8},
+				{Ev: EvLock, Worker: "w3.0", Key: "j", OK: true, Token: 2, Time: t0 + 12e8}}
+			ev = append(ev, write("w1.0", "k", ResRow, 2, 1, "a", t0+13e8, OutOK)...)
+			ev = append(ev, write("w3.0", "j", ResRow, 2, 1, "b", t0+13e8, OutOK)...)
+			ev[len(ev)-3].Time = t0 + 45e8 // w1.0's write answered 3.3 s after its lock
+			r := mk(ev)
+			r.Workload = Workload{Kinds: []ResKind{ResRow}, MustCatch: []ResKind{ResRow}}
+			r.Stalls = Stalls(r.Workload, ev, time.Second)
+			r.Violations = CheckLiveness(r.Stalls)
+			if len(r.Stalls) != 2 || len(r.Violations) != 1 {
+				t.Fatalf("got stalls %v, violations %v; want 2 stalls, 1 past its bound", r.Stalls, r.Violations)
+			}
+			return r
+		}()}, "control=0"},
 		{"fault before first event", []*Report{mk(append([]Event{{Ev: EvFault, Fault: "pause", Worker: "w0.0", Call: 0, Time: t0}},
 			write("w0.0", "k", ResRow, 1, 1, "v", t0, OutOK)...))}, ""},
 	}

@@ -35,6 +35,9 @@ type Report struct {
 	Fenced   bool
 	Election bool   // the workers were election candidates (Config.Election)
 	Kind     string // the kind of lock the workers took, if not Lock (Config.Kind)
+	// Variant names a fenced run's library variant, if not the library
+	// as it is: "without preemption" (Config.WithoutPreemption).
+	Variant string
 	// Workload is what the workers wrote; the zero Workload is [Register].
 	Workload Workload
 	Duration time.Duration
@@ -51,6 +54,10 @@ type Report struct {
 	LockP50    time.Duration
 	LockP99    time.Duration
 	Violations []Violation
+	// Stalls are the next holders' waits after each pause or kill of a
+	// holder ([Stalls]); those past their bound are among Violations
+	// ([CheckLiveness]).
+	Stalls []Stall
 	// Events is the run's history: every worker's events and the
 	// nemesis's faults, in the order they came in ([WriteHTML] draws it).
 	Events []Event
@@ -58,6 +65,28 @@ type Report struct {
 	// summed: "acquisitions", "losses/<cause>" and
 	// "writes/<adapter>/<outcome>" ([PrintMetrics]).
 	Metrics map[string]int64
+}
+
+// StallStats sums up a run's stalls: how many were measured, how many
+// went past their bound, and the waits' 99th percentile and maximum.
+type StallStats struct {
+	Count, Past int
+	P99, Max    time.Duration
+}
+
+// StallStats returns r's stall statistics.
+func (r *Report) StallStats() StallStats {
+	ws := stallWaits(r.Stalls)
+	st := StallStats{Count: len(ws), P99: percentile(ws, 99)}
+	if len(ws) > 0 {
+		st.Max = ws[len(ws)-1]
+	}
+	for _, s := range r.Stalls {
+		if s.Past() {
+			st.Past++
+		}
+	}
+	return st
 }
 
 // FaultDesc says what one fault of a kind is, for the summary table.
@@ -131,10 +160,12 @@ func PrintSummary(w io.Writer, fenced, control *Report) {
 		}
 	}
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\t\n")
-	fmt.Fprintf(tw, "run\tduration\tfaults (%s)\tlocks\tlock wait p50\tp99\tviolations\t\t\t\n", fenced.faultHeader())
+	fmt.Fprintf(tw, "run\tduration\tfaults (%s)\tlocks\tlock wait p50\tp99\tviolations\tstalls (past bound)\tstall p99\tmax\t\n", fenced.faultHeader())
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t\t\t\n", r.name(), r.duration(), r.faultCounts(fenced.FaultKinds),
-			r.Locks, r.LockP50.Round(time.Microsecond*100), r.LockP99.Round(time.Millisecond), len(r.Violations))
+		st := r.StallStats()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d (%d)\t%s\t%s\t\n", r.name(), r.duration(), r.faultCounts(fenced.FaultKinds),
+			r.Locks, r.LockP50.Round(time.Microsecond*100), r.LockP99.Round(time.Millisecond), len(r.Violations),
+			st.Count, st.Past, st.P99.Round(time.Millisecond), st.Max.Round(time.Millisecond))
 	}
 	_ = tw.Flush()
 	fenced.printFaultKinds(w)
@@ -166,6 +197,9 @@ func (r *Report) name() string {
 	}
 	if r.Kind != "" {
 		name += " (" + r.Kind + ")"
+	}
+	if r.Variant != "" {
+		name += " (" + r.Variant + ")"
 	}
 	return name
 }

@@ -45,6 +45,7 @@
 		var x = scale(0, run.span);
 		el("h2", {}, sec, run.name + " run: seed " + run.seed + ", " + run.duration);
 		summary(run, sec);
+		el("p", { "class": "stall-summary" }, sec, run.stallSummary);
 		violations(run, sec);
 		run.zoom = el("div", { "class": "zoom", hidden: "" }, sec);
 		faultLane(run, sec, x);
@@ -69,6 +70,8 @@
 		counts.marked = sec.querySelectorAll(".vio-ring").length;
 		counts.holds = sec.querySelectorAll(".hold").length;
 		counts.faults = sec.querySelectorAll(".fault").length;
+		counts.stalls = sec.querySelectorAll(".stall").length;
+		counts["stalls-past"] = sec.querySelectorAll(".stall.past").length;
 		counts.visuals = sec.querySelectorAll("details.visual").length;
 		sec.querySelectorAll("svg[data-res]").forEach(function (svg) {
 			counts["res:" + svg.getAttribute("data-res")] = svg.querySelectorAll(".mark").length;
@@ -182,6 +185,16 @@
 			r.addEventListener("click", function () {
 				show("lock hold: worker " + run.workers[hd[1]] + ", key " + run.keys[hd[0]] + "\ntoken " + hd[2] +
 					"\nfrom " + secs(hd[3]) + " to " + secs(hd[4]) + (hd[5] ? " (no unlock: the worker's last event)" : ""));
+			});
+		});
+		// A stall: a bar across the next holder's row from its lock to its
+		// first accepted writes, red past its bound.
+		run.stalls.forEach(function (st, si) {
+			if (st[0] !== ki || !(st[1] in rows) || st[3] < x.from || st[2] > x.to) return;
+			var x0 = x(st[2]);
+			var r = sv("rect", { "class": "stall" + (st[4] ? " past" : ""), x: x0, y: rows[st[1]] * ROW_H + ROW_H / 2 - 1.5, width: Math.max(2, x(st[3]) - x0), height: 3 }, svg);
+			r.addEventListener("click", function () {
+				show((st[4] ? "STALL past its bound" : "stall within its bound") + ", key " + run.keys[st[0]] + "\nfrom " + secs(st[2]) + " to " + secs(st[3]) + "\n" + run.stallDetail[si]);
 			});
 		});
 	}

@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // FaultKind names a kind of fault a run injects.
@@ -67,6 +68,28 @@ func (m Minimums) Shortfalls(p Progress, fenced bool) []string {
 		if n := p.Faults[k]; n < m.Faults[k] {
 			why = append(why, fmt.Sprintf("%d %s faults, want >= %d", n, k, m.Faults[k]))
 		}
+	}
+	return why
+}
+
+// LivenessVerdict returns why r, a liveness control (a fenced run of the
+// library without what keeps a next holder live), proves nothing: it must
+// show a stall past its bound ([CheckLiveness]), and no safety violation,
+// since the library without it is still safe.
+func LivenessVerdict(r *Report) []string {
+	var why []string
+	stalls := 0
+	for _, v := range r.Violations {
+		if v.Kind == vioStall {
+			stalls++
+			continue
+		}
+		why = append(why, fmt.Sprintf("%s run: a safety violation: %s (replay with seed %d)", r.name(), v, r.Seed))
+	}
+	if stalls == 0 {
+		st := r.StallStats()
+		why = append(why, fmt.Sprintf("%s run: no stall past its bound (%d stalls measured, the longest %v): the liveness check proved nothing (replay with seed %d)",
+			r.name(), st.Count, st.Max.Round(time.Millisecond), r.Seed))
 	}
 	return why
 }

@@ -60,6 +60,33 @@ func Pair(t *testing.T, srv harness.Servers, set func(*harness.Config)) {
 	Report(t, "harness-"+kindName(cfg), fenced, control)
 }
 
+// livenessCap caps the bank's liveness control: it usually shows its stall
+// within its first few freezes (5 s each).
+const livenessCap = 2 * time.Minute
+
+// LivenessControl runs the bank's liveness control
+// ([harness.LivenessControl]: the fenced bank run with PostgreSQL's
+// writes built WithoutPreemption, pausing only, every pause a freeze)
+// with FENCECHECK_SEED or a new seed, and checks that it shows a stall
+// past its bound and no safety violation ([check.LivenessVerdict]). Its
+// report is name.html, as [Report] writes it.
+func LivenessControl(t *testing.T, srv harness.Servers, name string) {
+	t.Helper()
+	seed := Seed(t)
+	t.Logf("seed %d (replay: FENCECHECK_SEED=%d)", seed, seed)
+	cfg := harness.Short(seed)
+	cfg.SetKind(harness.KindBank)
+	cfg = harness.LivenessControl(cfg, livenessCap)
+	rep := run(t, srv, cfg, true, 1)
+	var table strings.Builder
+	check.PrintSummary(&table, rep, nil)
+	t.Logf("seed %d\n%s", seed, table.String())
+	for _, why := range check.LivenessVerdict(rep) {
+		t.Error(why)
+	}
+	Report(t, name, rep)
+}
+
 func kindName(cfg harness.Config) string {
 	switch {
 	case cfg.Election:
