@@ -50,7 +50,7 @@ func main() {
 	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) "rw" (writers fence, readers only read) or "group" (members of one group whose partitions are the keys, each resource fenced by its partition's tokens); or "bank" (transfers between two accounts under LockAll, in PostgreSQL, etcd and S3); not with -election`)
 	report := flag.String("report", "", "write the HTML report of the runs to this file: each write at its token and time, the lock holds, the faults and the violations, fenced and control side by side (default: to a temporary file when the verdict fails)")
 	liveness := flag.Bool("liveness", false, "with -kind bank: also run the liveness control, the fenced bank run built without preemption (the library before issue 47) with its holders frozen 5 s, which must show a stall past the liveness bound and no safety violation")
-	freeze := flag.Int("freeze", 0, "make one pause in N of the fenced run a freeze of three leases and 2 s (5 s), instead of the lease and up to 1.2 s more: long enough that a next holder waiting for the frozen one stalls past the liveness bound (default: none)")
+	freeze := flag.Int("freeze", 0, "make one pause in N of the fenced run a freeze of three leases and 2 s (5 s), instead of the lease and up to 1.2 s more: long enough that a next holder waiting for the frozen one stalls past the liveness bound (default: one in 2 for -kind bank, none for the others)")
 	faults := flag.Int("faults", 0, "faults of each kind the run goes on until (default: the mode's); the verdict still wants the short mode's minimums")
 	flag.Parse()
 	if *seed == 0 {

@@ -130,11 +130,15 @@ func MinimumsOf(kind string) check.Minimums {
 }
 
 // SetKind sets c.Kind to kind, and c.Until's write minimums to those of
-// [MinimumsOf](kind), keeping the faults c.Until asks for.
+// [MinimumsOf](kind), keeping the faults c.Until asks for. For the bank it
+// also makes one pause in two of a fenced run a freeze ([Config.SetFreezes]).
 func (c *Config) SetKind(kind string) {
 	m := MinimumsOf(kind)
 	c.Kind = kind
 	c.Until.Writes, c.Until.PerResource, c.Until.RefusedOverall = m.Writes, m.PerResource, m.RefusedOverall
+	if kind == KindBank {
+		c.SetFreezes(2)
+	}
 }
 
 // SetFreezes makes one pause in oneIn of a fenced run a freeze of three
@@ -142,8 +146,8 @@ func (c *Config) SetKind(kind string) {
 // holder that waits for a holder frozen with its PostgreSQL transaction
 // open, as the library did before issue 47, waits about 3.7 s from its
 // lock, past the liveness bound of the lease and 1 s; one that ends it
-// (fence/postgres's preemption) waits about 100 ms. The short preset
-// has none: see docs/harness.md for the case preemption leaves alone.
+// (fence/postgres's preemption) waits about 100 ms, also when the frozen
+// transfer's two tokens straddle its own (docs/harness.md).
 func (c *Config) SetFreezes(oneIn int) {
 	c.Freeze, c.FreezeOneIn = 3*c.TTL+2*time.Second, oneIn
 }

@@ -9,13 +9,13 @@ import (
 )
 
 // A freeze is three leases and 2 s, and only a fenced run's pause is one;
-// the short preset has none; the bank's liveness control is a fenced run
-// without preemption that pauses only, every pause a freeze.
+// the bank's short runs freeze one pause in two; its liveness control is
+// a fenced run without preemption that pauses only, every pause a freeze.
 func TestLivenessConfig(t *testing.T) {
 	cfg := Short(1)
 	cfg.SetKind(KindBank)
-	if cfg.Freeze != 0 {
-		t.Fatalf("bank: got Freeze %v, want none in the short preset", cfg.Freeze)
+	if cfg.Freeze != 5*time.Second || cfg.FreezeOneIn != 2 {
+		t.Fatalf("bank: got Freeze %v one in %d, want 5s one in 2", cfg.Freeze, cfg.FreezeOneIn)
 	}
 	lc := LivenessControl(cfg, time.Minute)
 	if lc.Freeze != 5*time.Second || lc.FreezeOneIn != 1 {
