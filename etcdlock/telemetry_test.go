@@ -271,10 +271,15 @@ func TestTelemetryGroup(t *testing.T) {
 	stop := joinGroup(t, group(t, c, "g", 4), runs.work(0))
 	g := group(t, newLocker(t, cli), "g", 4)
 	groupSettled(t, g, 1, 10*time.Second)
+	// The keys show the partitions owned a moment before the worker has
+	// counted them (it counts as it starts each work): wait for the count.
+	partition := attribute.String("fencelock.kind", "partition")
+	poll.Until(t, "the worker's four partitions counted", func() bool {
+		return in.Sum(t, "fencelock.group.partitions") >= 4 && in.Sum(t, "fencelock.lock.acquisitions", partition) >= 4
+	})
 	if got := in.Sum(t, "fencelock.group.partitions"); got != 4 {
 		t.Errorf("partitions owned: got %d, want 4", got)
 	}
-	partition := attribute.String("fencelock.kind", "partition")
 	if got := in.Sum(t, "fencelock.lock.acquisitions", partition); got != 4 {
 		t.Errorf("partitions acquired: got %d, want 4", got)
 	}
