@@ -368,16 +368,24 @@ func (g *Group) member(ctx context.Context, work func(context.Context, *Partitio
 
 // bound bounds each request a worker sends (a member's or a partition's
 // create, a read of the members or of a partition's queue, a release):
-// half the TTL. A request that has not returned by then (a member that
-// lost its quorum, a stalled link, a reply lost on the way) is given up
-// and the step sent again, which is safe because every request is
-// conditional (see PROTOCOL.md): a create compares its lane's marker, a
-// release the key's create revision, so the first one landing late or
-// twice changes nothing. One such request then delays a partition's next
-// owner by half a TTL and a retry: it is owned again within TTL + 1 s.
-// The wait for a turn is not bounded: it is a watch, on a stream that is
+// half the TTL, and at least minBound. A request that has not returned by
+// then (a member that lost its quorum, a stalled link, a reply lost on the
+// way) is given up and the step sent again, which is safe because every
+// request is conditional (see PROTOCOL.md): a create compares its lane's
+// marker, a release the key's create revision, so the first one landing
+// late or twice changes nothing. One such request then delays a
+// partition's next owner by the bound and a retry: it is owned again
+// within TTL + 1 s (for a TTL of 1 s, the bound's 1 s and a retry). The
+// wait for a turn is not bounded: it is a watch, on a stream that is
 // probed and replaced within two thirds of the TTL when it hangs.
-func (g *Group) bound() time.Duration { return g.c.o.ttl / 2 }
+func (g *Group) bound() time.Duration { return max(g.c.o.ttl/2, minBound) }
+
+// minBound is the shortest bound on a group's request: below it, a loaded
+// etcd's ordinary requests (an fsync on a slow disk, a machine running
+// the race detector) would be given up and sent again over and over,
+// moving partitions for nothing. It failed TestGroupRebalance under -race
+// at TTL 1 s with half the TTL, 500 ms.
+const minBound = time.Second
 
 // slow says so of err when it is a request that did not return within
 // the bound (ctx, the caller's, has not ended), and returns err otherwise.
@@ -385,7 +393,7 @@ func (g *Group) slow(ctx context.Context, err error) error {
 	if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	return fmt.Errorf("etcdlock: group %q: a request to etcd did not return within %v (half the TTL), and is sent again: %w", g.name, g.bound(), err)
+	return fmt.Errorf("etcdlock: group %q: a request to etcd did not return within %v (half the TTL, 1 s at least), and is sent again: %w", g.name, g.bound(), err)
 }
 
 // fail ends the membership with err (the first one given).

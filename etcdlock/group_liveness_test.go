@@ -157,7 +157,7 @@ func hungPartitionCreate(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Gr
 		select {
 		case err := <-reported:
 			if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "did not return within 1s") {
-				t.Errorf("the error handler got %v, want a request that did not return within 1s (half the TTL)", err)
+				t.Errorf("the error handler got %v, want a request that did not return within 1s (half the TTL, 1 s at least)", err)
 			}
 		default:
 			t.Error("the error handler was not told of the request that did not return")
