@@ -190,6 +190,7 @@ func nextTerm2[T any](t *testing.T, ch <-chan T) T {
 // An observer whose watches etcd keeps refusing backs off (no busy loop),
 // and once they work again sends the current leader.
 func TestObserveRefusedWatchesBackOff(t *testing.T) {
+	testenv.Long(t, "it waits out the backoff of refused watches")
 	t.Parallel()
 	fcli, in := faulty(t, 303)
 	watcher := newLocker(t, fcli)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Tests of elections (Campaign, Term, Observe, Run) and owner records
@@ -105,6 +106,7 @@ func TestRunGoexitResigns(t *testing.T) {
 // grant request under Run's ctx alone and etcd unreachable, Run stayed
 // blocked after Close returned, until the network healed or ctx ended.
 func TestRunClosedWhileGranting(t *testing.T) {
+	testenv.Long(t, "it waits out a held grant")
 	t.Parallel()
 	pcli, proxy := proxied(t)
 	c, err := etcdlock.New(pcli, etcdlock.WithPrefix(prefix(t)), etcdlock.WithTTL(2*time.Second))

@@ -347,6 +347,7 @@ func raiseNoSpace(t *testing.T, cli *clientv3.Client) (disarm func()) {
 // lease, and the key) went on: the name stayed blocked for every other
 // client.
 func TestNoSpaceUnlockReleases(t *testing.T) {
+	testenv.Long(t, "it fills etcd to its quota")
 	t.Parallel()
 	eps := propServer(t)
 	cli := etcdClient(t, eps...)

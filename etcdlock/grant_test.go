@@ -32,6 +32,7 @@ import (
 // up after its 100 tries (25 ms apart, about 2.5 s). TryLock's doc says it
 // then returns ctx's error when ctx ends, "and not before".
 func TestTryLockUnreachableWaitsForCtx(t *testing.T) {
+	testenv.Long(t, "it waits out its context against an unreachable etcd")
 	t.Parallel()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, Logger: zap.NewNop()})
 	if err != nil {

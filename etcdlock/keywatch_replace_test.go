@@ -10,6 +10,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Streams ended over and over while thousands of creations are in flight,
@@ -17,6 +18,7 @@ import (
 // every deleted key's lock learns it, every other lock stays held, and in
 // the end every held lock is watched on one settled stream.
 func TestKeyWatchStreamsReplacedInFlight(t *testing.T) {
+	testenv.Long(t, "it replaces streams in flight for several seconds")
 	t.Parallel()
 	const n = 1000
 	fcli, in := faulty(t, 305)

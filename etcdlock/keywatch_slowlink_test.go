@@ -11,6 +11,7 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // faultyProxied returns an etcdlock client with ttl on an etcd client whose
@@ -37,6 +38,7 @@ func faultyProxied(t *testing.T, seed uint64, ttl time.Duration) (*reqfault.Inje
 // meet the same fate: the watches would never settle, and a deletion would
 // only be reported by the next read, seconds later.
 func TestKeyWatchSlowLinkSettles(t *testing.T) {
+	testenv.Long(t, "it waits out a slow link settling (several seconds)")
 	// Not parallel: the link it saturates carries the session's keepalives
 	// too, and beside other tests' load they came late enough once that the
 	// validity deadline passed and every lock ended. That happened with TTL

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A Client holding thousands of watched locks on a connection that stalls
@@ -14,6 +15,7 @@ import (
 // under way) loses them all by the validity deadline, and Close returns
 // soon after its context ends.
 func TestKeyWatchStalledConnectionClose(t *testing.T) {
+	testenv.Long(t, "it waits out a stalled connection")
 	t.Parallel()
 	const n = 3000
 	_, proxy, c := faultyProxied(t, 307, time.Second)

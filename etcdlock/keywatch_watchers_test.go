@@ -8,11 +8,13 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // etcd's watchers follow the held locks: after Unlock, Break, a stream
 // replaced and Close, none is left behind on the member.
 func TestKeyWatchLeavesNoServerWatchers(t *testing.T) {
+	testenv.Long(t, "it waits for the server to drop watchers, several seconds")
 	const n = 200
 	srv := etcdlocktest.New(t)
 	cli := etcdClient(t, srv.Endpoints()...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // minHoldChildEnv makes this test binary a job process of
@@ -73,6 +74,7 @@ func minHoldChild(cfg minHoldChildConfig) error {
 // control, without the option, the key goes with the session's lease,
 // before then.
 func TestMinHoldOutlivesProcess(t *testing.T) {
+	testenv.Long(t, "it waits out a minimum hold after a process exits")
 	t.Parallel()
 	const hold = 4 * time.Second // well past the session's lease (1 s TTL)
 	tests := []struct {

@@ -229,6 +229,7 @@ func TestMinHoldMoveFaults(t *testing.T) {
 // control, moving unconditionally, puts the newer holder's key on the old
 // hold's lease, which would delete it when it expires.
 func TestMinHoldLateMoveSparesNewerAcquisition(t *testing.T) {
+	testenv.Long(t, "it waits out a minimum hold")
 	t.Parallel()
 	for _, unconditional := range []bool{false, true} {
 		name := map[bool]string{false: "compare", true: "control: unconditional"}[unconditional]

@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Renewing the lease does not log in again: keepalives go on one
 // long-lived stream, as with stock clientv3's KeepAlive. (Before: a stream,
 // and a login, per renewal: 9 logins in 6 s with a 2 s lease.)
 func TestNoLoginPerRenewal(t *testing.T) {
+	testenv.Long(t, "it counts logins over several renewals of the lease")
 	t.Parallel()
 	e := secureEtcd(t, 2*time.Second, false, prefix(t))
 	cli, in := e.faultyLocker(t, 19)

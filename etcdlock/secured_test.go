@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Tests against an etcd run as in production: authentication on, a role
@@ -56,6 +57,7 @@ func TestPrefixGrantIsEnough(t *testing.T) {
 // etcdserver: permission denied", naming no prefix; control with
 // permanent() returning false: 24 requests in the 2 s window.)
 func TestMissingPermission(t *testing.T) {
+	testenv.Long(t, "it waits out refused requests and their backoff")
 	t.Parallel()
 	for _, tt := range []struct {
 		name  string

@@ -235,6 +235,7 @@ func TestThousandWaitersWithStreamEnd(t *testing.T) {
 // it is refused), both still get through: the waiter takes the lock after
 // its holder unlocks, the observer sees the next leader.
 func TestWaiterAndObserverAfterTokenExpiredAndStreamEnd(t *testing.T) {
+	testenv.Long(t, "it waits for an auth token to expire")
 	t.Parallel()
 	p := prefix(t)
 	sec := secureEtcd(t, time.Second, false, p)

@@ -196,6 +196,7 @@ func TestHTMLSelfContained(t *testing.T) {
 // page with a script error, and the page's counts checked against a
 // history with one write fewer, are both caught.
 func TestHTMLInBrowser(t *testing.T) {
+	testenv.Long(t, "it starts a browser")
 	chromium := browser.Require(t)
 	writes := 12_000
 	if testing.Short() {
