@@ -404,87 +404,63 @@ func (w *worker) fail(err error) {
 	})
 }
 
-// follow watches the members and keeps the share they make ours, until
-// ctx ends or a keeper fails; each interruption of the watch is followed
-// by a pause (10 ms doubling to 1 s) and a new read.
+// follow follows the members (see follower) and keeps the share they
+// make ours, until ctx ends (nil), a keeper fails (errKeeperFailed), or a
+// member gives another number of partitions (ErrPartitions). Each round
+// reads the members, within the bound, and reconciles after the read and
+// after each revision of events.
 func (w *worker) follow(ctx context.Context) error {
 	q := w.g.c.keys().groupMembers(w.g.name)
-	backoff := watchBackoff()
-	for {
-		start := time.Now()
-		err := w.watch(ctx, q)
-		if errors.Is(err, ErrPartitions) || errors.Is(err, errKeeperFailed) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if permanent(err) {
-			backoff.d = backoff.max
-		}
-		backoff.resetIfLasted(start)
-		if err := backoff.wait(ctx, w.failed); err != nil {
-			if errors.Is(err, errStopped) {
-				return errKeeperFailed
-			}
-			return nil
-		}
+	f := &follower{c: w.g.c, key: q, end: clientv3.GetPrefixRangeEnd(q), stop: w.failed,
+		read: w.read, apply: w.apply, await: w.await, ended: w.interrupted}
+	if err := f.follow(ctx); !errors.Is(err, errStopped) {
+		return err
 	}
+	return errKeeperFailed
 }
 
 // errKeeperFailed ends follow when a keeper called fail.
 var errKeeperFailed = errors.New("etcdlock: a partition's keeper failed")
 
-// watch watches the members' queue from the current revision, reads it
-// once the watch is in place, and reconciles the share after the read and
-// after each revision of events.
-func (w *worker) watch(ctx context.Context, q string) error {
-	b := newWatchBox(watch{key: q, end: clientv3.GetPrefixRangeEnd(q), all: true})
-	b.add(ctx, w.g.c.watches, 0)
-	defer b.remove(w.g.c.watches)
-	read := false
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-w.failed:
-			return errKeeperFailed
-		case <-b.note:
-		}
-		n := b.take()
-		if n.created > 0 && !read {
-			if err := w.read(ctx, q); err != nil {
-				return err
-			}
-			read = true
-		}
-		if read && len(n.events) > 0 {
-			for _, ev := range n.events {
-				applyEvent(w.members, w.rev, ev)
-			}
-			if err := w.reconcile(ctx); err != nil {
-				return err
-			}
-		}
-		if n.ended {
-			if n.reason == nil {
-				return errWatchEnded
-			}
-			return n.reason
-		}
+// read reads the members afresh and reconciles.
+func (w *worker) read(ctx context.Context) (int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, w.g.bound())
+	defer cancel()
+	members, rev, err := w.g.c.readRange(rctx, w.g.c.keys().groupMembers(w.g.name))
+	if err != nil {
+		return 0, err
+	}
+	w.members, w.rev = members, rev
+	return rev, w.reconcile(ctx)
+}
+
+// apply applies the watch's events to the members and reconciles.
+func (w *worker) apply(ctx context.Context, evs []*mvccpb.Event) error {
+	for _, ev := range evs {
+		applyEvent(w.members, w.rev, ev)
+	}
+	return w.reconcile(ctx)
+}
+
+// await waits for the watch's note, and ends the round when a keeper fails.
+func (w *worker) await(ctx context.Context, note <-chan struct{}) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.failed:
+		return errKeeperFailed
+	case <-note:
+		return nil
 	}
 }
 
-// read reads the members afresh and reconciles.
-func (w *worker) read(ctx context.Context, q string) error {
-	rctx, cancel := context.WithTimeout(ctx, w.g.bound())
-	defer cancel()
-	members, rev, err := w.g.c.readRange(rctx, q)
-	if err != nil {
+// interrupted ends the follow when the round ended for a reason that
+// another round does not cure.
+func (w *worker) interrupted(_ context.Context, err error) error {
+	if errors.Is(err, ErrPartitions) || errors.Is(err, errKeeperFailed) {
 		return err
 	}
-	w.members, w.rev = members, rev
-	return w.reconcile(ctx)
+	return nil
 }
 
 // reconcile starts a keeper for each partition of our share that has

@@ -2,8 +2,6 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -44,26 +42,6 @@ func (c *Client) Observe(ctx context.Context, name string) (<-chan Entry, error)
 	return out, nil
 }
 
-// followInBackground runs follow in the Client's background until ctx
-// ends or the Client is closed, whichever comes first, then runs done
-// (closing the caller's channel). It reports false, having run nothing,
-// when the Client is closed.
-func (c *Client) followInBackground(ctx context.Context, follow func(context.Context), done func()) bool {
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.life, cancel)
-	started := c.background(func() {
-		defer done()
-		defer cancel()
-		defer stop()
-		follow(ctx)
-	})
-	if !started {
-		stop()
-		cancel()
-	}
-	return started
-}
-
 // observer is one Observe call's state.
 type observer struct {
 	// No mutex: used by the Observe call's goroutine alone (follow).
@@ -75,128 +53,49 @@ type observer struct {
 	rev  int64
 }
 
-// follow watches until ctx ends, starting over after each interruption with a
-// pause that doubles from 10 ms to 1 s (reset by a watch that lasted). It
-// reads the queue after each interruption too, also when the watch had
-// read it when it was created: a watch that ended (a hung stream above
-// all) may have withheld events, and should every new stream hang, the
-// leader is still read once per hung stream found.
+// follow follows the election's queue until ctx ends (see follower):
+// each round reads the queue and sends its leader, then sends every new
+// leader the watch's events make. A round's read comes after each
+// interruption, so should every new stream hang, the leader is still read
+// once per hung stream found.
 func (o *observer) follow(ctx context.Context) {
-	backoff := watchBackoff()
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := o.watch(ctx)
-		if permanent(err) {
-			// A missing permission: keep trying (the role may be fixed),
-			// slowly.
-			backoff.d = backoff.max
-		} else if ctx.Err() == nil {
-			o.read(ctx)
-		}
-		backoff.resetIfLasted(start)
-		backoff.wait(ctx, nil)
-	}
-}
-
-// watch watches the queue on the Client's stream (see watcher) from the
-// current revision (so it is synced, not caught up every 100 ms); once the
-// watch is in place it reads the queue, sends its leader, and applies each
-// event after the read, sending every new leader. It returns when the
-// watch ends: with etcd's reason, if it gave one.
-func (o *observer) watch(ctx context.Context) error {
-	b := newWatchBox(watch{key: o.q, end: clientv3.GetPrefixRangeEnd(o.q), all: true})
-	b.add(ctx, o.c.watches, 0)
-	defer b.remove(o.c.watches)
-	read := false
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-b.note:
-		}
-		n := b.take()
-		if n.created > 0 && !read {
-			if err := o.read(ctx); err != nil {
-				return err
-			}
-			read = true
-		}
-		if read && !o.applyAll(ctx, n.events) {
-			return ctx.Err()
-		}
-		if n.ended {
-			if n.reason == nil {
-				return errWatchEnded
-			}
-			return n.reason
-		}
-	}
+	f := &follower{c: o.c, key: o.q, end: clientv3.GetPrefixRangeEnd(o.q), read: o.read, apply: o.applyAll}
+	f.follow(ctx)
 }
 
 // read reads the queue and sends its leader, if newer than the last sent.
-func (o *observer) read(ctx context.Context) error {
+func (o *observer) read(ctx context.Context) (int64, error) {
 	keys, rev, err := o.c.readRange(ctx, o.q)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	o.keys, o.rev = keys, rev
 	if !o.send(ctx) {
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
-	return nil
+	return rev, nil
 }
-
-// errWatchEnded ends a watch that etcd or its stream ended without saying
-// why.
-var errWatchEnded = errors.New("etcdlock: watch ended")
 
 // applyAll updates the queue with evs, in revision order, and sends the
 // leader after each revision, not after each event: one revision may
 // delete several candidates (a lease's end deletes all of a session's), and
 // a candidate between two of them never led. A response, and so a take,
-// carries a revision's events whole. False when ctx ended.
-func (o *observer) applyAll(ctx context.Context, evs []*mvccpb.Event) bool {
+// carries a revision's events whole. It fails only when ctx ends.
+func (o *observer) applyAll(ctx context.Context, evs []*mvccpb.Event) error {
 	for i, ev := range evs {
 		o.apply(ev)
 		if i+1 < len(evs) && evs[i+1].Kv.ModRevision == ev.Kv.ModRevision {
 			continue
 		}
 		if !o.send(ctx) {
-			return false
+			return ctx.Err()
 		}
 	}
-	return true
+	return nil
 }
 
 // apply updates the queue with ev (see applyEvent).
 func (o *observer) apply(ev *mvccpb.Event) { applyEvent(o.keys, o.rev, ev) }
-
-// readRange reads the keys under prefix q, by key, and the revision of the
-// read: what a watch of q then applies its events to (applyEvent).
-func (c *Client) readRange(ctx context.Context, q string) (map[string]*mvccpb.KeyValue, int64, error) {
-	resp, err := c.cli.Get(ctx, q, clientv3.WithPrefix())
-	if err != nil {
-		return nil, 0, err
-	}
-	keys := make(map[string]*mvccpb.KeyValue, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		keys[string(kv.Key)] = kv
-	}
-	return keys, resp.Header.Revision, nil
-}
-
-// applyEvent updates keys, a range read at revision rev, with ev, an event
-// of a watch of that range, unless the read already reflects it.
-func applyEvent(keys map[string]*mvccpb.KeyValue, rev int64, ev *mvccpb.Event) {
-	if ev.Kv.ModRevision <= rev {
-		return
-	}
-	if ev.Type == mvccpb.DELETE {
-		delete(keys, string(ev.Kv.Key))
-	} else {
-		keys[string(ev.Kv.Key)] = ev.Kv
-	}
-}
 
 // send sends the queue's leader if it is newer than the last one sent;
 // false when ctx ended first.

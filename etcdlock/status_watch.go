@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -25,7 +26,7 @@ import (
 // gone or the read failed. A lease that expires deletes its keys, which the
 // watch reports.
 //
-// It is one watch, of the Client's whole prefix (see statusWatch.watch):
+// It is one watch, of the Client's whole prefix (see statusWatch.follow):
 // the role of an etcd user needs read permission on all of it, as
 // docs/etcd-auth-tls.md grants. A narrower grant has the watch refused,
 // and each Status after the first says so (a [PermissionError]).
@@ -70,96 +71,95 @@ type statusWatch struct {
 	rev     int64                       // the revision of the latest change applied, or read
 	ttls    leaseTTLs                   // the granted TTL of each lease of keys, read once per lease
 	last    Status                      // built from keys, sent or not
+	unsent  bool                        // last is yet to be sent
 	// failing is why the last watch ended: every Status carries it until
 	// a watch is in place again, so that a watch that is refused each
 	// time (a role without read on the prefix) never shows as working.
 	failing error
 }
 
-// follow reads and watches until ctx ends, starting over after each
-// interruption with a pause that doubles from 10 ms to 1 s (reset by a
-// watch that lasted).
+// follow follows the ranges until ctx ends (see follower): one watch, of
+// the range that covers them all (coverOf), whose events outside the
+// ranges are dropped. etcd sends the events of one revision in one
+// response of one watch, so a transaction that changes two names' queues
+// (LockAll's, a session's lease expiring) is applied whole. A watch per
+// range would report it in two responses, and a status built between them
+// would show a state no revision had.
 func (w *statusWatch) follow(ctx context.Context) {
-	backoff := watchBackoff()
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := w.read(ctx)
-		if err == nil {
-			err = w.watch(ctx)
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		w.failing, w.last.Err = err, err
-		if !w.send(ctx) {
-			return
-		}
-		if permanent(err) {
-			backoff.d = backoff.max // a missing permission: keep trying (the role may be fixed), slowly
-		}
-		backoff.resetIfLasted(start)
-		backoff.wait(ctx, nil)
-	}
+	key, end := coverOf(w.ranges)
+	f := &follower{c: w.c, key: key, end: end, read: w.read, apply: w.applyAll,
+		await: w.offer, ended: w.interrupted, resumed: w.resumed}
+	f.follow(ctx)
 }
 
 // read reads the keys of every range at one revision, the watch's
-// starting point.
-func (w *statusWatch) read(ctx context.Context) error {
+// starting point, and builds the status, yet to be sent.
+func (w *statusWatch) read(ctx context.Context) (int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, rangeReadTimeout)
 	keys, rev, err := w.c.readRanges(rctx, w.ranges)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("etcdlock: WatchStatus: %w", w.c.explain(err))
+		return 0, err
 	}
 	w.keys, w.readRev, w.rev = keys, rev, rev
 	// A lease gone, or whose read failed, is read again, once per read:
 	// its keys may have outlived the gap.
 	maps.DeleteFunc(w.ttls, func(_ clientv3.LeaseID, ttl time.Duration) bool { return ttl < 0 })
 	w.build(ctx)
-	return nil
+	w.unsent = true
+	return rev, nil
 }
 
-// watch watches the ranges from the revision after the read, and
-// rebuilds the status after each batch of events, sending it (or a newer
-// one) as the reader takes it. It returns when the watch ends: with etcd's
-// reason, if it gave one.
-//
-// It is one watch, of the range that covers them all (coverOf), whose
-// events outside the ranges are dropped: etcd sends the events of one
-// revision in one response of one watch, so a transaction that changes
-// two names' queues (LockAll's, a session's lease expiring) is applied
-// whole. A watch per range would report it in two responses, and a status
-// built between them would show a state no revision had.
-func (w *statusWatch) watch(ctx context.Context) error {
-	key, end := coverOf(w.ranges)
-	b := newWatchBox(watch{key: key, end: end, all: true})
-	b.add(ctx, w.c.watches, w.readRev+1)
-	defer b.remove(w.c.watches)
-	out := w.out // the status built is yet to be sent
+// offer offers the last status, if unsent, to the reader while it waits
+// for the watch's note: a reader that falls behind gets the newest.
+func (w *statusWatch) offer(ctx context.Context, note <-chan struct{}) error {
 	for {
+		var out chan<- Status
+		if w.unsent {
+			out = w.out
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case out <- w.last:
-			out = nil
-		case <-b.note:
-			n := b.take()
-			if n.created > 0 && w.failing != nil { // in place again
-				w.failing, w.last.Err = nil, nil
-				out = w.out
-			}
-			if w.apply(n.events) {
-				w.build(ctx)
-				out = w.out
-			}
-			if n.ended {
-				if n.reason == nil {
-					return errWatchEnded
-				}
-				return fmt.Errorf("etcdlock: WatchStatus: %w", w.c.explain(n.reason))
-			}
+			w.unsent = false
+		case <-note:
+			return nil
 		}
 	}
+}
+
+// applyAll applies evs and rebuilds the status if any was in the ranges.
+func (w *statusWatch) applyAll(ctx context.Context, evs []*mvccpb.Event) error {
+	if w.apply(evs) {
+		w.build(ctx)
+		w.unsent = true
+	}
+	return nil
+}
+
+// interrupted sends the last status again, saying why the watch, or the
+// read before it, failed; every status carries that until resumed.
+func (w *statusWatch) interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if !errors.Is(err, errWatchEnded) {
+		err = fmt.Errorf("etcdlock: WatchStatus: %w", err)
+	}
+	w.failing, w.last.Err = err, err
+	if !w.send(ctx) {
+		return ctx.Err()
+	}
+	w.unsent = false
+	return nil
+}
+
+// resumed clears the failure once a watch is in place again, and offers
+// the status without it.
+func (w *statusWatch) resumed() {
+	w.failing, w.last.Err = nil, nil
+	w.unsent = true
 }
 
 // apply updates the keys with evs, events of the watch, in revision
