@@ -43,3 +43,11 @@ func (b *backoff) resetIfLasted(start time.Time) {
 		b.reset()
 	}
 }
+
+const (
+	minWatchBackoff = 10 * time.Millisecond
+	maxWatchBackoff = time.Second
+)
+
+// watchBackoff is the pause between the attempts of a watch loop.
+func watchBackoff() backoff { return backoff{min: minWatchBackoff, max: maxWatchBackoff} }

@@ -3,7 +3,6 @@ package etcdlock
 import (
 	"context"
 	"errors"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -76,14 +75,6 @@ func unavailable(err error) bool {
 	}
 	return status.Code(err) == codes.Unavailable
 }
-
-const (
-	minWatchBackoff = 10 * time.Millisecond
-	maxWatchBackoff = time.Second
-)
-
-// watchBackoff is the pause between the attempts of a watch loop.
-func watchBackoff() backoff { return backoff{min: minWatchBackoff, max: maxWatchBackoff} }
 
 // pause waits out b, or less if ctx ends or the session does (its cause).
 func (s *session) pause(ctx context.Context, b *backoff) error {
