@@ -13,8 +13,30 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The watcher's stream: opening it, writing, reading and probing it (see
-// watcher).
+// The watcher's stream: adding watches to it, opening it, writing, reading
+// and probing it (see watcher).
+
+// add starts w, from revision rev, unless ctx (its owner's) has ended: an
+// owner that ended removed it, or will not. The caller holds a count of
+// c.wg.
+func (e *watcher) add(ctx context.Context, w *watch, rev int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	e.nextID++
+	w.id, w.rev, w.since = e.nextID, rev, time.Now()
+	e.watches[w.id] = w
+	if e.cur != nil {
+		e.cur.push(createRequest(w))
+	}
+	if !e.running {
+		e.running = true
+		e.c.wg.Add(1)
+		go e.keepOpen()
+	}
+}
 
 // keepOpen keeps a stream open and reads it until the Client is closed,
 // pausing before each new stream as waiters do, so that refused streams
@@ -280,15 +302,4 @@ func (e *watcher) created(s *wstream, resp *pb.WatchResponse) error {
 		w.sink.watchEnded(false, reason)
 	}
 	return nil
-}
-
-// spawn runs f in a goroutine of its own, counted in c.wg. The caller holds
-// a count of c.wg, itself or through the goroutine that waits for it: the
-// reader does, and refresh's reads run while the reader waits for them.
-func (e *watcher) spawn(f func()) {
-	e.c.wg.Add(1)
-	go func() {
-		defer e.c.wg.Done()
-		f()
-	}()
 }
