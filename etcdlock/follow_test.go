@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Tests of the follower (follow.go) that Observe, a group's members and
@@ -122,6 +123,7 @@ func TestFollowerCompactionMidFollow(t *testing.T) {
 // reads the change the hung stream withheld. Once streams work again, a
 // watch is in place and changes come as events again.
 func TestFollowerHungStream(t *testing.T) {
+	testenv.Long(t, "it waits out hung streams found by probes a second apart")
 	t.Parallel()
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 210)
@@ -161,6 +163,7 @@ func TestFollowerHungStream(t *testing.T) {
 // *PermissionError, never counts as resumed, and is tried again slowly: a
 // second apart once refused, not every 10 ms.
 func TestFollowerWatchRefused(t *testing.T) {
+	testenv.Long(t, "it counts 3.5 s of refused watches")
 	t.Parallel()
 	p := prefix(t)
 	s := secureEtcd(t, time.Minute, false, p)
