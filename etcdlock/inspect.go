@@ -29,6 +29,12 @@ type Queue struct {
 	Waiters []Entry
 }
 
+// Empty reports whether q has no holder and no waiter: a free lock, an
+// election with no candidate.
+func (q Queue) Empty() bool { return len(q.Holders) == 0 && len(q.Waiters) == 0 }
+
+func (Queue) nameValue() {}
+
 // Inspect reads the queue of the lock called name: who holds it, since
 // when, with which token, how long its lease has left, and who waits
 // behind it. It reads only: one range request and one lease TTL request
