@@ -16,7 +16,9 @@ import (
 // The prose holds to kindTable as the code does: every list in a comment,
 // a help text of the CLI or a page (README, CONTRIBUTING, docs/*.md,
 // PROTOCOL.md) that names three kinds or more names every kind (Kinds),
-// and every list of spans that names two of the kinds' spans names all of
+// every list of quoted words that names three of kindTable's names (the
+// fencelock.kind attribute's values) names all of them, and every list of
+// spans that names two of the kinds' spans names all of
 // them, in one list or in several of one comment or paragraph
 // (options.go's, doc.go's). A list of two kinds is taken as meant
 // (a lock and an election of one name are apart), and so is one whose
@@ -25,7 +27,7 @@ import (
 // and the kinds it misses.
 func TestProseListsKinds(t *testing.T) {
 	texts := proseTexts(t)
-	for _, p := range proseProblems(texts, Kinds(), kindSpans()) {
+	for _, p := range proseProblems(texts, Kinds(), kindNames(), kindSpans()) {
 		t.Error(p)
 	}
 }
@@ -35,15 +37,15 @@ func TestProseListsKinds(t *testing.T) {
 // a list with one kind removed.
 func TestProseListsKindsControl(t *testing.T) {
 	texts := proseTexts(t)
-	kinds, spans := Kinds(), kindSpans()
+	kinds, names, spans := Kinds(), kindNames(), kindSpans()
 	var lists int
 	for _, tx := range texts {
-		lists += len(kindLists(tx.text)) + min(len(spanLists(tx.text, spans)), 1)
+		lists += len(kindLists(tx.text)) + len(nameLists(tx.text, names)) + min(len(spanLists(tx.text, spans)), 1)
 	}
 	if lists < 5 { // 8 when it was written
 		t.Fatalf("found %d lists of kinds or spans in the prose, want 5 at least: has the scan lost its texts?", lists)
 	}
-	if got := len(proseProblems(texts, append(kinds, "barrier"), append(spans, "etcdlock.Await"))); got != lists {
+	if got := len(proseProblems(texts, append(kinds, "barrier"), append(names, "barrier"), append(spans, "etcdlock.Await"))); got != lists {
 		t.Errorf("with a kind more in the table: got %d problems, want one per list, %d", got, lists)
 	}
 	full := "WatchStatus follows every " + strings.Join(kinds[:len(kinds)-1], ", ") + " and " + kinds[len(kinds)-1] + " of its scope."
@@ -58,9 +60,11 @@ func TestProseListsKindsControl(t *testing.T) {
 		{"two kinds", "A " + kinds[0] + " and an " + kinds[1] + " of one name are apart.", 0},
 		{"every span", "Spans " + strings.Join(spans, ", ") + ".", 0},
 		{"a span removed", "Spans " + strings.Join(spans[1:], ", ") + ".", 1},
+		{"every name", "fencelock.kind (`" + strings.Join(names, "`, `") + "`)", 0},
+		{"a name removed", "fencelock.kind (`" + strings.Join(names[1:], "`, `") + "`)", 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := proseProblems([]proseText{{"fixture", tt.text}}, kinds, spans); len(got) != tt.want {
+			if got := proseProblems([]proseText{{"fixture", tt.text}}, kinds, names, spans); len(got) != tt.want {
 				t.Errorf("%q: got %d problems %q, want %d", tt.text, len(got), got, tt.want)
 			}
 		})
@@ -95,14 +99,48 @@ func kindSpans() []string {
 
 var (
 	// kindItemRe is an item of a list of kinds: "locks", "a semaphore's
-	// permit", "read/write locks", "an election (its leader)".
-	kindItemRe = `(?:(?:an?|the|each|every|its|one)\s+)?(?:read/write\s+)?(\w+?)(?:s|'s(?:\s+\w+)?)?\b(?:\s+\([^)]*\))?`
+	// permit", "read/write locks", "an election (its leader)", a quoted
+	// "group" or `group`.
+	kindItemRe = `(?:(?:an?|the|each|every|its|one)\s+)?["\x60]?(?:read/write\s+)?(\w+?)(?:s|'s(?:\s+\w+)?)?\b["\x60]?(?:\s+\([^)]*\))?`
 	listSepRe  = `(?:\s*,\s*(?:(?:and|or)\s+)?|\s+(?:and|or)\s+)`
 	kindListRe = regexp.MustCompile(`(?i)\b` + kindItemRe + `(?:` + listSepRe + kindItemRe + `)+`)
 	kindWordRe = regexp.MustCompile(`(?i)\b(\w+?)(?:s|'s)?\b`)
 	spanListRe = regexp.MustCompile(`\betcdlock\.[A-Z]\w*(?:\s*\([^)]*\))?(?:` + listSepRe + `(?:etcdlock\.)?[A-Z]\w*(?:\s*\([^)]*\))?)+`)
 	spanWordRe = regexp.MustCompile(`(?:etcdlock\.)?([A-Z]\w*)`)
+	// nameListRe is a list of quoted words: of kindTable's names, the
+	// values of the fencelock.kind attribute ("lock", "read", or a group's
+	// "member").
+	nameItemRe = "(?:[\\w']+\\s+){0,2}[\"\x60](\\w+)[\"\x60]"
+	nameListRe = regexp.MustCompile(nameItemRe + `(?:` + listSepRe + nameItemRe + `)+`)
+	nameWordRe = regexp.MustCompile(nameItemRe)
 )
+
+// kindNames is kindTable's names, in order.
+func kindNames() []string {
+	var names []string
+	for _, row := range kindTable {
+		names = append(names, row.name)
+	}
+	return names
+}
+
+// nameLists returns the lists of quoted words in text that name three of
+// names or more, each as the names it has.
+func nameLists(text string, names []string) [][]string {
+	var lists [][]string
+	for _, m := range nameListRe.FindAllString(text, -1) {
+		var named []string
+		for _, w := range nameWordRe.FindAllStringSubmatch(m, -1) {
+			if slices.Contains(names, w[1]) && !slices.Contains(named, w[1]) {
+				named = append(named, w[1])
+			}
+		}
+		if len(named) >= 3 {
+			lists = append(lists, named)
+		}
+	}
+	return lists
+}
 
 // kindLists returns the lists of text that name three kinds or more
 // (Kinds' words, by their singular), each as the set of kinds it names.
@@ -121,11 +159,23 @@ func kindLists(text string) [][]string {
 				named = append(named, k)
 			}
 		}
-		if _, ok := partialLists[m]; !ok && !goNames && len(named) >= 3 {
+		if _, ok := partialLists[m]; !ok && !goNames && !ofNames(m) && len(named) >= 3 {
 			lists = append(lists, named)
 		}
 	}
 	return lists
+}
+
+// ofNames reports whether list quotes a name of kindTable that is no key
+// space's ("read", "member"): it is a list of names, which nameLists
+// checks.
+func ofNames(list string) bool {
+	for _, w := range nameWordRe.FindAllStringSubmatch(list, -1) {
+		if slices.Contains(kindNames(), w[1]) && !slices.Contains(Kinds(), w[1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // spanLists returns the lists of span names in text ("etcdlock.Lock,
@@ -146,10 +196,16 @@ func spanLists(text string, spans []string) [][]string {
 	return lists
 }
 
-// proseProblems checks texts' lists against kinds and spans.
-func proseProblems(texts []proseText, kinds, spans []string) []string {
+// proseProblems checks texts' lists against kinds, kindTable's names and
+// spans.
+func proseProblems(texts []proseText, kinds, names, spans []string) []string {
 	var problems []string
 	for _, tx := range texts {
+		for _, named := range nameLists(tx.text, names) {
+			if missing := without(names, named); len(missing) > 0 {
+				problems = append(problems, tx.where+": a list of kind names names "+strings.Join(named, ", ")+", not "+strings.Join(missing, ", "))
+			}
+		}
 		for _, named := range kindLists(tx.text) {
 			if missing := without(kinds, named); len(missing) > 0 {
 				problems = append(problems, tx.where+": a list names "+strings.Join(named, ", ")+", not "+strings.Join(missing, ", "))
