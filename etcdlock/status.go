@@ -144,7 +144,7 @@ func (p layout) statusOf(s StatusScope, keys map[string]*mvccpb.KeyValue, rev in
 		}
 		sec := Section{Kind: sp.kind}
 		for _, name := range s.namesOf(byName) {
-			v := p.nameValue(sp, name, rev, inCreateOrder(byName[name]), ttls)
+			v := p.valueOf(sp, name, rev, inCreateOrder(byName[name]), ttls)
 			sec.Names = append(sec.Names, NameStatus{Name: name, Value: v})
 		}
 		st.Sections = append(st.Sections, sec)
@@ -156,10 +156,10 @@ func (p layout) statusOf(s StatusScope, keys map[string]*mvccpb.KeyValue, rev in
 	return st
 }
 
-// nameValue is what the keys kvs of the name called name in space sp, in
+// valueOf is what the keys kvs of the name called name in space sp, in
 // create order, as of revision rev, read as, each entry's TTL taken from
 // ttls.
-func (p layout) nameValue(sp *keySpace, name string, rev int64, kvs []*mvccpb.KeyValue, ttls leaseTTLs) NameValue {
+func (p layout) valueOf(sp *keySpace, name string, rev int64, kvs []*mvccpb.KeyValue, ttls leaseTTLs) NameValue {
 	switch sp.read {
 	case readSemaphore:
 		queue, permits := splitPrefix(kvs, p.semQueue(name))
