@@ -149,10 +149,10 @@ func (p layout) statusOf(s StatusScope, keys map[string]*mvccpb.KeyValue, rev in
 		}
 		st.Sections = append(st.Sections, sec)
 	}
-	st.Locks = valuesOf[Queue](st.Section(lockSpace.kind))
-	st.Elections = valuesOf[Queue](st.Section(electSpace.kind))
-	st.Semaphores = valuesOf[SemaphoreQueue](st.Section(semSpace.kind))
-	st.Groups = valuesOf[GroupStatus](st.Section(groupSpace.kind))
+	st.Locks = sectionValues[Queue](st.Section(lockSpace.kind))
+	st.Elections = sectionValues[Queue](st.Section(electSpace.kind))
+	st.Semaphores = sectionValues[SemaphoreQueue](st.Section(semSpace.kind))
+	st.Groups = sectionValues[GroupStatus](st.Section(groupSpace.kind))
 	return st
 }
 
@@ -171,8 +171,8 @@ func (p layout) valueOf(sp *keySpace, name string, rev int64, kvs []*mvccpb.KeyV
 	return queueOf(name, rev, kvs, ttls)
 }
 
-// valuesOf is the values of sec's names, as V; nil for none.
-func valuesOf[V NameValue](sec Section) []V {
+// sectionValues is the values of sec's names, as V; nil for none.
+func sectionValues[V NameValue](sec Section) []V {
 	var vs []V
 	for _, n := range sec.Names {
 		vs = append(vs, n.Value.(V))
