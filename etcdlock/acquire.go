@@ -84,8 +84,7 @@ func (c *Client) lock(ctx context.Context, name string, k kind, wait bool, opts 
 }
 
 // spot is what an acquisition asks for: a place in the queue q (its kind's,
-// kindInfo.queue) of the lock, election or semaphore called name, with data
-// in its key's record.
+// kindInfo.queue) of the name called name, with data in its key's record.
 type spot struct {
 	kind          kind
 	name, q, data string

@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -90,37 +91,55 @@ func (c *Client) notHolder(name string, token fence.Token, holders []*mvccpb.Key
 	return fmt.Errorf("%w: %q is held by %v, not with token %d", ErrNotHolder, name, entryOf(holders[0]), token)
 }
 
-// ListLocks returns the names of the locks that have a holder or a waiter,
-// sorted. ctx bounds the request.
+// List returns the names of kind (one of [Kinds]) that have a key: a
+// holder, a waiter, a candidate, a group's member or partition, sorted.
+// ctx bounds the request. It fails with an error matching
+// [ErrInvalidArgument] for a kind that is not one of Kinds.
+func (c *Client) List(ctx context.Context, kind string) ([]string, error) {
+	return c.list(ctx, "List", kind)
+}
+
+// ListLocks is [Client.List] of "lock": the locks that have a holder or a
+// waiter.
 func (c *Client) ListLocks(ctx context.Context) ([]string, error) {
-	return c.list(ctx, "ListLocks", spaceLock)
+	return c.list(ctx, "ListLocks", lockSpace.kind)
 }
 
-// ListSemaphores returns the names of the semaphores that have a holder or
-// a waiter, sorted. ctx bounds the request.
+// ListSemaphores is [Client.List] of "semaphore": the semaphores that have
+// a holder or a waiter.
 func (c *Client) ListSemaphores(ctx context.Context) ([]string, error) {
-	return c.list(ctx, "ListSemaphores", spaceSem)
+	return c.list(ctx, "ListSemaphores", semSpace.kind)
 }
 
-// ListElections returns the names of the elections that have a candidate,
-// sorted. ctx bounds the request.
+// ListElections is [Client.List] of "election": the elections that have a
+// candidate.
 func (c *Client) ListElections(ctx context.Context) ([]string, error) {
-	return c.list(ctx, "ListElections", spaceElect)
+	return c.list(ctx, "ListElections", electSpace.kind)
 }
 
-// list lists the names in key space sp.
-func (c *Client) list(ctx context.Context, op, sp string) ([]string, error) {
+// ListGroups is [Client.List] of "group": the groups that have a member
+// or a partition's key.
+func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
+	return c.list(ctx, "ListGroups", groupSpace.kind)
+}
+
+// list lists the names of kind.
+func (c *Client) list(ctx context.Context, op, kind string) ([]string, error) {
 	if err := c.checkCall(ctx, op); err != nil {
 		return nil, err
 	}
-	resp, err := c.cli.Get(ctx, c.keys().space(sp), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	sp := spaceOf(kind)
+	if sp == nil {
+		return nil, fmt.Errorf("%w: %s: kind %q is none of %q", ErrInvalidArgument, op, kind, Kinds())
+	}
+	resp, err := c.cli.Get(ctx, c.keys().space(sp.seg), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, fmt.Errorf("etcdlock: %s: %w", op, c.explain(err))
 	}
 	seen := map[string]bool{}
 	var names []string
 	for _, kv := range resp.Kvs {
-		name, ok := c.keys().nameIn(sp, string(kv.Key))
+		name, ok := c.keys().nameIn(sp.seg, string(kv.Key))
 		if ok && !seen[name] && validateName(name) == nil {
 			seen[name] = true
 			names = append(names, name)
@@ -128,4 +147,32 @@ func (c *Client) list(ctx context.Context, op, sp string) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// Status reads the names that scope chooses, of every kind, at one
+// revision: who holds and who waits, as [Client.WatchStatus] first reports
+// them, but with each Entry's TTL the time its lease has left (as
+// [Client.Inspect] reads it). It sends one transaction (one per 64 of the
+// scope's ranges, all at the first one's revision) and one request per
+// distinct lease; ctx bounds them. It needs no session.
+//
+// It fails on a nil ctx, an invalid name in scope (an error matching
+// [ErrInvalidName]), or a failed request. It reads only, and so works as
+// well after [Client.Close], as the Inspect calls do.
+func (c *Client) Status(ctx context.Context, scope StatusScope) (Status, error) {
+	if err := c.checkCall(ctx, "Status"); err != nil {
+		return Status{}, err
+	}
+	if err := scope.validate(); err != nil {
+		return Status{}, err
+	}
+	keys, rev, err := c.readRanges(ctx, scope.ranges(c.keys()))
+	if err != nil {
+		return Status{}, fmt.Errorf("etcdlock: Status: %w", c.explain(err))
+	}
+	ttls, err := c.readTTLs(ctx, slices.Collect(maps.Values(keys)))
+	if err != nil {
+		return Status{}, fmt.Errorf("etcdlock: Status: %w", c.explain(err))
+	}
+	return c.keys().statusOf(scope, keys, rev, ttls), nil
 }

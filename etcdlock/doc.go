@@ -112,8 +112,9 @@
 //
 // Every key carries a record of its owner ([WithOwner]), the acquisition
 // time and optional metadata ([WithMetadata]). [Client.Inspect] reads a
-// lock's holder and waiters; [Client.WatchStatus] follows locks,
-// elections, semaphores and groups with a watch, for a live view; the
+// lock's holder and waiters; [Client.Status] reads the names of every
+// kind (locks, elections, semaphores and groups) at one revision, and
+// [Client.WatchStatus] follows them with a watch, for a live view; the
 // error of a refused TryLock is a [*LockedError] naming the holder.
 //
 // # Telemetry
@@ -148,10 +149,11 @@
 //     fencelock.adapter "guard", fencelock.operation "write" and
 //     fencelock.outcome "lock_lost" (no fencelock.kind or name)
 //
-// Spans etcdlock.Lock, etcdlock.TryLock, etcdlock.Campaign (with the token
-// and lease once acquired), etcdlock.Unlock, etcdlock.Resign and guard.write
-// (a refused write, with the name and token) are children of the caller's
-// context. Log lines: acquisitions and releases at debug level, losses,
+// The spans of the acquisitions, etcdlock.Lock, TryLock, RLock, TryRLock,
+// Acquire, TryAcquire, Campaign, Join and Partition (with the token and
+// lease once acquired), of the releases, etcdlock.Unlock, Resign, Leave
+// and Handoff, and guard.write (a refused write, with the name and token)
+// are children of the caller's context. Log lines: acquisitions and releases at debug level, losses,
 // failed releases, lost sessions and refused writes at warn, each with the
 // name, token, lease and cause.
 //

@@ -91,8 +91,9 @@ var ErrUnhealthy = errors.New("etcdlock: leader unhealthy")
 // ErrClosed means the [Client] was closed.
 var ErrClosed = errors.New("etcdlock: client closed")
 
-// ErrInvalidName means a lock, election or semaphore name was empty, too long, not
-// valid UTF-8, or contained a control character. A '/' is allowed
+// ErrInvalidName means a name (of any kind: a lock's, an election's, a
+// semaphore's, a group's) was empty, too long, not valid UTF-8, or
+// contained a control character. A '/' is allowed
 // (tenant/42/report): keys spell it escaped.
 var ErrInvalidName = errfamily.New("etcdlock: invalid name", ErrInvalidArgument)
 
@@ -103,9 +104,10 @@ var ErrInvalidName = errfamily.New("etcdlock: invalid name", ErrInvalidArgument)
 var ErrInvalidData = errfamily.New("etcdlock: invalid data", ErrInvalidArgument)
 
 // ErrInvalidArgument means a nil context, a nil etcd client or a nil
-// function was passed where one is required, or a method was called on a
-// nil or zero Client, Lock, Term, Semaphore, MultiLock or LeaderHealth.
-// Nothing was sent. It matches [fence.ErrInvalidArgument], and every
+// function was passed where one is required, a kind that is none of
+// [Kinds] was given to [Client.List], or a method was called on a nil or
+// zero value of a type of this package (Client, Lock, Term, Semaphore,
+// Group, MultiLock, LeaderHealth). Nothing was sent. It matches [fence.ErrInvalidArgument], and every
 // invalid input's error matches it.
 var ErrInvalidArgument = errfamily.New("etcdlock: invalid argument", fence.ErrInvalidArgument)
 

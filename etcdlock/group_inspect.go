@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -47,6 +48,15 @@ type PartitionStatus struct {
 	// "" when the group has no member.
 	Assigned string
 }
+
+// Empty reports whether the group has no key: no member, and no
+// partition with an owner or a waiter.
+func (s GroupStatus) Empty() bool {
+	return len(s.Members) == 0 && len(s.Others) == 0 &&
+		!slices.ContainsFunc(s.Owners, func(p PartitionStatus) bool { return p.Owner != nil || len(p.Waiters) > 0 })
+}
+
+func (GroupStatus) nameValue() {}
 
 // Owned returns how many partitions each member owns, by member Key: what
 // the share looks like now (see [GroupStatus.MemberOf]).
@@ -109,12 +119,6 @@ func (c *Client) InspectGroup(ctx context.Context, name string) (GroupStatus, er
 		return GroupStatus{}, err
 	}
 	return c.inspectGroup(ctx, name, 0)
-}
-
-// ListGroups returns the names of the groups that have a member or a
-// partition's key, sorted. ctx bounds the request.
-func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
-	return c.list(ctx, "ListGroups", spaceGroup)
 }
 
 // inspectGroup reads group name of n partitions (0: as InspectGroup

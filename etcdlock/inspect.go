@@ -9,16 +9,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Queue is a lock's or an election's queue as read at one revision: the
-// holder (or leader) and the waiters (candidates) behind it, in the order
-// they will be served.
+// Queue is the queue of one name as read at one revision, of a kind held
+// by its queue (a lock, an election; [SemaphoreQueue] adds a semaphore's
+// permits): the holders (or leader) and the waiters (candidates) behind
+// them, in the order they will be served.
 type Queue struct {
-	// Name is the lock's or election's name.
+	// Name is the name whose queue it is.
 	Name string
 	// Rev is the etcd revision the queue was read at.
 	Rev int64
-	// Holder is the holder of the lock or the election's leader; nil when
-	// there is none. With readers holding, it is the first of them.
+	// Holder is the first of Holders (the lock's holder, the election's
+	// leader); nil when there is none. With readers holding, it is the
+	// first of them.
 	Holder *Entry
 	// Holders are every acquisition holding now, in arrival order: the
 	// holder, the readers sharing the lock ([Client.RLock]), or a
@@ -28,6 +30,12 @@ type Queue struct {
 	// order.
 	Waiters []Entry
 }
+
+// Empty reports whether q has no holder and no waiter: a free lock, an
+// election with no candidate.
+func (q Queue) Empty() bool { return len(q.Holders) == 0 && len(q.Waiters) == 0 }
+
+func (Queue) nameValue() {}
 
 // Inspect reads the queue of the lock called name: who holds it, since
 // when, with which token, how long its lease has left, and who waits
@@ -90,7 +98,7 @@ func (c *Client) inspect(ctx context.Context, op, name string, k kind, limit int
 	return queueOf(name, resp.Header.Revision, resp.Kvs, ttls), nil
 }
 
-// queueOf is the queue of the lock or election called name whose keys are
+// queueOf is the queue of the name called name whose keys are
 // kvs, in create order, as of revision rev, each entry's TTL taken from
 // ttls. It does no I/O: Inspect builds its queue with it from a read,
 // WatchStatus from the keys its watch keeps.

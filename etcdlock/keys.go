@@ -24,8 +24,8 @@ import (
 // another's queue. PROTOCOL.md describes what each key means.
 type layout string // the Client's prefix
 
-// The key spaces under a prefix: one for locks (and their readers), one
-// for elections, one for semaphores, one for lane markers.
+// The segments of the key spaces under a prefix: one per keySpace of
+// kindTable's rows (kinds.go), and the lane markers'.
 const (
 	spaceLock  = "lock"
 	spaceElect = "elect"
@@ -34,19 +34,13 @@ const (
 	spaceLane  = "slot" // spelled as when lanes were called slots: the layout is the protocol
 )
 
-// layoutSegments are the names under a prefix that the layout uses (see
-// WithPrefix). A prefix containing one as a segment would put its keys
-// inside another Client's queues or markers.
-var layoutSegments = []string{spaceLock, spaceElect, spaceLane, spaceSem, spaceGroup}
-
 // readerMark begins the key of a reader (see [Client.RLock]) after its
 // queue's prefix. It sorts after every hex digit, which begin the other
 // keys, so that a queue's writers are the range [q, q+readerMark) and its
 // readers follow it.
 const readerMark = "r"
 
-// space is the prefix of key space sp: the names of its locks, elections
-// or semaphores follow it.
+// space is the prefix of key space sp: the names of its kind follow it.
 func (p layout) space(sp string) string { return string(p) + sp + "/" }
 
 // lockQueue is the queue of lock name: its writers', then its readers' keys.
@@ -177,8 +171,8 @@ func isReaderKey(key string) bool {
 	return strings.HasPrefix(key[strings.LastIndex(key, "/")+1:], readerMark)
 }
 
-// nameIn is the name, unescaped, of the lock, election or semaphore whose
-// key, in space sp, is key; false for a key of no name.
+// nameIn is the name, unescaped, whose key, in space sp, is key; false for
+// a key of no name.
 func (p layout) nameIn(sp, key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, p.space(sp))
 	if !ok {

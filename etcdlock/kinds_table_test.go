@@ -1,6 +1,7 @@
 package etcdlock
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,7 +17,8 @@ func TestKindTable(t *testing.T) {
 	p := layout("/p/")
 	for k := range numKinds {
 		row := kindTable[k]
-		if row.name == "" || row.ended == nil || row.queue == nil || row.waitSpan == "" || row.trySpan == "" || row.releaseSpan == "" {
+		if row.name == "" || row.ended == nil || row.queue == nil || row.waitSpan == "" || row.trySpan == "" || row.releaseSpan == "" ||
+			row.space == nil || row.space.seg == "" || row.space.kind == "" {
 			t.Errorf("kind %d: incomplete row %+v", k, row)
 			continue
 		}
@@ -25,10 +27,40 @@ func TestKindTable(t *testing.T) {
 		}
 		names[row.name] = k
 		q := row.queue(p, "n")
+		if !strings.HasPrefix(q, p.space(row.space.seg)) || !slices.Contains(layoutSegments, row.space.seg) {
+			t.Errorf("kind %d: queue %q, want one in its key space %q, a layout segment", k, q, row.space.seg)
+		}
 		if other, ok := queues[q]; ok && !(row.reader && other == kindLock) {
 			t.Errorf("kinds %d and %d both queue under %q", other, k, q)
 		}
 		queues[q] = k
+	}
+}
+
+// The key spaces that kindTable's rows point to differ in segment and in
+// kind, and the read side shows each: a Status has a section per space,
+// in order, and List takes each kind.
+func TestKeySpaces(t *testing.T) {
+	segs, kinds := map[string]bool{}, map[string]bool{}
+	for _, sp := range keySpaces {
+		if segs[sp.seg] || kinds[sp.kind] || sp.seg == spaceLane {
+			t.Errorf("key space %+v: its segment or kind repeats another's", *sp)
+		}
+		segs[sp.seg], kinds[sp.kind] = true, true
+		if spaceOf(sp.kind) != sp {
+			t.Errorf("spaceOf(%q) = %v, want %v", sp.kind, spaceOf(sp.kind), sp)
+		}
+	}
+	st := layout("/p/").statusOf(StatusScope{Names: []string{"n"}}, nil, 1, nil)
+	var got []string
+	for _, sec := range st.Sections {
+		got = append(got, sec.Kind)
+		if len(sec.Names) != 1 || sec.Names[0].Value == nil || !sec.Names[0].Value.Empty() {
+			t.Errorf("section %q of a name with no key: %+v, want the name, empty", sec.Kind, sec.Names)
+		}
+	}
+	if !slices.Equal(got, Kinds()) {
+		t.Errorf("the sections' kinds: got %q, want %q", got, Kinds())
 	}
 }
 

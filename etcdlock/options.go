@@ -118,8 +118,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithTracerProvider sets the OpenTelemetry tracer provider for the spans
 // of every acquisition and release (etcdlock.Lock, TryLock, RLock,
-// TryRLock, Acquire, TryAcquire, Campaign, Unlock, Resign), and of the writes a
-// [fence.Guard] refuses (guard.write). Default: the global one
+// TryRLock, Acquire, TryAcquire, Campaign, Join, Partition, Unlock, Resign,
+// Leave, Handoff), and of the writes a [fence.Guard] refuses
+// (guard.write). Default: the global one
 // (otel.GetTracerProvider). nil makes [New] fail.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(o *options) { o.tracerProvider = tp })
@@ -132,7 +133,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // (nothing is logged).
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
-// WithNameAttribute adds the lock or election name as an attribute
+// WithNameAttribute adds the name acquired (of any kind) as an attribute
 // (fencelock.name) to the client's metrics. Default off: names are
 // unbounded, and every distinct name makes a new time series. Spans always
 // carry the name.

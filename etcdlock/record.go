@@ -151,13 +151,16 @@ type Entry struct {
 	// Acquired is the wall-clock time the key was written, as the writer's
 	// clock told it; zero when unknown. For people reading it only.
 	Acquired time.Time
-	// Data is the caller's data: a lock's metadata ([WithMetadata]) or an
-	// election's value ([Client.Campaign], [Term.Proclaim]).
+	// Data is the caller's data: an acquisition's metadata
+	// ([WithMetadata]), an election's value ([Client.Campaign],
+	// [Term.Proclaim]); for a group's partition, the key of the member it
+	// belongs to ([GroupStatus.MemberOf]).
 	Data string
 	// Shared is set for a reader's acquisition ([Client.RLock]).
 	Shared bool
 	// Slot is the slot of a semaphore's permit ([Lock.Slot]); -1 when the
-	// entry has none (a lock, a term, a semaphore's waiter).
+	// entry has none: every entry but a semaphore holder's that has
+	// claimed its slot.
 	Slot int
 }
 

@@ -46,7 +46,7 @@ type Semaphore struct {
 // must give the same number: an acquisition that meets another fails with
 // an error matching [ErrPermits]. Semaphores live under
 // prefix+"sem/"+name+"/" (the name escaped, see [WithPrefix]), apart from
-// locks and elections.
+// the names of every other kind.
 func (c *Client) Semaphore(name string, permits int) (*Semaphore, error) {
 	if err := validateName(name); err != nil {
 		return nil, err

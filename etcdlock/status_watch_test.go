@@ -79,6 +79,7 @@ func TestWatchStatusMatchesInspect(t *testing.T) {
 					t.Errorf("%s: TTL %v, want the lease's granted TTL, 1s", e.Key, e.TTL)
 				}
 			}
+			checkStatus(t, watcher, tt.scope, got)
 			normalize(&got)
 			normalize(&tt.want)
 			if !reflect.DeepEqual(got, tt.want) {
@@ -200,9 +201,10 @@ func entries(st *etcdlock.Status) []*etcdlock.Entry {
 }
 
 // normalize zeroes what a read and a watch of the same keys may see
-// differently: the revision read at, the TTLs.
+// differently: the revision read at, the TTLs; and the sections.
 func normalize(st *etcdlock.Status) {
 	st.Rev = 0
+	st.Sections = nil // the typed fields hold the same values (sectionsMatchFields)
 	for _, qs := range [][]etcdlock.Queue{st.Locks, st.Elections} {
 		for i := range qs {
 			qs[i].Rev = 0

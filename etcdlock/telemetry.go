@@ -22,7 +22,7 @@ const instrumentationName = "github.com/fencelock/fencelock/etcdlock"
 // Attribute keys. Their values come from small fixed sets, except the lock
 // name, recorded only with WithNameAttribute.
 const (
-	attrKind    = attribute.Key("fencelock.kind")    // "lock", "read", "semaphore" or "election"
+	attrKind    = attribute.Key("fencelock.kind")    // a kind's name in kindTable
 	attrOutcome = attribute.Key("fencelock.outcome") // of an acquisition
 	attrCause   = attribute.Key("fencelock.cause")   // of a loss
 	attrName    = attribute.Key("fencelock.name")

@@ -40,7 +40,7 @@ old holder's writes can still land there; from then on, the resource refuses
 every write with token N or lower. Writes to unfenced resources are not
 protected at all.
 
-A lock, an election and a semaphore of the same name are apart: break NAME
+Names of different kinds are apart, though spelled alike: break NAME
 looks only at the lock, break --election NAME only at the election, break
 --semaphore NAME only at the semaphore. When N is not the holder's token but
 is that of a holder of one of the others, the message says so.

@@ -95,7 +95,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	var g globals
 	root := &cobra.Command{
 		Use:   "fencelock",
-		Short: "Run programs under fenced etcd locks and elections; show and break locks",
+		Short: "Run programs under fenced etcd locks and elections; show who holds every kind of name, and break holders",
 		Long: `fencelock runs a program while it holds an etcd lock (run) or leads an
 election (elect), stopping it when the lock is lost, and passes it the lock's
 fencing token, which every write it makes should carry so that storage can

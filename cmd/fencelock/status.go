@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -46,8 +44,9 @@ QUEUED counts from when the key was written, by the writer's clock: for a
 holder or leader that waited behind another, that is earlier than when it
 began to hold or lead, which etcd does not record.
 
---json prints one object: {"locks": [QUEUE...], "elections": [QUEUE...],
-"semaphores": [QUEUE...]}, where QUEUE is {"name", "rev", "holder": ENTRY or
+--json prints one object, a member per kind of name, in this order:
+{"locks": [QUEUE...], "elections": [QUEUE...], "semaphores": [QUEUE...],
+"groups": [GROUP...]}, where QUEUE is {"name", "rev", "holder": ENTRY or
 null (the first holder), "holders": [ENTRY...] (every holder: readers
 sharing a lock, a semaphore's permits), "waiters": [ENTRY...]}, a
 semaphore's also "permits" (its number of permits), and ENTRY is {"key",
@@ -56,8 +55,7 @@ semaphore's also "permits" (its number of permits), and ENTRY is {"key",
 it joined the queue, as QUEUED), "data", "shared" (true for a reader),
 "slot" (a semaphore permit's slot; -1 for the rest, and for a semaphore
 holder yet to claim one)}. A semaphore holder's "token" is its slot's token
-and "key" its queue key. It also has "groups": [GROUP...], GROUP being
-{"name", "rev", "partitions", "moves", "members": [ENTRY...], "others":
+and "key" its queue key. GROUP is {"name", "rev", "partitions", "moves", "members": [ENTRY...], "others":
 [ENTRY...] (members giving another number of partitions), "owners":
 [{"partition", "owner": ENTRY or null, "waiters": [ENTRY...], "assigned"
 (the key of the member the share gives it to)}...]}.
@@ -122,13 +120,6 @@ type statusOptions struct {
 	asJSON, watch, prefix bool
 }
 
-// queues are the queues status shows.
-type queues struct {
-	locks, elections []etcdlock.Queue
-	semaphores       []etcdlock.SemaphoreQueue
-	groups           []etcdlock.GroupStatus
-}
-
 func status(ctx context.Context, g *globals, scope etcdlock.StatusScope, asJSON bool, out io.Writer) error {
 	locks, closeLocks, err := g.connect(ctx)
 	if err != nil {
@@ -137,112 +128,49 @@ func status(ctx context.Context, g *globals, scope etcdlock.StatusScope, asJSON 
 	defer closeLocks()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	qs, err := readQueues(ctx, locks, scope)
+	st, err := locks.Status(ctx, scope)
 	if err != nil {
-		return err
+		return inspectFailed(err)
 	}
+	secs := st.Sections
 	if exact(scope) {
-		qs = dropEmpty(qs)
+		secs = dropEmpty(secs)
 	}
 	if asJSON {
-		return printJSON(out, qs)
+		return printJSON(out, secs)
 	}
-	return printStatus(out, qs)
+	return printStatus(out, secs)
 }
 
 // exact reports whether scope names its names exactly (and so shows a
 // NAME's free lock: see dropEmpty).
 func exact(scope etcdlock.StatusScope) bool { return len(scope.Names) > 0 && !scope.Prefix }
 
-// readQueues reads the queues of scope's names, or of every lock,
-// election, semaphore and group that has someone in it, of all or of
-// those whose names begin with one of scope's.
-func readQueues(ctx context.Context, locks *etcdlock.Client, scope etcdlock.StatusScope) (queues, error) {
-	var qs queues
-	names := scope.Names
-	lists := [4][]string{names, names, names, names}
-	if !exact(scope) {
-		for i, list := range []func(context.Context) ([]string, error){locks.ListLocks, locks.ListElections, locks.ListSemaphores, locks.ListGroups} {
-			var err error
-			if lists[i], err = list(ctx); err != nil {
-				return qs, fail(exitUnavailable, "%v", err)
-			}
-			lists[i] = slices.DeleteFunc(lists[i], func(n string) bool { return !underAny(n, names) })
-		}
-	}
-	for i, kind := range []*[]etcdlock.Queue{&qs.locks, &qs.elections} {
-		for _, name := range lists[i] {
-			q, err := inspect(ctx, locks, name, i == 1)
-			if err != nil {
-				return qs, err
-			}
-			*kind = append(*kind, q)
-		}
-	}
-	for _, name := range lists[2] {
-		sq, err := locks.InspectSemaphore(ctx, name)
-		if err != nil {
-			return qs, inspectFailed(err)
-		}
-		qs.semaphores = append(qs.semaphores, sq)
-	}
-	for _, name := range lists[3] {
-		st, err := locks.InspectGroup(ctx, name)
-		if err != nil {
-			return qs, inspectFailed(err)
-		}
-		qs.groups = append(qs.groups, st)
-	}
-	return qs, nil
-}
+// freeKind is the kind whose section shows a NAME that no kind has anyone
+// in: as a free lock.
+const freeKind = "lock"
 
-// dropEmpty keeps, of the queues of NAMEs given on the command line, the
-// ones that have someone in them, and the lock of a NAME that has no one
-// in any queue, to show it free: a NAME is a lock's, an election's or a
-// semaphore's, and the empty queues of the other kinds are noise.
-func dropEmpty(qs queues) queues {
+// dropEmpty keeps, of the sections of NAMEs given on the command line, the
+// names that have someone in them, and the lock of a NAME that has no one
+// in any section, to show it free: a NAME may be of any kind, and the
+// empty names of the other kinds are noise.
+func dropEmpty(secs []etcdlock.Section) []etcdlock.Section {
 	used := map[string]bool{}
-	kept := queues{}
-	for _, q := range qs.elections {
-		if !empty(q) {
-			used[q.Name] = true
-			kept.elections = append(kept.elections, q)
+	for _, sec := range secs {
+		for _, n := range sec.Names {
+			used[n.Name] = used[n.Name] || !n.Value.Empty()
 		}
 	}
-	for _, sq := range qs.semaphores {
-		if !empty(sq.Queue) {
-			used[sq.Name] = true
-			kept.semaphores = append(kept.semaphores, sq)
-		}
-	}
-	for _, st := range qs.groups {
-		if len(st.Members) > 0 || len(st.Others) > 0 || st.Partitions > 0 && slices.ContainsFunc(st.Owners, func(p etcdlock.PartitionStatus) bool { return p.Owner != nil }) {
-			used[st.Name] = true
-			kept.groups = append(kept.groups, st)
-		}
-	}
-	for _, q := range qs.locks {
-		if !empty(q) || !used[q.Name] {
-			kept.locks = append(kept.locks, q)
+	kept := make([]etcdlock.Section, len(secs))
+	for i, sec := range secs {
+		kept[i].Kind = sec.Kind
+		for _, n := range sec.Names {
+			if !n.Value.Empty() || sec.Kind == freeKind && !used[n.Name] {
+				kept[i].Names = append(kept[i].Names, n)
+			}
 		}
 	}
 	return kept
-}
-
-func empty(q etcdlock.Queue) bool { return q.Holder == nil && len(q.Waiters) == 0 }
-
-func inspect(ctx context.Context, locks *etcdlock.Client, name string, election bool) (etcdlock.Queue, error) {
-	var q etcdlock.Queue
-	var err error
-	if election {
-		q, err = locks.InspectElection(ctx, name)
-	} else {
-		q, err = locks.Inspect(ctx, name)
-	}
-	if err != nil {
-		return q, inspectFailed(err)
-	}
-	return q, nil
 }
 
 // inspectFailed is the exit for a failed read of a queue.
@@ -253,53 +181,57 @@ func inspectFailed(err error) error {
 	return fail(exitUnavailable, "%v", err)
 }
 
-// underAny reports whether name begins with one of prefixes, or prefixes
-// is empty.
-func underAny(name string, prefixes []string) bool {
-	return len(prefixes) == 0 || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) })
-}
+func printStatus(out io.Writer, secs []etcdlock.Section) error { return printTable(out, secs, "TTL") }
 
-func printStatus(out io.Writer, qs queues) error { return printTable(out, qs, "TTL") }
-
-// printTable prints qs as a table, titling the lease TTL's column
-// ttlTitle.
-func printTable(out io.Writer, qs queues, ttlTitle string) error {
+// printTable prints secs as a table, titling the lease TTL's column
+// ttlTitle. A kind this command does not know shows as a lock does: its
+// values are queues.
+func printTable(out io.Writer, secs []etcdlock.Section, ttlTitle string) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "KIND\tNAME\tROLE\tTOKEN\tOWNER\tQUEUED\t%s\tLEASE\tDATA\n", ttlTitle)
-	for _, q := range qs.locks {
-		printQueue(tw, "lock", q, lockRole)
-	}
-	for _, q := range qs.elections {
-		printQueue(tw, "election", q, electionRole)
-	}
-	for _, sq := range qs.semaphores {
-		printQueue(tw, "semaphore", sq.Queue, semaphoreRole)
-	}
-	for _, st := range qs.groups {
-		printGroup(tw, st)
+	for _, sec := range secs {
+		for _, n := range sec.Names {
+			switch v := n.Value.(type) {
+			case etcdlock.Queue:
+				printQueue(tw, sec.Kind, v, roleOf(sec.Kind))
+			case etcdlock.SemaphoreQueue:
+				printQueue(tw, sec.Kind, v.Queue, semaphoreRole)
+			case etcdlock.GroupStatus:
+				printGroup(tw, sec.Kind, v)
+			}
+		}
 	}
 	return tw.Flush()
 }
 
+// roleOf is how the ROLE column names the entries of a queue of kind: an
+// election's as leader and candidates, any other's as a lock's.
+func roleOf(kind string) func(e etcdlock.Entry, holds bool) string {
+	if kind == "election" {
+		return electionRole
+	}
+	return lockRole
+}
+
 // printGroup prints a group's share, its members, and each partition's
 // owner and waiters.
-func printGroup(w io.Writer, st etcdlock.GroupStatus) {
-	fmt.Fprintf(w, "group\t%s\tshare\t-\t-\t-\t-\t-\t%q\n", st.Name,
+func printGroup(w io.Writer, kind string, st etcdlock.GroupStatus) {
+	fmt.Fprintf(w, "%s\t%s\tshare\t-\t-\t-\t-\t-\t%q\n", kind, st.Name,
 		fmt.Sprintf("%d partitions, %d members, %d moves pending", st.Partitions, len(st.Members), st.Moves))
 	for _, m := range st.Members {
-		printEntry(w, "group", st.Name, "member", m)
+		printEntry(w, kind, st.Name, "member", m)
 	}
 	for _, m := range st.Others {
-		printEntry(w, "group", st.Name, "member-other-n", m)
+		printEntry(w, kind, st.Name, "member-other-n", m)
 	}
 	for _, p := range st.Owners {
 		if p.Owner != nil {
-			printEntry(w, "group", st.Name, fmt.Sprintf("p-%d", p.Partition), *p.Owner)
+			printEntry(w, kind, st.Name, fmt.Sprintf("p-%d", p.Partition), *p.Owner)
 		} else {
-			fmt.Fprintf(w, "group\t%s\tp-%d-free\t-\t-\t-\t-\t-\t-\n", st.Name, p.Partition)
+			fmt.Fprintf(w, "%s\t%s\tp-%d-free\t-\t-\t-\t-\t-\t-\n", kind, st.Name, p.Partition)
 		}
 		for _, e := range p.Waiters {
-			printEntry(w, "group", st.Name, fmt.Sprintf("p-%d-waiter", p.Partition), e)
+			printEntry(w, kind, st.Name, fmt.Sprintf("p-%d-waiter", p.Partition), e)
 		}
 	}
 }

@@ -12,44 +12,75 @@ import (
 // The JSON of status --json (see its help), and of each line of status
 // --watch --json (watchJSON).
 
-// watchJSON is a line of status --watch --json.
-type watchJSON struct {
-	Time  time.Time `json:"time"`
-	Rev   int64     `json:"rev"`
-	Error string    `json:"error,omitempty"` // the watch was interrupted: reconnecting
-	statusJSON
+// watchJSON is a line of status --watch --json: the time, the revision,
+// the error when the watch was interrupted (reconnecting), then status
+// --json's members.
+func watchJSON(now time.Time, st etcdlock.Status, secs []etcdlock.Section) object {
+	line := object{{"time", now}, {"rev", st.Rev}}
+	if st.Err != nil {
+		line = append(line, member{"error", st.Err.Error()})
+	}
+	return append(line, statusToJSON(secs)...)
 }
 
-func printJSON(out io.Writer, qs queues) error {
+func printJSON(out io.Writer, secs []etcdlock.Section) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
-	return enc.Encode(statusToJSON(qs))
+	return enc.Encode(statusToJSON(secs))
 }
 
-func statusToJSON(qs queues) statusJSON {
-	res := statusJSON{Locks: []queueJSON{}, Elections: []queueJSON{}, Semaphores: []queueJSON{}, Groups: []groupJSON{}}
-	for _, st := range qs.groups {
-		res.Groups = append(res.Groups, groupToJSON(st))
-	}
-	for _, q := range qs.locks {
-		res.Locks = append(res.Locks, toJSON(q))
-	}
-	for _, q := range qs.elections {
-		res.Elections = append(res.Elections, toJSON(q))
-	}
-	for _, sq := range qs.semaphores {
-		j := toJSON(sq.Queue)
-		j.Permits = sq.Permits
-		res.Semaphores = append(res.Semaphores, j)
+// statusToJSON is the object of status --json: per section, in order, a
+// member named by its kind in the plural ("locks") whose value has an
+// element per name, never null. A kind this command does not know has
+// its queues, as a lock has.
+func statusToJSON(secs []etcdlock.Section) object {
+	res := make(object, 0, len(secs))
+	for _, sec := range secs {
+		values := []any{}
+		for _, n := range sec.Names {
+			switch v := n.Value.(type) {
+			case etcdlock.Queue:
+				values = append(values, toJSON(v))
+			case etcdlock.SemaphoreQueue:
+				j := toJSON(v.Queue)
+				j.Permits = v.Permits
+				values = append(values, j)
+			case etcdlock.GroupStatus:
+				values = append(values, groupToJSON(v))
+			}
+		}
+		res = append(res, member{sec.Kind + "s", values})
 	}
 	return res
 }
 
-type statusJSON struct {
-	Locks      []queueJSON `json:"locks"`
-	Elections  []queueJSON `json:"elections"`
-	Semaphores []queueJSON `json:"semaphores"`
-	Groups     []groupJSON `json:"groups"`
+// object is a JSON object whose members keep their order.
+type object []member
+
+// member is a member of an object.
+type member struct {
+	key   string
+	value any
+}
+
+// MarshalJSON encodes o, its members in order.
+func (o object) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, m := range o {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(m.key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(m.value)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
 }
 
 type groupJSON struct {

@@ -109,7 +109,7 @@ func (v watchView) frame(st etcdlock.Status) error {
 	b.WriteString(clearScreen)
 	fmt.Fprintf(&b, "fencelock status --watch   %s\n", v.header)
 	fmt.Fprintf(&b, "%s   rev %d   %s\n\n", time.Now().Format(time.RFC3339), st.Rev, watchState(st))
-	if err := printTable(&b, v.queues(st), "GRANTED-TTL"); err != nil {
+	if err := printTable(&b, v.sections(st), "GRANTED-TTL"); err != nil {
 		return err
 	}
 	_, err := v.out.Write(b.Bytes())
@@ -121,11 +121,7 @@ func (v watchView) frame(st etcdlock.Status) error {
 func (v watchView) print(st etcdlock.Status) error {
 	now := time.Now()
 	if v.asJSON {
-		line := watchJSON{Time: now, Rev: st.Rev, statusJSON: statusToJSON(v.queues(st))}
-		if st.Err != nil {
-			line.Error = st.Err.Error()
-		}
-		return json.NewEncoder(v.out).Encode(line)
+		return json.NewEncoder(v.out).Encode(watchJSON(now, st, v.sections(st)))
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "--- %s rev %d", now.Format(time.RFC3339), st.Rev)
@@ -133,7 +129,7 @@ func (v watchView) print(st etcdlock.Status) error {
 		fmt.Fprintf(&b, " %s\n", watchState(st))
 	} else {
 		b.WriteByte('\n')
-		if err := printTable(&b, v.queues(st), "GRANTED-TTL"); err != nil {
+		if err := printTable(&b, v.sections(st), "GRANTED-TTL"); err != nil {
 			return err
 		}
 	}
@@ -141,13 +137,12 @@ func (v watchView) print(st etcdlock.Status) error {
 	return err
 }
 
-// queues are the queues of st that status shows.
-func (v watchView) queues(st etcdlock.Status) queues {
-	qs := queues{locks: st.Locks, elections: st.Elections, semaphores: st.Semaphores, groups: st.Groups}
+// sections are the sections of st that status shows.
+func (v watchView) sections(st etcdlock.Status) []etcdlock.Section {
 	if v.exact {
-		qs = dropEmpty(qs)
+		return dropEmpty(st.Sections)
 	}
-	return qs
+	return st.Sections
 }
 
 // watchState says whether the watch runs, or why it is reconnecting.

@@ -170,7 +170,7 @@ func TestStatusWatchJSONPrefix(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var got []string
 	for _, line := range lines {
-		var w watchJSON
+		var w watchJSONLine
 		if err := json.Unmarshal([]byte(line), &w); err != nil {
 			t.Fatalf("a line that is not JSON: %v\n%s", err, line)
 		}
