@@ -2,186 +2,48 @@ package etcdlock_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/etcdlock"
 )
 
-// record is etcd's own record of a test prefix: every event under it,
-// watched from before the first request, with the key's previous value.
-// For each deletion of a queue key that is not its owner's release (the
-// release writes the lane's marker with the key's create revision in the
-// same transaction), it asks etcd at once whether the key's lease is still
-// alive: if it is, the key was taken from a live session.
-type record struct {
-	direct *clientv3.Client
-	prefix string
-	done   chan struct{}
+// The checker of the queue kinds' runs: etcd's record (property_record_test.go)
+// against the grants the tracker saw (property_tracker_test.go).
 
-	mu      sync.Mutex
-	lives   map[int64]*life // create revision -> the key's life
-	foreign []int64         // create revisions of keys deleted, not by their release, while their lease lived
-	last    int64           // last revision seen
-	err     error
-}
-
-// life is one queue key from creation to deletion.
-type life struct {
-	key           string
-	queue         string
-	create, del   int64
-	lease         int64
-	released, cut bool // deleted by its release / by someone else, lease alive
-}
-
-func watchRecord(ctx context.Context, direct *clientv3.Client, prefix string) (*record, error) {
-	resp, err := direct.Get(ctx, prefix+"start")
-	if err != nil {
-		return nil, err
-	}
-	r := &record{direct: direct, prefix: prefix, done: make(chan struct{}), lives: map[int64]*life{}}
-	wch := direct.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(resp.Header.Revision+1))
-	go r.run(ctx, wch)
-	return r, nil
-}
-
-func (r *record) run(ctx context.Context, wch clientv3.WatchChan) {
-	defer close(r.done)
-	for wr := range wch {
-		if err := wr.Err(); err != nil {
-			r.fail(err)
-			return
-		}
-		byRev := map[int64][]*clientv3.Event{}
-		var revs []int64
-		for _, ev := range wr.Events {
-			if byRev[ev.Kv.ModRevision] == nil {
-				revs = append(revs, ev.Kv.ModRevision)
-			}
-			byRev[ev.Kv.ModRevision] = append(byRev[ev.Kv.ModRevision], ev)
-		}
-		for _, rev := range revs {
-			r.apply(ctx, rev, byRev[rev])
-		}
-		r.mu.Lock()
-		r.last = wr.Header.Revision
-		r.mu.Unlock()
-	}
-}
-
-// apply takes the events of one revision (one transaction).
-func (r *record) apply(ctx context.Context, rev int64, evs []*clientv3.Event) {
-	markers := map[string]bool{} // values written to markers in this revision
-	for _, ev := range evs {
-		if ev.Type == mvccpb.PUT && strings.HasPrefix(string(ev.Kv.Key), etcdlock.KeysUnder(r.prefix).Markers()) {
-			markers[string(ev.Kv.Value)] = true
-		}
-	}
-	for _, ev := range evs {
-		key := string(ev.Kv.Key)
-		if !strings.HasPrefix(key, etcdlock.KeysUnder(r.prefix).Locks()) {
-			continue
-		}
-		switch {
-		case ev.Type == mvccpb.PUT && ev.Kv.Version == 1:
-			r.mu.Lock()
-			r.lives[ev.Kv.CreateRevision] = &life{key: key, queue: key[:strings.LastIndex(key, "/")+1],
-				create: ev.Kv.CreateRevision, lease: ev.Kv.Lease}
-			r.mu.Unlock()
-		case ev.Type == mvccpb.DELETE && ev.PrevKv != nil:
-			r.deleted(ctx, rev, ev.PrevKv, markers[strconv.FormatInt(ev.PrevKv.CreateRevision, 10)])
-		}
-	}
-}
-
-func (r *record) deleted(ctx context.Context, rev int64, prev *mvccpb.KeyValue, released bool) {
-	cut := false
-	if !released {
-		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := r.direct.TimeToLive(tctx, clientv3.LeaseID(prev.Lease))
-		cancel()
-		cut = err == nil && resp.TTL >= 0 // the lease outlived the deletion
-	}
+// check compares etcd's record with the acquisitions granted.
+func (r *record) check(granted map[int64]*propGrant) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := r.lives[prev.CreateRevision]
-	if l == nil {
-		r.err = fmt.Errorf("deletion at %d of %s created at %d, whose creation was not seen", rev, prev.Key, prev.CreateRevision)
-		return
-	}
-	l.del, l.released, l.cut = rev, released, cut
-	if cut {
-		r.foreign = append(r.foreign, l.create)
-	}
-}
-
-func (r *record) fail(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.err == nil {
-		r.err = err
-	}
-}
-
-// catchUp waits until the record has seen revision rev.
-func (r *record) catchUp(ctx context.Context, rev int64) error {
-	for {
-		r.mu.Lock()
-		last, err := r.last, r.err
-		r.mu.Unlock()
-		if err != nil || last >= rev {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("record stuck at revision %d, want %d: %w", last, rev, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// check compares etcd's record with the acquisitions Lock returned:
-// each was its queue's head with its own key alive, and none was taken from
-// a live session by someone other than its owner.
-func (r *record) check(granted map[int64]*etcdlock.Lock) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var bad []string
-	byQueue := map[string][]*life{}
+	byDir := map[string][]*life{}
 	for _, l := range r.lives {
-		byQueue[l.queue] = append(byQueue[l.queue], l)
+		byDir[l.dir] = append(byDir[l.dir], l)
 	}
-	for _, q := range byQueue {
+	for _, q := range byDir {
 		slices.SortFunc(q, func(a, b *life) int { return int(a.create - b.create) })
 	}
-	for tok := range granted {
-		l := r.lives[tok]
-		if l == nil {
-			bad = append(bad, fmt.Sprintf("token %d: Lock returned it, etcd never created it", tok))
-			continue
-		}
-		head := r.headAt(byQueue[l.queue], l)
+	var bad []string
+	for _, tok := range slices.Sorted(maps.Keys(granted)) {
+		g, l := granted[tok], r.lives[tok]
 		switch {
-		case head < 0:
-			bad = append(bad, fmt.Sprintf("token %d: granted while a predecessor still exists", tok))
-		case l.del != 0 && l.del < head:
-			bad = append(bad, fmt.Sprintf("token %d: granted, but its key went at %d, before its turn at %d", tok, l.del, head))
+		case l == nil:
+			bad = append(bad, fmt.Sprintf("token %d: granted, etcd never created it", tok))
+		case r.isSlot(l.key):
+			bad = append(bad, r.checkSem(g, l, byDir, granted)...)
+		default:
+			bad = append(bad, r.checkQueue(g, l, byDir[l.dir], granted)...)
 		}
-		if l.cut {
-			bad = append(bad, fmt.Sprintf("token %d (%s): key deleted at %d by someone other than its owner while its lease was alive", tok, l.key, l.del))
-			for _, n := range byQueue[l.queue] { // whoever's turn that deletion made
-				if n.create > l.create && granted[n.create] != nil && r.headAt(byQueue[l.queue], n) == l.del {
-					bad = append(bad, fmt.Sprintf("two holders: token %d granted at revision %d while token %d's owner still held it (lease alive, no Unlock)", n.create, l.del, tok))
-				}
+	}
+	for _, l := range r.lives {
+		if r.isSlot(l.key) {
+			if i, _ := strconv.Atoi(l.key[strings.LastIndex(l.key, "/")+1:]); i >= propPermits {
+				bad = append(bad, fmt.Sprintf("slot key %s beyond %d permits", l.key, propPermits))
 			}
 		}
 	}
@@ -191,76 +53,122 @@ func (r *record) check(granted map[int64]*etcdlock.Lock) []string {
 	return bad
 }
 
-// headAt returns the revision at which l became the head of queue q (sorted
-// by create revision): when its last predecessor went; -1 if one never did.
-func (r *record) headAt(q []*life, l *life) int64 {
-	head := l.create
+func isReader(key string) bool { return strings.HasPrefix(key[strings.LastIndex(key, "/")+1:], "r") }
+
+// turnAt returns the revision at which l, a key of queue q (sorted by
+// create revision), had its turn: when the last of its blockers went (the
+// writers queued before it for a reader, every key for a writer); -1 if
+// one never did.
+func turnAt(q []*life, l *life) int64 {
+	turn := l.create
 	for _, p := range q {
 		if p.create >= l.create {
 			break
 		}
+		if isReader(l.key) && isReader(p.key) {
+			continue
+		}
 		if p.del == 0 {
 			return -1
 		}
-		head = max(head, p.del)
+		turn = max(turn, p.del)
 	}
-	return head
+	return turn
 }
 
-// twoHolders reports whether etcd's record already shows a second holder
-// granted while the first still held the lock.
-func (r *record) twoHolders(tr *tracker) bool {
-	tr.mu.Lock()
-	granted := maps.Clone(tr.granted)
-	tr.mu.Unlock()
-	for _, v := range r.check(granted) {
-		if strings.HasPrefix(v, "two holders") {
-			return true
+// checkQueue checks one granted lock: it was granted in its turn (by the
+// revision read just after Lock returned), its key lived until then, and
+// it was taken from no live holder.
+func (r *record) checkQueue(g *propGrant, l *life, q []*life, granted map[int64]*propGrant) []string {
+	var bad []string
+	what := "reader"
+	if !isReader(l.key) {
+		what = "writer"
+	}
+	switch turn := turnAt(q, l); {
+	case turn < 0:
+		bad = append(bad, fmt.Sprintf("before its turn: %s token %d granted while a key queued before it that blocks it still exists", what, l.create))
+	case g.rev != 0 && turn > g.rev:
+		bad = append(bad, fmt.Sprintf("before its turn: %s token %d granted by revision %d, its turn came at %d", what, l.create, g.rev, turn))
+	case l.del != 0 && l.del < turn:
+		bad = append(bad, fmt.Sprintf("before its turn: %s token %d granted, its key went at %d, before its turn at %d", what, l.create, l.del, turn))
+	}
+	if l.cut {
+		bad = append(bad, fmt.Sprintf("hold key deleted: %s token %d (%s) deleted at %d by someone other than its owner while its lease was alive", what, l.create, l.key, l.del))
+		for _, n := range q { // whoever's turn that deletion made
+			if n.create > l.create && granted[n.create] != nil && turnAt(q, n) == l.del {
+				bad = append(bad, fmt.Sprintf("two holders: token %d granted at revision %d while token %d's owner still held it", n.create, l.del, l.create))
+			}
 		}
 	}
-	return false
+	return bad
 }
 
-// tracker is the library's view: the locks Lock returned whose Unlock was
-// not called yet. When a lock is granted, no other tracked lock of its name
-// may still believe it holds (Err nil) with its lease provably alive
-// (before its ValidUntil, which is never later than etcd's expiry).
-type tracker struct {
-	mu         sync.Mutex
-	held       map[string]map[*etcdlock.Lock]bool
-	granted    map[int64]*etcdlock.Lock
-	violations []string
-}
-
-func newTracker() *tracker {
-	return &tracker{held: map[string]map[*etcdlock.Lock]bool{}, granted: map[int64]*etcdlock.Lock{}}
-}
-
-func (tr *tracker) grant(l *etcdlock.Lock) {
-	now := time.Now()
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	for o := range tr.held[l.Name()] {
-		if o.Err() == nil && now.Before(o.ValidUntil()) {
-			tr.violations = append(tr.violations, fmt.Sprintf("two holders of %q: token %d (Err nil, lease valid for %v more) and token %d",
-				l.Name(), o.Token(), o.ValidUntil().Sub(now).Round(time.Millisecond), l.Token()))
+// checkSem checks one granted permit: its token is its slot key's create
+// revision, the slot key names its queue key, which lived, with fewer
+// than permits acquisitions queued before it, when it was claimed; and
+// the slot was taken from no live holder.
+func (r *record) checkSem(g *propGrant, l *life, byDir map[string][]*life, granted map[int64]*propGrant) []string {
+	tok := l.create
+	name := strings.TrimPrefix(strings.TrimSuffix(l.dir, "/p/"), etcdlock.KeysUnder(r.prefix).Semaphores())
+	if want := etcdlock.KeysUnder(r.prefix).Permit(name, g.l.Slot()); l.key != want {
+		return []string{fmt.Sprintf("token %d: slot %d, but the key created at its token is %s", tok, g.l.Slot(), l.key)}
+	}
+	var v slotValue
+	if err := json.Unmarshal(l.value, &v); err != nil || v.Key != g.l.Key() {
+		return []string{fmt.Sprintf("token %d: slot key %s names %q, not the holder's queue key %s", tok, l.key, l.value, g.l.Key())}
+	}
+	var bad []string
+	qk := r.lives[v.Rev]
+	switch {
+	case qk == nil || qk.key != v.Key:
+		return []string{fmt.Sprintf("token %d: its queue key %s was never created at %d", tok, v.Key, v.Rev)}
+	case qk.del != 0 && qk.del <= tok:
+		bad = append(bad, fmt.Sprintf("token %d: slot claimed at %d, after its queue key went at %d", tok, tok, qk.del))
+	}
+	ahead := 0
+	for _, p := range byDir[qk.dir] {
+		if p.create < qk.create && (p.del == 0 || p.del > tok) {
+			ahead++
 		}
 	}
-	if tr.held[l.Name()] == nil {
-		tr.held[l.Name()] = map[*etcdlock.Lock]bool{}
+	if ahead >= propPermits {
+		bad = append(bad, fmt.Sprintf("before its turn: token %d claimed its slot with %d acquisitions queued before it", tok, ahead))
 	}
-	tr.held[l.Name()][l] = true
-	tr.granted[int64(l.Token())] = l
+	if l.cut {
+		bad = append(bad, fmt.Sprintf("slot key deleted: %s (token %d) deleted at %d by someone other than its owner while its lease was alive", l.key, tok, l.del))
+		for _, n := range byDir[l.dir] { // the next holder of the slot
+			if n.key == l.key && n.create > l.del {
+				if granted[n.create] != nil {
+					bad = append(bad, fmt.Sprintf("two holders of slot: token %d claimed %s at %d while token %d's owner still held it", n.create, l.key, n.create, tok))
+				}
+				break
+			}
+		}
+	}
+	return bad
 }
 
-func (tr *tracker) release(l *etcdlock.Lock) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	delete(tr.held[l.Name()], l)
-}
-
-func (tr *tracker) found() int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return len(tr.violations)
+// orphanSlots returns the permit slot keys whose queue key is gone, left
+// by a claim that landed after its acquisition's release.
+func (r *record) orphanSlots(ctx context.Context) []string {
+	resp, err := r.direct.Get(ctx, etcdlock.KeysUnder(r.prefix).Semaphores(), clientv3.WithPrefix())
+	if err != nil {
+		return []string{err.Error()}
+	}
+	queued := map[string]int64{}
+	for _, kv := range resp.Kvs {
+		queued[string(kv.Key)] = kv.CreateRevision
+	}
+	var bad []string
+	for _, kv := range resp.Kvs {
+		if !r.isSlot(string(kv.Key)) {
+			continue
+		}
+		var v slotValue
+		if json.Unmarshal(kv.Value, &v) != nil || queued[v.Key] != v.Rev {
+			bad = append(bad, fmt.Sprintf("slot key %s left without its queue key (%s)", kv.Key, kv.Value))
+		}
+	}
+	return bad
 }

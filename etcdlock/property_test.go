@@ -1,314 +1,234 @@
 package etcdlock_test
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"os"
+	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
+// The property tests: one table of rows, one per kind of lock, and one
+// harness. Each row drives many operations by several Clients under a
+// seeded request-fault injector (late deliveries, lost replies, second
+// copies), with random cancellations, deadlines and failed Unlocks; each
+// row's control reverts one protection and must find the violation it
+// guards against, or the row proves nothing. The files:
+//   - property_run_test.go: the harness (the seeded schedule, the fault
+//     injection, the control's early stop);
+//   - property_record_test.go and property_tracker_test.go: the history,
+//     etcd's record and the library's view;
+//   - property_check_test.go: the checker of the record against the grants;
+//   - property_queue_test.go: the driver of the kinds whose acquisitions
+//     return Locks; property_group_test.go: the group's churn.
+
 var (
-	propSeed = flag.Uint64("etcdlock.seed", 0, "seed of the request-fault property test (0: from the clock)")
-	propSoak = flag.Bool("etcdlock.soak", false, "run the request-fault property test 10 times longer")
+	propSeed = flag.Uint64("etcdlock.seed", 0, "seed of the property tests (0: from the clock)")
+	propSoak = flag.Bool("etcdlock.soak", false, "run the property tests 10 times longer")
 )
 
-// propConfig is one run of the property test.
-type propConfig struct {
-	seed         uint64
-	ctl          []etcdlock.Option // a control run's (e.g. UnconditionalReleaseForTest), for every owner's Client
-	acquisitions int64             // stop after this many
-	budget       time.Duration     // or after this long
-	faultRate    float64
+// propRow is one row of the property table: a kind, how it is driven,
+// and its control.
+type propRow struct {
+	name     string
+	fixed    propRun
+	control  propRun  // the control's shape; its reverted run stops at the first violation it wants
+	want     []string // what the control must find with the protection reverted (any of them); none: no control
+	fixedToo bool     // the control's shape runs against the fixed code too, which must find nothing
+	opts     []etcdlock.Option
+	revert   []etcdlock.Option // every owner's in a reverted run (a row may also read propEnv.reverted)
+	driver   func(*propEnv) propDriver
+}
+
+// propRun is the shape of one run.
+type propRun struct {
+	ops, raceOps int64         // stop after this many operations (under the race detector: raceOps); 0: at the budget
+	budget       time.Duration // or after this long
+	owners       int           // Clients on one faulty etcd client
+	perOwner     int           // goroutines per owner (the driver's, without owners)
 	names        int
-	perOwner     int             // goroutines per owner
-	maxLate      time.Duration   // late deliveries up to this long after the caller gave up
-	faultOn      reqfault.Match  // requests that may get faults (nil: all)
-	faultKinds   []reqfault.Kind // kinds drawn (none: all)
-	control      bool            // run with fix 1 reverted, stop soon after the first violation
-}
-
-// TestRequestFaultProperty drives many acquisitions by several owners of a
-// few names, with random cancellations, deadlines and failed Unlocks, while
-// a seeded injector delays requests past their callers' deadlines, drops
-// replies and sends requests twice. It checks etcd's own record and the
-// library's view: no two holders of a name at once while both leases are
-// alive, every granted key was its queue's head with its key alive, nothing
-// is left behind, and every lost lock's Done closed. Replay with
-// -etcdlock.seed; -etcdlock.soak runs it ten times longer.
-func TestRequestFaultProperty(t *testing.T) {
-	testenv.Long(t, "a property test: random request faults")
-	seed := *propSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	// 20-40 s on a 2-core machine; the budget leaves room for CI, where the
-	// integration package's fault harness runs at the same time.
-	cfg := propConfig{seed: seed, acquisitions: 10_000, budget: 110 * time.Second, faultRate: 0.04, names: 8, perOwner: 4, maxLate: 150 * time.Millisecond}
-	if raceEnabled { // the race detector makes everything 5-10 times slower
-		cfg.acquisitions = 2_000
-	}
-	if *propSoak {
-		cfg.acquisitions, cfg.budget = 100_000, 10*time.Minute
-	}
-	t.Logf("seed %d (replay: go test -run TestRequestFaultProperty ./etcdlock -etcdlock.seed %d)", seed, seed)
-	st := runProperty(t, cfg)
-	t.Logf("%d acquisitions, %d Lock errors, %d Unlock errors, %d lost, faults %v, in %v",
-		st.acquired, st.lockErrs, st.unlockErrs, st.lost, st.faults, st.elapsed.Round(time.Millisecond))
-	if len(st.violations) > 0 {
-		t.Fatalf("%d violations (seed %d), first: %v", len(st.violations), seed, st.violations[:min(10, len(st.violations))])
-	}
-	if st.acquired < cfg.acquisitions {
-		t.Fatalf("%d acquisitions in %v, want %d", st.acquired, cfg.budget, cfg.acquisitions)
-	}
-	if n := st.totalFaults(); n < int(cfg.acquisitions/10) {
-		t.Fatalf("%d request faults injected, want at least %d", n, cfg.acquisitions/10)
-	}
-}
-
-// TestRequestFaultPropertyControl is the control: with cleanups that delete
-// whatever key is in their slot (fix 1 reverted) the same test must find a
-// second holder, or it proves nothing. The same faults against the fixed
-// code find none.
-func TestRequestFaultPropertyControl(t *testing.T) {
-	testenv.Long(t, "a property test's control")
-	seed := *propSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	// The faults that matter here: releases delivered well after their
-	// caller gave up, when the slot has been reused; and few enough
-	// contenders that the reused key is often held, not queued.
-	cfg := propConfig{seed: seed, acquisitions: 250, budget: 40 * time.Second, faultRate: 0.1, names: 2,
-		perOwner: 1, maxLate: time.Second, faultOn: deletes(""), faultKinds: []reqfault.Kind{reqfault.Late}}
-	t.Logf("seed %d (replay: go test -run TestRequestFaultPropertyControl ./etcdlock -etcdlock.seed %d)", seed, seed)
-	t.Run("fixed", func(t *testing.T) {
-		st := runProperty(t, cfg)
-		t.Logf("fixed: %d acquisitions, faults %v, in %v", st.acquired, st.faults, st.elapsed.Round(time.Millisecond))
-		if len(st.violations) > 0 {
-			t.Fatalf("%d violations, first: %v", len(st.violations), st.violations[:min(5, len(st.violations))])
-		}
-	})
-	t.Run("fix 1 reverted", func(t *testing.T) {
-		cfg.acquisitions, cfg.control = 20_000, true
-		cfg.ctl = []etcdlock.Option{etcdlock.UnconditionalReleaseForTest()}
-		st := runProperty(t, cfg)
-		t.Logf("control: %d acquisitions, faults %v, in %v; violations: %d", st.acquired, st.faults, st.elapsed.Round(time.Millisecond), len(st.violations))
-		for _, v := range st.violations[:min(3, len(st.violations))] {
-			t.Logf("  %s", v)
-		}
-		for _, v := range st.violations {
-			if strings.HasPrefix(v, "two holders") {
-				return
-			}
-		}
-		t.Fatalf("control (seed %d): no second holder found with fix 1 reverted; the test proves nothing", seed)
-	})
-}
-
-type propStats struct {
-	acquired, lockErrs, unlockErrs, lost int64
-	faults                               map[reqfault.Kind]int
-	violations                           []string
-	elapsed                              time.Duration
-	most                                 int // the most holders of one name at once (property_kinds_test.go)
-}
-
-func (s propStats) totalFaults() int {
-	n := 0
-	for _, c := range s.faults {
-		n += c
-	}
-	return n
+	faultRate    float64
+	maxLate      time.Duration // late deliveries up to this long after the caller gave up
+	faultOn      reqfault.Match
+	faultKinds   []reqfault.Kind // none: all
+	need         map[string]int  // counts a fixed run must reach to prove anything; "faults" defaults to ops/10
+	linger       time.Duration   // how long keys may outlive their owners' Close (a min hold's lease)
 }
 
 const (
-	propOwners   = 6
-	propPerOwner = 4
-	propTTL      = 2 * time.Second
-	propCleanup  = 150 * time.Millisecond
-	propMaxLate  = 150 * time.Millisecond
+	propOwners  = 6
+	propTTL     = 2 * time.Second
+	propCleanup = 150 * time.Millisecond
+	propMaxLate = 150 * time.Millisecond
+	propHold    = 1200 * time.Millisecond // the minhold row's
 )
 
-func runProperty(t *testing.T, cfg propConfig) propStats {
-	eps := propServer(t)
-	direct := etcdClient(t, eps...)
-	fcli, in := faulty(t, cfg.seed, eps...)
-	rec, err := watchRecord(t.Context(), direct, prefix(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := newTracker()
-	owners := make([]*etcdlock.Client, propOwners)
-	for i := range owners {
-		owners[i] = newLocker(t, fcli, append([]etcdlock.Option{etcdlock.WithTTL(propTTL), etcdlock.WithCleanupTimeout(propCleanup)}, cfg.ctl...)...)
-	}
-	in.Random(cfg.faultRate, cfg.maxLate, cfg.faultOn, cfg.faultKinds...)
-	var st propStats
-	var acquired, lockErrs, unlockErrs atomic.Int64
-	ctx, cancel := context.WithTimeout(t.Context(), cfg.budget)
-	defer cancel()
-	start := time.Now()
-	var unlocked sync.Map // locks whose Unlock failed -> true
-	if cfg.control {
-		go func() { // stop at the first second holder either view sees
-			for ctx.Err() == nil && tr.found() == 0 && !rec.twoHolders(tr) {
-				time.Sleep(200 * time.Millisecond)
+// queued is a fixed run of 10,000 acquisitions (2,000 under the race
+// detector) of 8 names by 24 goroutines of 6 Clients, 4% of requests faulty.
+var queued = propRun{ops: 10_000, raceOps: 2_000, budget: 110 * time.Second, owners: propOwners, perOwner: 4,
+	names: 8, faultRate: 0.04, maxLate: propMaxLate}
+
+// propRows is the table. A row's name is its subtest's in TestProperty
+// and TestPropertyControl.
+func propRows() []propRow {
+	shared := queued
+	shared.need = map[string]int{"most holders": 2} // readers, or a semaphore's holders, must have shared a name
+	return []propRow{{
+		// No two holders of a name at once while both leases are alive;
+		// every granted key was its queue's head with its key alive. The
+		// control's cleanups delete whatever key is in their slot.
+		name: "lock", fixed: queued, driver: queueKind(lockOp),
+		control: propRun{ops: 250, budget: 40 * time.Second, owners: propOwners, perOwner: 1, names: 2, faultRate: 0.1,
+			maxLate: time.Second, faultOn: deletes(""), faultKinds: []reqfault.Kind{reqfault.Late}},
+		want: []string{"two holders"}, fixedToo: true, revert: []etcdlock.Option{etcdlock.UnconditionalReleaseForTest()},
+	}, {
+		// 2 permits: never more than 2 live holders, never two on a slot,
+		// a slot's tokens increasing, each claim made with fewer than 2
+		// acquisitions queued before it. The control's releases delete
+		// every slot their claims tried, whoever holds it (late claims
+		// make the slot someone else's).
+		name: "semaphore", fixed: shared, driver: queueKind(semaphoreOp),
+		control: propRun{ops: 150, budget: 30 * time.Second, owners: propOwners, perOwner: 2, names: 1, faultRate: 0.2,
+			maxLate: 100 * time.Millisecond, faultOn: claims, faultKinds: []reqfault.Kind{reqfault.Late}},
+		want: []string{"slot key deleted", "two holders of slot"}, fixedToo: true,
+		revert: []etcdlock.Option{etcdlock.UnconditionalSlotReleaseForTest()},
+	}, {
+		// 2 readers for each writer: never a writer beside another live
+		// holder, every holder granted only once the blockers queued
+		// before it were gone. The control's writers wait only for writers.
+		name: "rwlock", fixed: shared, driver: queueKind(rwOp),
+		control: with(queued, func(r *propRun) { r.budget = 30 * time.Second }),
+		want:    []string{"writer beside", "before its turn"}, revert: []etcdlock.Option{etcdlock.WritersIgnoreReadersForTest()},
+	}, {
+		// LockAll of 2 or 3 of 8 names in random orders: no partial
+		// MultiLock, no two holders, no deadlock (the sets finish).
+		name: "lockall", driver: queueKind(lockAllOp),
+		fixed: with(queued, func(r *propRun) { r.ops, r.raceOps, r.budget, r.perOwner = 300, 100, 60*time.Second, 2 }),
+	}, {
+		// Workers join, leave, have their leases revoked and are cut off
+		// past their TTL: never two works of a partition running with
+		// live leases, tokens increasing, every partition owned and the
+		// share balanced within one after the churn. The control's
+		// workers release a partition before its work has returned.
+		name: "group", driver: newGroupDriver,
+		fixed: propRun{budget: 25 * time.Second, perOwner: 1, faultRate: 0.05, maxLate: propMaxLate,
+			need: map[string]int{"faults": 20, "joins": 5, "leaves": 3}},
+		control: propRun{budget: 20 * time.Second, perOwner: 1, faultRate: 0.03, maxLate: propMaxLate},
+		want:    []string{"runs with its lease alive"},
+	}, {
+		// Three machines run a job with TryLock, WithMinHold and Unlock
+		// while a third of their transactions and lease grants go wrong:
+		// successive runs start at least the hold apart. The control
+		// takes no hold.
+		name: "minhold", driver: queueKind(minHoldOp, minHoldApart), opts: []etcdlock.Option{etcdlock.WithCleanupTimeout(300 * time.Millisecond)},
+		fixed:   propRun{linger: 4 * time.Second, budget: 8 * propHold, owners: 3, perOwner: 1, names: 1, faultRate: 0.33, maxLate: 200 * time.Millisecond, faultOn: txnsAndGrants, need: map[string]int{"ops": 2}},
+		control: propRun{budget: 8 * propHold, owners: 3, perOwner: 1, names: 1, faultRate: 0.33, maxLate: 200 * time.Millisecond, faultOn: txnsAndGrants},
+		want:    []string{"closer than the hold"},
+	}}
+}
+
+func with(r propRun, f func(*propRun)) propRun { f(&r); return r }
+
+// TestProperty runs each row's fixed run: no violation, and enough
+// operations and faults to prove something. Replay a run with
+// -etcdlock.seed (each run logs its command); -etcdlock.soak runs ten
+// times longer.
+func TestProperty(t *testing.T) {
+	testenv.Long(t, "property tests: random request faults")
+	for _, row := range propRows() {
+		t.Run(row.name, func(t *testing.T) {
+			cfg := row.fixed
+			if raceEnabled && cfg.raceOps > 0 {
+				cfg.ops = cfg.raceOps
 			}
-			cancel()
-		}()
-	}
-	var wg sync.WaitGroup
-	for i := range propOwners * cfg.perOwner {
-		rng := rand.New(rand.NewPCG(cfg.seed, uint64(i)))
-		c := owners[i%propOwners]
-		wg.Go(func() {
-			for ctx.Err() == nil && acquired.Load() < cfg.acquisitions {
-				l, err := propAcquire(ctx, rng, c, cfg.names)
-				if err != nil {
-					lockErrs.Add(1)
-					continue
-				}
-				acquired.Add(1)
-				tr.grant(l)
-				if d := rng.IntN(4); d > 0 { // the work under the lock
-					time.Sleep(time.Duration(d) * 500 * time.Microsecond)
-				}
-				tr.release(l)
-				if err := propUnlock(rng, l); err != nil {
-					unlockErrs.Add(1)
-					unlocked.Store(l, true)
-				}
+			if *propSoak {
+				cfg.ops, cfg.budget = 10*cfg.ops, 10*cfg.budget
+			}
+			st := runRow(t, row, cfg, false)
+			if len(st.violations) > 0 {
+				t.Fatalf("%d violations (seed %d), first: %v", len(st.violations), st.seed, st.violations[:min(10, len(st.violations))])
+			}
+			if err := st.enough(cfg); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
-	wg.Wait()
-	st.elapsed = time.Since(start)
-	in.Heal()
-	st.faults = in.Counts()
-	st.acquired, st.lockErrs, st.unlockErrs = acquired.Load(), lockErrs.Load(), unlockErrs.Load()
-	st.violations = append(st.violations, tr.violations...)
-	st.violations = append(st.violations, settleProperty(t, tr, rec, owners, in, &unlocked, &st)...)
-	return st
 }
 
-// propServer starts an etcd member of the test's own, with its data on
-// tmpfs where there is one: the test checks the library's logic under
-// request faults, and fsyncs on a shared disk would only slow it down.
-func propServer(t *testing.T) []string {
-	dir := ""
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		dir = "/dev/shm"
-	}
-	d, err := os.MkdirTemp(dir, "etcdlock-prop-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	c, err := embedetcd.StartServer(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); os.RemoveAll(d) })
-	return c.Endpoints()
-}
-
-// propAcquire takes a random name with Lock (or TryLock), under a random
-// deadline or a cancellation at a random moment.
-func propAcquire(ctx context.Context, rng *rand.Rand, c *etcdlock.Client, names int) (*etcdlock.Lock, error) {
-	name := fmt.Sprintf("n%d", rng.IntN(names))
-	d := time.Duration(5+rng.IntN(250)) * time.Millisecond
-	var lctx context.Context
-	var cancel context.CancelFunc
-	if rng.IntN(2) == 0 {
-		lctx, cancel = context.WithTimeout(ctx, d)
-	} else {
-		lctx, cancel = context.WithCancel(ctx)
-		stop := time.AfterFunc(d, cancel)
-		defer stop.Stop()
-	}
-	defer cancel()
-	if rng.IntN(10) == 0 {
-		return c.TryLock(lctx, name)
-	}
-	return c.Lock(lctx, name)
-}
-
-// propUnlock unlocks with a short deadline (a request held by a fault keeps
-// the name from everyone until the deadline), one time in ten too short to
-// succeed.
-func propUnlock(rng *rand.Rand, l *etcdlock.Lock) error {
-	d := 200 * time.Millisecond
-	if rng.IntN(10) == 0 {
-		d = time.Duration(rng.IntN(2000)) * time.Microsecond
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return l.Unlock(ctx)
-}
-
-// settleProperty waits for failed Unlocks to finish in the background,
-// checks etcd's record, closes the owners and checks nothing is left.
-func settleProperty(t *testing.T, tr *tracker, rec *record, owners []*etcdlock.Client, in *reqfault.Injector, unlocked *sync.Map, st *propStats) []string {
-	var bad []string
-	deadline := time.After(propTTL + 10*time.Second)
-	unlocked.Range(func(k, _ any) bool {
-		l := k.(*etcdlock.Lock)
-		select {
-		case <-l.Done():
-		case <-deadline:
-			bad = append(bad, fmt.Sprintf("token %d: Done still open 10s after a failed Unlock", l.Token()))
+// TestPropertyControl runs each row's control: with the protection
+// reverted the row must find the violation it wants, or it proves
+// nothing; where fixedToo, the fixed code under the same faults finds
+// none.
+func TestPropertyControl(t *testing.T) {
+	testenv.Long(t, "property tests' controls")
+	for _, row := range propRows() {
+		if len(row.want) == 0 {
+			continue
 		}
-		return true
-	})
-	in.Close() // no late request arrives after this
-	resp, err := rec.direct.Put(t.Context(), prefix(t)+"end", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	if err := rec.catchUp(cctx, resp.Header.Revision); err != nil {
-		t.Fatal(err)
-	}
-	bad = append(bad, rec.check(tr.granted)...)
-	for _, tok := range rec.foreign { // every lock taken from its owner noticed it
-		if l := tr.granted[tok]; l != nil {
-			select {
-			case <-l.Done():
-				if !errors.Is(l.Err(), etcdlock.ErrLost) {
-					bad = append(bad, fmt.Sprintf("token %d: key taken, Err %v", tok, l.Err()))
-				}
-			case <-time.After(propTTL + time.Second):
-				bad = append(bad, fmt.Sprintf("token %d: key taken, Done still open", tok))
+		t.Run(row.name, func(t *testing.T) {
+			if row.fixedToo {
+				t.Run("fixed", func(t *testing.T) {
+					if st := runRow(t, row, row.control, false); len(st.violations) > 0 {
+						t.Fatalf("%d violations, first: %v", len(st.violations), st.violations[:min(5, len(st.violations))])
+					}
+				})
 			}
+			t.Run("reverted", func(t *testing.T) {
+				cfg := row.control
+				cfg.ops = 0 // until the first violation wanted, or the budget
+				st := runRow(t, row, cfg, true)
+				for _, v := range st.violations[:min(3, len(st.violations))] {
+					t.Logf("  %s", v)
+				}
+				if !hasWanted(st.violations, row.want) {
+					t.Fatalf("control (seed %d): no violation %q with the protection reverted; the test proves nothing", st.seed, row.want)
+				}
+			})
+		})
+	}
+}
+
+func wanted(v string, want []string) bool {
+	return slices.ContainsFunc(want, func(w string) bool { return strings.Contains(v, w) })
+}
+
+// enough reports a fixed run that did too little to prove anything.
+func (st propStats) enough(cfg propRun) error {
+	need := map[string]int{"ops": int(cfg.ops), "faults": int(cfg.ops / 10)}
+	for k, n := range cfg.need {
+		need[k] = n
+	}
+	for k, n := range need {
+		if st.counts[k] < n {
+			return fmt.Errorf("%d %s in %v, want at least %d: too little to prove anything", st.counts[k], k, cfg.budget, n)
 		}
 	}
-	for _, l := range tr.granted {
-		if errors.Is(l.Err(), etcdlock.ErrLost) {
-			st.lost++
+	return nil
+}
+
+// claims matches a semaphore's claims of a permit slot: transactions that
+// put a key under a semaphore's "p/".
+func claims(_ string, req any) bool {
+	txn, ok := req.(*pb.TxnRequest)
+	if !ok {
+		return false
+	}
+	for _, op := range txn.Success {
+		if p := op.GetRequestPut(); p != nil && strings.Contains(string(p.Key), "/sem/") && strings.Contains(string(p.Key), "/p/") {
+			return true
 		}
 	}
-	for _, c := range owners {
-		c.Close(t.Context())
-	}
-	if ks := keys(t, rec.direct, keysOf(t).Locks()); len(ks) != 0 {
-		bad = append(bad, fmt.Sprintf("queue keys left after closing every owner: %v", ks))
-	}
-	if ks := keys(t, rec.direct, keysOf(t).Markers()); len(ks) != 0 {
-		bad = append(bad, fmt.Sprintf("lane markers left after closing every owner: %v", ks))
-	}
-	return bad
+	return false
+}
+
+// txnsAndGrants matches transactions and lease grants (a min hold's).
+func txnsAndGrants(method string, req any) bool {
+	return reqfault.Method("KV/Txn")(method, req) || reqfault.Method("Lease/LeaseGrant")(method, req)
 }
