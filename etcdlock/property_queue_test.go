@@ -29,6 +29,7 @@ type propHeld struct {
 	locks  []*etcdlock.Lock
 	writer bool // excludes every other holder of its names (a lock, a writer)
 	slot   bool // a semaphore's permit: excludes the holders of its slot
+	turn   bool // check it came in its turn by a revision read just after it (readers and writers only: a Get a grant)
 	unlock func(context.Context) error
 }
 
@@ -38,7 +39,7 @@ type propGrant struct {
 	at     time.Time
 	writer bool
 	slot   bool
-	rev    int64 // a revision read just after it was granted (not a permit's); 0 if unknown
+	rev    int64 // a revision read just after it was granted (propHeld.turn); 0 if unknown
 }
 
 const propPermits = 2 // the semaphore row's
@@ -253,16 +254,20 @@ func rwOp(ctx context.Context, rng *rand.Rand, c *etcdlock.Client, e *propEnv) (
 	lctx, cancel := acquireCtx(ctx, rng, 5, 250)
 	defer cancel()
 	try, writer := rng.IntN(10) == 0, rng.IntN(3) == 0
+	var h propHeld
+	var err error
 	switch {
 	case writer && try:
-		return asLock(c.TryLock(lctx, name))
+		h, err = asLock(c.TryLock(lctx, name))
 	case writer:
-		return asLock(c.Lock(lctx, name))
+		h, err = asLock(c.Lock(lctx, name))
 	case try:
-		return asReader(c.TryRLock(lctx, name))
+		h, err = asReader(c.TryRLock(lctx, name))
 	default:
-		return asReader(c.RLock(lctx, name))
+		h, err = asReader(c.RLock(lctx, name))
 	}
+	h.turn = true
+	return h, err
 }
 
 // lockAllOp takes 2 or 3 of the names with LockAll, in a random order.

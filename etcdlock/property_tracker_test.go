@@ -32,8 +32,8 @@ type tracker struct {
 func (tr *tracker) grant(ctx context.Context, l *etcdlock.Lock, h propHeld) {
 	now := time.Now()
 	g := &propGrant{l: l, at: now, writer: h.writer, slot: h.slot}
-	if !h.slot {
-		if resp, err := tr.direct.Get(ctx, tr.prefix+"granted"); err == nil {
+	if h.turn { // serializable: the run's one member has applied what the grant saw
+		if resp, err := tr.direct.Get(ctx, tr.prefix+"granted", clientv3.WithSerializable()); err == nil {
 			g.rev = resp.Header.Revision
 		}
 	}
