@@ -3,7 +3,6 @@ package fence
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 )
@@ -87,48 +86,38 @@ func (m *MemoryStore) claim(key string, token Token) (Record, error) {
 // Update claims key for token, passes its record to fn, and stores fn's
 // result with token if the record has not changed since the read (fn runs
 // without the store's lock, as it would against a server); else it tries
-// again, up to [UpdateAttempts] times. See [Updater].
+// again, up to [UpdateAttempts] times. It is [RunUpdate] over the store.
+// See [Updater].
 func (m *MemoryStore) Update(ctx context.Context, key string, token Token, fn UpdateFunc) error {
-	if err := CheckUpdate(ctx, key, token, fn); err != nil {
-		return err
-	}
-	for range UpdateAttempts {
-		m.mu.Lock()
-		old, err := m.claim(key, token)
-		seen := m.recs[key]
-		m.mu.Unlock()
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		v, err := fn(old)
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err // ended while fn ran: nothing written
-		}
-		if done, err := m.storeIf(key, token, seen, v); done || err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("%w: %q after %d attempts", ErrConflict, key, UpdateAttempts)
+	return RunUpdate(ctx, (*memoryRounds)(m), key, token, fn)
 }
 
-// storeIf stores v under key with token if key's entry is still seen: it
-// reports false when the entry changed, and an error matching [ErrStale]
-// when a higher token is there now.
-func (m *MemoryStore) storeIf(key string, token Token, seen entry, v []byte) (bool, error) {
+// memoryRounds is a MemoryStore's [UpdateRounds] and [UpdateAllRounds].
+type memoryRounds MemoryStore
+
+// ClaimRead claims key and returns its record and its entry as read.
+func (r *memoryRounds) ClaimRead(_ context.Context, key string, token Token) (Record, entry, error) {
+	m := (*MemoryStore)(r)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, err := m.claim(key, token)
+	return rec, m.recs[key], err
+}
+
+// WriteIf stores v under key with token if key's entry is still seen.
+func (r *memoryRounds) WriteIf(_ context.Context, key string, token Token, seen entry, v []byte) error {
+	m := (*MemoryStore)(r)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.recs[key]
 	if token < cur.rec.Token {
-		return false, &StaleError{Resource: key, Token: token, Current: cur.rec.Token}
+		return &StaleError{Resource: key, Token: token, Current: cur.rec.Token}
 	}
 	if cur.version != seen.version {
-		return false, nil
+		return ErrChanged
 	}
 	m.store(key, entry{rec: Record{Value: bytes.Clone(v), Token: token}, set: true})
-	return true, nil
+	return nil
 }
 
 // Get returns the record for key, or an error matching [ErrNotFound].

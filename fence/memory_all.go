@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 )
 
 // UpdateAll claims every key of claims with its token, passes their
@@ -12,34 +11,15 @@ import (
 // since the read (fn runs without the store's lock, as it would against a
 // server); else it tries again, up to [UpdateAttempts] times. The claims
 // are taken together: a higher floor on any key refuses them all, before
-// fn runs. See [AllUpdater].
+// fn runs. It is [RunUpdateAll] over the store. See [AllUpdater].
 func (m *MemoryStore) UpdateAll(ctx context.Context, claims []Claim, fn UpdateAllFunc) error {
-	set, err := CheckUpdateAll(ctx, claims, fn)
-	if err != nil {
-		return err
-	}
-	for range UpdateAttempts {
-		old, seen, err := m.claimAll(set)
-		if err != nil {
-			return err
-		}
-		next, err := CallUpdateAll(fn, set, old)
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err // ended while fn ran: nothing written
-		}
-		if done, err := m.storeAllIf(set, seen, next); done || err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("%w: %q after %d attempts", ErrConflict, ClaimsLabel(set), UpdateAttempts)
+	return RunUpdateAll(ctx, (*memoryRounds)(m), claims, fn)
 }
 
-// claimAll claims every key of set, or none if one is refused, and returns
-// their records and entries as read.
-func (m *MemoryStore) claimAll(set []Claim) (map[string]Record, []entry, error) {
+// ClaimReadAll claims every key of set, or none if one is refused, and
+// returns their records and entries as read.
+func (r *memoryRounds) ClaimReadAll(_ context.Context, set []Claim) (map[string]Record, []entry, error) {
+	m := (*MemoryStore)(r)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range set {
@@ -59,29 +39,30 @@ func (m *MemoryStore) claimAll(set []Claim) (map[string]Record, []entry, error) 
 	return old, seen, nil
 }
 
-// storeAllIf stores next's values if every key of set still has its entry
-// seen: it reports false when one changed, and an error matching
-// [ErrStale] when a higher token is on one now.
-func (m *MemoryStore) storeAllIf(set []Claim, seen []entry, next map[string][]byte) (bool, error) {
+// WriteAllIf stores next's values if every key of set still has its entry
+// seen: [ErrChanged] when one changed, an error matching [ErrStale] when a
+// higher token is on one now.
+func (r *memoryRounds) WriteAllIf(_ context.Context, set []Claim, seen []entry, next map[string][]byte) error {
+	m := (*MemoryStore)(r)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	changed := false
 	for i, c := range set {
 		cur := m.recs[c.Resource]
 		if c.Token < cur.rec.Token {
-			return false, &StaleError{Resource: c.Resource, Token: c.Token, Current: cur.rec.Token}
+			return &StaleError{Resource: c.Resource, Token: c.Token, Current: cur.rec.Token}
 		}
 		changed = changed || cur.version != seen[i].version
 	}
 	if changed {
-		return false, nil
+		return ErrChanged
 	}
 	for _, c := range set {
 		if v, ok := next[c.Resource]; ok {
 			m.store(c.Resource, entry{rec: Record{Value: bytes.Clone(v), Token: c.Token}, set: true})
 		}
 	}
-	return true, nil
+	return nil
 }
 
 var _ AllUpdater = (*MemoryStore)(nil)
