@@ -2,8 +2,6 @@ package etcdfence
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -55,58 +53,47 @@ func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fe
 	if err := s.checkWrite(ctx, key, token, 0); err != nil {
 		return err
 	}
-	if fn == nil {
-		return fmt.Errorf("%w: Update: nil function", fence.ErrInvalidArgument)
-	}
-	ctx, w := s.tel.Op(opUpdate).Start(ctx, token)
+	return fence.RunUpdate(ctx, (*rounds)(s), key, token, fn)
+}
+
+// rounds is a Store's [fence.UpdateRounds] and [fence.UpdateAllRounds]:
+// its Update and UpdateAll are fence's loop over them.
+type rounds Store
+
+// StartUpdate starts an Update's span.
+func (r *rounds) StartUpdate(ctx context.Context, key string, token fence.Token) (context.Context, fence.UpdateSpan) {
+	ctx, w := r.tel.Op(opUpdate).Start(ctx, token)
 	if w.Recording() {
 		w.SetResource(key)
 	}
-	err := errPanicked
-	defer func() { w.End(err) }() // a panic in fn ends the span too, as an error
-	err = s.update(ctx, key, token, fn)
-	return err
+	return ctx, w.UpdateSpan()
 }
 
-// errPanicked is the outcome telemetry counts for an Update whose fn
-// panicked; Update itself passes the panic on.
-var errPanicked = errors.New("etcdfence: the update function panicked")
-
-// update is Update's loop of attempts.
-func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
-	for range fence.UpdateAttempts {
-		done, err := s.attempt(ctx, key, token, fn)
-		if done || err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("%w: %q with token %d, after %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
+// ClaimRead claims key and reads its record, as GetForUpdate does.
+func (r *rounds) ClaimRead(ctx context.Context, key string, token fence.Token) (fence.Record, claimed, error) {
+	c, err := (*Store)(r).claim(ctx, key, token)
+	return c.rec, c, err
 }
 
-// attempt is one read, fn and write; it reports false, with no error, when
-// the record changed between the read and the write.
-func (s *Store) attempt(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) (bool, error) {
-	c, err := s.claim(ctx, key, token)
-	if err != nil && !errors.Is(err, fence.ErrNotFound) {
-		return false, err
-	}
-	v, err := fn(c.rec)
-	if err != nil {
-		return false, err
-	}
+// WriteIf writes v under key with token if the floor and the record are
+// still those c read.
+func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, c claimed, v []byte) error {
+	s := (*Store)(r)
 	// The write's Txn names the data key twice (its compare and its put),
 	// where checkSize counts Put's once.
 	if err := s.checkSize(key, len(v)+len(s.DataKey(key))); err != nil {
-		return false, err
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return false, err // ended while fn ran: nothing sent, nothing written
+	ok, err := s.writeIf(ctx, key, token, c, v)
+	if !ok && err == nil {
+		return fence.ErrChanged
 	}
-	return s.writeIf(ctx, key, token, c, v)
+	return err
 }
 
 // writeIf writes v under key with token if the floor's and the data key's
-// mod revisions are still those c read.
+// mod revisions are still those c read; it reports false, with no error,
+// when one changed.
 func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, c claimed, v []byte) (bool, error) {
 	floor, data, tok := s.FloorKey(key), s.DataKey(key), padToken(token)
 	resp, err := s.kv.Txn(ctx).

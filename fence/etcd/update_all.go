@@ -76,65 +76,51 @@ func (s *Store) UpdateHeld(ctx context.Context, h fence.Claimer, fn fence.Update
 // so it never applies over a newer write, and never twice. ctx bounds the
 // whole call.
 func (s *Store) UpdateAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) error {
-	set, err := s.checkAll(ctx, claims, fn)
-	if err != nil {
-		return err
+	if s == nil || s.kv == nil {
+		return fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
 	}
-	ctx, w := s.tel.Op(opUpdateAll).Start(ctx, set[0].Token)
+	return fence.RunUpdateAll(ctx, (*rounds)(s), claims, fn)
+}
+
+// CheckUpdateAll refuses, before any I/O, more than MaxUpdateAllKeys keys.
+func (r *rounds) CheckUpdateAll(set []fence.Claim) error {
+	if len(set) > MaxUpdateAllKeys {
+		return fmt.Errorf("%w: UpdateAll of %d keys, more than MaxUpdateAllKeys (%d)", ErrInvalidArgument, len(set), MaxUpdateAllKeys)
+	}
+	return nil
+}
+
+// StartUpdateAll starts an UpdateAll's span.
+func (r *rounds) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
+	ctx, w := r.tel.Op(opUpdateAll).Start(ctx, set[0].Token)
 	if w.Recording() {
 		w.SetResource(fence.ClaimsLabel(set))
 	}
-	err = errPanicked
-	defer func() { w.End(err) }() // a panic in fn ends the span too, as an error
-	err = s.updateAll(ctx, set, fn)
-	return err
+	return ctx, w.UpdateSpan()
 }
 
-// checkAll validates an UpdateAll before any I/O and returns its claims
-// sorted.
-func (s *Store) checkAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) ([]fence.Claim, error) {
-	if s == nil || s.kv == nil {
-		return nil, fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
+// ClaimReadAll claims every key of set and reads their records; a floor
+// that changed between its read and its raise is [fence.ErrChanged].
+func (r *rounds) ClaimReadAll(ctx context.Context, set []fence.Claim) (map[string]fence.Record, claimedAll, error) {
+	c, ok, err := (*Store)(r).claimAll(ctx, set)
+	if !ok && err == nil {
+		return nil, claimedAll{}, fence.ErrChanged
 	}
-	set, err := fence.CheckUpdateAll(ctx, claims, fn)
-	if err != nil {
-		return nil, err
-	}
-	if len(set) > MaxUpdateAllKeys {
-		return nil, fmt.Errorf("%w: UpdateAll of %d keys, more than MaxUpdateAllKeys (%d)", ErrInvalidArgument, len(set), MaxUpdateAllKeys)
-	}
-	return set, nil
+	return c.old, c, err
 }
 
-// updateAll is UpdateAll's loop of attempts.
-func (s *Store) updateAll(ctx context.Context, set []fence.Claim, fn fence.UpdateAllFunc) error {
-	for range fence.UpdateAttempts {
-		done, err := s.attemptAll(ctx, set, fn)
-		if done || err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("%w: %q, after %d attempts", fence.ErrConflict, fence.ClaimsLabel(set), fence.UpdateAttempts)
-}
-
-// attemptAll is one claim, fn and write; it reports false, with no error,
-// when a floor or a record changed between the read and the write.
-func (s *Store) attemptAll(ctx context.Context, set []fence.Claim, fn fence.UpdateAllFunc) (bool, error) {
-	c, ok, err := s.claimAll(ctx, set)
-	if !ok || err != nil {
-		return false, err
-	}
-	next, err := fence.CallUpdateAll(fn, set, c.old)
-	if err != nil {
-		return false, err
-	}
+// WriteAllIf writes next with set's tokens if every floor and every
+// record is still the one c read.
+func (r *rounds) WriteAllIf(ctx context.Context, set []fence.Claim, c claimedAll, next map[string][]byte) error {
+	s := (*Store)(r)
 	if err := s.checkSizeAll(set, next); err != nil {
-		return false, err
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return false, err // ended while fn ran: nothing sent, nothing written
+	ok, err := s.writeAllIf(ctx, set, c, next)
+	if !ok && err == nil {
+		return fence.ErrChanged
 	}
-	return s.writeAllIf(ctx, set, c, next)
+	return err
 }
 
 // checkSizeAll refuses, before any I/O, a write of next whose request

@@ -213,3 +213,21 @@ func NewSQL(adapter, scope string, mp metric.MeterProvider, tp trace.TracerProvi
 	return &SQL{Update: r.Op("update"), Upsert: r.Op("upsert"), Tx: r.Op("tx"), Put: r.Op("put"),
 		Delete: r.Op("delete"), Exec: r.Op("exec"), Retryable: retryable}, errors.Join(err, rerr)
 }
+
+// UpdateSpan returns w as the span of fence's update loop
+// ([fence.UpdateTracer]), which ends it once with the update's result.
+// While nothing would record it (no SDK: no span, no duration, no count),
+// it ends w's no-op span now and returns a shared no-op, so that an
+// uninstrumented update allocates nothing.
+func (w Write) UpdateSpan() fence.UpdateSpan {
+	if !w.recording && w.start.IsZero() && !w.op.r.writes.Enabled(w.ctx) {
+		w.span.End()
+		return noUpdateSpan{}
+	}
+	return &w
+}
+
+// noUpdateSpan is the span of an update that nothing records.
+type noUpdateSpan struct{}
+
+func (noUpdateSpan) End(error) {}
