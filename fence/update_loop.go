@@ -31,9 +31,16 @@ import (
 // [UpdateConflicter] on the same value add a span, a wait between rounds
 // and an adapter's own conflict error. The value must be safe for
 // concurrent use if the Store is.
-type UpdateRounds[S any] interface {
-	ClaimRead(ctx context.Context, key string, token Token) (rec Record, read S, err error)
-	WriteIf(ctx context.Context, key string, token Token, read S, value []byte) error
+type UpdateRounds[S any] = UpdateRoundsOf[S, Record, []byte]
+
+// UpdateRoundsOf is [UpdateRounds] for a store whose records are not a
+// [Record] and a []byte, such as fence/redis's Hash (fields of a hash,
+// read and written as maps): ClaimRead returns the record as fn gets it
+// (a copy: fn may change it), WriteIf gets what fn returned. The rules
+// are UpdateRounds'; [RunUpdateOf] is the loop over them.
+type UpdateRoundsOf[S, V, W any] interface {
+	ClaimRead(ctx context.Context, key string, token Token) (rec V, read S, err error)
+	WriteIf(ctx context.Context, key string, token Token, read S, value W) error
 }
 
 // ErrChanged is what an [UpdateRounds] or [UpdateAllRounds] returns (wrapped
@@ -94,14 +101,24 @@ type UpdateConflicter interface {
 // error is returned and nothing is sent. Every other error is r's, as it
 // is. ctx bounds the whole call, and is the one r's requests get (the
 // span's, when r is an [UpdateTracer]).
-func RunUpdate[S any](ctx context.Context, r UpdateRounds[S], key string, token Token, fn UpdateFunc) (err error) {
-	if err := CheckUpdate(ctx, key, token, fn); err != nil {
+func RunUpdate[S any](ctx context.Context, r UpdateRounds[S], key string, token Token, fn UpdateFunc) error {
+	return RunUpdateOf[S, Record, []byte](ctx, r, key, token, fn)
+}
+
+// RunUpdateOf is [RunUpdate] over an [UpdateRoundsOf], for records of
+// other types: fn gets what r's ClaimRead read (the zero V when it found
+// no value), and r's WriteIf what fn returns.
+func RunUpdateOf[S, V, W any](ctx context.Context, r UpdateRoundsOf[S, V, W], key string, token Token, fn func(old V) (W, error)) (err error) {
+	if err := CheckRead(ctx, key, token); err != nil {
 		return err
 	}
-	if r == nil {
+	switch {
+	case fn == nil:
+		return fmt.Errorf("%w: Update: nil function", ErrInvalidArgument)
+	case r == nil:
 		return fmt.Errorf("%w: RunUpdate: nil rounds", ErrInvalidArgument)
 	}
-	u := oneKey[S]{r: r, key: key, token: token, fn: fn}
+	u := oneKey[S, V, W]{r: r, key: key, token: token, fn: fn}
 	t, ok := r.(UpdateTracer)
 	if !ok {
 		return runRounds(ctx, u)
@@ -136,21 +153,22 @@ func runRounds[R round](ctx context.Context, r R) error {
 	}
 }
 
-// oneKey is a round of [RunUpdate].
-type oneKey[S any] struct {
-	r     UpdateRounds[S]
+// oneKey is a round of [RunUpdateOf].
+type oneKey[S, V, W any] struct {
+	r     UpdateRoundsOf[S, V, W]
 	key   string
 	token Token
-	fn    UpdateFunc
+	fn    func(V) (W, error)
 }
 
-func (u oneKey[S]) attempt(ctx context.Context) (bool, error) {
+func (u oneKey[S, V, W]) attempt(ctx context.Context) (bool, error) {
 	rec, read, err := u.r.ClaimRead(ctx, u.key, u.token)
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
 			return errors.Is(err, ErrChanged), err
 		}
-		rec = Record{}
+		var zero V
+		rec = zero
 	}
 	v, err := u.fn(rec)
 	if err != nil {
@@ -163,14 +181,14 @@ func (u oneKey[S]) attempt(ctx context.Context) (bool, error) {
 	return err != nil && errors.Is(err, ErrChanged), err
 }
 
-func (u oneKey[S]) wait(ctx context.Context, n int) error {
+func (u oneKey[S, V, W]) wait(ctx context.Context, n int) error {
 	if w, ok := u.r.(UpdateWaiter); ok {
 		return w.WaitUpdate(ctx, u.key, n)
 	}
 	return nil
 }
 
-func (u oneKey[S]) conflict(last error) error {
+func (u oneKey[S, V, W]) conflict(last error) error {
 	if c, ok := u.r.(UpdateConflicter); ok {
 		return c.UpdateConflict(u.key, u.token, last)
 	}
