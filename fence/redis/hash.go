@@ -223,52 +223,58 @@ func (h *Hash) Update(ctx context.Context, key string, token fence.Token, fields
 	if err := h.check(ctx, key, token, len(fields), fields); err != nil {
 		return err
 	}
-	if fn == nil {
-		return fmt.Errorf("%w: Hash.Update: nil function", fence.ErrInvalidArgument)
-	}
-	ctx, w := h.tel.Op(opHashUpdate).Start(ctx, token)
+	r := &hashRounds{h: h, fields: slices.Compact(slices.Sorted(slices.Values(fields)))}
+	return fence.RunUpdateOf[map[string]string](ctx, r, key, token, fn)
+}
+
+// hashRounds is a Hash's [fence.UpdateRoundsOf] for one Update: its
+// fields, sorted, are what each round reads and compares.
+type hashRounds struct {
+	h      *Hash
+	fields []string
+}
+
+// StartUpdate starts an Update's span.
+func (r *hashRounds) StartUpdate(ctx context.Context, key string, token fence.Token) (context.Context, fence.UpdateSpan) {
+	ctx, w := r.h.tel.Op(opHashUpdate).Start(ctx, token)
 	if w.Recording() {
 		w.SetResource(key)
 	}
-	err := errPanicked
-	defer func() { w.End(err) }()
-	err = h.update(ctx, key, token, fields, fn)
-	return err
+	return ctx, w.UpdateSpan()
 }
 
-func (h *Hash) update(ctx context.Context, key string, token fence.Token, fields []string, fn func(map[string]string) (map[string]string, error)) error {
-	fields = slices.Compact(slices.Sorted(slices.Values(fields)))
-	for range fence.UpdateAttempts {
-		old, err := h.claim(ctx, key, token, fields)
-		if err != nil {
-			return err
-		}
-		next, err := fn(maps.Clone(old))
-		if err != nil {
-			return err
-		}
-		if err := h.check(ctx, key, token, len(fields)+len(next), slices.Collect(maps.Keys(next))); err != nil {
-			return err
-		}
-		args := make([]any, 0, 3+3*len(fields)+2*len(next))
-		args = append(args, h.field, padToken(token), len(fields))
-		for _, f := range fields {
-			if v, ok := old[f]; ok {
-				args = append(args, f, "1", v)
-			} else {
-				args = append(args, f, "0", "")
-			}
-		}
-		for _, f := range slices.Sorted(maps.Keys(next)) {
-			args = append(args, f, next[f])
-		}
-		reply, err := hashUpdateScript.run(ctx, h.c, key, args...)
-		if err == nil && status(reply) == replyChanged {
-			continue
-		}
-		return result(opHashUpdate, key, token, reply, err)
+// ClaimRead is the claim script: fn gets a copy of the fields read, the
+// write compares them.
+func (r *hashRounds) ClaimRead(ctx context.Context, key string, token fence.Token) (map[string]string, map[string]string, error) {
+	old, err := r.h.claim(ctx, key, token, r.fields)
+	return maps.Clone(old), old, err
+}
+
+// WriteIf checks fn's fields as Set's, then is the update script: it
+// writes next only if the token field holds token and every field read
+// is as it was.
+func (r *hashRounds) WriteIf(ctx context.Context, key string, token fence.Token, old, next map[string]string) error {
+	h, fields := r.h, r.fields
+	if err := h.check(ctx, key, token, len(fields)+len(next), slices.Collect(maps.Keys(next))); err != nil {
+		return err
 	}
-	return fmt.Errorf("%w: %q with token %d, after %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
+	args := make([]any, 0, 3+3*len(fields)+2*len(next))
+	args = append(args, h.field, padToken(token), len(fields))
+	for _, f := range fields {
+		if v, ok := old[f]; ok {
+			args = append(args, f, "1", v)
+		} else {
+			args = append(args, f, "0", "")
+		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(next)) {
+		args = append(args, f, next[f])
+	}
+	reply, err := hashUpdateScript.run(ctx, h.c, key, args...)
+	if err == nil && status(reply) == replyChanged {
+		return fence.ErrChanged
+	}
+	return result(opHashUpdate, key, token, reply, err)
 }
 
 // check validates a call before any I/O: n is the number of fields it

@@ -121,41 +121,36 @@ func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fe
 	if err := s.checkWrite(ctx, key, token); err != nil {
 		return err
 	}
-	if fn == nil {
-		return fmt.Errorf("%w: Update: nil function", fence.ErrInvalidArgument)
-	}
-	ctx, w := s.tel.Op(opUpdate).Start(ctx, token)
+	return fence.RunUpdate(ctx, (*rounds)(s), key, token, fn)
+}
+
+// rounds is a Store's [fence.UpdateRounds] and [fence.UpdateAllRounds]:
+// its Update and UpdateAll are fence's loop over them.
+type rounds Store
+
+// StartUpdate starts an Update's span.
+func (r *rounds) StartUpdate(ctx context.Context, key string, token fence.Token) (context.Context, fence.UpdateSpan) {
+	ctx, w := r.tel.Op(opUpdate).Start(ctx, token)
 	if w.Recording() {
 		w.SetResource(key)
 	}
-	err := errPanicked
-	defer func() { w.End(err) }() // a panic in fn ends the span too, as an error
-	err = s.update(ctx, key, token, fn)
-	return err
+	return ctx, w.UpdateSpan()
 }
 
-// errPanicked is the outcome telemetry counts for an update whose fn
-// panicked; Update itself passes the panic on.
-var errPanicked = errors.New("redisfence: the update function panicked")
+// ClaimRead is the claim script; the version it read is what the write
+// compares.
+func (r *rounds) ClaimRead(ctx context.Context, key string, token fence.Token) (fence.Record, string, error) {
+	c, err := (*Store)(r).claim(ctx, key, token)
+	return c.rec, c.version, err
+}
 
-func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
-	for range fence.UpdateAttempts {
-		c, err := s.claim(ctx, key, token)
-		if err != nil && !errors.Is(err, fence.ErrNotFound) {
-			return err
-		}
-		v, err := fn(c.rec)
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err // ended while fn ran: nothing sent, nothing written
-		}
-		reply, err := updateScript.run(ctx, s.c, s.Key(key), padToken(token), c.version, v)
-		if err == nil && status(reply) == replyChanged {
-			continue
-		}
-		return result(opUpdate, key, token, reply, err)
+// WriteIf is the update script: it writes v only if the floor is token
+// and the version the one read.
+func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, version string, v []byte) error {
+	s := (*Store)(r)
+	reply, err := updateScript.run(ctx, s.c, s.Key(key), padToken(token), version, v)
+	if err == nil && status(reply) == replyChanged {
+		return fence.ErrChanged
 	}
-	return fmt.Errorf("%w: %q with token %d, after %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
+	return result(opUpdate, key, token, reply, err)
 }

@@ -120,70 +120,68 @@ func (s *Store) UpdateHeld(ctx context.Context, h fence.Claimer, fn fence.Update
 // late would land only if every version were still the one read, so it
 // never applies over a newer write, nor twice. ctx bounds the whole call.
 func (s *Store) UpdateAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) error {
-	set, keys, err := s.checkAll(ctx, claims, fn)
-	if err != nil {
-		return err
+	if s == nil || s.c == nil {
+		return fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
 	}
-	ctx, w := s.tel.Op(opUpdateAll).Start(ctx, set[0].Token)
+	return fence.RunUpdateAll(ctx, (*rounds)(s), claims, fn)
+}
+
+// CheckUpdateAll refuses, before any I/O, more than MaxUpdateAllKeys keys
+// and keys of two slots.
+func (r *rounds) CheckUpdateAll(set []fence.Claim) error {
+	if len(set) > MaxUpdateAllKeys {
+		return fmt.Errorf("%w: UpdateAll of %d keys, more than MaxUpdateAllKeys (%d)", ErrInvalidArgument, len(set), MaxUpdateAllKeys)
+	}
+	first := (*Store)(r).Key(set[0].Resource)
+	for _, c := range set[1:] {
+		if k := (*Store)(r).Key(c.Resource); Slot(k) != Slot(first) {
+			return fmt.Errorf("%w: %q (slot %d) and %q (slot %d): give them one hash tag, such as {%s}",
+				ErrCrossSlot, first, Slot(first), k, Slot(k), set[0].Resource)
+		}
+	}
+	return nil
+}
+
+// StartUpdateAll starts an UpdateAll's span.
+func (r *rounds) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
+	ctx, w := r.tel.Op(opUpdateAll).Start(ctx, set[0].Token)
 	if w.Recording() {
 		w.SetResource(fence.ClaimsLabel(set))
 	}
-	err = errPanicked
-	defer func() { w.End(err) }() // a panic in fn ends the span too, as an error
-	err = s.updateAll(ctx, set, keys, fn)
-	return err
+	return ctx, w.UpdateSpan()
 }
 
-// checkAll validates an UpdateAll before any I/O, and returns its claims
-// sorted and their Redis keys.
-func (s *Store) checkAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) ([]fence.Claim, []string, error) {
-	if s == nil || s.c == nil {
-		return nil, nil, fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
-	}
-	set, err := fence.CheckUpdateAll(ctx, claims, fn)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(set) > MaxUpdateAllKeys {
-		return nil, nil, fmt.Errorf("%w: UpdateAll of %d keys, more than MaxUpdateAllKeys (%d)", ErrInvalidArgument, len(set), MaxUpdateAllKeys)
-	}
+// claimedAll is what an UpdateAll's claim read: the hashes' versions,
+// which its write compares, and the keys it named them by.
+type claimedAll struct {
+	keys     []string
+	versions []string
+}
+
+// ClaimReadAll is the claim script over every key of set.
+func (r *rounds) ClaimReadAll(ctx context.Context, set []fence.Claim) (map[string]fence.Record, claimedAll, error) {
+	s := (*Store)(r)
 	keys := make([]string, len(set))
 	for i, c := range set {
 		keys[i] = s.Key(c.Resource)
-		if Slot(keys[i]) != Slot(keys[0]) {
-			return nil, nil, fmt.Errorf("%w: %q (slot %d) and %q (slot %d): give them one hash tag, such as {%s}",
-				ErrCrossSlot, keys[0], Slot(keys[0]), keys[i], Slot(keys[i]), set[0].Resource)
-		}
 	}
-	return set, keys, nil
+	old, versions, err := s.claimAll(ctx, set, keys)
+	return old, claimedAll{keys: keys, versions: versions}, err
 }
 
-// updateAll is UpdateAll's loop of attempts.
-func (s *Store) updateAll(ctx context.Context, set []fence.Claim, keys []string, fn fence.UpdateAllFunc) error {
-	for range fence.UpdateAttempts {
-		old, versions, err := s.claimAll(ctx, set, keys)
-		if err != nil {
-			return err
-		}
-		next, err := fence.CallUpdateAll(fn, set, old)
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err // ended while fn ran: nothing sent, nothing written
-		}
-		args := make([]any, 0, 4*len(set))
-		for i, c := range set {
-			v, ok := next[c.Resource]
-			args = append(args, padToken(c.Token), versions[i], flag(ok), v)
-		}
-		reply, err := updateAllScript.runKeys(ctx, s.c, keys, args...)
-		if err == nil && status(reply) == replyChanged {
-			continue
-		}
-		return allResult(set, reply, err)
+// WriteAllIf is the write script: it writes next only if every floor is
+// its token and every version the one read.
+func (r *rounds) WriteAllIf(ctx context.Context, set []fence.Claim, c claimedAll, next map[string][]byte) error {
+	args := make([]any, 0, 4*len(set))
+	for i, cl := range set {
+		v, ok := next[cl.Resource]
+		args = append(args, padToken(cl.Token), c.versions[i], flag(ok), v)
 	}
-	return fmt.Errorf("%w: %q, after %d attempts", fence.ErrConflict, fence.ClaimsLabel(set), fence.UpdateAttempts)
+	reply, err := updateAllScript.runKeys(ctx, r.c, c.keys, args...)
+	if err == nil && status(reply) == replyChanged {
+		return fence.ErrChanged
+	}
+	return allResult(set, reply, err)
 }
 
 // flag is the script's word for whether a key is written.
