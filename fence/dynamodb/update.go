@@ -94,82 +94,88 @@ func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fe
 	if err := s.checkWrite(ctx, key, token); err != nil {
 		return err
 	}
-	if fn == nil {
-		return fmt.Errorf("%w: Update: nil function", fence.ErrInvalidArgument)
-	}
-	ctx, w := s.tel.Op(opUpdate).Start(ctx, token)
+	return fence.RunUpdate(ctx, (*rounds)(s), key, token, fn)
+}
+
+// rounds is a Store's [fence.UpdateRounds] and [fence.UpdateAllRounds]:
+// its Update and UpdateAll are fence's loop over them.
+type rounds Store
+
+// StartUpdate starts an Update's span.
+func (r *rounds) StartUpdate(ctx context.Context, key string, token fence.Token) (context.Context, fence.UpdateSpan) {
+	ctx, w := r.tel.Op(opUpdate).Start(ctx, token)
 	if w.Recording() {
 		w.SetResource(key)
 	}
-	err := errPanicked
-	defer func() { w.End(err) }()
-	err = s.update(ctx, key, token, fn)
-	return err
+	return ctx, w.UpdateSpan()
 }
 
-var errPanicked = errors.New("dynamofence: the update function panicked")
-
-func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
-	for range fence.UpdateAttempts {
-		c, err := s.claim(ctx, key, token)
-		if txConflict(err) {
-			continue // a transaction is writing key: read again
-		}
-		if err != nil && !errors.Is(err, fence.ErrNotFound) {
-			return err
-		}
-		v, err := fn(c.rec)
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if v == nil {
-			v = []byte{}
-		}
-		// The write carries an id of its own: a copy of it delivered
-		// twice (a proxy that resends) finds the version moved by the
-		// first, and its refusal must not send fn round again.
-		id := writeID()
-		cond := "#f = :t AND #ver = :rv"
-		values := map[string]types.AttributeValue{
-			":t": tok(token), ":v": &types.AttributeValueMemberB{Value: v}, ":rv": num(c.version), ":nv": num(c.version + 1),
-			":w": &types.AttributeValueMemberS{Value: id},
-		}
-		if c.version == 0 {
-			cond = "#f = :t AND attribute_not_exists(#ver)"
-			delete(values, ":rv")
-		}
-		_, err = s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(s.table), Key: s.itemKey(key),
-			UpdateExpression:                    aws.String("SET #tok = :t, #v = :v, #ver = :nv, #w = :w"),
-			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeNames:            map[string]string{"#f": attrFloor, "#tok": attrToken, "#v": attrValue, "#ver": attrVersion, "#w": attrWrite},
-			ExpressionAttributeValues:           values,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}, sendOnce)
-		var cf *types.ConditionalCheckFailedException
-		switch {
-		case err == nil:
-			return nil
-		case errors.As(err, &cf):
-			if w, ok := cf.Item[attrWrite].(*types.AttributeValueMemberS); ok && w.Value == id {
-				return nil // this write landed: the refusal is of a second copy of it
-			}
-			floor, ferr := tokenAttr(key, attrFloor, cf.Item)
-			if ferr != nil {
-				return ferr
-			}
-			if floor > token {
-				return &fence.StaleError{Resource: key, Token: token, Current: floor}
-			}
-			continue // the record changed (or the server returned no item): read again
-		default:
-			return writeError(opUpdate, key, token, err)
-		}
+// ClaimRead is the claiming UpdateItem; a transaction writing the item
+// (TransactionConflictException, nothing written) is a change: read
+// again.
+func (r *rounds) ClaimRead(ctx context.Context, key string, token fence.Token) (fence.Record, int64, error) {
+	c, err := (*Store)(r).claim(ctx, key, token)
+	if txConflict(err) {
+		return fence.Record{}, 0, fmt.Errorf("%w: %w", fence.ErrChanged, err)
 	}
-	return fmt.Errorf("%w: %q with token %d, after %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
+	return c.rec, c.version, err
+}
+
+// WriteIf is the conditional UpdateItem: it lands only if the floor is
+// still token and the version the one read.
+func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, version int64, v []byte) error {
+	s := (*Store)(r)
+	if v == nil {
+		v = []byte{}
+	}
+	// The write carries an id of its own: a copy of it delivered twice (a
+	// proxy that resends) finds the version moved by the first, and its
+	// refusal must not send fn round again.
+	id := writeID()
+	cond := "#f = :t AND #ver = :rv"
+	values := map[string]types.AttributeValue{
+		":t": tok(token), ":v": &types.AttributeValueMemberB{Value: v}, ":rv": num(version), ":nv": num(version + 1),
+		":w": &types.AttributeValueMemberS{Value: id},
+	}
+	if version == 0 {
+		cond = "#f = :t AND attribute_not_exists(#ver)"
+		delete(values, ":rv")
+	}
+	_, err := s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: s.itemKey(key),
+		UpdateExpression:                    aws.String("SET #tok = :t, #v = :v, #ver = :nv, #w = :w"),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            map[string]string{"#f": attrFloor, "#tok": attrToken, "#v": attrValue, "#ver": attrVersion, "#w": attrWrite},
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, sendOnce)
+	var cf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &cf):
+		return refusedWrite(key, token, id, cf)
+	}
+	return writeError(opUpdate, key, token, err)
+}
+
+// refusedWrite is the error of an Update's write whose condition failed:
+// nil if the item carries its id (it landed: the refusal is of a second
+// copy of it), a *[fence.StaleError] for a higher floor, else
+// [fence.ErrChanged] (the record changed, or the server returned no
+// item).
+func refusedWrite(key string, token fence.Token, id string, cf *types.ConditionalCheckFailedException) error {
+	if w, ok := cf.Item[attrWrite].(*types.AttributeValueMemberS); ok && w.Value == id {
+		return nil
+	}
+	floor, err := tokenAttr(key, attrFloor, cf.Item)
+	switch {
+	case err != nil:
+		return err
+	case floor > token:
+		return &fence.StaleError{Resource: key, Token: token, Current: floor}
+	}
+	return fence.ErrChanged
 }
 
 // writeID returns a fresh id for a write.

@@ -66,62 +66,53 @@ func (s *Store) UpdateHeld(ctx context.Context, h fence.Claimer, fn fence.Update
 // and a copy delivered after a newer write fails its conditions. ctx
 // bounds the whole call.
 func (s *Store) UpdateAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) error {
-	set, err := s.checkAll(ctx, claims, fn)
-	if err != nil {
-		return err
+	if s == nil || s.c == nil {
+		return fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
 	}
-	ctx, w := s.tel.Op(opUpdateAll).Start(ctx, set[0].Token)
+	return fence.RunUpdateAll(ctx, (*rounds)(s), claims, fn)
+}
+
+// CheckUpdateAll refuses, before any I/O, more than MaxTxWrites keys.
+func (r *rounds) CheckUpdateAll(set []fence.Claim) error {
+	if len(set) > MaxTxWrites {
+		return fmt.Errorf("%w: UpdateAll of %d keys, more than MaxTxWrites (%d)", ErrInvalidArgument, len(set), MaxTxWrites)
+	}
+	return nil
+}
+
+// StartUpdateAll starts an UpdateAll's span.
+func (r *rounds) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
+	ctx, w := r.tel.Op(opUpdateAll).Start(ctx, set[0].Token)
 	if w.Recording() {
 		w.SetResource(fence.ClaimsLabel(set))
 	}
-	err = errPanicked
-	defer func() { w.End(err) }() // a panic in fn ends the span too, as an error
-	err = s.updateAll(ctx, set, fn)
+	return ctx, w.UpdateSpan()
+}
+
+// ClaimReadAll claims every key of set; a transaction writing one of
+// them is a change: read again.
+func (r *rounds) ClaimReadAll(ctx context.Context, set []fence.Claim) (map[string]fence.Record, []claimed, error) {
+	got, err := (*Store)(r).claimAll(ctx, set)
+	switch {
+	case txConflict(err):
+		return nil, nil, fmt.Errorf("%w: %w", fence.ErrChanged, err)
+	case err != nil:
+		return nil, nil, err
+	}
+	old := make(map[string]fence.Record, len(set))
+	for i, c := range set {
+		old[c.Resource] = got[i].rec
+	}
+	return old, got, nil
+}
+
+// WriteAllIf is the TransactWriteItems of fn's values.
+func (r *rounds) WriteAllIf(ctx context.Context, set []fence.Claim, got []claimed, next map[string][]byte) error {
+	ok, err := (*Store)(r).writeAll(ctx, set, got, next)
+	if !ok && err == nil {
+		return fence.ErrChanged
+	}
 	return err
-}
-
-// checkAll validates an UpdateAll before any I/O and returns its claims
-// sorted.
-func (s *Store) checkAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) ([]fence.Claim, error) {
-	if s == nil || s.c == nil {
-		return nil, fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
-	}
-	set, err := fence.CheckUpdateAll(ctx, claims, fn)
-	if err != nil {
-		return nil, err
-	}
-	if len(set) > MaxTxWrites {
-		return nil, fmt.Errorf("%w: UpdateAll of %d keys, more than MaxTxWrites (%d)", ErrInvalidArgument, len(set), MaxTxWrites)
-	}
-	return set, nil
-}
-
-// updateAll is UpdateAll's loop of attempts.
-func (s *Store) updateAll(ctx context.Context, set []fence.Claim, fn fence.UpdateAllFunc) error {
-	for range fence.UpdateAttempts {
-		got, err := s.claimAll(ctx, set)
-		if txConflict(err) {
-			continue // a transaction is writing a key: read again
-		}
-		if err != nil {
-			return err
-		}
-		old := make(map[string]fence.Record, len(set))
-		for i, c := range set {
-			old[c.Resource] = got[i].rec
-		}
-		next, err := fence.CallUpdateAll(fn, set, old)
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err // ended while fn ran: nothing sent, nothing written
-		}
-		if done, err := s.writeAll(ctx, set, got, next); done || err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("%w: %q, after %d attempts", fence.ErrConflict, fence.ClaimsLabel(set), fence.UpdateAttempts)
 }
 
 // writeAll writes next in one TransactWriteItems if every item's floor is
