@@ -167,6 +167,11 @@ func (s *Store) loop(ctx context.Context, what, key string, token fence.Token, a
 			return err
 		}
 	}
+	return conflictError(key, token)
+}
+
+// conflictError is the error of a write whose object kept changing.
+func conflictError(key string, token fence.Token) error {
 	return fmt.Errorf("%w: %q with token %d: the object kept changing, %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
 }
 
@@ -231,73 +236,8 @@ func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fe
 	if err := s.checkWrite(ctx, key, token); err != nil {
 		return err
 	}
-	if fn == nil {
-		return fmt.Errorf("%w: Update: nil function", fence.ErrInvalidArgument)
-	}
-	ctx, w := s.tel.Op(opUpdate).Start(ctx, token)
-	if w.Recording() {
-		w.SetResource(key)
-	}
-	err := errPanicked
-	defer func() { w.End(err) }()
-	err = s.update(ctx, key, token, fn)
-	return err
+	return fence.RunUpdate(ctx, (*rounds)(s), key, token, fn)
 }
-
-// update is Update's loop: each attempt reads the object, claims it (writes
-// it back with token, when its token is lower), calls fn, and writes fn's
-// result on the claim's generation.
-func (s *Store) update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
-	for attempt := range fence.UpdateAttempts {
-		o, err := s.read(ctx, key, true)
-		if err != nil {
-			return err
-		}
-		if o.gen != 0 && o.token > token {
-			return &fence.StaleError{Resource: key, Token: token, Current: o.token}
-		}
-		gen := o.gen
-		if o.gen == 0 || o.token < token {
-			g, ok, err := s.writeIf(ctx, opGetForUpdate, key, o.gen, token, o.gen == 0 || o.none, o.value)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				if err := backoff(ctx, key, attempt+1); err != nil {
-					return err
-				}
-				continue
-			}
-			gen = g
-		}
-		var rec fence.Record
-		if o.gen != 0 && !o.none {
-			rec = fence.Record{Token: token, Value: o.value}
-		}
-		v, err := fn(rec)
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		_, ok, id, err := s.writeIfID(ctx, opUpdate, key, gen, token, false, v)
-		if ok || err != nil {
-			return err
-		}
-		// Refused: by another write, or by this one's first copy if it
-		// was delivered twice (its id is then in the object).
-		if o, err := s.read(ctx, key, false); err == nil && o.id == id {
-			return nil
-		}
-		if err := backoff(ctx, key, attempt+1); err != nil {
-			return err
-		}
-	}
-	return fmt.Errorf("%w: %q with token %d: the object kept changing, %d attempts", fence.ErrConflict, key, token, fence.UpdateAttempts)
-}
-
-var errPanicked = errors.New("gcsfence: the update function panicked")
 
 // CheckPreconditions makes sure the server refuses a write whose
 // ifGenerationMatch does not hold: it writes a fresh probe object (under
