@@ -51,27 +51,48 @@ func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token)
 // from fn is returned as it is and a panic in fn is passed on; either way
 // nothing of fn's is written, but the claim stays: the key's floor is
 // token. A nil fn, an empty key or a token that is not positive is refused
-// before any I/O. ctx bounds the call; a statement whose answer was lost
-// gives an error matching [fence.ErrUnknownOutcome], as for [Store.Put];
-// other errors are those of [Store.GetForUpdate].
+// before any I/O. ctx bounds the call (one that ends while fn runs ends
+// it with ctx's error, nothing of fn's sent); a statement whose answer was
+// lost gives an error matching [fence.ErrUnknownOutcome], as for
+// [Store.Put]; other errors are those of [Store.GetForUpdate]. It is
+// [fence.RunUpdate] over the claim and a conditional write.
 func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
 	if err := s.checkUpdate(ctx, key, token, fn); err != nil {
 		return err
 	}
-	for range fence.UpdateAttempts {
-		old, absent, err := s.claim(ctx, key, token)
-		if err != nil {
-			return err
-		}
-		v, err := fn(old)
-		if err != nil {
-			return err
-		}
-		if done, err := s.swap(ctx, key, token, old.Value, absent, v); done || err != nil {
-			return err
-		}
+	return fence.RunUpdate(ctx, (*rounds)(s), key, token, fn)
+}
+
+// rounds is a Store's [fence.UpdateRounds]: its Update is fence's loop
+// over the claim and the swap.
+type rounds Store
+
+// read is what a claim read, which the swap compares: the value, or none.
+type read struct {
+	value  []byte
+	absent bool
+}
+
+// ClaimRead is the claim.
+func (r *rounds) ClaimRead(ctx context.Context, key string, token fence.Token) (fence.Record, read, error) {
+	rec, absent, err := (*Store)(r).claim(ctx, key, token)
+	return rec, read{value: rec.Value, absent: absent}, err
+}
+
+// WriteIf is the swap: v lands only if the key still holds token and the
+// value read.
+func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, old read, v []byte) error {
+	done, err := (*Store)(r).swap(ctx, key, token, old.value, old.absent, v)
+	if !done && err == nil {
+		return fence.ErrChanged
 	}
-	return fmt.Errorf("%w: %q in %s after %d attempts", fence.ErrConflict, key, s.table.label, fence.UpdateAttempts)
+	return err
+}
+
+// UpdateConflict names the table in the error of an Update that kept
+// meeting writes with its token.
+func (r *rounds) UpdateConflict(key string, _ fence.Token, _ error) error {
+	return fmt.Errorf("%w: %q in %s after %d attempts", fence.ErrConflict, key, r.table.label, fence.UpdateAttempts)
 }
 
 // noFunc stands for the function GetForUpdate does not take.
