@@ -51,32 +51,38 @@ func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fe
 	if err := s.check(); err != nil {
 		return err
 	}
-	if err := fence.CheckUpdate(ctx, key, token, fn); err != nil {
-		return err
+	return fence.RunUpdate(ctx, (*rounds)(s), key, token, fn)
+}
+
+// rounds is a Store's [fence.UpdateRounds]: its Update is fence's loop
+// over the claim and writeIf, each retried as [Store.run] retries.
+type rounds Store
+
+// read is what a claim read, which writeIf compares: the value, or none.
+type read struct {
+	value   []byte
+	missing bool
+}
+
+// ClaimRead is the claim.
+func (r *rounds) ClaimRead(ctx context.Context, key string, token fence.Token) (fence.Record, read, error) {
+	old, err := (*Store)(r).claim(ctx, key, token)
+	return old, read{value: old.Value, missing: errors.Is(err, fence.ErrNotFound)}, err
+}
+
+// WriteIf is writeIf: v lands only if the row still holds token and the
+// value read.
+func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, old read, v []byte) error {
+	s := (*Store)(r)
+	if v == nil {
+		v = []byte{}
 	}
-	for range fence.UpdateAttempts {
-		old, err := s.claim(ctx, key, token)
-		missing := errors.Is(err, fence.ErrNotFound)
-		if err != nil && !missing {
-			return err
-		}
-		v, err := fn(old)
-		if err != nil {
-			return err
-		}
-		if v == nil {
-			v = []byte{}
-		}
-		if err := ctx.Err(); err != nil {
-			return err // ended while fn ran: nothing sent, nothing written
-		}
-		var done bool
-		err = s.run(ctx, func() (err error) { done, err = s.writeIf(ctx, key, token, old.Value, missing, v); return err })
-		if done || err != nil {
-			return err
-		}
+	var done bool
+	err := s.run(ctx, func() (err error) { done, err = s.writeIf(ctx, key, token, old.value, old.missing, v); return err })
+	if !done && err == nil {
+		return fence.ErrChanged
 	}
-	return fmt.Errorf("%w: %q after %d attempts", fence.ErrConflict, key, fence.UpdateAttempts)
+	return err
 }
 
 // run runs attempt, retried on [ErrRetryable] unless the store's handle is
