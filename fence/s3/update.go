@@ -63,9 +63,6 @@ func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token)
 	return sn.record(token), nil
 }
 
-// errPanicked is what an Update's span ends with when fn panics.
-var errPanicked = errors.New("s3fence: Update: the function panicked")
-
 // Update is a read-modify-write of the object under key with token, atomic
 // against a late write of an older holder and against writers with the
 // same token; see [fence.Updater] for the contract. Each round claims the
@@ -94,7 +91,7 @@ var errPanicked = errors.New("s3fence: Update: the function panicked")
 // [WithPutDefaults]; for settings of its own, use GetForUpdate and
 // [Store.PutWith]. Other errors, and the role of ctx, are GetForUpdate's;
 // a nil fn is refused with [ErrInvalidArgument] before any I/O.
-func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) (err error) {
+func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
 	if err := s.checkCall(ctx, key); err != nil {
 		return err
 	}
@@ -104,16 +101,10 @@ func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fe
 	if err := fence.CheckRead(ctx, key, token); err != nil {
 		return err
 	}
-	ctx, tw := s.tel.update.Start(ctx, token)
-	if tw.Recording() {
-		tw.SetResource(key)
-	}
-	err = errPanicked // unless the return below sets it
-	defer func() { tw.End(err) }()
-	return s.rounds(ctx, key, func() (bool, error) { return s.updateOnce(ctx, key, token, fn) })
+	return fence.RunUpdate(ctx, (*updateRounds)(s), key, token, fn)
 }
 
-// rounds runs round, one read–decide–write of GetForUpdate or Update, until
+// rounds runs round, one read–decide–write of GetForUpdate, until
 // it is not refused, at most fence.UpdateAttempts times, waiting between
 // rounds as Put's loop does.
 func (s *Store) rounds(ctx context.Context, key string, round func() (refused bool, err error)) error {
@@ -156,29 +147,6 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (sn sn
 	}
 	sn.v, sn.exists = version{etag: w.etag, hdr: w.hdr}, true
 	return sn, false, nil
-}
-
-// updateOnce is one round of Update: the claim, fn, then fn's value under
-// token, conditional on the version the claim read or wrote.
-func (s *Store) updateOnce(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) (refused bool, err error) {
-	sn, refused, err := s.claim(ctx, key, token)
-	switch {
-	case refused || err != nil:
-		return refused, err
-	case sn.v.etag == "":
-		// The claim landed, but the server sent no ETag to make the write
-		// conditional on: the next round reads it.
-		return true, s.failure("put", key, errNoETag)
-	}
-	value, err := fn(sn.record(token))
-	if err != nil {
-		return false, err
-	}
-	w, err := s.newWrite(key, header{token: token}, bytes.NewReader(value), nil)
-	if err != nil {
-		return false, err
-	}
-	return s.send(ctx, w, sn.v, true)
 }
 
 // send is one attempt of Put's loop for a round of GetForUpdate or
