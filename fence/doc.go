@@ -84,6 +84,18 @@
 // S3 and GCS have none; docs/reading.md has the shapes that are safe
 // there.
 //
+// # Writing an adapter
+//
+// The read-modify-write loop is written once, here: [RunUpdate] runs the
+// rounds of an Update (claim and read, fn, conditional write, again on a
+// change up to [UpdateAttempts], then [ErrConflict]) over an adapter's
+// [UpdateRounds], which supplies the claim-and-read and the conditional
+// write and says [ErrChanged] when the record changed. The loop checks
+// the arguments before any I/O and starts the span of an [UpdateTracer].
+// [RunUpdateAll] is the same loop over an [UpdateAllRounds]. Every
+// adapter of this module is built on them; the example of RunUpdate is an
+// adapter over a map that passes fence/fencetest.
+//
 // A nil context, holder, store or write function (a typed nil pointer in an
 // interface too) gives an error, never a panic, before anything is called.
 //

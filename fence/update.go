@@ -52,7 +52,8 @@ const UpdateAttempts = 10
 //     [ErrUnknownOutcome], as Put does.
 //
 // [Store.Get] is a plain read: it claims nothing, so use it for what no
-// write of yours will follow.
+// write of yours will follow. An adapter's Update is [RunUpdate] over its
+// claim-and-read and its conditional write.
 type Updater interface {
 	GetForUpdate(ctx context.Context, key string, token Token) (Record, error)
 	Update(ctx context.Context, key string, token Token, fn UpdateFunc) error
