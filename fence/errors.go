@@ -60,6 +60,18 @@ var ErrNotFound = errors.New("fence: resource not found")
 // instead.
 var ErrConflict = errors.New("fence: update conflict: the record kept changing between read and write")
 
+// ErrChanged is what an [UpdateRounds] or [UpdateAllRounds] returns (wrapped
+// or as it is) when the record changed between its read and its write:
+// the loop reads again. It is between an adapter and the loop: after
+// [UpdateAttempts] rounds the loop returns an error matching [ErrConflict]
+// instead, and never one matching ErrChanged.
+var ErrChanged = errors.New("fence: the record changed since it was read")
+
+// ErrPanicked is the error an update's span ends with ([UpdateSpan]) when
+// its function panicked. The loop passes the panic on and never returns
+// it.
+var ErrPanicked = errors.New("fence: the update function panicked")
+
 // ErrUnknownOutcome means the write may or may not have been applied: the
 // request reached (or may have reached) the resource, but no answer came back
 // (timeout, connection reset, cancelled context). It is distinct from

@@ -43,18 +43,6 @@ type UpdateRoundsOf[S, V, W any] interface {
 	WriteIf(ctx context.Context, key string, token Token, read S, value W) error
 }
 
-// ErrChanged is what an [UpdateRounds] or [UpdateAllRounds] returns (wrapped
-// or as it is) when the record changed between its read and its write:
-// the loop reads again. It is between an adapter and the loop: after
-// [UpdateAttempts] rounds the loop returns an error matching [ErrConflict]
-// instead, and never one matching ErrChanged.
-var ErrChanged = errors.New("fence: the record changed since it was read")
-
-// ErrPanicked is the error an update's span ends with ([UpdateSpan]) when
-// its function panicked. The loop passes the panic on and never returns
-// it.
-var ErrPanicked = errors.New("fence: the update function panicked")
-
 // UpdateSpan is the telemetry of one update, from its start to End, which
 // the loop calls once with the update's result ([ErrPanicked] when fn
 // panicked).
