@@ -14,75 +14,6 @@ import (
 	"github.com/fencelock/fencelock/fence"
 )
 
-// Lock acquires the lock named name, waiting until it is held or ctx ends.
-// Waiters are served in arrival order (by their keys' create revisions), each
-// watching only its predecessor.
-//
-// A waiter sends no request while its watch works, besides the session's
-// keepalives (one every third of the TTL); its watch is one creation on
-// the Client's one watch stream, which every watch of the Client shares
-// and which is probed, while it carries watches, every third of the TTL
-// (at least every 500 ms): a stream that hangs while the connection works
-// is replaced within about two thirds of the TTL, and the waiter reads the
-// queue again. When etcd ends or refuses its watch, or the stream ends, it
-// re-reads the queue and watches again after a pause that doubles from
-// 10 ms to 1 s (a read that fails for want of a leader is repeated after
-// the same pause, rather than ending Lock): in the worst case 7 rounds in
-// the first second and one a second after that, each a watch creation and
-// a read.
-//
-// ctx bounds the whole call, including creating the session. When ctx ends
-// first, Lock returns ctx's error and leaves no queue key of this attempt
-// behind: the key is deleted with a request bounded by the cleanup timeout
-// ([WithCleanupTimeout]), retried in the background if that fails. A create
-// request still in flight, or delivered twice, cannot land afterwards: every
-// create compares the mod revision of its session lane's marker key, and
-// every cleanup writes that marker. The session keeps one marker key per
-// lane (its peak number of concurrent acquisitions) until it ends. If the
-// session is lost while waiting, Lock returns an error matching [ErrLost],
-// never the lock.
-//
-// The key's value records the Client's owner ([WithOwner]), the time and
-// the options' metadata ([WithMetadata]), in the same request that creates
-// it; [Client.Inspect] reads them.
-func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
-	return c.lock(ctx, name, kindLock, true, opts)
-}
-
-// TryLock acquires the lock named name if no one else holds or waits for it,
-// and otherwise returns a [*LockedError] (matching [ErrLocked]) naming the
-// holder, at once, leaving no key behind. ctx bounds the call as for
-// [Client.Lock].
-//
-// "At once" needs etcd's answer: when etcd cannot be reached, the requests
-// wait for a connection (the etcd client keeps retrying it) and TryLock
-// returns an error matching ctx's only when ctx ends. Give ctx a deadline to
-// fail fast against an unreachable etcd.
-func (c *Client) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
-	return c.lock(ctx, name, kindLock, false, opts)
-}
-
-func (c *Client) lock(ctx context.Context, name string, k kind, wait bool, opts []LockOption) (*Lock, error) {
-	if err := c.checkCall(ctx, "Lock"); err != nil {
-		return nil, err
-	}
-	if err := validateName(name); err != nil {
-		return nil, err
-	}
-	o, err := lockOptionsOf(opts)
-	if err != nil {
-		return nil, err
-	}
-	if o.shared {
-		k = kindRead
-	}
-	wctx, cancel := o.waitContext(ctx)
-	defer cancel()
-	l, err := c.acquire(wctx, spot{kind: k, name: name, data: o.metadata, wait: wait, noWatch: o.noWatch})
-	l.keepAtLeast(o.minHold) // release.go
-	return l, o.waited(ctx, wctx, name, err)
-}
-
 // spot is what an acquisition asks for: a place in the queue q (its kind's,
 // kindInfo.queue) of the name called name, with data in its key's record.
 type spot struct {
@@ -90,7 +21,13 @@ type spot struct {
 	name, q, data string
 	wait          bool // wait for the turn (Lock, Campaign) or give up (TryLock)
 	noWatch       bool // hold without watching the key (WithoutKeyWatch)
-	permits       int  // a semaphore's permits (see Client.Semaphore); 0 for the rest
+	// limit is how many hold at once (see need): a semaphore's permits;
+	// 0 (one) for the rest.
+	limit int
+	// agreed is the number every caller of the name must give, written in
+	// its key's record (the record's Permits) for the kind to check: a
+	// semaphore's permits, a group's partitions; 0 (none) for the rest.
+	agreed int
 	// bound bounds each request of the acquisition (the session's grant,
 	// the create, the reads of the queue) and each release of it, on top
 	// of ctx (0: ctx alone): a request that has not returned by then fails
@@ -120,8 +57,8 @@ func (c *Client) cleanupTimeout(sp spot) time.Duration {
 }
 
 // need is how many of its blockers queued before it keep an acquisition
-// waiting: a semaphore's permits, or one.
-func (sp spot) need() int { return max(1, sp.permits) }
+// waiting: its limit, or one.
+func (sp spot) need() int { return max(1, sp.limit) }
 
 // ended is what Err says after a release: ErrUnlocked, or ErrResigned for
 // a term.
@@ -258,7 +195,7 @@ func (c *Client) ticket(s *session, sp spot) *ticket {
 		ctl:    c.o.ctl,
 	}
 	if mk := kindTable[sp.kind].second; mk != nil {
-		t.second = mk(c, sp)
+		t.second = mk(c.keys(), sp, c.o.ctl)
 	}
 	return t
 }
@@ -310,7 +247,7 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	// never return a lock whose lease this process already knows is gone.
 	token := rev
 	if t.second != nil {
-		if token, err = t.second.claim(ctx, c, s, t, rev); err != nil {
+		if token, err = t.second.claim(ctx, c.turn(s, t, rev), c.secondCalls(s)); err != nil {
 			c.abandon(ctx, s, t, rev)
 			if le := (*LockedError)(nil); errors.As(err, &le) {
 				return nil, le // TryAcquire, every slot held: as TryLock answers
@@ -338,7 +275,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 	t.at = time.Now()
 	for range maxCreateTries {
 		ops := []clientv3.Op{
-			clientv3.OpPut(t.key, encodeRecordSlot(c.o.owner, t.at, t.data, t.permits, -1), clientv3.WithLease(s.id)),
+			clientv3.OpPut(t.key, encodeRecordSlot(c.o.owner, t.at, t.data, t.agreed, -1), clientv3.WithLease(s.id)),
 			// Ours is the newest key: the newest blockers but ours are our predecessors.
 			t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(t.need())+1)),
 		}
@@ -346,7 +283,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
 				clientv3.WithLimit(int64(max(t.need(), maxListedHolders)+1))))
 		}
-		ops = t.readSecond(ops)
+		ops, second := t.readSecond(ops)
 		rctx, cancel := t.request(ctx)
 		resp, err := c.cli.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0), t.marker.at(t.mark)).
@@ -365,7 +302,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 			if !t.wait {
 				firsts = resp.Responses[2].GetResponseRange().Kvs
 			}
-			t.sawSecond(resp)
+			t.sawSecond(resp, second)
 			for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 				if string(kv.Key) != t.key && len(preds) < t.need() {
 					preds = append(preds, kv)
@@ -403,4 +340,27 @@ func (c *Client) catchUp(ctx context.Context, s *session, t *ticket) error {
 		}
 	}
 	return nil
+}
+
+// secondCalls returns the engine's calls for t's second key's claim, on
+// session s.
+func (c *Client) secondCalls(s *session) secondCalls {
+	b := watchBackoff()
+	return secondCalls{
+		txn: c.cli.Txn,
+		waitRange: func(ctx context.Context, dir string, from int64) error {
+			if err := c.waitRange(ctx, s, dir, from); err != nil {
+				return err
+			}
+			return s.pause(ctx, &b)
+		},
+		lost: func() error { return c.lostWhileWaiting(s) },
+	}
+}
+
+// turn is what t's second key's claim is told of t, whose queue key was
+// created at rev on session s.
+func (c *Client) turn(s *session, t *ticket, rev int64) turn {
+	return turn{key: t.key, rev: rev, lease: s.id, wait: t.wait,
+		record: func(slot int) string { return encodeRecordSlot(c.o.owner, t.at, t.data, t.agreed, slot) }}
 }
