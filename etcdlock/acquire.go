@@ -107,9 +107,13 @@ func entitled(kvs []*mvccpb.KeyValue, need int) int {
 // queue of its kind's key space (kindInfo.queue). Name and data are valid.
 func (c *Client) acquire(ctx context.Context, sp spot) (*Lock, error) {
 	sp.q = kindTable[sp.kind].queue(c.keys(), sp.name)
-	ctx, a := c.tel.acquiring(ctx, sp)
+	ctx, o := c.obs.acquireStart(ctx, acquireStartEvent{kind: sp.kind, name: sp.name, wait: sp.wait})
 	l, err := c.acquireRetrying(ctx, sp)
-	a.done(l, err)
+	e := acquireEndEvent{kind: sp.kind, name: sp.name, err: err}
+	if l != nil {
+		e.token, e.lease = l.token, l.s.id
+	}
+	c.obs.acquireEnd(ctx, o, e)
 	return l, err
 }
 

@@ -191,7 +191,7 @@ func (c *Client) releaseOnce(ctx context.Context, s *session, t *ticket, rev int
 
 // retryAbandon retries releaseOnce until it is done or the session ends.
 func (c *Client) retryAbandon(s *session, t *ticket, rev int64) {
-	s.retry(func() bool { c.tel.retried(); return c.releaseOnce(s.ctx, s, t, rev) })
+	s.retry(func() bool { c.obs.cleanupRetried(); return c.releaseOnce(s.ctx, s, t, rev) })
 }
 
 // background runs f in a goroutine that Close waits for, unless the client

@@ -25,7 +25,7 @@ import (
 // than etcd's own expiry (as long as this machine's monotonic clock does not
 // run slower than the leader's).
 type session struct {
-	tel *telemetry
+	obs engineObserver
 	cli *clientv3.Client
 	id  clientv3.LeaseID
 	hex string        // id as in keys and etcdctl (leaseHex)
@@ -96,7 +96,7 @@ func newLeaseID() clientv3.LeaseID { return clientv3.LeaseID(rand.Int64N(math.Ma
 // exists", which for an ID drawn at random for this grant means the first
 // delivery landed, so the lease is ours, granted no later than we sent the
 // request and with at least the TTL asked for.
-func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttlSeconds int64, tel *telemetry) (*session, error) {
+func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttlSeconds int64, obs engineObserver) (*session, error) {
 	sent := now()
 	anchorMono, anchorBoot := time.Now(), sent
 	ttl := ttlSeconds
@@ -113,7 +113,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, 
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &session{
-		tel:        tel,
+		obs:        obs,
 		cli:        cli,
 		id:         id,
 		hex:        leaseHex(id),
@@ -286,7 +286,7 @@ func (s *session) renew() error {
 	}
 	margin := s.validUntil.sub(t)
 	s.mu.Unlock()
-	s.tel.renewed(t.sub(sent), margin)
+	s.obs.renewed(renewEvent{rtt: t.sub(sent), margin: margin})
 	return nil
 }
 

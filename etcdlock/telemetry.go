@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -235,16 +234,6 @@ func causeOf(err error) cause {
 		return causeKeyDeleted
 	}
 	return causeOther
-}
-
-// holdStart is when a lock just acquired starts being held, for its hold
-// duration: the zero time when no SDK records the duration, which spares
-// reading the clock.
-func (tl *telemetry) holdStart() time.Time {
-	if tl.holdDur.Enabled(context.Background()) {
-		return time.Now()
-	}
-	return time.Time{}
 }
 
 // leaseHex formats a lease ID as etcdctl does.
