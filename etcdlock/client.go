@@ -289,3 +289,17 @@ func (c *Client) close(ctx context.Context, s *session) error {
 	c.wg.Wait()
 	return err
 }
+
+// keys is c's key layout.
+func (c *Client) keys() layout { return layout(c.o.prefix) }
+
+// explain wraps an error etcd gave for a missing permission in a
+// *PermissionError naming the prefix to grant, and returns other errors as
+// they are.
+func (c *Client) explain(err error) error {
+	var pe *PermissionError
+	if !errors.Is(err, rpctypes.ErrPermissionDenied) || errors.As(err, &pe) {
+		return err
+	}
+	return &PermissionError{Prefix: c.o.prefix, Err: err}
+}

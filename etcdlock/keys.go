@@ -184,6 +184,3 @@ func (p layout) nameIn(sp, key string) (string, bool) {
 	}
 	return unescapeName(seg)
 }
-
-// keys is c's key layout.
-func (c *Client) keys() layout { return layout(c.o.prefix) }

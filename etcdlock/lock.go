@@ -414,14 +414,6 @@ func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 	return lost(ErrKeyDeleted)
 }
 
-// sessionCause turns a session's end into a lock's.
-func sessionCause(cause error) error {
-	if errors.Is(cause, ErrClosed) {
-		return ErrClosed
-	}
-	return lost(cause)
-}
-
 // Held returns a comparison that holds while the lock's key exists with the
 // lock's token as its create revision: put it in the If of a transaction
 // on the same etcd cluster, and the transaction's Then applies only while

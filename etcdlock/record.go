@@ -207,3 +207,12 @@ func entryOf(kv *mvccpb.KeyValue) Entry {
 	}
 	return e
 }
+
+// permitValue is the value of a semaphore's slot's key (semaphore.go):
+// the queue key of the acquisition that holds the slot, that key's create
+// revision, and the semaphore's permits as its caller gave them.
+type permitValue struct {
+	Key     string `json:"key"`
+	Rev     int64  `json:"rev"`
+	Permits int    `json:"permits"`
+}

@@ -146,10 +146,10 @@ type permit struct {
 }
 
 // newPermit is kindSemaphore's secondKey (see kindTable): the permit an
-// acquisition of sp claims once its turn has come.
-func newPermit(p layout, sp spot, ctl controls) secondKey {
-	return &permit{name: sp.name, permits: sp.agreed, unconditional: ctl.unconditionalSlotRelease,
-		dir: p.semPermits(sp.name), tried: map[int]bool{}}
+// acquisition of the semaphore name, of permits, claims once its turn has come.
+func newPermit(p layout, name string, permits int, ctl controls) secondKey {
+	return &permit{name: name, permits: permits, unconditional: ctl.unconditionalSlotRelease,
+		dir: p.semPermits(name), tried: map[int]bool{}}
 }
 
 // read is a read of the slots' keys, sent with each read of the queue, so
@@ -159,13 +159,6 @@ func (p *permit) read() clientv3.Op { return clientv3.OpGet(p.dir, clientv3.With
 // saw keeps the slots' keys a read (see read) returned at revision rev
 // (none kept when there were none: the claim then reads them again).
 func (p *permit) saw(kvs []*mvccpb.KeyValue, rev int64) { p.seen, p.seenRev = kvs, rev }
-
-// permitValue is the value of a slot's key.
-type permitValue struct {
-	Key     string `json:"key"`
-	Rev     int64  `json:"rev"`
-	Permits int    `json:"permits"`
-}
 
 // claimed returns the key of the slot claimed, and its token; "" and 0
 // before the claim.

@@ -307,3 +307,11 @@ func (s *session) close(ctx context.Context, cause error, revoke bool) error {
 	}
 	return nil
 }
+
+// sessionCause turns a session's end into a lock's.
+func sessionCause(cause error) error {
+	if errors.Is(cause, ErrClosed) {
+		return ErrClosed
+	}
+	return lost(cause)
+}
