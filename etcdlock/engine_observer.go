@@ -49,7 +49,6 @@ type observation struct {
 	span  trace.Span
 	start time.Time // zero when neither timed nor logged
 	timed bool      // the wait's duration is recorded
-	attrs attrs     // the call's attribute set
 }
 
 // acquireStartEvent is an acquisition that starts.

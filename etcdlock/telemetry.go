@@ -3,14 +3,11 @@ package etcdlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/internal/tel"
 )
@@ -235,6 +232,3 @@ func causeOf(err error) cause {
 	}
 	return causeOther
 }
-
-// leaseHex formats a lease ID as etcdctl does.
-func leaseHex(id clientv3.LeaseID) string { return fmt.Sprintf("%016x", int64(id)) }

@@ -28,20 +28,20 @@ func acquireSpan(e acquireStartEvent) string {
 // acquireEnd ends both with the outcome.
 func (tl *telemetry) acquireStart(ctx context.Context, e acquireStartEvent) (context.Context, observation) {
 	ctx, span := tl.tracer.Start(ctx, acquireSpan(e))
-	o := observation{span: span, timed: tl.waitDur.Enabled(ctx), attrs: tl.attrsOf(e.kind, e.name)}
+	o := observation{span: span, timed: tl.waitDur.Enabled(ctx)}
 	if o.timed || tl.log.Enabled(ctx, slog.LevelDebug) {
 		o.start = time.Now()
 	}
 	if span.IsRecording() {
 		span.SetAttributes(tl.spanKind[e.kind], attrName.String(e.name))
 	}
-	tl.waiters.Add(ctx, 1, o.attrs.add...)
+	tl.waiters.Add(ctx, 1, tl.attrsOf(e.kind, e.name).add...)
 	return ctx, o
 }
 
 // acquireEnd records the acquisition's outcome.
 func (tl *telemetry) acquireEnd(ctx context.Context, o observation, e acquireEndEvent) {
-	base := o.attrs
+	base := tl.attrsOf(e.kind, e.name) // built in advance, unless with names
 	tl.waiters.Add(ctx, -1, base.add...)
 	oc := acquisitionOutcome(e.err)
 	if o.timed {
