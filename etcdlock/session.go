@@ -41,29 +41,39 @@ type session struct {
 
 	lanes lanes // guarded by its own mutex
 
-	mu         sync.Mutex         // guards the fields below
-	validUntil instant            // see instant
-	err        error              // why the session ended; nil while it lives
-	locks      map[*Lock]struct{} // held on this session; nil once it ended
+	mu         sync.Mutex           // guards the fields below
+	validUntil instant              // see instant
+	err        error                // why the session ended; nil while it lives
+	locks      map[holding]struct{} // held on this session; nil once it ended
+}
+
+// holding is what a session's end ends: a Lock held on it (lock.go).
+type holding interface {
+	// closeDone records cause and closes Done, and reports whether this
+	// was its first end; the session calls it for every holding before it
+	// closes its own done.
+	closeDone(cause error) bool
+	// afterEnd follows a first closeDone, once every Done is closed.
+	afterEnd(cause error)
 }
 
 // addLock registers l, whose Done the session closes when it ends; it
 // fails with the session's end if that came first.
-func (s *session) addLock(l *Lock) error {
+func (s *session) addLock(l holding) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return s.err
 	}
 	if s.locks == nil {
-		s.locks = make(map[*Lock]struct{})
+		s.locks = make(map[holding]struct{})
 	}
 	s.locks[l] = struct{}{}
 	return nil
 }
 
 // removeLock forgets l once its Done is closed.
-func (s *session) removeLock(l *Lock) {
+func (s *session) removeLock(l holding) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.locks, l)
@@ -192,7 +202,7 @@ func (s *session) end(cause error) {
 	s.locks = nil
 	s.mu.Unlock()
 	lc := sessionCause(cause)
-	ended := make([]*Lock, 0, len(locks))
+	ended := make([]holding, 0, len(locks))
 	for l := range locks {
 		if l.closeDone(lc) {
 			ended = append(ended, l)
