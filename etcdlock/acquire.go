@@ -219,8 +219,8 @@ func (c *Client) catchUp(ctx context.Context, s *session, t *ticket) error {
 	return nil
 }
 
-// secondCalls returns the engine's calls for t's second key's claim, on
-// session s.
+// secondCalls returns the engine's calls for a second key's claim on
+// session s (see secondCalls).
 func (c *Client) secondCalls(s *session) secondCalls {
 	b := watchBackoff()
 	return secondCalls{
