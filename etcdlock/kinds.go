@@ -35,7 +35,7 @@ type kindInfo struct {
 	// for a kind that holds by its queue key.
 	// The key space, the name, and its callers' agreed number (spot.agreed)
 	// make it.
-	second func(keys layout, name string, agreed int, ctl controls) secondKey
+	second newSecondKey
 	// The spans: of an acquisition that waits, of one that gives up at
 	// once, and of a release.
 	waitSpan, trySpan, releaseSpan string

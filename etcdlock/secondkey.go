@@ -42,6 +42,11 @@ type secondKey interface {
 	release() []clientv3.Op
 }
 
+// newSecondKey makes a kind's second key (kindInfo.second) for an
+// acquisition of the name called name in the key space keys, whose callers
+// agree on agreed (spot.agreed), under the Client's controls ctl.
+type newSecondKey func(keys layout, name string, agreed int, ctl controls) secondKey
+
 // turn is what a second key's claim is told of the acquisition whose turn
 // has come.
 type turn struct {
