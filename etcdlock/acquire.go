@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -14,165 +13,17 @@ import (
 	"github.com/fencelock/fencelock/fence"
 )
 
-// Lock acquires the lock named name, waiting until it is held or ctx ends.
-// Waiters are served in arrival order (by their keys' create revisions), each
-// watching only its predecessor.
-//
-// A waiter sends no request while its watch works, besides the session's
-// keepalives (one every third of the TTL); its watch is one creation on
-// the Client's one watch stream, which every watch of the Client shares
-// and which is probed, while it carries watches, every third of the TTL
-// (at least every 500 ms): a stream that hangs while the connection works
-// is replaced within about two thirds of the TTL, and the waiter reads the
-// queue again. When etcd ends or refuses its watch, or the stream ends, it
-// re-reads the queue and watches again after a pause that doubles from
-// 10 ms to 1 s (a read that fails for want of a leader is repeated after
-// the same pause, rather than ending Lock): in the worst case 7 rounds in
-// the first second and one a second after that, each a watch creation and
-// a read.
-//
-// ctx bounds the whole call, including creating the session. When ctx ends
-// first, Lock returns ctx's error and leaves no queue key of this attempt
-// behind: the key is deleted with a request bounded by the cleanup timeout
-// ([WithCleanupTimeout]), retried in the background if that fails. A create
-// request still in flight, or delivered twice, cannot land afterwards: every
-// create compares the mod revision of its session lane's marker key, and
-// every cleanup writes that marker. The session keeps one marker key per
-// lane (its peak number of concurrent acquisitions) until it ends. If the
-// session is lost while waiting, Lock returns an error matching [ErrLost],
-// never the lock.
-//
-// The key's value records the Client's owner ([WithOwner]), the time and
-// the options' metadata ([WithMetadata]), in the same request that creates
-// it; [Client.Inspect] reads them.
-func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
-	return c.lock(ctx, name, kindLock, true, opts)
-}
-
-// TryLock acquires the lock named name if no one else holds or waits for it,
-// and otherwise returns a [*LockedError] (matching [ErrLocked]) naming the
-// holder, at once, leaving no key behind. ctx bounds the call as for
-// [Client.Lock].
-//
-// "At once" needs etcd's answer: when etcd cannot be reached, the requests
-// wait for a connection (the etcd client keeps retrying it) and TryLock
-// returns an error matching ctx's only when ctx ends. Give ctx a deadline to
-// fail fast against an unreachable etcd.
-func (c *Client) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
-	return c.lock(ctx, name, kindLock, false, opts)
-}
-
-func (c *Client) lock(ctx context.Context, name string, k kind, wait bool, opts []LockOption) (*Lock, error) {
-	if err := c.checkCall(ctx, "Lock"); err != nil {
-		return nil, err
-	}
-	if err := validateName(name); err != nil {
-		return nil, err
-	}
-	o, err := lockOptionsOf(opts)
-	if err != nil {
-		return nil, err
-	}
-	if o.shared {
-		k = kindRead
-	}
-	wctx, cancel := o.waitContext(ctx)
-	defer cancel()
-	l, err := c.acquire(wctx, spot{kind: k, name: name, data: o.metadata, wait: wait, noWatch: o.noWatch})
-	l.keepAtLeast(o.minHold) // release.go
-	return l, o.waited(ctx, wctx, name, err)
-}
-
-// spot is what an acquisition asks for: a place in the queue q (its kind's,
-// kindInfo.queue) of the name called name, with data in its key's record.
-type spot struct {
-	kind          kind
-	name, q, data string
-	wait          bool // wait for the turn (Lock, Campaign) or give up (TryLock)
-	noWatch       bool // hold without watching the key (WithoutKeyWatch)
-	permits       int  // a semaphore's permits (see Client.Semaphore); 0 for the rest
-	// bound bounds each request of the acquisition (the session's grant,
-	// the create, the reads of the queue) and each release of it, on top
-	// of ctx (0: ctx alone): a request that has not returned by then fails
-	// with context.DeadlineExceeded, and the caller may try again at once,
-	// every request being safe to arrive late or twice. A group's worker
-	// sets it (Group.bound); the wait for the turn, between requests, is
-	// not bounded by it, nor is a second key's claim (kindInfo.second: no
-	// kind that sets bound has one).
-	bound time.Duration
-}
-
-// request bounds one request of sp's acquisition (see spot.bound).
-func (sp spot) request(ctx context.Context) (context.Context, context.CancelFunc) {
-	if sp.bound <= 0 {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, sp.bound)
-}
-
-// cleanupTimeout bounds a release of sp's acquisition: the Client's
-// cleanup timeout, or sp's bound when that is shorter.
-func (c *Client) cleanupTimeout(sp spot) time.Duration {
-	if sp.bound > 0 {
-		return min(c.o.cleanupTimeout, sp.bound)
-	}
-	return c.o.cleanupTimeout
-}
-
-// need is how many of its blockers queued before it keep an acquisition
-// waiting: a semaphore's permits, or one.
-func (sp spot) need() int { return max(1, sp.permits) }
-
-// ended is what Err says after a release: ErrUnlocked, or ErrResigned for
-// a term.
-func (sp spot) ended() error { return kindTable[sp.kind].ended }
-
-// blockers returns a read, narrowed by opts, of the keys of t's queue that
-// must be gone before t holds: every key for a writer (and a candidate),
-// the writers' for a reader.
-func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
-	end := clientv3.WithPrefix()
-	if kindTable[t.kind].reader || t.ctl.writersIgnoreReaders { // the control skips the readers, the only keys from readersFrom(q) on
-		end = clientv3.WithRange(readersFrom(t.q))
-	}
-	return clientv3.OpGet(t.q, append(opts, end)...)
-}
-
-// entitled returns how many of kvs, the keys of a queue in arrival order,
-// hold it now or are entitled to (their turn has come; a claim, or the
-// news of it, may be pending): a key is when fewer than need of its
-// blockers (see blockers: every key, or for a reader's key the writers')
-// come before it. It is the rule a waiter waits on (waitTurn), applied to
-// a whole queue for those who read one rather than wait in it: Inspect,
-// Break and InspectSemaphore (Observe's leader is an election's one
-// entitled key, its oldest, which it finds in one pass). Those keys are the first
-// of kvs: a key that is not entitled has a blocker of every key after it
-// before it.
-func entitled(kvs []*mvccpb.KeyValue, need int) int {
-	writers := 0
-	for i, kv := range kvs {
-		reader := isReaderKey(string(kv.Key))
-		before := i // its blockers before it
-		if reader {
-			before = writers
-		}
-		if before >= need {
-			return i
-		}
-		if !reader {
-			writers++
-		}
-	}
-	return len(kvs)
-}
-
 // acquire is one acquisition of any kind, traced and measured, in the
 // queue of its kind's key space (kindInfo.queue). Name and data are valid.
 func (c *Client) acquire(ctx context.Context, sp spot) (*Lock, error) {
 	sp.q = kindTable[sp.kind].queue(c.keys(), sp.name)
-	ctx, a := c.tel.acquiring(ctx, sp)
+	ctx, o := c.obs.acquireStart(ctx, acquireStartEvent{kind: sp.kind, name: sp.name, wait: sp.wait})
 	l, err := c.acquireRetrying(ctx, sp)
-	a.done(l, err)
+	e := acquireEndEvent{kind: sp.kind, name: sp.name, err: err}
+	if l != nil {
+		e.token, e.lease = l.token, l.s.id
+	}
+	c.obs.acquireEnd(ctx, o, e)
 	return l, err
 }
 
@@ -226,43 +77,6 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 	return l, err
 }
 
-// ticket is one attempt's place in a queue: the key and marker of one of
-// the session's lanes (see lanes), and the marker's mod revision when the
-// lane was taken.
-type ticket struct {
-	spot
-	key    string
-	marker markerKey
-	lane   int
-	mark   int64
-	rev    int64     // the key's create revision, once the create landed
-	second secondKey // its kind's second key (kindInfo.second); nil for most kinds
-	at     time.Time // when the key was first written, for its record
-	queued bool      // the create landed, and we know it: a loss from now on is of our place
-	// unmarked: released without moving the marker (etcd out of space), set
-	// before that delete is sent; cleared once the marker is known moved.
-	unmarked atomic.Bool
-	// noSpaceSent: a release without the marker write was sent and its
-	// outcome is unknown (its reply lost): a key found gone since may be
-	// its doing, and no marker tells (see ticket.gone).
-	noSpaceSent atomic.Bool
-	ctl         controls // the Client's (see controls)
-}
-
-func (c *Client) ticket(s *session, sp spot) *ticket {
-	lane, mark := s.lanes.take()
-	t := &ticket{
-		spot: sp, lane: lane, mark: mark,
-		key:    queueKey(sp.q, kindTable[sp.kind].reader, s.hex, lane),
-		marker: c.keys().marker(s.hex, lane),
-		ctl:    c.o.ctl,
-	}
-	if mk := kindTable[sp.kind].second; mk != nil {
-		t.second = mk(c, sp)
-	}
-	return t
-}
-
 // maxListedHolders bounds the holders a LockedError lists (readers that
 // share a lock, beyond a semaphore's permits).
 const maxListedHolders = 16
@@ -310,7 +124,7 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	// never return a lock whose lease this process already knows is gone.
 	token := rev
 	if t.second != nil {
-		if token, err = t.second.claim(ctx, c, s, t, rev); err != nil {
+		if token, err = t.second.claim(ctx, c.turn(s, t, rev), c.secondCalls(s)); err != nil {
 			c.abandon(ctx, s, t, rev)
 			if le := (*LockedError)(nil); errors.As(err, &le) {
 				return nil, le // TryAcquire, every slot held: as TryLock answers
@@ -338,7 +152,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 	t.at = time.Now()
 	for range maxCreateTries {
 		ops := []clientv3.Op{
-			clientv3.OpPut(t.key, encodeRecordSlot(c.o.owner, t.at, t.data, t.permits, -1), clientv3.WithLease(s.id)),
+			clientv3.OpPut(t.key, encodeRecordSlot(c.o.owner, t.at, t.data, t.agreed, -1), clientv3.WithLease(s.id)),
 			// Ours is the newest key: the newest blockers but ours are our predecessors.
 			t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(t.need())+1)),
 		}
@@ -346,7 +160,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
 				clientv3.WithLimit(int64(max(t.need(), maxListedHolders)+1))))
 		}
-		ops = t.readSecond(ops)
+		ops, second := t.readSecond(ops)
 		rctx, cancel := t.request(ctx)
 		resp, err := c.cli.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0), t.marker.at(t.mark)).
@@ -365,7 +179,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 			if !t.wait {
 				firsts = resp.Responses[2].GetResponseRange().Kvs
 			}
-			t.sawSecond(resp)
+			t.sawSecond(resp, second)
 			for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 				if string(kv.Key) != t.key && len(preds) < t.need() {
 					preds = append(preds, kv)
@@ -403,4 +217,27 @@ func (c *Client) catchUp(ctx context.Context, s *session, t *ticket) error {
 		}
 	}
 	return nil
+}
+
+// secondCalls returns the engine's calls for a second key's claim on
+// session s (see secondCalls).
+func (c *Client) secondCalls(s *session) secondCalls {
+	b := watchBackoff()
+	return secondCalls{
+		txn: c.cli.Txn,
+		waitRange: func(ctx context.Context, dir string, from int64) error {
+			if err := c.waitRange(ctx, s, dir, from); err != nil {
+				return err
+			}
+			return s.pause(ctx, &b)
+		},
+		lost: func() error { return c.lostWhileWaiting(s) },
+	}
+}
+
+// turn is what t's second key's claim is told of t, whose queue key was
+// created at rev on session s.
+func (c *Client) turn(s *session, t *ticket, rev int64) turn {
+	return turn{key: t.key, rev: rev, lease: s.id, wait: t.wait,
+		record: func(slot int) string { return encodeRecordSlot(c.o.owner, t.at, t.data, t.agreed, slot) }}
 }

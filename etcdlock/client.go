@@ -24,7 +24,8 @@ import (
 type Client struct {
 	cli     *clientv3.Client
 	o       options
-	tel     *telemetry
+	tel     *telemetry     // the kinds' and the read side's metrics and logger
+	obs     engineObserver // told of the engine's work: tel
 	wg      sync.WaitGroup // key watches and background work
 	watches *watcher       // the Client's one watch stream
 
@@ -64,7 +65,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("etcdlock: New: creating instruments: %w", err)
 	}
 	life, stop := context.WithCancel(context.Background())
-	c := &Client{cli: cli, o: o, tel: tel, granting: make(chan struct{}, 1), life: life, stop: stop, closeDone: make(chan struct{})}
+	c := &Client{cli: cli, o: o, tel: tel, obs: tel, granting: make(chan struct{}, 1), life: life, stop: stop, closeDone: make(chan struct{})}
 	c.watches = newWatcher(c)
 	return c, nil
 }
@@ -142,7 +143,7 @@ func (c *Client) current() (*session, error) {
 	c.mu.Unlock()
 	defer c.wg.Done()
 	old.close(context.Background(), err, false) // no I/O: the revoke follows in the background
-	c.tel.sessionEnded(old, old.Err())
+	c.obs.sessionEnded(sessionEndEvent{lease: old.id, cause: old.Err()})
 	if !errors.Is(old.Err(), ErrLeaseExpired) {
 		// Keepalives may have landed with their replies lost: the lease
 		// and its keys may still be in etcd. Free them for others.
@@ -193,7 +194,7 @@ func (c *Client) grant(ctx context.Context) (*session, error) {
 	defer cancel()
 	defer context.AfterFunc(c.life, cancel)()
 	id := newLeaseID()
-	s, err := newSession(gctx, c.cli, id, c.o.ttlSeconds(), c.tel)
+	s, err := newSession(gctx, c.cli, id, c.o.ttlSeconds(), c.obs)
 	var noConn *noConnectionError
 	if err != nil && !refused(err) && !errors.As(err, &noConn) {
 		c.wg.Add(1) // safe: this call's count is still held
@@ -287,4 +288,18 @@ func (c *Client) close(ctx context.Context, s *session) error {
 	}
 	c.wg.Wait()
 	return err
+}
+
+// keys is c's key layout.
+func (c *Client) keys() layout { return layout(c.o.prefix) }
+
+// explain wraps an error etcd gave for a missing permission in a
+// *PermissionError naming the prefix to grant, and returns other errors as
+// they are.
+func (c *Client) explain(err error) error {
+	var pe *PermissionError
+	if !errors.Is(err, rpctypes.ErrPermissionDenied) || errors.As(err, &pe) {
+		return err
+	}
+	return &PermissionError{Prefix: c.o.prefix, Err: err}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/errfamily"
@@ -136,17 +138,6 @@ func (e *PermissionError) Error() string {
 
 func (e *PermissionError) Unwrap() error { return e.Err }
 
-// explain wraps an error etcd gave for a missing permission in a
-// *PermissionError naming the prefix to grant, and returns other errors as
-// they are.
-func (c *Client) explain(err error) error {
-	var pe *PermissionError
-	if !errors.Is(err, rpctypes.ErrPermissionDenied) || errors.As(err, &pe) {
-		return err
-	}
-	return &PermissionError{Prefix: c.o.prefix, Err: err}
-}
-
 // errKeyDeletedMaybeUs is a lock's loss when its release found the key
 // gone after a release of ours sent while etcd was out of space (which
 // refuses the marker write that tells our deletion from another's) lost
@@ -185,4 +176,37 @@ func lost(cause error) error {
 		return ErrLost
 	}
 	return &lostError{cause: cause}
+}
+
+// permanent reports whether retrying a request that failed with err is
+// pointless: etcd refused it for lack of permission or authentication.
+func permanent(err error) bool {
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.PermissionDenied, codes.Unauthenticated:
+			return true
+		}
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrAuthFailed),
+		errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrInvalidAuthMgmt):
+		return true
+	}
+	return false
+}
+
+// refused reports whether etcd answered a request with a refusal, so that
+// it was not applied and never will be; false when the outcome is unknown
+// (the caller gave up, the connection broke, the proposal timed out).
+func refused(err error) bool {
+	code := status.Code(err)
+	if ee := (rpctypes.EtcdError{}); errors.As(err, &ee) {
+		code = ee.Code()
+	}
+	switch code {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated,
+		codes.OutOfRange, codes.NotFound, codes.AlreadyExists, codes.ResourceExhausted:
+		return true
+	}
+	return false
 }

@@ -343,7 +343,7 @@ type worker struct {
 // served reports whether the membership computed a share (it met no
 // member giving another number of partitions, as far as it saw).
 func (g *Group) member(ctx context.Context, work func(context.Context, *Partition) error, o joinOptions) (served bool, err error) {
-	m, err := g.c.acquire(ctx, spot{kind: kindMember, name: g.name, wait: true, permits: g.n, bound: g.bound()})
+	m, err := g.c.acquire(ctx, spot{kind: kindMember, name: g.name, wait: true, agreed: g.n, bound: g.bound()})
 	if err != nil {
 		return false, g.slow(ctx, err)
 	}

@@ -1,8 +1,11 @@
 package etcdlock
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The key layout: every key this package writes is built here, and read
@@ -153,6 +156,9 @@ func (p layout) marker(hex string, n int) markerKey {
 	return markerKey(p.space(spaceLane) + hex + "-" + strconv.Itoa(n))
 }
 
+// leaseHex formats a lease ID as etcdctl does, and as the keys spell it.
+func leaseHex(id clientv3.LeaseID) string { return fmt.Sprintf("%016x", int64(id)) }
+
 // queueKey is the key of lane n of the session whose lease is hex in queue
 // q, a reader's when reader.
 func queueKey(q string, reader bool, hex string, n int) string {
@@ -184,6 +190,3 @@ func (p layout) nameIn(sp, key string) (string, bool) {
 	}
 	return unescapeName(seg)
 }
-
-// keys is c's key layout.
-func (c *Client) keys() layout { return layout(c.o.prefix) }

@@ -33,7 +33,9 @@ type kindInfo struct {
 	// second makes an acquisition's second key: one it claims after its
 	// turn, whose create revision is then its token (see secondKey). nil
 	// for a kind that holds by its queue key.
-	second func(*Client, spot) secondKey
+	// The key space, the name, and its callers' agreed number (spot.agreed)
+	// make it.
+	second newSecondKey
 	// The spans: of an acquisition that waits, of one that gives up at
 	// once, and of a release.
 	waitSpan, trySpan, releaseSpan string

@@ -57,7 +57,7 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 		return nil, ErrClosed
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.tel.holdStart(), done: make(chan struct{}), ctx: ctx, stop: stop}
+	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.obs.holdStart(), done: make(chan struct{}), ctx: ctx, stop: stop}
 	l.kw.backoff = watchBackoff()
 	l.kw.w = watch{key: t.holdKey(), token: int64(token), sink: l}
 	if !t.noWatch {
@@ -158,6 +158,11 @@ func (l *Lock) Err() error {
 	return l.err
 }
 
+// event names l for its observer (engine_observer.go).
+func (l *Lock) event() lockEvent {
+	return lockEvent{kind: l.t.kind, name: l.t.name, token: l.token, lease: l.s.id}
+}
+
 // end ends the lock with cause, unless it ended already: it records the
 // cause, closes done, stops the key watch and accounts for the end.
 func (l *Lock) end(cause error) {
@@ -171,7 +176,7 @@ func (l *Lock) end(cause error) {
 // it stops the key watch and counts and logs the end.
 func (l *Lock) afterEnd(cause error) {
 	l.stopWatch()
-	l.c.tel.ended(l, cause)
+	l.c.obs.lockEnded(lockEndEvent{lockEvent: l.event(), acquired: l.acquired, cause: cause, owner: l.c.o.owner})
 }
 
 // closeDone records cause, closes done and ends ctx, unless an earlier
@@ -213,9 +218,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if err := checkCall(ctx, l == nil || l.c == nil, "Lock", "Unlock"); err != nil {
 		return err
 	}
-	ctx, r := l.c.tel.releasing(ctx, l)
+	ctx, o := l.c.obs.releaseStart(ctx, l.event())
 	err := l.unlock(ctx)
-	r.done(err)
+	l.c.obs.releaseEnd(o, releaseEndEvent{err: err, pending: err != nil && unsettled(err)})
 	return err
 }
 
@@ -228,7 +233,7 @@ func (l *Lock) unlock(ctx context.Context) error {
 	l.unlocking.Store(true)
 	r, err := l.releaseKey(ctx)
 	if err != nil {
-		l.c.tel.releaseFailed(l, err)
+		l.c.obs.releaseFailed(l.event(), err)
 		if permanent(err) {
 			l.gaveUp.Store(true)
 			return fmt.Errorf("etcdlock: release %q: %w", l.t.name, l.c.explain(err))
@@ -286,7 +291,7 @@ func (l *Lock) retryUnlock() {
 	}
 	l.retrying = l.c.background(func() {
 		// Should the session end first, it closes Done with its cause.
-		l.s.retry(func() bool { l.c.tel.retried(); return l.tryUnlock() })
+		l.s.retry(func() bool { l.c.obs.cleanupRetried(); return l.tryUnlock() })
 	})
 }
 
@@ -407,14 +412,6 @@ func (l *Lock) unlockedOrDeleted(ctx context.Context) error {
 		}
 	}
 	return lost(ErrKeyDeleted)
-}
-
-// sessionCause turns a session's end into a lock's.
-func sessionCause(cause error) error {
-	if errors.Is(cause, ErrClosed) {
-		return ErrClosed
-	}
-	return lost(cause)
 }
 
 // Held returns a comparison that holds while the lock's key exists with the

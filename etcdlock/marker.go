@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"context"
 	"strconv"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -52,58 +51,4 @@ func markRev(kvs []*mvccpb.KeyValue) int64 {
 // the key created at token deleted it.
 func markedOurs(kvs []*mvccpb.KeyValue, token int64) bool {
 	return len(kvs) > 0 && string(kvs[0].Value) == markOurs(token)
-}
-
-// moved records that a release of t's use moved the marker to rev.
-func (t *ticket) moved(rev int64) {
-	t.mark = rev
-	t.unmarked.Store(false)
-}
-
-// releaseMark is the marker write of a release of t's use that deletes its
-// queue key, created at rev: markOurs(rev), and markGone(rev) when t holds
-// by a second key that is no longer the one it claimed. Such a hold is its
-// second key, not its queue key: when someone deleted the second key
-// (etcdctl del), another acquisition may have held it since, and the
-// release must say the hold was lost (see secondTaken), as it does for a
-// lock whose key was deleted. etcd evaluates a transaction's nested
-// compares before any of its operations, so the deletion of the second key
-// in the same transaction does not change the answer.
-func (t *ticket) releaseMark(s *session, rev int64) clientv3.Op {
-	held, ok := t.secondHeld()
-	if !ok {
-		return t.marker.put(s, markOurs(rev))
-	}
-	return clientv3.OpTxn([]clientv3.Cmp{held}, []clientv3.Op{t.marker.put(s, markOurs(rev))}, []clientv3.Op{t.marker.put(s, markGone(rev))})
-}
-
-// block writes t's marker, so that a create of this use of the lane whose
-// outcome is unknown can no longer land, and returns the create revision of
-// the lane's key if it exists: the create landed (no one else writes keys
-// of this session's lanes), and the key is ours to delete.
-//
-// The marker is written only while it is at t.mark, the revision this use's
-// last create compared: if it has moved, that create can no longer land
-// anyway, and an unconditional write delivered late (after the lane was
-// reused) would overwrite the tag of a later use's release, which then
-// takes its own deletion for someone else's.
-func (c *Client) block(ctx context.Context, s *session, t *ticket) (int64, error) {
-	resp, err := c.cli.Txn(ctx).
-		If(t.marker.at(t.mark)).
-		Then(t.marker.put(s, markNone), clientv3.OpGet(t.key)).
-		Else(t.marker.get(), clientv3.OpGet(t.key)).
-		Commit()
-	if err != nil {
-		return 0, err
-	}
-	t.unmarked.Store(false) // moved now, or before: no create of this use can land
-	if resp.Succeeded {
-		t.mark = resp.Header.Revision
-	} else if m := markRev(resp.Responses[0].GetResponseRange().Kvs); m != 0 {
-		t.mark = m
-	}
-	if k := resp.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
-		return k[0].CreateRevision, nil
-	}
-	return 0, nil
 }

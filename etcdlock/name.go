@@ -34,3 +34,27 @@ func validateName(name string) error {
 	}
 	return nil
 }
+
+// validateOwner checks an owner (WithOwner) as validateName checks a name.
+func validateOwner(owner string) error {
+	switch {
+	case owner == "":
+		return fmt.Errorf("%w: empty owner", ErrInvalidOption)
+	case len(owner) > MaxOwnerLen:
+		return fmt.Errorf("%w: owner is %d bytes, longer than %d", ErrInvalidOption, len(owner), MaxOwnerLen)
+	case !utf8.ValidString(owner):
+		return fmt.Errorf("%w: owner %q is not valid UTF-8", ErrInvalidOption, owner)
+	}
+	return nil
+}
+
+// validateData checks data (WithMetadata, a Proclaim's value), what it is.
+func validateData(what, data string) error {
+	switch {
+	case len(data) > MaxDataLen:
+		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalidData, what, len(data), MaxDataLen)
+	case !utf8.ValidString(data):
+		return fmt.Errorf("%w: %s is not valid UTF-8 (encode binary data, e.g. in base64)", ErrInvalidData, what)
+	}
+	return nil
+}

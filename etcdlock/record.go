@@ -102,28 +102,6 @@ func defaultOwner() string {
 	return host + "/" + strconv.Itoa(os.Getpid())
 }
 
-func validateOwner(owner string) error {
-	switch {
-	case owner == "":
-		return fmt.Errorf("%w: empty owner", ErrInvalidOption)
-	case len(owner) > MaxOwnerLen:
-		return fmt.Errorf("%w: owner is %d bytes, longer than %d", ErrInvalidOption, len(owner), MaxOwnerLen)
-	case !utf8.ValidString(owner):
-		return fmt.Errorf("%w: owner %q is not valid UTF-8", ErrInvalidOption, owner)
-	}
-	return nil
-}
-
-func validateData(what, data string) error {
-	switch {
-	case len(data) > MaxDataLen:
-		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalidData, what, len(data), MaxDataLen)
-	case !utf8.ValidString(data):
-		return fmt.Errorf("%w: %s is not valid UTF-8 (encode binary data, e.g. in base64)", ErrInvalidData, what)
-	}
-	return nil
-}
-
 // Entry is one acquisition in a lock's queue or an election: the holder (or
 // leader) or a waiter, as read from etcd.
 //
@@ -206,4 +184,13 @@ func entryOf(kv *mvccpb.KeyValue) Entry {
 		e.Slot = *r.Slot
 	}
 	return e
+}
+
+// permitValue is the value of a semaphore's slot's key (semaphore.go):
+// the queue key of the acquisition that holds the slot, that key's create
+// revision, and the semaphore's permits as its caller gave them.
+type permitValue struct {
+	Key     string `json:"key"`
+	Rev     int64  `json:"rev"`
+	Permits int    `json:"permits"`
 }

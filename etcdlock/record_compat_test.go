@@ -117,7 +117,7 @@ func TestQueueKeySameAs8dd50a2(t *testing.T) {
 		for _, lane := range []int{0, 1, 9, 10, 12345} {
 			s := &session{id: clientv3.LeaseID(id), hex: leaseHex(clientv3.LeaseID(id))}
 			s.lanes.next = lane
-			for _, sp := range []spot{{kind: kindLock, name: "n", q: c.keys().lockQueue("n")}, {kind: kindRead, name: "n", q: c.keys().lockQueue("n")}, {kind: kindSemaphore, name: "n", q: c.keys().semQueue("n"), permits: 2}} {
+			for _, sp := range []spot{{kind: kindLock, name: "n", q: c.keys().lockQueue("n")}, {kind: kindRead, name: "n", q: c.keys().lockQueue("n")}, {kind: kindSemaphore, name: "n", q: c.keys().semQueue("n"), limit: 2, agreed: 2}} {
 				tk := c.ticket(s, sp)
 				q := sp.q
 				if sp.kind == kindRead {

@@ -10,8 +10,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // released is how a lane's key ended.
@@ -191,7 +189,7 @@ func (c *Client) releaseOnce(ctx context.Context, s *session, t *ticket, rev int
 
 // retryAbandon retries releaseOnce until it is done or the session ends.
 func (c *Client) retryAbandon(s *session, t *ticket, rev int64) {
-	s.retry(func() bool { c.tel.retried(); return c.releaseOnce(s.ctx, s, t, rev) })
+	s.retry(func() bool { c.obs.cleanupRetried(); return c.releaseOnce(s.ctx, s, t, rev) })
 }
 
 // background runs f in a goroutine that Close waits for, unless the client
@@ -208,39 +206,6 @@ func (c *Client) background(f func()) bool {
 		f()
 	}()
 	return true
-}
-
-// permanent reports whether retrying a request that failed with err is
-// pointless: etcd refused it for lack of permission or authentication.
-func permanent(err error) bool {
-	if st, ok := status.FromError(err); ok {
-		switch st.Code() {
-		case codes.PermissionDenied, codes.Unauthenticated:
-			return true
-		}
-	}
-	switch {
-	case errors.Is(err, rpctypes.ErrPermissionDenied), errors.Is(err, rpctypes.ErrAuthFailed),
-		errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrInvalidAuthMgmt):
-		return true
-	}
-	return false
-}
-
-// refused reports whether etcd answered a request with a refusal, so that
-// it was not applied and never will be; false when the outcome is unknown
-// (the caller gave up, the connection broke, the proposal timed out).
-func refused(err error) bool {
-	code := status.Code(err)
-	if ee := (rpctypes.EtcdError{}); errors.As(err, &ee) {
-		code = ee.Code()
-	}
-	switch code {
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated,
-		codes.OutOfRange, codes.NotFound, codes.AlreadyExists, codes.ResourceExhausted:
-		return true
-	}
-	return false
 }
 
 // A Lock's release is one of two strategies: the deletion above, or, while
@@ -344,4 +309,43 @@ func (l *Lock) grantHold(ctx context.Context, left time.Duration) (time.Duration
 		return 0, fmt.Errorf("etcdlock: grant the minimum hold's lease: %w", rpctypes.Error(err))
 	}
 	return time.Duration(secs) * time.Second, nil
+}
+
+// block writes t's marker, so that a create of this use of the lane whose
+// outcome is unknown can no longer land, and returns the create revision of
+// the lane's key if it exists: the create landed (no one else writes keys
+// of this session's lanes), and the key is ours to delete.
+//
+// The marker is written only while it is at t.mark, the revision this use's
+// last create compared: if it has moved, that create can no longer land
+// anyway, and an unconditional write delivered late (after the lane was
+// reused) would overwrite the tag of a later use's release, which then
+// takes its own deletion for someone else's.
+func (c *Client) block(ctx context.Context, s *session, t *ticket) (int64, error) {
+	resp, err := c.cli.Txn(ctx).
+		If(t.marker.at(t.mark)).
+		Then(t.marker.put(s, markNone), clientv3.OpGet(t.key)).
+		Else(t.marker.get(), clientv3.OpGet(t.key)).
+		Commit()
+	if err != nil {
+		return 0, err
+	}
+	t.unmarked.Store(false) // moved now, or before: no create of this use can land
+	if resp.Succeeded {
+		t.mark = resp.Header.Revision
+	} else if m := markRev(resp.Responses[0].GetResponseRange().Kvs); m != 0 {
+		t.mark = m
+	}
+	if k := resp.Responses[1].GetResponseRange().Kvs; len(k) > 0 {
+		return k[0].CreateRevision, nil
+	}
+	return 0, nil
+}
+
+// secondTaken reports whether a release's response, whose first operation
+// was releaseMark's or secondStillHeld's, says the second key had been
+// deleted (false when the first was neither: a delete's response).
+func secondTaken(resp *clientv3.TxnResponse) bool {
+	n := resp.Responses[0].GetResponseTxn()
+	return n != nil && !n.Succeeded
 }

@@ -91,7 +91,7 @@ func (sm *Semaphore) acquire(ctx context.Context, wait bool, opts []LockOption) 
 	wctx, cancel := o.waitContext(ctx)
 	defer cancel()
 	l, err := sm.c.acquire(wctx, spot{kind: kindSemaphore, name: sm.name, data: o.metadata,
-		wait: wait, noWatch: o.noWatch, permits: sm.permits})
+		wait: wait, noWatch: o.noWatch, limit: sm.permits, agreed: sm.permits})
 	return l, o.waited(ctx, wctx, sm.name, err)
 }
 
@@ -136,36 +136,29 @@ type permit struct {
 	// unconditional: a release deletes every slot key tried, whoever's it
 	// is now (the controls of the request-fault tests)
 	unconditional bool
-	dir           string                // the prefix of the slots' keys
-	id            string                // a slot key's value while ours; set once our key is created
-	tried         map[int]bool          // slots whose claim was sent and may have landed
-	slot          int                   // the slot held, once claimed
-	token         int64                 // the slot key's create revision, once claimed (0 before)
-	seen          *clientv3.TxnResponse // the slots' keys, read by the last read of the queue; nil once used
+	dir           string             // the prefix of the slots' keys
+	id            string             // a slot key's value while ours; set once our key is created
+	tried         map[int]bool       // slots whose claim was sent and may have landed
+	slot          int                // the slot held, once claimed
+	token         int64              // the slot key's create revision, once claimed (0 before)
+	seen          []*mvccpb.KeyValue // the slots' keys, read by the last read of the queue; nil once used
+	seenRev       int64              // the revision seen was read at
 }
 
 // newPermit is kindSemaphore's secondKey (see kindTable): the permit an
-// acquisition of sp claims once its turn has come.
-func newPermit(c *Client, sp spot) secondKey {
-	return &permit{name: sp.name, permits: sp.permits, unconditional: c.o.ctl.unconditionalSlotRelease,
-		dir: c.keys().semPermits(sp.name), tried: map[int]bool{}}
+// acquisition of the semaphore name, of permits, claims once its turn has come.
+func newPermit(p layout, name string, permits int, ctl controls) secondKey {
+	return &permit{name: name, permits: permits, unconditional: ctl.unconditionalSlotRelease,
+		dir: p.semPermits(name), tried: map[int]bool{}}
 }
 
-// read adds to ops, the operations of a read of the queue, a read of the
-// slots' keys, so that the claim that may follow needs no read of its own.
-func (p *permit) read(ops []clientv3.Op) []clientv3.Op {
-	return append(ops, clientv3.OpGet(p.dir, clientv3.WithPrefix()))
-}
+// read is a read of the slots' keys, sent with each read of the queue, so
+// that the claim that may follow needs no read of its own.
+func (p *permit) read() clientv3.Op { return clientv3.OpGet(p.dir, clientv3.WithPrefix()) }
 
-// saw keeps the slots' keys a read (see read) returned.
-func (p *permit) saw(resp *clientv3.TxnResponse) { p.seen = resp }
-
-// permitValue is the value of a slot's key.
-type permitValue struct {
-	Key     string `json:"key"`
-	Rev     int64  `json:"rev"`
-	Permits int    `json:"permits"`
-}
+// saw keeps the slots' keys a read (see read) returned at revision rev
+// (none kept when there were none: the claim then reads them again).
+func (p *permit) saw(kvs []*mvccpb.KeyValue, rev int64) { p.seen, p.seenRev = kvs, rev }
 
 // claimed returns the key of the slot claimed, and its token; "" and 0
 // before the claim.
@@ -202,28 +195,26 @@ func (p *permit) check(kvs []*mvccpb.KeyValue) error {
 	return nil
 }
 
-// claim takes a free permit slot for t, whose key was created at rev and
-// is among the first t.permits of its queue, and returns the slot's token.
-// When every slot is taken (by a holder whose queue key someone deleted,
-// or by callers that disagree on the permits), it waits for one to be
-// freed.
-func (p *permit) claim(ctx context.Context, c *Client, s *session, t *ticket, rev int64) (int64, error) {
+// claim takes a free permit slot for t, whose key is among the first
+// p.permits of its queue, and returns the slot's token. When every slot is
+// taken (by a holder whose queue key someone deleted, or by callers that
+// disagree on the permits), it waits for one to be freed.
+func (p *permit) claim(ctx context.Context, t turn, e secondCalls) (int64, error) {
 	if p.id == "" {
-		id, _ := json.Marshal(permitValue{Key: t.key, Rev: rev, Permits: t.permits})
+		id, _ := json.Marshal(permitValue{Key: t.key, Rev: t.rev, Permits: p.permits})
 		p.id = string(id)
 	}
-	backoff := watchBackoff()
 	for {
 		// The first pass uses the slots read with the queue, in the
 		// transaction that found our key alive and our turn come.
 		slotKeys, readRev := p.slotsSeen()
 		if slotKeys == nil {
-			resp, err := c.cli.Txn(ctx).Then(clientv3.OpGet(p.dir, clientv3.WithPrefix()), clientv3.OpGet(t.key)).Commit()
+			resp, err := e.txn(ctx).Then(clientv3.OpGet(p.dir, clientv3.WithPrefix()), clientv3.OpGet(t.key)).Commit()
 			if err != nil {
 				return 0, err
 			}
-			if ours := resp.Responses[1].GetResponseRange().Kvs; len(ours) == 0 || ours[0].CreateRevision != rev {
-				return 0, c.lostWhileWaiting(s)
+			if ours := resp.Responses[1].GetResponseRange().Kvs; len(ours) == 0 || ours[0].CreateRevision != t.rev {
+				return 0, e.lost()
 			}
 			slotKeys, readRev = resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision
 		}
@@ -239,8 +230,8 @@ func (p *permit) claim(ctx context.Context, c *Client, s *session, t *ticket, re
 				return kv.CreateRevision, nil
 			}
 			var v permitValue
-			if json.Unmarshal(kv.Value, &v) == nil && v.Permits != t.permits {
-				return 0, fmt.Errorf("etcdlock: semaphore %q: %w: %d asked, slot %d held with %d", t.name, ErrPermits, t.permits, slot, v.Permits)
+			if json.Unmarshal(kv.Value, &v) == nil && v.Permits != p.permits {
+				return 0, fmt.Errorf("etcdlock: semaphore %q: %w: %d asked, slot %d held with %d", p.name, ErrPermits, p.permits, slot, v.Permits)
 			}
 			e := entryOf(kv)
 			e.Slot = slot
@@ -252,8 +243,8 @@ func (p *permit) claim(ctx context.Context, c *Client, s *session, t *ticket, re
 		// releases read the same free slots, and if all chose the lowest,
 		// all but one claim would be refused and read again.
 		free := -1
-		for i := range t.permits {
-			if slot := (int(rev%int64(t.permits)) + i) % t.permits; !taken[slot] {
+		for i := range p.permits {
+			if slot := (int(t.rev%int64(p.permits)) + i) % p.permits; !taken[slot] {
 				free = slot
 				break
 			}
@@ -264,23 +255,19 @@ func (p *permit) claim(ctx context.Context, c *Client, s *session, t *ticket, re
 			// by callers that disagree on the permits. Waiting here for a
 			// slot would hold TryAcquire until its context ended.
 			slices.SortFunc(held, func(a, b Entry) int { return cmp.Compare(a.Token, b.Token) }) // arrival order, not the keys'
-			return 0, &LockedError{Name: t.name, Holder: held[0], Holders: held}
+			return 0, &LockedError{Name: p.name, Holder: held[0], Holders: held}
 		}
 		if free < 0 {
-			if err := c.waitRange(ctx, s, p.dir, readRev+1); err != nil {
-				return 0, err
-			}
-			if err := s.pause(ctx, &backoff); err != nil {
+			if err := e.waitRange(ctx, p.dir, readRev+1); err != nil {
 				return 0, err
 			}
 			continue
 		}
 		p.tried[free] = true
-		r := encodeRecordSlot(c.o.owner, t.at, t.data, t.permits, free)
-		cr, err := c.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev), clientv3.Compare(clientv3.ModRevision(t.key), "=", rev),
+		cr, err := e.txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.rev), clientv3.Compare(clientv3.ModRevision(t.key), "=", t.rev),
 				clientv3.Compare(clientv3.CreateRevision(permitKey(p.dir, free)), "=", 0)).
-			Then(clientv3.OpPut(permitKey(p.dir, free), p.id, clientv3.WithLease(s.id)), clientv3.OpPut(t.key, r, clientv3.WithIgnoreLease())).
+			Then(clientv3.OpPut(permitKey(p.dir, free), p.id, clientv3.WithLease(t.lease)), clientv3.OpPut(t.key, t.record(free), clientv3.WithIgnoreLease())).
 			Commit()
 		if err != nil {
 			return 0, err
@@ -301,7 +288,7 @@ func (p *permit) holder(e Entry) Entry {
 	if p.seen == nil {
 		return e
 	}
-	for _, kv := range p.seen.Responses[len(p.seen.Responses)-1].GetResponseRange().Kvs {
+	for _, kv := range p.seen {
 		var v permitValue
 		slot, ok := permitOf(p.dir, string(kv.Key))
 		if ok && json.Unmarshal(kv.Value, &v) == nil && v.Key == e.Key && v.Rev == int64(e.Token) {
@@ -314,10 +301,7 @@ func (p *permit) holder(e Entry) Entry {
 // slotsSeen returns the slots' keys the last read of the queue returned,
 // and its revision, once: nil when there are none to use.
 func (p *permit) slotsSeen() ([]*mvccpb.KeyValue, int64) {
-	resp := p.seen
+	kvs := p.seen
 	p.seen = nil
-	if resp == nil {
-		return nil, 0
-	}
-	return resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs, resp.Header.Revision
+	return kvs, p.seenRev
 }

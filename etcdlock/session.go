@@ -25,7 +25,7 @@ import (
 // than etcd's own expiry (as long as this machine's monotonic clock does not
 // run slower than the leader's).
 type session struct {
-	tel *telemetry
+	obs engineObserver
 	cli *clientv3.Client
 	id  clientv3.LeaseID
 	hex string        // id as in keys and etcdctl (leaseHex)
@@ -41,29 +41,39 @@ type session struct {
 
 	lanes lanes // guarded by its own mutex
 
-	mu         sync.Mutex         // guards the fields below
-	validUntil instant            // see instant
-	err        error              // why the session ended; nil while it lives
-	locks      map[*Lock]struct{} // held on this session; nil once it ended
+	mu         sync.Mutex           // guards the fields below
+	validUntil instant              // see instant
+	err        error                // why the session ended; nil while it lives
+	locks      map[holding]struct{} // held on this session; nil once it ended
+}
+
+// holding is what a session's end ends: a Lock held on it (lock.go).
+type holding interface {
+	// closeDone records cause and closes Done, and reports whether this
+	// was its first end; the session calls it for every holding before it
+	// closes its own done.
+	closeDone(cause error) bool
+	// afterEnd follows a first closeDone, once every Done is closed.
+	afterEnd(cause error)
 }
 
 // addLock registers l, whose Done the session closes when it ends; it
 // fails with the session's end if that came first.
-func (s *session) addLock(l *Lock) error {
+func (s *session) addLock(l holding) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return s.err
 	}
 	if s.locks == nil {
-		s.locks = make(map[*Lock]struct{})
+		s.locks = make(map[holding]struct{})
 	}
 	s.locks[l] = struct{}{}
 	return nil
 }
 
 // removeLock forgets l once its Done is closed.
-func (s *session) removeLock(l *Lock) {
+func (s *session) removeLock(l holding) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.locks, l)
@@ -96,7 +106,7 @@ func newLeaseID() clientv3.LeaseID { return clientv3.LeaseID(rand.Int64N(math.Ma
 // exists", which for an ID drawn at random for this grant means the first
 // delivery landed, so the lease is ours, granted no later than we sent the
 // request and with at least the TTL asked for.
-func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttlSeconds int64, tel *telemetry) (*session, error) {
+func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttlSeconds int64, obs engineObserver) (*session, error) {
 	sent := now()
 	anchorMono, anchorBoot := time.Now(), sent
 	ttl := ttlSeconds
@@ -113,7 +123,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, 
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &session{
-		tel:        tel,
+		obs:        obs,
 		cli:        cli,
 		id:         id,
 		hex:        leaseHex(id),
@@ -192,7 +202,7 @@ func (s *session) end(cause error) {
 	s.locks = nil
 	s.mu.Unlock()
 	lc := sessionCause(cause)
-	ended := make([]*Lock, 0, len(locks))
+	ended := make([]holding, 0, len(locks))
 	for l := range locks {
 		if l.closeDone(lc) {
 			ended = append(ended, l)
@@ -286,7 +296,7 @@ func (s *session) renew() error {
 	}
 	margin := s.validUntil.sub(t)
 	s.mu.Unlock()
-	s.tel.renewed(t.sub(sent), margin)
+	s.obs.renewed(renewEvent{rtt: t.sub(sent), margin: margin})
 	return nil
 }
 
@@ -306,4 +316,12 @@ func (s *session) close(ctx context.Context, cause error, revoke bool) error {
 		return fmt.Errorf("etcdlock: revoke lease %x: %w", int64(s.id), err)
 	}
 	return nil
+}
+
+// sessionCause turns a session's end into a lock's.
+func sessionCause(cause error) error {
+	if errors.Is(cause, ErrClosed) {
+		return ErrClosed
+	}
+	return lost(cause)
 }

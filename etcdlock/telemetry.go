@@ -3,15 +3,11 @@ package etcdlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/internal/tel"
 )
@@ -236,16 +232,3 @@ func causeOf(err error) cause {
 	}
 	return causeOther
 }
-
-// holdStart is when a lock just acquired starts being held, for its hold
-// duration: the zero time when no SDK records the duration, which spares
-// reading the clock.
-func (tl *telemetry) holdStart() time.Time {
-	if tl.holdDur.Enabled(context.Background()) {
-		return time.Now()
-	}
-	return time.Time{}
-}
-
-// leaseHex formats a lease ID as etcdctl does.
-func leaseHex(id clientv3.LeaseID) string { return fmt.Sprintf("%016x", int64(id)) }

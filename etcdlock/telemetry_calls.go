@@ -7,172 +7,166 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
 
-// What the calls of a Lock's life report. Each builds span attributes only
-// for a span an SDK records, log arguments only for a level the logger
-// takes, and reads the clock only for a duration an SDK records.
+// What the calls of a Lock's life report: telemetry is the engine's
+// observer (engine_observer.go). Each builds span attributes only for a span an
+// SDK records, log arguments only for a level the logger takes, and reads
+// the clock only for a duration an SDK records.
+
+var _ engineObserver = (*telemetry)(nil)
 
 // acquireSpan names the span of the call that makes an acquisition.
-func acquireSpan(sp spot) string {
-	if !sp.wait {
-		return kindTable[sp.kind].trySpan
+func acquireSpan(e acquireStartEvent) string {
+	if !e.wait {
+		return kindTable[e.kind].trySpan
 	}
-	return kindTable[sp.kind].waitSpan
+	return kindTable[e.kind].waitSpan
 }
 
-// acquisition is one acquisition of any kind under way, from
-// [telemetry.acquiring] to [acquisition.done].
-type acquisition struct {
-	t     *telemetry
-	ctx   context.Context
-	span  trace.Span
-	start time.Time // zero when neither timed nor logged
-	timed bool      // an SDK records the wait's duration
-	kind  kind
-	name  string
-	base  attrs
-}
-
-// acquiring starts an acquisition's span and counts a waiter; the
-// acquisition's done ends both with the outcome.
-func (tl *telemetry) acquiring(ctx context.Context, sp spot) (context.Context, acquisition) {
-	k := sp.kind
-	ctx, span := tl.tracer.Start(ctx, acquireSpan(sp))
-	a := acquisition{t: tl, ctx: ctx, span: span, kind: k, name: sp.name, base: tl.attrsOf(k, sp.name),
-		timed: tl.waitDur.Enabled(ctx)}
-	if a.timed || tl.log.Enabled(ctx, slog.LevelDebug) {
-		a.start = time.Now()
+// acquireStart starts an acquisition's span and counts a waiter;
+// acquireEnd ends both with the outcome.
+func (tl *telemetry) acquireStart(ctx context.Context, e acquireStartEvent) (context.Context, observation) {
+	ctx, span := tl.tracer.Start(ctx, acquireSpan(e))
+	o := observation{span: span, timed: tl.waitDur.Enabled(ctx)}
+	if o.timed || tl.log.Enabled(ctx, slog.LevelDebug) {
+		o.start = time.Now()
 	}
 	if span.IsRecording() {
-		span.SetAttributes(tl.spanKind[k], attrName.String(sp.name))
+		span.SetAttributes(tl.spanKind[e.kind], attrName.String(e.name))
 	}
-	tl.waiters.Add(ctx, 1, a.base.add...)
-	return ctx, a
+	tl.waiters.Add(ctx, 1, tl.attrsOf(e.kind, e.name).add...)
+	return ctx, o
 }
 
-// done records the acquisition's outcome: l acquired, or err.
-func (a acquisition) done(l *Lock, err error) {
-	t, ctx := a.t, a.ctx
-	t.waiters.Add(ctx, -1, a.base.add...)
-	o := acquisitionOutcome(err)
-	if a.timed {
-		t.waitDur.Record(ctx, time.Since(a.start).Seconds(), t.attrsOutcome(a.kind, a.name, o).record...)
+// acquireEnd records the acquisition's outcome.
+func (tl *telemetry) acquireEnd(ctx context.Context, o observation, e acquireEndEvent) {
+	base := tl.attrsOf(e.kind, e.name) // built in advance, unless with names
+	tl.waiters.Add(ctx, -1, base.add...)
+	oc := acquisitionOutcome(e.err)
+	if o.timed {
+		tl.waitDur.Record(ctx, time.Since(o.start).Seconds(), tl.attrsOutcome(e.kind, e.name, oc).record...)
 	}
-	if err != nil {
-		a.notAcquired(o, err)
+	if e.err != nil {
+		tl.notAcquired(ctx, o, oc, e)
 		return
 	}
-	t.acquisitions.Add(ctx, 1, a.base.add...)
-	t.holders.Add(ctx, 1, a.base.add...)
-	if a.span.IsRecording() {
-		a.span.SetAttributes(t.spanOutcome[o], attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
+	tl.acquisitions.Add(ctx, 1, base.add...)
+	tl.holders.Add(ctx, 1, base.add...)
+	if o.span.IsRecording() {
+		o.span.SetAttributes(tl.spanOutcome[oc], attrToken.Int64(int64(e.token)), attrLease.String(leaseHex(e.lease)))
 	}
-	a.span.End()
-	if t.log.Enabled(ctx, slog.LevelDebug) {
-		t.log.DebugContext(ctx, "etcdlock: acquired", "kind", kindTable[a.kind].name, "name", a.name, "token", int64(l.token),
-			"lease", leaseHex(l.s.id), "waited", time.Since(a.start))
+	o.span.End()
+	if tl.log.Enabled(ctx, slog.LevelDebug) {
+		tl.log.DebugContext(ctx, "etcdlock: acquired", "kind", kindTable[e.kind].name, "name", e.name, "token", int64(e.token),
+			"lease", leaseHex(e.lease), "waited", time.Since(o.start))
 	}
 }
 
-func (a acquisition) notAcquired(o outcome, err error) {
-	if a.span.IsRecording() {
-		if o == outcomeError {
-			a.span.RecordError(err)
-			a.span.SetStatus(codes.Error, err.Error())
+func (tl *telemetry) notAcquired(ctx context.Context, o observation, oc outcome, e acquireEndEvent) {
+	if o.span.IsRecording() {
+		if oc == outcomeError {
+			o.span.RecordError(e.err)
+			o.span.SetStatus(codes.Error, e.err.Error())
 		}
-		a.span.SetAttributes(a.t.spanOutcome[o])
+		o.span.SetAttributes(tl.spanOutcome[oc])
 	}
-	a.span.End()
-	if a.t.log.Enabled(a.ctx, slog.LevelDebug) {
-		a.t.log.DebugContext(a.ctx, "etcdlock: not acquired", "kind", kindTable[a.kind].name, "name", a.name, "outcome", outcomes[o], "err", err)
+	o.span.End()
+	if tl.log.Enabled(ctx, slog.LevelDebug) {
+		tl.log.DebugContext(ctx, "etcdlock: not acquired", "kind", kindTable[e.kind].name, "name", e.name, "outcome", outcomes[oc], "err", e.err)
 	}
 }
 
-// unlockCall is one Unlock or Resign under way, from [telemetry.releasing]
-// to [unlockCall.done].
-type unlockCall struct{ span trace.Span }
+// holdStart is when a lock just acquired starts being held, for its hold
+// duration: the zero time when no SDK records the duration, which spares
+// reading the clock.
+func (tl *telemetry) holdStart() time.Time {
+	if tl.holdDur.Enabled(context.Background()) {
+		return time.Now()
+	}
+	return time.Time{}
+}
 
-// releasing starts Unlock's or Resign's span.
-func (tl *telemetry) releasing(ctx context.Context, l *Lock) (context.Context, unlockCall) {
-	ctx, span := tl.tracer.Start(ctx, kindTable[l.t.kind].releaseSpan)
+// releaseStart starts Unlock's or Resign's span.
+func (tl *telemetry) releaseStart(ctx context.Context, e lockEvent) (context.Context, observation) {
+	ctx, span := tl.tracer.Start(ctx, kindTable[e.kind].releaseSpan)
 	if span.IsRecording() {
-		span.SetAttributes(attrName.String(l.t.name), attrToken.Int64(int64(l.token)), attrLease.String(leaseHex(l.s.id)))
+		span.SetAttributes(attrName.String(e.name), attrToken.Int64(int64(e.token)), attrLease.String(leaseHex(e.lease)))
 	}
-	return ctx, unlockCall{span}
+	return ctx, observation{span: span}
 }
 
-// done ends the release's span with its error. A loss whose cause is still
-// being found out is recorded as ErrLost: reading its message would hold
-// Unlock until the lease lookup answers (see pendingCause).
-func (r unlockCall) done(err error) {
-	if err != nil && r.span.IsRecording() && unsettled(err) {
+// releaseEnd ends the release's span with its error. A loss whose cause is
+// still being found out is recorded as ErrLost: reading its message would
+// hold Unlock until the lease lookup answers (see pendingCause).
+func (tl *telemetry) releaseEnd(o observation, e releaseEndEvent) {
+	err := e.err
+	if err != nil && o.span.IsRecording() && e.pending {
 		err = ErrLost
 	}
-	if err != nil && r.span.IsRecording() {
-		r.span.RecordError(err)
+	if err != nil && o.span.IsRecording() {
+		o.span.RecordError(err)
 		if !errors.Is(err, ErrLost) && !errors.Is(err, ErrClosed) {
-			r.span.SetStatus(codes.Error, err.Error())
+			o.span.SetStatus(codes.Error, err.Error())
 		}
 	}
-	r.span.End()
+	o.span.End()
 }
 
-// ended records the end of a held lock or term: released (cause is
+// lockEnded records the end of a held lock or term: released (cause is
 // ErrUnlocked or ErrResigned) or lost.
-func (tl *telemetry) ended(l *Lock, cause error) {
+func (tl *telemetry) lockEnded(e lockEndEvent) {
 	ctx := context.Background()
-	k := l.t.kind
-	base := tl.attrsOf(k, l.t.name)
+	k := e.kind
+	base := tl.attrsOf(k, e.name)
 	tl.holders.Add(ctx, -1, base.add...)
-	if !l.acquired.IsZero() { // zero: no SDK recorded the duration when it was acquired
-		tl.holdDur.Record(ctx, time.Since(l.acquired).Seconds(), base.record...)
+	if !e.acquired.IsZero() { // zero: no SDK recorded the duration when it was acquired
+		tl.holdDur.Record(ctx, time.Since(e.acquired).Seconds(), base.record...)
 	}
-	if cause == l.t.ended() {
+	if e.cause == kindTable[k].ended {
 		if tl.log.Enabled(ctx, slog.LevelDebug) {
-			tl.log.Debug("etcdlock: released", "kind", kindTable[k].name, "name", l.t.name, "token", int64(l.token), "lease", leaseHex(l.s.id))
+			tl.log.Debug("etcdlock: released", "kind", kindTable[k].name, "name", e.name, "token", int64(e.token), "lease", leaseHex(e.lease))
 		}
 		return
 	}
-	c := causeOf(cause)
-	tl.losses.Add(ctx, 1, tl.attrsCause(k, l.t.name, c).add...)
+	c := causeOf(e.cause)
+	tl.losses.Add(ctx, 1, tl.attrsCause(k, e.name, c).add...)
 	level := slog.LevelWarn
 	if c == causeClientClosed {
 		level = slog.LevelDebug
 	}
 	if tl.log.Enabled(ctx, level) {
-		tl.log.Log(ctx, level, "etcdlock: lost", "kind", kindTable[k].name, "name", l.t.name, "token", int64(l.token),
-			"lease", leaseHex(l.s.id), "cause", causes[c], "owner", l.c.o.owner, "err", cause)
+		tl.log.Log(ctx, level, "etcdlock: lost", "kind", kindTable[k].name, "name", e.name, "token", int64(e.token),
+			"lease", leaseHex(e.lease), "cause", causes[c], "owner", e.owner, "err", e.cause)
 	}
 }
 
 // releaseFailed counts an Unlock or Resign whose request failed.
-func (tl *telemetry) releaseFailed(l *Lock, err error) {
+func (tl *telemetry) releaseFailed(e lockEvent, err error) {
 	ctx := context.Background()
-	tl.releaseFails.Add(ctx, 1, tl.attrsOf(l.t.kind, l.t.name).add...)
+	tl.releaseFails.Add(ctx, 1, tl.attrsOf(e.kind, e.name).add...)
 	if tl.log.Enabled(ctx, slog.LevelWarn) {
-		tl.log.Warn("etcdlock: release failed, retrying in the background", "name", l.t.name, "token", int64(l.token),
-			"lease", leaseHex(l.s.id), "err", err)
+		tl.log.Warn("etcdlock: release failed, retrying in the background", "name", e.name, "token", int64(e.token),
+			"lease", leaseHex(e.lease), "err", err)
 	}
 }
 
-// retried counts one background retry of a release or cleanup.
-func (tl *telemetry) retried() { tl.cleanupRetries.Add(context.Background(), 1) }
+// cleanupRetried counts one background retry of a release or cleanup.
+func (tl *telemetry) cleanupRetried() { tl.cleanupRetries.Add(context.Background(), 1) }
 
 // renewed records an acknowledged keepalive.
-func (tl *telemetry) renewed(rtt, margin time.Duration) {
+func (tl *telemetry) renewed(e renewEvent) {
 	ctx := context.Background()
-	tl.keepaliveDur.Record(ctx, rtt.Seconds())
-	tl.validityMargin.Record(ctx, margin.Seconds())
+	tl.keepaliveDur.Record(ctx, e.rtt.Seconds())
+	tl.validityMargin.Record(ctx, e.margin.Seconds())
 }
 
 // sessionEnded records a session lost and dropped for a new one.
-func (tl *telemetry) sessionEnded(s *session, cause error) {
+func (tl *telemetry) sessionEnded(e sessionEndEvent) {
 	ctx := context.Background()
 	tl.sessionsEnded.Add(ctx, 1)
 	if tl.log.Enabled(ctx, slog.LevelWarn) {
-		tl.log.Warn("etcdlock: session lost; the next acquisition starts a new one", "lease", leaseHex(s.id),
-			"cause", causes[causeOf(cause)], "err", cause)
+		tl.log.Warn("etcdlock: session lost; the next acquisition starts a new one", "lease", leaseHex(e.lease),
+			"cause", causes[causeOf(e.cause)], "err", e.cause)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // BenchmarkTelemetryCalls is the telemetry's own cost in one uncontended
 // Lock+Unlock, without etcd: the calls acquire, Unlock and the lock's end
-// make (acquiring and its end, releasing and its end, ended), on the
+// make (acquireStart and its end, releaseStart and its end, lockEnded), on the
 // global providers with no SDK installed (the default: what every user
 // pays), on the SDK with metrics to a reader and every span recorded and
 // kept in memory (as the tests read them), and on the SDK with every span
@@ -43,12 +43,13 @@ func BenchmarkTelemetryCalls(b *testing.B) {
 	}
 }
 
-// benchLockUnlock makes the telemetry calls of one Lock+Unlock.
+// benchLockUnlock makes the telemetry calls of one Lock+Unlock, as the
+// engine makes them (acquire, newLock, Unlock, end).
 func benchLockUnlock(ctx context.Context, tel *telemetry, sp spot, l *Lock) {
-	_, a := tel.acquiring(ctx, sp)
+	actx, o := tel.acquireStart(ctx, acquireStartEvent{kind: sp.kind, name: sp.name, wait: sp.wait})
 	l.acquired = tel.holdStart() // as newLock does
-	a.done(l, nil)
-	_, r := tel.releasing(ctx, l)
-	r.done(nil)
-	tel.ended(l, ErrUnlocked)
+	tel.acquireEnd(actx, o, acquireEndEvent{kind: sp.kind, name: sp.name, token: l.token, lease: l.s.id})
+	_, r := tel.releaseStart(ctx, l.event())
+	tel.releaseEnd(r, releaseEndEvent{})
+	tel.lockEnded(lockEndEvent{lockEvent: l.event(), acquired: l.acquired, cause: ErrUnlocked, owner: l.c.o.owner})
 }

@@ -92,10 +92,11 @@ func (s *session) pause(ctx context.Context, b *backoff) error {
 func (c *Client) predecessors(ctx context.Context, s *session, t *ticket, rev int64) ([]*mvccpb.KeyValue, error) {
 	ctx, cancel := t.request(ctx)
 	defer cancel()
+	ops, second := t.readSecond([]clientv3.Op{t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+		clientv3.WithLimit(int64(t.need())), clientv3.WithMaxCreateRev(rev-1))})
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
-		Then(t.readSecond([]clientv3.Op{t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-			clientv3.WithLimit(int64(t.need())), clientv3.WithMaxCreateRev(rev-1))})...).
+		Then(ops...).
 		Commit()
 	if err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func (c *Client) predecessors(ctx context.Context, s *session, t *ticket, rev in
 	if !resp.Succeeded {
 		return nil, c.lostWhileWaiting(s)
 	}
-	t.sawSecond(resp)
+	t.sawSecond(resp, second)
 	return resp.Responses[0].GetResponseRange().Kvs, nil
 }
 
