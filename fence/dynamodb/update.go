@@ -103,11 +103,7 @@ type rounds Store
 
 // StartUpdate starts an Update's span.
 func (r *rounds) StartUpdate(ctx context.Context, key string, token fence.Token) (context.Context, fence.UpdateSpan) {
-	ctx, w := r.tel.Op(opUpdate).Start(ctx, token)
-	if w.Recording() {
-		w.SetResource(key)
-	}
-	return ctx, w.UpdateSpan()
+	return r.tel.Op(opUpdate).StartUpdate(ctx, key, token)
 }
 
 // ClaimRead is the claiming UpdateItem; a transaction writing the item

@@ -82,11 +82,7 @@ func (r *rounds) CheckUpdateAll(set []fence.Claim) error {
 
 // StartUpdateAll starts an UpdateAll's span.
 func (r *rounds) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
-	ctx, w := r.tel.Op(opUpdateAll).Start(ctx, set[0].Token)
-	if w.Recording() {
-		w.SetResource(fence.ClaimsLabel(set))
-	}
-	return ctx, w.UpdateSpan()
+	return r.tel.Op(opUpdateAll).StartUpdateAll(ctx, set)
 }
 
 // ClaimReadAll claims every key of set; a transaction writing one of

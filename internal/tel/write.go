@@ -227,6 +227,27 @@ func (w Write) UpdateSpan() fence.UpdateSpan {
 	return &w
 }
 
+// StartUpdate starts the span of an Update of key with token, as
+// [fence.UpdateTracer] has it: what every adapter's rounds return.
+func (o *Op) StartUpdate(ctx context.Context, key string, token fence.Token) (context.Context, fence.UpdateSpan) {
+	ctx, w := o.Start(ctx, token)
+	if w.Recording() {
+		w.SetResource(key)
+	}
+	return ctx, w.UpdateSpan()
+}
+
+// StartUpdateAll starts the span of an UpdateAll of set, as
+// [fence.UpdateAllTracer] has it: its token is the first claim's, its
+// resource the claims' label.
+func (o *Op) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
+	ctx, w := o.Start(ctx, set[0].Token)
+	if w.Recording() {
+		w.SetResource(fence.ClaimsLabel(set))
+	}
+	return ctx, w.UpdateSpan()
+}
+
 // noUpdateSpan is the span of an update that nothing records.
 type noUpdateSpan struct{}
 
