@@ -12,7 +12,8 @@ import (
 )
 
 // goDecl returns the source of the top-level declaration name in the Go
-// file path (whose text is src), without its doc comment.
+// file path (whose text is src), without its doc comment: a function, or a
+// var, const or type declaration of that one name.
 func goDecl(t *testing.T, path, src, name string) string {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -21,12 +22,32 @@ func goDecl(t *testing.T, path, src, name string) string {
 		t.Fatalf("%s: %v", path, err)
 	}
 	for _, d := range f.Decls {
-		if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.Name == name {
-			return src[fset.Position(fd.Pos()).Offset:fset.Position(fd.End()).Offset] + "\n"
+		if declares(d, name) {
+			return src[fset.Position(d.Pos()).Offset:fset.Position(d.End()).Offset] + "\n"
 		}
 	}
-	t.Fatalf("%s: no function %s", path, name)
+	t.Fatalf("%s: no function, or declaration of that name alone, %s", path, name)
 	return ""
+}
+
+// declares reports whether d is the function name, or a var, const or type
+// declaration of name alone.
+func declares(d ast.Decl, name string) bool {
+	switch d := d.(type) {
+	case *ast.FuncDecl:
+		return d.Recv == nil && d.Name.Name == name
+	case *ast.GenDecl:
+		if len(d.Specs) != 1 {
+			return false
+		}
+		switch s := d.Specs[0].(type) {
+		case *ast.ValueSpec:
+			return len(s.Names) == 1 && s.Names[0].Name == name
+		case *ast.TypeSpec:
+			return s.Name.Name == name
+		}
+	}
+	return false
 }
 
 // goPackages maps the names the pages use for the module's packages to

@@ -175,6 +175,13 @@ func TestPageCode(t *testing.T) {
 		"docs/redis.md fence/redis/example_test.go withdraw",
 		"docs/dynamodb.md fence/dynamodb/example_test.go transfer",
 		"docs/gcs.md fence/gcs/example_test.go advanceCheckpoint",
+		"docs/reading.md docs/reading/schema.sql ",
+		"docs/reading.md docs/reading/kv.go countInvoice",
+		"docs/reading.md docs/reading/transfer.go transfer",
+		"docs/reading.md docs/reading/main.go unlock",
+		"docs/reading.md docs/reading/main.go errInsufficientFunds",
+		"docs/reading.md docs/reading/transfer.go transferClaimed",
+		"docs/reading.md docs/reading/kv.go transferKV",
 	} {
 		if !seen[want] {
 			t.Errorf("no marked block %q: the page's code is then checked by nothing", want)

@@ -126,61 +126,6 @@ func _(ctx context.Context, guard *fence.Guard, lock *etcdlock.Lock, client *htt
 SNIPPET
 	_ = err
 }`,
-	"reading-counter": `import (
-	"context"
-	"strconv"
-
-	"github.com/fencelock/fencelock/fence"
-)
-
-func _(ctx context.Context, guard *fence.Guard, store fence.Updater) {
-SNIPPET
-	_ = err
-}`,
-	"reading-transfer": `import (
-	"context"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/fence/postgres"
-)
-
-func _(ctx context.Context, locks *etcdlock.Client, pool *pgxpool.Pool, errInsufficientFunds error) error {
-SNIPPET
-	return err
-}`,
-	"reading-kv-transfer": `import (
-	"context"
-	"strconv"
-	"time"
-
-	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/fence"
-	etcdfence "github.com/fencelock/fencelock/fence/etcd"
-)
-
-func _(ctx context.Context, locks *etcdlock.Client, store *etcdfence.Store, balance func(fence.Record) (int, error), errInsufficientFunds error) error {
-SNIPPET
-	return err
-}`,
-	"reading-claimed": `import (
-	"context"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/fence/postgres"
-)
-
-func _(ctx context.Context, pool *pgxpool.Pool, accounts *postgres.Table, tokA, tokB fence.Token) error {
-	var err error
-SNIPPET
-	return err
-}`,
 	"s3-store": `import (
 	"context"
 
