@@ -162,27 +162,37 @@ SNIPPET`,
 SNIPPET`,
 }
 
-var goBlockRe = regexp.MustCompile("(?m)^(.*)\n```go\n((?s:.*?))```\n")
+var (
+	goBlockRe = regexp.MustCompile("(?m)^(.*)\n```go\n((?s:.*?))```\n")
+	goFenceRe = regexp.MustCompile("(?m)^[ \t>]*```[ \t]*(?i:go|golang)[ \t]*$")
+)
 
 // TestPageGoSnippets compiles every Go block of README.md and the docs/
-// pages: a block taken from the repository is marked "<!-- file: ... -->"
-// or "<!-- go: ... -->" (TestPageCode checks it is the repository's); every
-// other one is marked "<!-- snippet: NAME -->" and compiled, with go vet,
-// in the context snippetContexts gives NAME. A block with neither marker
-// fails: its code would be checked by nothing.
+// pages, with go vet: a block taken from the repository is marked
+// "<!-- file: ... -->" or "<!-- go: ... -->" (TestPageCode checks it is the
+// repository's), and the package of its file is vetted; every other one is
+// marked "<!-- snippet: NAME -->" and compiled in the context
+// snippetContexts gives NAME. A block with neither marker fails, and so
+// does a Go fence the parser does not see (indented, or tagged golang):
+// its code would be checked by nothing.
 func TestPageGoSnippets(t *testing.T) {
 	dir, err := os.MkdirTemp(filepath.Join(repoRoot, "internal", "testkit", "composefile"), "_snippets")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	readme := page{path: "README.md", text: readFile(t, filepath.Join(repoRoot, "README.md"))}
 	used := map[string]string{}
+	vet := map[string]bool{} // the packages whose files pages show
 	n := 0
-	for _, p := range append(pages(t), readme) {
-		for _, m := range goBlockRe.FindAllStringSubmatch(p.text, -1) {
+	for _, p := range pages(t) {
+		found := goBlockRe.FindAllStringSubmatch(p.text, -1)
+		if fences := len(goFenceRe.FindAllString(p.text, -1)); fences != len(found) {
+			t.Errorf("%s: %d Go fences, %d of them blocks at the start of a line tagged go: the others are checked by nothing", p.path, fences, len(found))
+		}
+		for _, m := range found {
 			before, block := m[1], m[2]
-			if strings.HasPrefix(before, "<!-- file: ") || strings.HasPrefix(before, "<!-- go: ") {
+			if pkg, ok := markedPackage(before); ok {
+				vet["./"+pkg] = true
 				continue
 			}
 			name, ok := strings.CutPrefix(before, "<!-- snippet: ")
@@ -216,11 +226,30 @@ func TestPageGoSnippets(t *testing.T) {
 		t.Fatalf("compiled %d snippets, want at least 10: is the parser blind?", n)
 	}
 	rel, _ := filepath.Rel(repoRoot, dir)
-	cmd := exec.Command("go", "vet", "./"+filepath.ToSlash(rel))
+	args := []string{"vet", "./" + filepath.ToSlash(rel)}
+	for pkg := range vet {
+		args = append(args, pkg)
+	}
+	cmd := exec.Command("go", args...)
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go vet of the pages' snippets (each in its context, from snippets_test.go): %v\n%s", err, out)
+		t.Fatalf("go %s (the pages' snippets, each in its context from snippets_test.go, and the packages whose files pages show): %v\n%s", strings.Join(args, " "), err, out)
 	}
+}
+
+// markedPackage returns the directory of the Go file named by a
+// "<!-- file: PATH -->" or "<!-- go: PATH NAME -->" marker; ok is false
+// for any other line.
+func markedPackage(marker string) (dir string, ok bool) {
+	rest, ok := strings.CutPrefix(marker, "<!-- file: ")
+	if !ok {
+		rest, ok = strings.CutPrefix(marker, "<!-- go: ")
+	}
+	if !ok {
+		return "", false
+	}
+	path, _, _ := strings.Cut(rest, " ")
+	return filepath.ToSlash(filepath.Dir(path)), true
 }
 
 func firstLine(s string) string {
