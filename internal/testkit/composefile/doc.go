@@ -7,7 +7,7 @@
 // services the file starts. The page tests check every page's links (and
 // that README.md links every page), the code blocks taken from files, the
 // Go names, commands, flags, -run patterns, environment variables and paths
-// the pages name. They need neither Docker nor a network.
+// the pages name, and that BENCHMARKS.md opens with its table of figures. They need neither Docker nor a network.
 //
 // The test lives in a package of its own so that the loader is linked into
 // no other test binary and reaches no package a user imports.
