@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // UpdateRounds is what an adapter supplies to [RunUpdate], the one loop
@@ -103,7 +105,7 @@ func RunUpdateOf[S, V, W any](ctx context.Context, r UpdateRoundsOf[S, V, W], ke
 	switch {
 	case fn == nil:
 		return fmt.Errorf("%w: Update: nil function", ErrInvalidArgument)
-	case r == nil:
+	case nilcheck.IsNil(r): // a typed nil too: a nil *Store's rounds
 		return fmt.Errorf("%w: RunUpdate: nil rounds", ErrInvalidArgument)
 	}
 	u := oneKey[S, V, W]{r: r, key: key, token: token, fn: fn}
