@@ -140,6 +140,9 @@ func runRounds[R round](ctx context.Context, r R) error {
 		if err := r.wait(ctx, n); err != nil {
 			return err
 		}
+		if err := ctx.Err(); err != nil {
+			return err // ended during the last round: no new one is sent
+		}
 	}
 }
 
