@@ -17,7 +17,8 @@ import (
 //     matching [ErrStale], and a key with no value gives an error matching
 //     [ErrNotFound] (claimed all the same; fn then gets the zero Record).
 //     read is whatever WriteIf needs to tell that the record has not
-//     changed since (a revision, a version, an ETag, the value itself).
+//     changed since (a revision, a version, an ETag, the value itself: a
+//     copy, since fn may change the record's bytes in place).
 //   - WriteIf writes value under key with token only if the record is
 //     still the one read: one conditional request, atomic against a late
 //     write of an older holder and against a writer with the same token.
