@@ -13,9 +13,10 @@ import (
 // UpdateFunc computes the value an [Updater]'s Update writes from the
 // record the resource holds: old.Token is 0 and old.Value nil when the key
 // holds no value. It may be called more than once (again after a
-// conflict), so it should only compute. An error it returns aborts the
-// update, writes nothing, and is returned by Update as it is; a panic
-// writes nothing and is passed on.
+// conflict), so it should only compute; old.Value's bytes are its own to
+// change (and to return). An error it returns aborts the update, writes
+// nothing, and is returned by Update as it is; a panic writes nothing and
+// is passed on.
 type UpdateFunc func(old Record) ([]byte, error)
 
 // UpdateAttempts is how many times an Update reads and writes before it

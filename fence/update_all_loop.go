@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // UpdateAllRounds is what an adapter supplies to [RunUpdateAll], the loop
@@ -60,7 +62,7 @@ func RunUpdateAll[S any](ctx context.Context, r UpdateAllRounds[S], claims []Cla
 	if err != nil {
 		return err
 	}
-	if r == nil {
+	if nilcheck.IsNil(r) { // a typed nil too: a nil *Store's rounds
 		return fmt.Errorf("%w: RunUpdateAll: nil rounds", ErrInvalidArgument)
 	}
 	if c, ok := r.(UpdateAllChecker); ok {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // UpdateRounds is what an adapter supplies to [RunUpdate], the one loop
@@ -15,7 +17,8 @@ import (
 //     matching [ErrStale], and a key with no value gives an error matching
 //     [ErrNotFound] (claimed all the same; fn then gets the zero Record).
 //     read is whatever WriteIf needs to tell that the record has not
-//     changed since (a revision, a version, an ETag, the value itself).
+//     changed since (a revision, a version, an ETag, the value itself: a
+//     copy, since fn may change the record's bytes in place).
 //   - WriteIf writes value under key with token only if the record is
 //     still the one read: one conditional request, atomic against a late
 //     write of an older holder and against a writer with the same token.
@@ -103,7 +106,7 @@ func RunUpdateOf[S, V, W any](ctx context.Context, r UpdateRoundsOf[S, V, W], ke
 	switch {
 	case fn == nil:
 		return fmt.Errorf("%w: Update: nil function", ErrInvalidArgument)
-	case r == nil:
+	case nilcheck.IsNil(r): // a typed nil too: a nil *Store's rounds
 		return fmt.Errorf("%w: RunUpdate: nil rounds", ErrInvalidArgument)
 	}
 	u := oneKey[S, V, W]{r: r, key: key, token: token, fn: fn}
@@ -137,6 +140,9 @@ func runRounds[R round](ctx context.Context, r R) error {
 		}
 		if err := r.wait(ctx, n); err != nil {
 			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err // ended during the last round: no new one is sent
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/nilchecktest"
 )
 
 // scripted is an UpdateRounds whose halves return what the test says, and
@@ -154,4 +155,30 @@ func TestRunUpdatePanic(t *testing.T) {
 		}
 	}()
 	_ = fence.RunUpdate(t.Context(), traced{s}, "k", 1, func(fence.Record) ([]byte, error) { panic("fn") })
+}
+
+// TestRunUpdateTypedNil: rounds that are a nil pointer (a nil *Store's, as
+// a nil *MemoryStore's are) are refused with ErrInvalidArgument before
+// any I/O, as a nil interface is, by RunUpdate and RunUpdateAll: without
+// the check, the first round's ClaimRead panics.
+func TestRunUpdateTypedNil(t *testing.T) {
+	ctx := t.Context()
+	fn := func(fence.Record) ([]byte, error) { return nil, nil }
+	afn := func(map[string]fence.Record) (map[string][]byte, error) { return nil, nil }
+	claims := []fence.Claim{{Resource: "k", Token: 1}}
+	var m *fence.MemoryStore
+	for _, tt := range []struct {
+		name string
+		call func() error
+	}{
+		{"RunUpdate", func() error { return fence.RunUpdate(ctx, (*scripted)(nil), "k", 1, fn) }},
+		{"MemoryStore.Update", func() error { return m.Update(ctx, "k", 1, fn) }},
+		{"MemoryStore.UpdateAll", func() error { return m.UpdateAll(ctx, claims, afn) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := nilchecktest.NoPanic(tt.call); !errors.Is(err, fence.ErrInvalidArgument) {
+				t.Fatalf("got %v, want fence.ErrInvalidArgument", err)
+			}
+		})
+	}
 }

@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"UpdateLateWrite", testUpdateLateWrite},
 		{"UpdateRefused", testUpdateRefused},
 		{"UpdateContextEnds", testUpdateCtxEnds},
+		{"UpdateInPlace", testUpdateInPlace},
 		{"UpdateAllTransfer", testUpdateAllTransfer},
 		{"UpdateAllRecords", testUpdateAllRecords},
 		{"UpdateAllSameTokenBetween", testUpdateAllSameTokenBetween},

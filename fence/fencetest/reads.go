@@ -257,3 +257,31 @@ func testUpdateCtxEnds(t *testing.T, s fence.Store) {
 	}
 	wantRecord(t, s, k, 3, 1)
 }
+
+// testUpdateInPlace has fn compute its value in old.Value's own bytes,
+// which [fence.UpdateFunc] allows: the write is still conditional on the
+// record as read, so it lands, once. A store whose condition shares those
+// bytes (a compare by value) looks for fn's value instead, and is
+// refused round after round.
+func testUpdateInPlace(t *testing.T, s fence.Store) {
+	u := updater(t, s)
+	k := key(t)
+	if err := s.Put(t.Context(), k, 3, []byte("1")); err != nil {
+		t.Fatalf("Put: got %v, want nil", err)
+	}
+	calls := 0
+	err := u.Update(t.Context(), k, 3, func(old fence.Record) ([]byte, error) {
+		calls++
+		if len(old.Value) != 1 {
+			return nil, errorf("Update's record: got value %q, want \"1\"", old.Value)
+		}
+		old.Value[0]++
+		return old.Value, nil
+	})
+	if err != nil || calls != 1 {
+		t.Fatalf("Update whose fn changes old.Value in place: got %v after %d calls of fn, want nil after 1", err, calls)
+	}
+	if r := mustGet(t, s, k); string(r.Value) != "2" || r.Token != 3 {
+		t.Fatalf("after the Update: got token %d value %q, want token 3 value \"2\"", r.Token, r.Value)
+	}
+}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -76,7 +77,9 @@ type read struct {
 // ClaimRead is the claim.
 func (r *rounds) ClaimRead(ctx context.Context, key string, token fence.Token) (fence.Record, read, error) {
 	rec, absent, err := (*Store)(r).claim(ctx, key, token)
-	return rec, read{value: rec.Value, absent: absent}, err
+	// The swap's condition is a copy: fn may compute its value in
+	// rec.Value's own bytes.
+	return rec, read{value: bytes.Clone(rec.Value), absent: absent}, err
 }
 
 // WriteIf is the swap: v lands only if the key still holds token and the

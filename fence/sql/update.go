@@ -1,6 +1,7 @@
 package sqlfence
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -67,7 +68,9 @@ type read struct {
 // ClaimRead is the claim.
 func (r *rounds) ClaimRead(ctx context.Context, key string, token fence.Token) (fence.Record, read, error) {
 	old, err := (*Store)(r).claim(ctx, key, token)
-	return old, read{value: old.Value, missing: errors.Is(err, fence.ErrNotFound)}, err
+	// The write's condition is a copy: fn may compute its value in
+	// old.Value's own bytes.
+	return old, read{value: bytes.Clone(old.Value), missing: errors.Is(err, fence.ErrNotFound)}, err
 }
 
 // WriteIf is writeIf: v lands only if the row still holds token and the
