@@ -31,6 +31,7 @@ func TestNilArguments(t *testing.T) {
 		"Lock":            func() error { _, err := c.Lock(nilCtx, "x"); return err },
 		"TryLock":         func() error { _, err := c.TryLock(nilCtx, "x"); return err },
 		"Unlock":          func() error { return l.Unlock(nilCtx) },
+		"UnlockNow":       func() error { return l.UnlockNow(nilCtx) },
 		"Campaign":        func() error { _, err := c.Campaign(nilCtx, "x", ""); return err },
 		"Proclaim":        func() error { return term.Proclaim(nilCtx, "v") },
 		"Resign":          func() error { return term.Resign(nilCtx) },
@@ -111,6 +112,7 @@ func TestZeroValues(t *testing.T) {
 	}
 	for name, call := range map[string]func() error{
 		"nil Lock.Unlock":          func() error { return nilLock.Unlock(ctx) },
+		"nil Lock.UnlockNow":       func() error { return nilLock.UnlockNow(ctx) },
 		"zero Lock.Unlock":         func() error { return (&etcdlock.Lock{}).Unlock(ctx) },
 		"nil Term.Resign":          func() error { return nilTerm.Resign(ctx) },
 		"zero Term.Proclaim":       func() error { return (&etcdlock.Term{}).Proclaim(ctx, "v") },

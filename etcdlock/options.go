@@ -285,7 +285,8 @@ const MaxMinHold = 366 * 24 * time.Hour
 // expires, and a later holder's token is still greater. The key outlives
 // the Client's session: [Client.Close] and the end of the process after
 // Unlock leave it in place until its lease expires. An Unlock after d
-// deletes the key, as without the option.
+// deletes the key, as without the option. [Lock.UnlockNow] releases
+// without the hold, for work that never began.
 //
 // The minimum hold starts with Unlock: a process that dies, or a Client
 // closed, while the lock is held frees the lock when the session's lease

@@ -227,7 +227,26 @@ func (l *Lock) keepAtLeast(d time.Duration) {
 	}
 }
 
-// dropHold removes l's minimum hold, before l was handed to the caller.
+// UnlockNow is [Lock.Unlock] without the minimum hold ([WithMinHold]): it
+// deletes the key at once, so the next waiter gets the lock now. Use it
+// when the work the hold was for never began (a job whose program could
+// not be started, as fencelock run does), so that a failure before the
+// work does not use up the period; Unlock keeps the hold for work that
+// began, however it ended. Without a minimum hold it is Unlock. After an
+// Unlock has moved the key onto the hold's lease, the hold stays, and
+// UnlockNow returns that Unlock's result, as a second Unlock does. It
+// reports, retries and closes Done as Unlock does, and ctx bounds it the
+// same way; safe for concurrent use.
+func (l *Lock) UnlockNow(ctx context.Context) error {
+	if err := checkCall(ctx, l == nil || l.c == nil, "Lock", "UnlockNow"); err != nil {
+		return err
+	}
+	l.dropHold()
+	return l.Unlock(ctx)
+}
+
+// dropHold removes l's minimum hold: before l was handed to the caller, or
+// for UnlockNow.
 func (l *Lock) dropHold() {
 	l.unlockMu.Lock()
 	defer l.unlockMu.Unlock()
