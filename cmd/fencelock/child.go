@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -35,6 +36,30 @@ func startChild(argv, env []string) (*child, error) {
 		close(c.exited)
 	}()
 	return c, nil
+}
+
+// findCommand refuses, before any lock is taken or election joined, a
+// command that cannot be started: not found, or found but not executable.
+// Its lookup is exec's own (PATH for a bare name), so a command it accepts
+// fails to start only if it changes in between, or if the kernel refuses
+// it (a missing interpreter, a binary for another machine): startChild's
+// error then, after the lock was taken.
+func findCommand(argv []string) error {
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return startFailed(argv[0], err, "")
+	}
+	return nil
+}
+
+// startFailed is the exit for a command that could not be started, as a
+// shell's (and env's, and timeout's): 127 when it was not found, 126 when
+// it was found but could not be executed.
+func startFailed(name string, err error, note string) error {
+	code := exitCannotExec
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		code = exitNoCommand
+	}
+	return fail(code, "start %q: %v%s", name, err, note)
 }
 
 // signal sends sig to the child's process group.

@@ -283,6 +283,8 @@ func TestBadUsageAndUnreachable(t *testing.T) {
 		{"unknown command", nil, []string{"lcok"}, exitUsage},
 		{"unreachable etcd", []string{"127.0.0.1:1"}, []string{"--dial-timeout", "300ms", "run", "x", "--", "true"}, exitUnavailable},
 		{"command not found", nil, []string{"run", "x", "--", "/nonexistent/cmd"}, 127},
+		{"elect: command not found", nil, []string{"elect", "x", "--", "/nonexistent/cmd"}, 127},
+		{"command not executable (a directory)", nil, []string{"run", "x", "--", "/"}, 126},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -81,6 +81,9 @@ func runElected(ctx context.Context, g *globals, o electOptions, name string, ar
 	if o.killAfter <= 0 || o.restartDelay < 0 {
 		return bad("--kill-after must be positive and --restart-delay not negative")
 	}
+	if err := findCommand(argv); err != nil {
+		return err // before campaigning: a leader that cannot run it leads for nothing
+	}
 	runOpts := []etcdlock.RunOption{etcdlock.WithErrorHandler(func(err error) { fmt.Fprintln(stderr, "fencelock:", err) })}
 	if o.healthAddr != "" {
 		health, stop, err := serveHealth(o.healthAddr, o.killAfter)
@@ -132,7 +135,7 @@ func runElected(ctx context.Context, g *globals, o electOptions, name string, ar
 	ran := last.ran
 	switch {
 	case startErr != nil:
-		return fail(exitNoCommand, "start %q: %v", argv[0], startErr)
+		return startFailed(argv[0], startErr, "")
 	case errors.Is(err, etcdlock.ErrInvalidName):
 		return bad("election name %q: %v", name, err)
 	case errors.Is(err, etcdlock.ErrInvalidData):

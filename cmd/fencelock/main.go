@@ -28,7 +28,8 @@
 // when the lock was not acquired (held, with --try; or --wait elapsed), 78
 // when a semaphore is in use with another number of permits than
 // --permits, 79 when the lock or leadership was lost while the command ran
-// (it was stopped), 127 when the command cannot be started.
+// (it was stopped), 126 or 127 when the command cannot be started (127: not
+// found; 126: found but not executable, as a shell's).
 package main
 
 import (
@@ -47,7 +48,8 @@ const (
 	exitNotAcquired = 75  // EX_TEMPFAIL: held by another (--try), or --wait elapsed
 	exitPermits     = 78  // EX_CONFIG: others use the semaphore with another number of permits
 	exitLost        = 79  // the lock or leadership was lost while the command ran
-	exitNoCommand   = 127 // the command cannot be started, as a shell's
+	exitCannotExec  = 126 // the command was found but cannot be executed, as a shell's
+	exitNoCommand   = 127 // the command was not found, as a shell's
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -113,7 +115,8 @@ ETCDCTL_ENDPOINTS, ...; FENCELOCK_* take precedence). --prefix, --ttl and
 Exit status: the command's own (128+N when signal N ended it); 64 bad usage;
 69 etcd unreachable or refusing; 75 lock not acquired (--try, --wait);
 78 semaphore in use with other permits than --permits; 79 lock or
-leadership lost while the command ran; 127 the command cannot be started.`,
+leadership lost while the command ran; 127 the command cannot be started:
+not found (126: found, but not executable, as a shell's).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

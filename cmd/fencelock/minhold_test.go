@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +81,58 @@ func TestRunMinHoldUsage(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, tt.want) {
 			t.Errorf("%q: got exit %d, stderr %q; want %d and %q", tt.args, code, stderr, exitUsage, tt.want)
 		}
+	}
+}
+
+// A command that cannot be started takes nothing from the period: run
+// --try --min-hold 50m exits with the shell's status for it (127 not
+// found, 126 not executable), and another machine's run --try right after
+// gets the lock. A missing or non-executable file is found before the
+// lock is taken; a missing interpreter or a file the kernel cannot
+// execute only when the command is started, after it was taken, and then
+// the lock is released at once (the stderr says so). The control is a
+// command that started and exited 127 itself: it keeps the hold, and the
+// other machine's run exits 75.
+func TestRunMinHoldCommandNotStarted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name       string
+		cmd        []string
+		wantCode   int
+		wantStderr string // "" for a command that ran
+		wantNext   int    // the other machine's run --try
+	}{
+		{"not found", []string{filepath.Join(dir, "report.sh")}, exitNoCommand, "no such file or directory", 0},
+		{"not executable", []string{file("plain.sh", "#!/bin/sh\n", 0o644)}, exitCannotExec, "permission denied", 0},
+		{"missing interpreter", []string{file("interp.sh", "#!/nonexistent/interpreter\n", 0o755)}, exitNoCommand, "released at once", 0},
+		{"not a program", []string{file("garbage", "\x00\x01\x02\x03 not a program\n", 0o755)}, exitCannotExec, "released at once", 0},
+		{"control: started, exited 127", []string{"sh", "-c", "exit 127"}, 127, "", exitNotAcquired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"run", "--try", "--min-hold", "50m", "report", "--"}, tt.cmd...)
+			code, _, stderr := result(t, fencelock(t, nil, args...))
+			if code != tt.wantCode {
+				t.Fatalf("run of %q: got exit %d (%s), want %d", tt.cmd, code, stderr, tt.wantCode)
+			}
+			if tt.wantStderr == "" && stderr != "" || !strings.Contains(stderr, tt.wantStderr) {
+				t.Fatalf("run of %q: got stderr %q, want it to contain %q", tt.cmd, stderr, tt.wantStderr)
+			}
+			if taken := strings.Contains(stderr, "released"); tt.wantStderr != "" && taken != strings.Contains(tt.wantStderr, "released") {
+				t.Fatalf("run of %q: got stderr %q; want the lock taken (and released) only for a command found before", tt.cmd, stderr)
+			}
+			next := []string{"run", "--try", "--min-hold", "50m", "report", "--", "true"}
+			if code, _, stderr := result(t, fencelock(t, nil, next...)); code != tt.wantNext {
+				t.Fatalf("another machine's run right after: got exit %d (%s), want %d", code, stderr, tt.wantNext)
+			}
+		})
 	}
 }

@@ -90,7 +90,13 @@ acquired (--try found it held, or --wait elapsed); 79 when it was lost while
 CMD ran; 78 when other runs or programs use semaphore NAME with another
 number of permits than --permits (they must agree; the message says theirs);
 69 when etcd cannot be reached or refuses; 64 for bad usage (--permits
-outside 1 to 1024 among it); 127 when CMD cannot be started.`,
+outside 1 to 1024 among it); 127 when CMD cannot be started because it
+was not found, 126 when it was found but cannot be executed (as a shell's).
+fencelock looks CMD up before it takes the lock, and a CMD that still fails
+to start (a missing interpreter, a binary for another machine) releases the
+lock at once, --min-hold or not: the hold is for a job that ran. A CMD that
+started and then exited 126 or 127 itself (sh -c 'missing-program') did
+start, may have done part of its work, and keeps the hold.`,
 		Example: `  fencelock run --wait 30s nightly-report -- ./report.sh
   fencelock run --try nightly-report -- sh -c '
     tag=$(psql "$DSN" -v ON_ERROR_STOP=1 -c "UPDATE reports SET state = 1, fence = $FENCELOCK_TOKEN WHERE id = 1 AND fence <= $FENCELOCK_TOKEN") || exit
@@ -233,6 +239,9 @@ func runLocked(ctx context.Context, g *globals, o runOptions, name string, argv 
 	case o.semaphore && (o.permits < 1 || o.permits > etcdlock.MaxPermits):
 		return bad("--permits %d: want 1 to %d", o.permits, etcdlock.MaxPermits)
 	}
+	if err := findCommand(argv); err != nil {
+		return err // before the lock is taken: no one else is kept from it
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sigs := catchSignals(cancel)
@@ -255,14 +264,13 @@ func runLocked(ctx context.Context, g *globals, o runOptions, name string, argv 
 	}
 	c, err := startChild(argv, env)
 	if err != nil {
-		unlock(lock)
-		return fail(exitNoCommand, "start %q: %v", argv[0], err)
+		return notStarted(lock, o, name, argv[0], err, stderr)
 	}
 	if supervise(c, sigs, lock.Done(), o.killAfter) {
 		closeLocks = func() {} // no wait for a revoke through a link that may be cut: the lease is gone or expiring
 		return fail(exitLost, "%s (token %d) lost while the command ran: %v; the command was stopped", o.what(name, lock), lock.Token(), lock.Err())
 	}
-	if err := unlock(lock); errors.Is(err, etcdlock.ErrLost) {
+	if err := unlock(lock.Unlock); errors.Is(err, etcdlock.ErrLost) {
 		fmt.Fprintf(stderr, "fencelock: the command exited with status %d, but %v\n", c.status(), err)
 		return fail(exitLost, "%s (token %d) was lost before the command ended", o.what(name, lock), lock.Token())
 	} else if err != nil {
@@ -376,10 +384,28 @@ func permitsMismatch(ctx context.Context, locks *etcdlock.Client, o runOptions, 
 	return fmt.Sprintf("semaphore %q is in use with %s permits, not --permits %d: every run of a semaphore must give the same --permits", name, theirs, o.permits)
 }
 
-func unlock(lock *etcdlock.Lock) error {
+// notStarted releases the lock of a command that could not be started, at
+// once: --min-hold keeps the name for a job that ran, and this one never
+// began, so holding it would only stop every other machine from running
+// the job this period. A command that started and then exited 126 or 127
+// itself (a shell that could not find what it was told to run) did begin,
+// and may have done part of its work: its lock keeps the hold.
+func notStarted(lock *etcdlock.Lock, o runOptions, name, cmdName string, err error, stderr io.Writer) error {
+	if uerr := unlock(lock.UnlockNow); uerr != nil {
+		fmt.Fprintf(stderr, "fencelock: %v\n", uerr)
+	}
+	note := ""
+	if o.minHold > 0 {
+		note = fmt.Sprintf(" (%s released at once, not kept for --min-hold %v: the command never started)", o.what(name, lock), o.minHold)
+	}
+	return startFailed(cmdName, err, note)
+}
+
+// unlock calls release (Unlock or UnlockNow), bounded.
+func unlock(release func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return lock.Unlock(ctx)
+	return release(ctx)
 }
 
 // childEnv is what the child learns about its lock or term.
