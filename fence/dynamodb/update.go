@@ -90,6 +90,12 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claim
 // is written either way, though the claim stays. When a reply is lost, the
 // error matches [fence.ErrUnknownOutcome]: the item holds the record read
 // or fn's, once. Each request is sent once. ctx bounds the whole call.
+//
+// Each write carries an id of its own, so a copy of it delivered twice
+// (the first lands, the second is refused) is recognised and fn is not
+// called again: the id is read from the item DynamoDB returns with the
+// refusal or, from a server that returns none (dynalite), from the item
+// read back with one consistent GetItem.
 func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
 	if err := s.checkWrite(ctx, key, token); err != nil {
 		return err
@@ -150,21 +156,45 @@ func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, ver
 	case err == nil:
 		return nil
 	case errors.As(err, &cf):
-		return refusedWrite(key, token, id, cf)
+		item, err := s.refusedItem(ctx, key, token, cf)
+		if err != nil {
+			return err
+		}
+		return refusedWrite(key, token, id, item)
 	}
 	return writeError(opUpdate, key, token, err)
 }
 
-// refusedWrite is the error of an Update's write whose condition failed:
-// nil if the item carries its id (it landed: the refusal is of a second
-// copy of it), a *[fence.StaleError] for a higher floor, else
-// [fence.ErrChanged] (the record changed, or the server returned no
-// item).
-func refusedWrite(key string, token fence.Token, id string, cf *types.ConditionalCheckFailedException) error {
-	if w, ok := cf.Item[attrWrite].(*types.AttributeValueMemberS); ok && w.Value == id {
+// refusedItem is the item as it was when an Update's write was refused:
+// the one DynamoDB returned with the refusal, or, from a server that
+// returns none (dynalite), the item read back
+// with a consistent read. Without it, a second copy of a write that
+// landed could not be told from a change, and fn would run again. The
+// read sees the item at least as new as at the refusal; only a write by
+// the same holder in between hides the id, as it does in the returned
+// item.
+func (s *Store) refusedItem(ctx context.Context, key string, token fence.Token, cf *types.ConditionalCheckFailedException) (map[string]types.AttributeValue, error) {
+	if len(cf.Item) > 0 {
+		return cf.Item, nil
+	}
+	out, err := s.c.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: s.itemKey(key), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, &fence.UnknownOutcomeError{Resource: key, Token: token, Err: err}
+	}
+	return out.Item, nil
+}
+
+// refusedWrite is the error of an Update's write whose condition failed,
+// item as it was then: nil if it carries the write's id (it landed: the
+// refusal is of a second copy of it), a *[fence.StaleError] for a higher
+// floor, else [fence.ErrChanged] (the record changed).
+func refusedWrite(key string, token fence.Token, id string, item map[string]types.AttributeValue) error {
+	if w, ok := item[attrWrite].(*types.AttributeValueMemberS); ok && w.Value == id {
 		return nil
 	}
-	floor, err := tokenAttr(key, attrFloor, cf.Item)
+	floor, err := tokenAttr(key, attrFloor, item)
 	switch {
 	case err != nil:
 		return err
