@@ -35,3 +35,10 @@ var ErrCorrupt = errors.New("dynamofence: item not in the format this package wr
 // condition did not hold ([Store.CheckConditions]): it is no DynamoDB, or a
 // compatible server that ignores conditions, and cannot fence anything.
 var ErrConditionsUnsupported = errors.New("dynamofence: server does not honour conditional writes")
+
+// ErrTooLarge means a value would make its item larger than DynamoDB's
+// item limit, 400 KB ([MaxItemSize]) counting the key and this package's
+// attributes: refused before anything was sent, since DynamoDB would
+// refuse the write. It matches [ErrInvalidArgument]. For larger values,
+// store them elsewhere (S3, fence/s3) and fence a pointer to them here.
+var ErrTooLarge = errfamily.New("dynamofence: value too large for a DynamoDB item", ErrInvalidArgument)

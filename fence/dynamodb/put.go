@@ -36,10 +36,14 @@ const condFenced = "attribute_not_exists(#f) OR #f <= :t"
 // context ending) or DynamoDB answers 5xx, the error is a
 // *[fence.UnknownOutcomeError] matching [fence.ErrUnknownOutcome], and the
 // item holds the old record or the new one, whole. Any other error is
-// DynamoDB's refusal (4xx), and nothing was written. Values are limited by
-// DynamoDB's 400 KB item size.
+// DynamoDB's refusal (4xx), and nothing was written. A value that would
+// make the item larger than DynamoDB's 400 KB ([MaxItemSize]) is refused
+// with [ErrTooLarge] before it is sent.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
 	if err := s.checkWrite(ctx, key, token); err != nil {
+		return err
+	}
+	if err := s.checkSize(key, value); err != nil {
 		return err
 	}
 	if value == nil {

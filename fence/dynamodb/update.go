@@ -87,8 +87,9 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claim
 // *[fence.StaleError]; at the read, fn is not called.
 //
 // fn's error is returned as it is, and a panic in fn is passed on: nothing
-// is written either way, though the claim stays. When a reply is lost, the
-// error matches [fence.ErrUnknownOutcome]: the item holds the record read
+// is written either way, though the claim stays; so is a value of fn's
+// too large for an item ([ErrTooLarge], refused before it is sent). When
+// a reply is lost, the error matches [fence.ErrUnknownOutcome]: the item holds the record read
 // or fn's, once. Each request is sent once. ctx bounds the whole call.
 //
 // Each write carries an id of its own, so a copy of it delivered twice
@@ -127,6 +128,9 @@ func (r *rounds) ClaimRead(ctx context.Context, key string, token fence.Token) (
 // still token and the version the one read.
 func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, version int64, v []byte) error {
 	s := (*Store)(r)
+	if err := s.checkSize(key, v); err != nil {
+		return err
+	}
 	if v == nil {
 		v = []byte{}
 	}

@@ -54,7 +54,8 @@ func (s *Store) UpdateHeld(ctx context.Context, h fence.Claimer, fn fence.Update
 // and nothing of fn's lands.
 //
 // fn's error is returned as it is, and a panic in fn is passed on;
-// nothing is written either way, though the claims stay. UpdateAll
+// nothing is written either way, though the claims stay; so is a value
+// of fn's too large for an item ([ErrTooLarge], nothing sent). UpdateAll
 // refuses before any I/O what [fence.CheckUpdateAll] refuses (no claims,
 // a key claimed with two tokens, an empty key, a token that is not
 // positive, a nil fn, a nil or ended ctx) and more than [MaxTxWrites]
@@ -104,6 +105,13 @@ func (r *rounds) ClaimReadAll(ctx context.Context, set []fence.Claim) (map[strin
 
 // WriteAllIf is the TransactWriteItems of fn's values.
 func (r *rounds) WriteAllIf(ctx context.Context, set []fence.Claim, got []claimed, next map[string][]byte) error {
+	for _, c := range set {
+		if v, ok := next[c.Resource]; ok {
+			if err := (*Store)(r).checkSize(c.Resource, v); err != nil {
+				return err
+			}
+		}
+	}
 	ok, err := (*Store)(r).writeAll(ctx, set, got, next)
 	if !ok && err == nil {
 		return fence.ErrChanged
