@@ -3,7 +3,8 @@
 # PostgreSQL's server binaries (each test package runs a throwaway cluster
 # from them), MariaDB's (the same, for fence/sql), etcd, redis-server (fence/redis's
 # tests and the lessons in examples/ start one) and versitygw (the S3-compatible server the
-# S3 tests run), Chromium and tmux (tests that look at the harness's
+# S3 tests run), node and dynalite (a second DynamoDB server for fence/dynamodb's
+# tests), Chromium and tmux (tests that look at the harness's
 # report and at fencelock status --watch as a person would).
 # It installs only what is missing, so running it again is cheap.
 set -euo pipefail
@@ -89,6 +90,19 @@ fi
 have_chromium || { echo "setup: chromium still missing" >&2; exit 1; }
 command -v tmux >/dev/null 2>&1 || { echo "setup: tmux still missing" >&2; exit 1; }
 
+# node and npm from Debian, and dynalite from npm (.ci/install-dynalite.sh):
+# fence/dynamodb's tests run again against dynalite, a second DynamoDB
+# implementation (TestOnDynalite).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	echo "setup: installing nodejs and npm (apt-get)" >&2
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+fi
+command -v node >/dev/null 2>&1 || { echo "setup: node still missing" >&2; exit 1; }
+dynalite="$(sh "$here/install-dynalite.sh")"
+
 export FENCELOCK_VERSITYGW="${FENCELOCK_VERSITYGW:-}"
 gw="$(sh "$here/install-versitygw.sh")"
-echo "setup: PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | head -1)  versitygw: $gw" >&2
+echo "setup: PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | head -1)  versitygw: $gw  dynalite: $dynalite" >&2

@@ -78,9 +78,9 @@ func TestLateRequestRefused(t *testing.T) {
 		close(release)
 		return <-errc
 	}
-	fencewant.Stale(t, late(func() error { return s.Put(t.Context(), k, 7, []byte("late")) }), 7, 9)
+	fencewant.Stale(t, late(func() error { return s.Put(t.Context(), k, 7, []byte("late")) }), 7, shown(t, 9))
 	wantRecord(t, other, k, 9, "b")
-	fencewant.Stale(t, late(func() error { _, err := s.GetForUpdate(t.Context(), k, 8); return err }), 8, 9)
+	fencewant.Stale(t, late(func() error { _, err := s.GetForUpdate(t.Context(), k, 8); return err }), 8, shown(t, 9))
 	wantRecord(t, other, k, 9, "b")
 
 	// The control: the same late write as a plain PutItem of the record

@@ -81,3 +81,21 @@ func wantRecord(t testing.TB, s *dynamofence.Store, key string, token fence.Toke
 		t.Fatalf("Get(%q): got token %d %q, want token %d %q", key, r.Token, r.Value, token, value)
 	}
 }
+
+// shown is the floor a refusal reports as the StaleError's Current: f, or
+// 0 on a server that returns no item with a failed condition
+// (dynamotest.NoItemOnConditionFailure).
+func shown(t testing.TB, f fence.Token) fence.Token {
+	t.Helper()
+	if dynamotest.New(t).Lacks(&dynamotest.NoItemOnConditionFailure) {
+		return 0
+	}
+	return f
+}
+
+// needTransactions skips t on a server without TransactWriteItems
+// (dynamotest.NoTransactions), saying so.
+func needTransactions(t testing.TB) {
+	t.Helper()
+	dynamotest.New(t).Need(t, &dynamotest.NoTransactions)
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
+	"github.com/fencelock/fencelock/internal/testkit/dynamotest"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
@@ -22,11 +23,12 @@ const accountsTable = "fencelock_test_accounts"
 
 var accountsOnce sync.Once
 
+// accounts returns the Table of accountsTable, created once and waited on
+// until it is ACTIVE.
 func accounts(t testing.TB, c *dynamodb.Client) *dynamofence.Table {
 	t.Helper()
-	var err error
 	accountsOnce.Do(func() {
-		_, err = c.CreateTable(t.Context(), &dynamodb.CreateTableInput{
+		dynamotest.CreateTable(t, c, &dynamodb.CreateTableInput{
 			TableName: aws.String(accountsTable),
 			AttributeDefinitions: []types.AttributeDefinition{
 				{AttributeName: aws.String("tenant"), AttributeType: types.ScalarAttributeTypeS},
@@ -39,9 +41,6 @@ func accounts(t testing.TB, c *dynamodb.Client) *dynamofence.Table {
 			BillingMode: types.BillingModePayPerRequest,
 		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tb, err := dynamofence.NewTable(c, accountsTable, "fence")
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +84,7 @@ func TestTableUpdate(t *testing.T) {
 	if err := tb.Update(t.Context(), k, 5, setBalance(100)); err != nil {
 		t.Fatal(err)
 	}
-	fencewant.Stale(t, tb.Update(t.Context(), k, 4, setBalance(0)), 4, 5)
+	fencewant.Stale(t, tb.Update(t.Context(), k, 4, setBalance(0)), 4, shown(t, 5))
 	if b, tok := balance(t, c, k); b != 100 || tok != 5 {
 		t.Fatalf("after a stale update: balance %d token %d, want 100 and 5", b, tok)
 	}
@@ -125,7 +124,7 @@ func TestTableReadClaims(t *testing.T) {
 		n, _ := strconv.Atoi(item["balance"].(*types.AttributeValueMemberN).Value)
 		return n
 	})
-	fencewant.Stale(t, late, 5, 9)
+	fencewant.Stale(t, late, 5, shown(t, 9))
 	if newer != nil || final != 70 {
 		t.Fatalf("claimed: got %v, balance %d", newer, final)
 	}
@@ -134,6 +133,7 @@ func TestTableReadClaims(t *testing.T) {
 // A transfer between two accounts, each fenced by its own token, lands
 // whole or not at all.
 func TestTransact(t *testing.T) {
+	needTransactions(t)
 	c := client(t)
 	tb := accounts(t, c)
 	a, b := account(t, 3), account(t, 4)

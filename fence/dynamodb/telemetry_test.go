@@ -15,6 +15,7 @@ import (
 // Every write is counted by operation and outcome and traced as a child of
 // the caller's span, with its token and key.
 func TestTelemetry(t *testing.T) {
+	needTransactions(t)
 	otel := oteltest.New(t)
 	opts := []dynamofence.Option{dynamofence.WithMeterProvider(otel.Meters), dynamofence.WithTracerProvider(otel.Tracers)}
 	c := client(t)

@@ -62,6 +62,7 @@ func both(a, b string, token fence.Token) []fence.Claim {
 // write's id on no item (the newer holder's writes replaced it), and says
 // stale of a transfer that landed.
 func TestUpdateAllReplyLostSentOnce(t *testing.T) {
+	needTransactions(t)
 	run := func(t *testing.T) (sent int, err error) {
 		var f faults
 		s := mustNew(t, faultyClient(t, &f))
@@ -136,6 +137,7 @@ func (tw *twice) RoundTrip(r *http.Request) (*http.Response, error) {
 // versions moved (or, on DynamoDB, its client request token used), and
 // UpdateAll, which sees the first copy's reply, says success.
 func TestUpdateAllDeliveredTwice(t *testing.T) {
+	needTransactions(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
 	tw := &twice{next: tr}
@@ -156,6 +158,7 @@ func TestUpdateAllDeliveredTwice(t *testing.T) {
 // again and moves the money once; after a newer token's, it gives a
 // *fence.StaleError and nothing of it lands.
 func TestUpdateAllLateWrite(t *testing.T) {
+	needTransactions(t)
 	for _, tt := range []struct {
 		name  string
 		token fence.Token
@@ -207,5 +210,5 @@ type narrow struct{ dynamofence.Client }
 // TestConformanceNarrowClient runs the suite through a Client without
 // BatchGetItem.
 func TestConformanceNarrowClient(t *testing.T) {
-	fencetest.Run(t, func(t *testing.T) fence.Store { return mustNew(t, narrow{client(t)}) })
+	fencetest.Run(t, func(t *testing.T) fence.Store { return conformant(t, mustNew(t, narrow{client(t)})) })
 }

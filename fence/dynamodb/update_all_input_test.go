@@ -74,6 +74,7 @@ func TestUpdateAllBadInput(t *testing.T) {
 // (every key claimed with its own UpdateItem) and the second (one
 // BatchGetItem).
 func TestUpdateAllAtMaxKeys(t *testing.T) {
+	needTransactions(t)
 	s := newStore(t)
 	p := prefix(t)
 	var claims []fence.Claim

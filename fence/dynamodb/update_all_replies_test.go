@@ -55,6 +55,7 @@ func refused(r *http.Request, typ, msg string) *http.Response {
 // unknown outcome (or, once read back, success), not a refusal: here the
 // write landed.
 func TestUpdateAllTransactionInProgressIsUnknown(t *testing.T) {
+	needTransactions(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
 	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: inProgress{tr}} }))
@@ -119,6 +120,7 @@ func (p *secondReply) RoundTrip(r *http.Request) (*http.Response, error) {
 // its 10-minute window; the emulator, and a copy after the window, do
 // not.)
 func TestUpdateAllCopyAnsweredAfterSameTokenUpdate(t *testing.T) {
+	needTransactions(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
 	sr := &secondReply{next: tr}
@@ -156,6 +158,7 @@ func TestUpdateAllCopyAnsweredAfterSameTokenUpdate(t *testing.T) {
 // written shows the write's id. (TestUpdateAllDeliveredTwice answers with
 // the first copy's reply and never reaches the cancellation.)
 func TestUpdateAllCopyAnsweredSecondPlain(t *testing.T) {
+	needTransactions(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
 	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: &secondReply{next: tr}} }))
@@ -194,6 +197,7 @@ func (p *conflictOnce) RoundTrip(r *http.Request) (*http.Response, error) {
 // UpdateAll reads again, as it does when its own transaction meets the
 // conflict, and says ErrConflict only after fence.UpdateAttempts.
 func TestUpdateAllClaimTransactionConflict(t *testing.T) {
+	needTransactions(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
 	co := &conflictOnce{next: tr}
@@ -223,6 +227,7 @@ func TestUpdateClaimTransactionConflict(t *testing.T) {
 // A claim that meets the conflict at every attempt says ErrConflict, after
 // fence.UpdateAttempts claims.
 func TestUpdateAllClaimTransactionConflictEvery(t *testing.T) {
+	needTransactions(t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
 	co := &conflictOnce{next: tr, every: true}

@@ -1,6 +1,8 @@
 // Package childtest re-runs the current test in a child process, for a
 // control test whose expected result is a failure: the child runs the check
 // against the broken subject and must fail, the parent reads its output.
+// [Rerun] runs the test binary again with other flags and environment (a
+// package's tests against a second server).
 //
 //	func TestSuiteCatchesBrokenStore(t *testing.T) {
 //		if childtest.InChild() {
@@ -13,6 +15,7 @@
 package childtest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"regexp"
@@ -42,4 +45,15 @@ func FailingOutput(t *testing.T) string {
 		t.Fatalf("%s passed in the child process, where it must fail:\n%s", t.Name(), out)
 	}
 	return string(out)
+}
+
+// Rerun runs this test binary again with args (go test's flags, as
+// -test.run=...) and env added to this process's environment, and returns
+// its combined output and its error (nil when every test passed). ctx
+// bounds it.
+func Rerun(ctx context.Context, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }

@@ -5,6 +5,13 @@
 // of the test process. Every request crosses a real HTTP connection, so a
 // transport that loses replies sits where the network would.
 //
+// With FENCELOCK_DYNAMODB_SERVER=dynalite it starts dynalite
+// (https://github.com/mhart/dynalite, node; .ci/install-dynalite.sh)
+// instead, on a loopback port: a second implementation, which enforces
+// DynamoDB's validation and 400 KB item limit and keeps a new table
+// CREATING for a moment, as DynamoDB does. What it lacks is listed in
+// [Lacks].
+//
 // If the environment variable FENCELOCK_DYNAMODB_ENDPOINT is set (an
 // http:// URL, such as DynamoDB Local's), the server it names is used
 // instead, with static credentials "test"/"test" and region us-east-1 unless
@@ -21,6 +28,7 @@ package dynamotest
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -32,6 +40,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/truora/minidyn/server"
 
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
@@ -40,11 +49,9 @@ import (
 const EnvEndpoint = "FENCELOCK_DYNAMODB_ENDPOINT"
 
 var shared = &testenv.Shared[*Server]{
-	Name: "dynamotest", Start: Start, Timeout: 30 * time.Second, Unavailable: errUnavailable, HowToEnable: "nothing to install",
+	Name: "dynamotest", Start: Start, Timeout: 30 * time.Second, Unavailable: ErrNoDynalite,
+	HowToEnable: "minidyn needs nothing; for dynalite, " + HowToEnableDynalite,
 }
-
-// errUnavailable is never returned: the server is in the process.
-var errUnavailable = os.ErrNotExist
 
 // Main returns m wrapped for TestMain: one server for the package's tests.
 func Main(m testenv.Runner) testenv.Main { return shared.Main(m) }
@@ -58,30 +65,48 @@ func New(t testing.TB) *Server {
 	return shared.New(t)
 }
 
-// Server is a DynamoDB-compatible endpoint.
+// Server is a DynamoDB-compatible endpoint. Its fields are set once
+// before use.
 type Server struct {
-	url string
-	srv *httptest.Server // nil for FENCELOCK_DYNAMODB_ENDPOINT's
+	url  string
+	name string           // "minidyn", "dynalite", or "" for FENCELOCK_DYNAMODB_ENDPOINT's
+	srv  *httptest.Server // minidyn's, in the process
+	proc *childproc.Proc  // dynalite's
 }
 
-// Start starts minidyn's server on a loopback port, or returns the one
+// Start starts minidyn's server on a loopback port, or dynalite when
+// FENCELOCK_DYNAMODB_SERVER=dynalite, or returns the one
 // FENCELOCK_DYNAMODB_ENDPOINT names.
-func Start(context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) {
 	if u := os.Getenv(EnvEndpoint); u != "" {
 		return &Server{url: u}, nil
 	}
+	switch v := os.Getenv(EnvServer); v {
+	case "dynalite":
+		return startDynalite(ctx)
+	case "", "minidyn":
+	default:
+		return nil, fmt.Errorf("dynamotest: %s=%q: want minidyn or dynalite", EnvServer, v)
+	}
 	s := httptest.NewServer(server.NewServer())
-	return &Server{url: s.URL, srv: s}, nil
+	return &Server{url: s.URL, name: "minidyn", srv: s}, nil
 }
 
 // URL returns the server's endpoint.
 func (s *Server) URL() string { return s.url }
 
-// Close stops an in-process server.
+// Name returns the server's implementation: "minidyn", "dynalite", or ""
+// for the endpoint FENCELOCK_DYNAMODB_ENDPOINT names.
+func (s *Server) Name() string { return s.name }
+
+// Close stops a server this package started.
 func (s *Server) Close() error {
 	if s.srv != nil {
 		s.srv.CloseClientConnections()
 		s.srv.Close()
+	}
+	if s.proc != nil {
+		s.proc.Kill()
 	}
 	return nil
 }
