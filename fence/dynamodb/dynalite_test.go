@@ -2,8 +2,12 @@ package dynamofence_test
 
 import (
 	"errors"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -11,8 +15,10 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
+	"github.com/fencelock/fencelock/internal/testkit/childproc"
 	"github.com/fencelock/fencelock/internal/testkit/childtest"
 	"github.com/fencelock/fencelock/internal/testkit/dynamotest"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
@@ -24,11 +30,12 @@ import (
 // dynamotest's Need, naming what dynalite lacks (dynamotest.Lacks, the
 // one list); any other skip fails this test, except the long tier's under
 // -short. Left out: the examples (they print what transactions write),
-// and TestConformanceNarrowClient (the suite again, through a client of
+// TestPageTryIt (it starts a dynalite of its own) and
+// TestConformanceNarrowClient (the suite again, through a client of
 // another shape: nothing of the server's).
 func TestOnDynalite(t *testing.T) {
 	testenv.Long(t, "the package's tests again, against dynalite (a node process): about 5 s")
-	args := []string{"-test.count=1", "-test.v", "-test.skip=^(TestOnDynalite|TestConformanceNarrowClient|Example.*)$", "-test.timeout=5m"}
+	args := []string{"-test.count=1", "-test.v", "-test.skip=^(TestOnDynalite|TestPageTryIt|TestConformanceNarrowClient|Example.*)$", "-test.timeout=5m"}
 	if testing.Short() {
 		args = append(args, "-test.short")
 	}
@@ -86,6 +93,21 @@ func logged(out, name string) string {
 	return strings.TrimSpace(b.String())
 }
 
+// unlisted finds a skip that is neither Need's nor the long tier's, and
+// only that one (the control of TestOnDynalite's check).
+func TestUnlistedSkips(t *testing.T) {
+	out := "=== RUN   TestA\n    a_test.go:1: " + dynamotest.SkipMark + " (dynalite): no TransactWriteItems\n--- SKIP: TestA (0.00s)\n" +
+		"=== RUN   TestB\n    b_test.go:1: long tier, skipped under -short: x\n--- SKIP: TestB (0.00s)\n" +
+		"=== RUN   TestC\n=== RUN   TestC/sub\n    c_test.go:1: no server\n--- PASS: TestC (0.00s)\n    --- SKIP: TestC/sub (0.00s)\n"
+	var got []string
+	for skip := range unlisted(out) {
+		got = append(got, skip[0]+": "+skip[1])
+	}
+	if want := "TestC/sub: c_test.go:1: no server"; len(got) != 1 || got[0] != want {
+		t.Fatalf("unlisted: got %q, want [%q]", got, want)
+	}
+}
+
 // Each Lack the server is listed with is real, and each it is not listed
 // with is not: the list in dynamotest stays true of minidyn and dynalite.
 func TestServerLacks(t *testing.T) {
@@ -122,4 +144,66 @@ func TestServerLacks(t *testing.T) {
 			t.Fatalf("%s listed as returning no item with a failed condition: %v; got %d attributes", srv.Name(), !lacks, len(cf.Item))
 		}
 	})
+}
+
+// docs/dynamodb.md's "Try it on your machine" works as the page says: its
+// shell line starts dynalite (on a free port rather than 8000), and the
+// page's client, newClient, creates a Store's table there, writes with a
+// token, and sees an older token refused.
+func TestPageTryIt(t *testing.T) {
+	testenv.Long(t, "starts dynalite (a node process) as docs/dynamodb.md does")
+	if _, _, err := dynamotest.FindDynalite(); err != nil {
+		testenv.Unavailable(t, err.Error(), dynamotest.HowToEnableDynalite)
+	}
+	line := pageShellLine(t, "../../docs/dynamodb.md", "## Try it on your machine")
+	ports, err := childproc.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ports[0])
+	if !strings.HasSuffix(line, " --port 8000") {
+		t.Fatalf("docs/dynamodb.md's server line %q: want it to end with --port 8000", line)
+	}
+	cmd := exec.Command("bash", "-c", "exec "+strings.TrimSuffix(line, "8000")+port)
+	cmd.Dir = "../.."
+	p, err := childproc.Start(cmd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	if _, err := p.Next(30*time.Second, "Listening"); err != nil {
+		t.Fatalf("%s: %v: %s", line, err, p.Output())
+	}
+	ddb := newClient("http://127.0.0.1:" + port)
+	if err := dynamofence.CreateStoreTable(t.Context(), ddb, "fences", dynamofence.DefaultKeyAttribute); err != nil {
+		t.Fatal(err)
+	}
+	s, err := dynamofence.New(ddb, "fences")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, "k", 34, "b")
+	fencewant.Stale(t, s.Put(t.Context(), "k", 33, []byte("a")), 33, 0) // dynalite returns no floor
+	wantRecord(t, s, "k", 34, "b")
+}
+
+// pageShellLine returns the one line of the first sh block after heading
+// in the page at path.
+func pageShellLine(t *testing.T, path, heading string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("%s: no heading %q", path, heading)
+	}
+	_, block, ok := strings.Cut(after, "```sh\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	if !ok || !ok2 || len(lines) != 1 {
+		t.Fatalf("%s: under %q, want an sh block of one line, got %q", path, heading, block)
+	}
+	return lines[0]
 }

@@ -49,8 +49,9 @@ process.on('uncaughtException', e => {
 require(dir)({createTableMs: 500, maxItemSizeKb: 400}).listen(+port, '127.0.0.1', () => console.log('listening ' + port))
 `
 
-// dynaliteDir returns dynalite's package directory and node's path.
-func dynaliteDir() (dir, node string, err error) {
+// FindDynalite returns dynalite's package directory and node's path, or
+// an error matching [ErrNoDynalite].
+func FindDynalite() (dir, node string, err error) {
 	dir = os.Getenv(EnvDynalite)
 	if dir == "" {
 		dir = filepath.Join(filepath.SplitList(build.Default.GOPATH)[0], "dynalite", DynaliteVersion, "node_modules", "dynalite")
@@ -67,7 +68,7 @@ func dynaliteDir() (dir, node string, err error) {
 // startDynalite starts dynalite on a free loopback port, on another if
 // the port was taken meanwhile.
 func startDynalite(ctx context.Context) (*Server, error) {
-	dir, node, err := dynaliteDir()
+	dir, node, err := FindDynalite()
 	if err != nil {
 		return nil, err
 	}
