@@ -7,6 +7,9 @@ import (
 	"log"
 	"strconv"
 
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
+
 	"github.com/fencelock/fencelock/fence"
 	gcsfence "github.com/fencelock/fencelock/fence/gcs"
 	"github.com/fencelock/fencelock/internal/testkit/gcstest"
@@ -28,6 +31,18 @@ func advanceCheckpoint(ctx context.Context, guard *fence.Guard, store *gcsfence.
 		}
 		return []byte(strconv.Itoa(done + processed)), nil
 	})
+}
+
+// newEmulatorClient returns a client of the Cloud Storage emulator that
+// the environment names (docs/gcs.md shows it): with
+// STORAGE_EMULATOR_HOST=localhost:4443, the library sends every request
+// there, over http. The emulator checks no credentials, and reads go
+// through the JSON API: fake-gcs-server routes the library's default XML
+// reads (GET /bucket/object) only for its -public-host
+// (storage.googleapis.com by default), and answers 404 to others, which
+// the Store would take for a missing record.
+func newEmulatorClient(ctx context.Context) (*storage.Client, error) {
+	return storage.NewClient(ctx, option.WithoutAuthentication(), storage.WithJSONReads())
 }
 
 // lockHolding stands for an *etcdlock.Lock holding a token.
