@@ -34,8 +34,9 @@ var ErrNoDynalite = errors.New("dynamotest: dynalite not installed")
 const HowToEnableDynalite = "bash .ci/setup.sh (or .ci/install-dynalite.sh) installs node and dynalite, or set " + EnvDynalite + " to dynalite's package directory"
 
 // launcher runs dynalite on 127.0.0.1 at the port given, with DynamoDB's
-// 400 KB item limit and a new table CREATING for 500 ms, as dynalite's
-// own command does, and reports "listening" when it serves. It keeps the
+// 400 KB item limit and a new table CREATING for 100 ms (dynalite's
+// command says 500: the tests wait on it the same way, three tables
+// sooner), and reports "listening" when it serves. It keeps the
 // server up when a client drops a request before its body is read (a
 // test that cuts connections): dynalite 3.2.2 rethrows that
 // ("Error: aborted", ECONNRESET) and exits.
@@ -46,7 +47,7 @@ process.on('uncaughtException', e => {
   console.error(e)
   process.exit(1)
 })
-require(dir)({createTableMs: 500, maxItemSizeKb: 400}).listen(+port, '127.0.0.1', () => console.log('listening ' + port))
+require(dir)({createTableMs: 100, maxItemSizeKb: 400}).listen(+port, '127.0.0.1', () => console.log('listening ' + port))
 `
 
 // FindDynalite returns dynalite's package directory and node's path, or
