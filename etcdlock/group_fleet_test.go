@@ -76,7 +76,7 @@ const fleetGoal = 2 * time.Second
 // settledGroup polls g until it has settled with m members (the
 // group's own word for it: every partition owned by the member the share
 // gives it, each member owning ⌊N/M⌋ or ⌈N/M⌉), and returns how long
-// after from that was; it fails the test after two minutes.
+// after from that was; it fails the test after three minutes.
 func (f *fleet) settledGroup(g *etcdlock.Group, m int, from time.Time) time.Duration {
 	f.tb.Helper()
 	for {
@@ -85,7 +85,7 @@ func (f *fleet) settledGroup(g *etcdlock.Group, m int, from time.Time) time.Dura
 		if err == nil && balanced(st, m) {
 			return took
 		}
-		if took > 2*time.Minute {
+		if took > 3*time.Minute { // 16 joining at once took 50 s under -race at load 14
 			f.tb.Fatalf("not settled with %d workers after %v: %v; %d members, %d moves", m, took, err, len(st.Members), st.Moves)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -186,12 +186,12 @@ func (f *fleet) owning(w *fleetWorker) {
 	f.tb.Helper()
 	select {
 	case w.lease = <-w.ready:
-	case <-time.After(time.Minute):
+	case <-time.After(2 * time.Minute):
 		count := map[clientv3.LeaseID]int{}
 		for _, o := range f.owners() {
 			count[o]++
 		}
-		f.tb.Fatalf("a worker took no partition in a minute; partitions per owner's lease: %v", count)
+		f.tb.Fatalf("a worker took no partition in 2 minutes; partitions per owner's lease: %v", count)
 	}
 }
 
