@@ -116,6 +116,10 @@ func (k KeysForTest) SemaphoreQueue(name string) string { return k.p.semQueue(na
 func (k KeysForTest) Permits(name string) string        { return k.p.semPermits(name) }
 func (k KeysForTest) Permit(name string, n int) string  { return permitKey(k.p.semPermits(name), n) }
 
+// GroupPartitions is the prefix of the queues of group name's partitions,
+// each under its number and a slash.
+func (k KeysForTest) GroupPartitions(name string) string { return k.p.groupPartitions(name) }
+
 // Markers is the prefix of every session lane's marker.
 func (k KeysForTest) Markers() string { return k.p.space(spaceLane) }
 

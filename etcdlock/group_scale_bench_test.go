@@ -9,17 +9,12 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/testkit/netproxy"
-	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // BenchmarkGroupFleet: 1,024 partitions over 16 workers (and 256 over 16,
@@ -62,85 +57,18 @@ func BenchmarkGroupFleet(b *testing.B) {
 
 const (
 	fleetTTL  = 2 * time.Second
-	fleetPoll = time.Second // the by-hand workers'
+	fleetPoll = time.Second // the by-hand workers' interval
 )
-
-// fleetWorker is one worker: its own proxy (to cut it off) and clients.
-type fleetWorker struct {
-	proxy *netproxy.Proxy
-	c     *etcdlock.Client
-	lease clientv3.LeaseID
-	stop  func()
-}
 
 func runFleet(b *testing.B, ep, side string, n, m int) {
 	b.StopTimer()
-	in := reqfault.New(1) // counts every worker's requests; injects nothing
-	defer in.Close()
-	p := fmt.Sprintf("/fleet-%s-%d/", side, time.Now().UnixNano())
-	direct, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		b.Fatal(err)
+	f := newFleet(b, ep, side, fmt.Sprintf("/fleet-%s-%d/", side, time.Now().UnixNano()), n, fleetTTL)
+	defer f.close()
+	body := joinFleet
+	if side != "group" {
+		body = byHand
 	}
-	defer direct.Close()
-	var workers []*fleetWorker
-	defer func() {
-		for _, w := range workers {
-			w.stop()
-		}
-	}()
-	start := func() *fleetWorker {
-		px, err := netproxy.Start(strings.TrimPrefix(ep, "http://"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + px.Addr()}, DialTimeout: 5 * time.Second,
-			Logger: zap.NewNop(), DialOptions: in.DialOptions()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		c, err := etcdlock.New(cli, etcdlock.WithPrefix(p), etcdlock.WithTTL(fleetTTL), etcdlock.WithOwner(strconv.Itoa(len(workers))))
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		w := &fleetWorker{proxy: px, c: c}
-		w.stop = func() {
-			cancel()
-			px.Heal()
-			wg.Wait()
-			c.Close(context.Background())
-			cli.Close()
-			px.Close()
-		}
-		ready := make(chan clientv3.LeaseID, 1)
-		if side == "group" {
-			g, err := c.Group("fleet", n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			wg.Go(func() {
-				g.Join(ctx, func(ctx context.Context, p *etcdlock.Partition) error {
-					select {
-					case ready <- p.Lease():
-					default:
-					}
-					<-ctx.Done()
-					return nil
-				})
-			})
-		} else {
-			wg.Go(func() { byHand(ctx, c, cli, p, n, ready) })
-		}
-		select {
-		case w.lease = <-ready:
-		case <-time.After(30 * time.Second):
-			b.Fatal("a worker took no partition in 30 s")
-		}
-		workers = append(workers, w)
-		return w
-	}
+	in := f.in
 	ms := func() uint64 {
 		runtime.GC()
 		var s runtime.MemStats
@@ -150,9 +78,9 @@ func runFleet(b *testing.B, ep, side string, n, m int) {
 	heap0 := ms()
 	t0 := time.Now()
 	for range m {
-		start()
+		f.start(body)
 	}
-	before := fleetSettled(b, direct, p, side, n, m, 60*time.Second)
+	before := f.settled(m, 0, 60*time.Second)
 	settle := time.Since(t0)
 	heap := ms() - heap0
 
@@ -175,8 +103,8 @@ func runFleet(b *testing.B, ep, side string, n, m int) {
 	steadyKA := float64(in.Sent("LeaseKeepAlive")-ka0) / 5
 
 	calls0, t0 = in.Calls(""), time.Now()
-	start()
-	after := fleetSettled(b, direct, p, side, n, m+1, 60*time.Second)
+	f.start(body)
+	after := f.settled(m+1, 0, 60*time.Second)
 	join := time.Since(t0)
 	joinReq := in.Calls("") - calls0
 	moved := 0
@@ -186,10 +114,10 @@ func runFleet(b *testing.B, ep, side string, n, m int) {
 		}
 	}
 
-	victim := workers[0]
+	victim := f.workers[0]
 	t0 = time.Now()
 	victim.proxy.Cut()
-	fleetSettledWithout(b, direct, p, side, n, m, victim.lease, 60*time.Second)
+	f.settled(m, victim.lease, 60*time.Second)
 	takeover := time.Since(t0)
 
 	b.ReportMetric(settle.Seconds(), "settle-s")
@@ -207,7 +135,8 @@ func runFleet(b *testing.B, ep, side string, n, m int) {
 // "members", which every worker holds at once), and every fleetPoll a read
 // of the members, the share they make (the group's own), a release of the
 // partitions no longer its own and a TryLock of each of its own it lacks.
-func byHand(ctx context.Context, c *etcdlock.Client, cli *clientv3.Client, p string, n int, ready chan<- clientv3.LeaseID) {
+func byHand(ctx context.Context, f *fleet, c *etcdlock.Client, cli *clientv3.Client, ready chan<- clientv3.LeaseID) {
+	p, n := f.p, f.n
 	me, err := c.RLock(ctx, "members")
 	if err != nil {
 		return
@@ -256,56 +185,41 @@ func byHand(ctx context.Context, c *etcdlock.Client, cli *clientv3.Client, p str
 	}
 }
 
-// fleetOwners reads each partition's owner's lease (0: none).
-func fleetOwners(tb testing.TB, direct *clientv3.Client, p, side string, n int) []clientv3.LeaseID {
-	q := p + "group/fleet/p/"
-	if side != "group" {
-		q = p + "lock/p-"
-	}
-	resp, err := direct.Get(context.Background(), q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	owners := make([]clientv3.LeaseID, n)
-	for _, kv := range resp.Kvs {
-		num, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), q), "/")
-		k, err := strconv.Atoi(num)
-		if err == nil && k < n && owners[k] == 0 {
-			owners[k] = clientv3.LeaseID(kv.Lease)
-		}
-	}
-	return owners
-}
-
-// fleetSettled waits until every partition is owned and m leases own
-// ⌊n/m⌋ or ⌈n/m⌉ each, and returns the owners.
-func fleetSettled(tb testing.TB, direct *clientv3.Client, p, side string, n, m int, within time.Duration) []clientv3.LeaseID {
-	return fleetSettledWithout(tb, direct, p, side, n, m, 0, within)
-}
-
-// fleetSettledWithout is fleetSettled, with no partition owned by lease
-// gone.
-func fleetSettledWithout(tb testing.TB, direct *clientv3.Client, p, side string, n, m int, gone clientv3.LeaseID, within time.Duration) []clientv3.LeaseID {
+// settled waits until every partition is owned, by none on lease gone
+// (0: any), and m leases own ⌊n/m⌋ or ⌈n/m⌉ each; it returns the owners.
+func (f *fleet) settled(m int, gone clientv3.LeaseID, within time.Duration) []clientv3.LeaseID {
+	f.tb.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		owners := fleetOwners(tb, direct, p, side, n)
-		count := map[clientv3.LeaseID]int{}
-		ok := true
-		for _, o := range owners {
-			ok = ok && o != 0 && o != gone
-			count[o]++
-		}
-		if ok && len(count) == m {
-			for _, c := range count {
-				ok = ok && c >= n/m && c <= (n+m-1)/m
-			}
-		}
-		if ok && len(count) == m {
+		owners := f.owners()
+		if fleetBalanced(owners, m, gone) {
 			return owners
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not settled with %d workers in %v: %d owners", side, m, within, len(count))
+			f.tb.Fatalf("%s: not settled with %d workers in %v", f.side, m, within)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// fleetBalanced reports whether every partition has an owner, none is
+// gone, and m owners own ⌊n/m⌋ or ⌈n/m⌉ each.
+func fleetBalanced(owners []clientv3.LeaseID, m int, gone clientv3.LeaseID) bool {
+	n := len(owners)
+	count := map[clientv3.LeaseID]int{}
+	for _, o := range owners {
+		if o == 0 || o == gone {
+			return false
+		}
+		count[o]++
+	}
+	if len(count) != m {
+		return false
+	}
+	for _, c := range count {
+		if c < n/m || c > (n+m-1)/m {
+			return false
+		}
+	}
+	return true
 }
