@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -129,8 +130,8 @@ func deliverLate(t *testing.T, held *reqfault.Held) {
 
 // liveWorker returns a worker's Client with the liveness tests' TTL and
 // the default cleanup timeout (5 s), on cli.
-func liveWorker(t *testing.T, cli *clientv3.Client) *etcdlock.Client {
-	return newLocker(t, cli, etcdlock.WithTTL(liveTTL))
+func liveWorker(t *testing.T, cli *clientv3.Client, opts ...etcdlock.Option) *etcdlock.Client {
+	return newLocker(t, cli, append([]etcdlock.Option{etcdlock.WithTTL(liveTTL)}, opts...)...)
 }
 
 // A partition's create: its one worker owns it once the create is sent
@@ -210,16 +211,35 @@ func hungRelease(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Group, int
 
 // A takeover: a worker cut off from etcd whose lease expires (revoked, at
 // a known instant), while the create of one of its partitions by the
-// worker taking it over never returns. Measured from the expiry.
+// worker taking it over never returns. Measured from the expiry. When
+// the create is not sent, the test says what the taker was doing: the
+// group as etcd has it (is the taker a member, is it queued for the
+// partition already) and the taker's own warnings (memberships ended,
+// partition errors).
 func hungTakeoverCreate(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Group, int, func()) {
 	direct := etcdClient(t)
 	pcli, proxy := proxied(t)
 	victim := liveWorker(t, pcli)
 	joinGroup(t, group(t, victim, "g", 2), runs.work(0))
 	fcli, in := faulty(t, 45)
-	joinGroup(t, group(t, liveWorker(t, fcli), "g", 2), runs.work(0))
+	logs := &syncBuffer{}
+	taker := liveWorker(t, fcli, etcdlock.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
+	joinGroup(t, group(t, taker, "g", 2), runs.work(0), etcdlock.WithPartitionErrorHandler(func(k int, err error) {
+		fmt.Fprintf(logs, "{\"time\":%q,\"msg\":\"partition error\",\"partition\":%d,\"err\":%q}\n", time.Now().Format(time.RFC3339Nano), k, err)
+	}))
 	g := group(t, newLocker(t, direct), "g", 2)
-	st := groupSettled(t, g, 2, 10*time.Second)
+	// Settled counts owners only. The taker must also not be queued for
+	// the victim's partition already, or its create went out before the
+	// hold: it is, for as long as it has not seen the victim join. Its
+	// watch of the members starts at the revision after its read, which
+	// etcd serves from its history (a catch-up every 100 ms) when writes
+	// came in between, so the victim's join can reach it late, or in one
+	// response with the victim's end.
+	var st etcdlock.GroupStatus
+	poll.Until(t, "the group settled, with no worker waiting for a partition", func() bool {
+		st = groupSettled(t, g, 2, 10*time.Second)
+		return !slices.ContainsFunc(st.Owners, func(p etcdlock.PartitionStatus) bool { return len(p.Waiters) > 0 })
+	})
 	lease := victimLeaseOf(t, victim)
 	k := -1
 	for _, p := range st.Owners {
@@ -231,17 +251,64 @@ func hungTakeoverCreate(t *testing.T, runs *groupRuns) (time.Time, *etcdlock.Gro
 		t.Fatalf("the victim owns no partition: %+v", st.Owners)
 	}
 	held := in.Hold(creates(prefix(t) + fmt.Sprintf("group/g/p/%d/", k)))
+	txns, ranges := in.Calls("KV/Txn"), in.Calls("KV/Range")
 	proxy.Cut()
 	runs.revoke(lease)
 	if _, err := direct.Revoke(t.Context(), lease); err != nil {
 		t.Fatal(err)
 	}
 	from := time.Now()
-	caught(t, held, "the takeover's create")
+	select {
+	case <-held.Caught():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the takeover's create was not sent within 10s of the victim's lease revoked (partition %d, settled as %s)\n"+
+			"now: %s\nthe taker sent %d transactions and %d reads since the cut; its log:\n%s",
+			k, groupState(st, lease), groupState(statusNow(g), lease), in.Calls("KV/Txn")-txns, in.Calls("KV/Range")-ranges, logs.text())
+	}
 	return from, g, 1, func() {
 		proxy.Heal() // the victim joins again, on a new session, and may take a partition back
 		deliverLate(t, held)
 	}
+}
+
+// statusNow returns g's status, or an empty one (its error in Name).
+func statusNow(g *etcdlock.Group) etcdlock.GroupStatus {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := g.Inspect(ctx)
+	if err != nil {
+		return etcdlock.GroupStatus{Name: "Inspect: " + err.Error()}
+	}
+	return st
+}
+
+// groupState spells st for a failure: each member's and each
+// partition's owner's and waiters' lease, the victim's called so.
+func groupState(st etcdlock.GroupStatus, victim clientv3.LeaseID) string {
+	who := func(e etcdlock.Entry) string {
+		if e.Lease == victim {
+			return "victim"
+		}
+		return fmt.Sprintf("%x", int64(e.Lease))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s rev %d, members [", st.Name, st.Rev)
+	for _, m := range st.Members {
+		fmt.Fprintf(&b, " %s", who(m))
+	}
+	fmt.Fprintf(&b, " ], moves %d", st.Moves)
+	for _, p := range st.Owners {
+		fmt.Fprintf(&b, "; p%d owner ", p.Partition)
+		if p.Owner == nil {
+			b.WriteString("none")
+		} else {
+			b.WriteString(who(*p.Owner))
+		}
+		for _, w := range p.Waiters {
+			fmt.Fprintf(&b, ", waiter %s", who(w))
+		}
+	}
+	return b.String()
 }
 
 // slowHandoff joins a worker whose works return only once letGo is

@@ -35,6 +35,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// text returns what was written.
+func (s *syncBuffer) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 func (s *syncBuffer) lines() []map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
