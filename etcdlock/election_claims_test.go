@@ -426,6 +426,7 @@ func TestObserveEndsWithUnreadEntries(t *testing.T) {
 // An observer whose role may not read the election keeps retrying slowly
 // and closes its channel when its ctx ends.
 func TestObserveWithoutPermission(t *testing.T) {
+	testenv.Long(t, "it waits out refused watches and their backoff")
 	t.Parallel()
 	p := prefix(t)
 	sec := secureEtcd(t, time.Minute, false, "/elsewhere/")

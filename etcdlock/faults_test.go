@@ -187,6 +187,7 @@ func TestCloseIgnoresUnrelatedUnlockDeadline(t *testing.T) {
 // the revoke ("!wasAlive"), they stayed in etcd, blocking every waiter of
 // the name, for up to a TTL after Close returned.
 func TestCloseAfterValidityExpiredRemovesKeys(t *testing.T) {
+	testenv.Long(t, "it waits out a validity deadline")
 	t.Parallel()
 	direct := etcdClient(t)
 	fcli, in := faulty(t, 104)

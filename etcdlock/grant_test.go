@@ -167,6 +167,7 @@ func captureGrants(in *reqfault.Injector) func() []*pb.LeaseGrantRequest {
 // WithoutKeyWatch does not, as WithoutKeyWatch's doc says, and its late
 // writes are refused by the resource once a newer holder wrote.
 func TestLateGrantCopyAfterRevoke(t *testing.T) {
+	testenv.Long(t, "it waits out a lease granted again")
 	t.Parallel()
 	for _, watched := range []bool{true, false} {
 		t.Run(fmt.Sprintf("watched=%v", watched), func(t *testing.T) {

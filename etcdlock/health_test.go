@@ -162,6 +162,7 @@ func TestLeaderHealthHealthyLeaderAndCandidate(t *testing.T) {
 // passed since, and 200 again once it returns. The control: one that stops
 // stays healthy.
 func TestLeaderHealthWedgedLeader(t *testing.T) {
+	testenv.Long(t, "it waits out a wedged leader")
 	t.Parallel()
 	const stopTimeout = 500 * time.Millisecond
 	tests := []struct {

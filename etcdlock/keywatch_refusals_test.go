@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // refusing turns a share of the watch creations etcd confirms into
@@ -64,6 +65,7 @@ func (s *refusingStream) RecvMsg(m any) error {
 // is watched again, every deleted key's lock learns it and no other lock
 // is taken for lost.
 func TestKeyWatchRefusalsInterleaved(t *testing.T) {
+	testenv.Long(t, "it waits out interleaved refusals and their backoff")
 	t.Parallel()
 	const n = 1000
 	r := &refusing{rng: rand.New(rand.NewPCG(308, 1)), share: 0.3}

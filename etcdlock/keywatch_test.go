@@ -13,6 +13,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A lock held WithoutKeyWatch does not learn that someone else deleted its
@@ -283,6 +284,7 @@ func reads(key string) reqfault.Match {
 // stream, logged in afresh, creates every watch again on it, and deletions
 // of both the new and the older lock's keys are reported.
 func TestKeyWatchExpiredTokenStream(t *testing.T) {
+	testenv.Long(t, "it waits for an auth token to expire")
 	t.Parallel()
 	p := prefix(t)
 	sec := secureEtcd(t, time.Second, false, p)

@@ -258,6 +258,7 @@ func TestNoSpaceSemaphoreUnlockWithAuth(t *testing.T) {
 // The control reverts the release's compares: the old release then
 // deletes the new holder's key.
 func TestNoSpaceSemaphoreReleaseLateOrAgain(t *testing.T) {
+	testenv.Long(t, "it fills etcd to its quota and waits out late releases")
 	t.Parallel()
 	for _, how := range []string{"late", "again", "control"} {
 		t.Run(how, func(t *testing.T) {

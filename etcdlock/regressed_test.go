@@ -83,6 +83,7 @@ func guardPut(t *testing.T, l *etcdlock.Lock, s fence.Store, key string) error {
 //
 //	go test -run TestSnapshotRestore ./etcdlock  # needs etcd-3.6 and etcdutl-3.6 (bash .ci/setup.sh)
 func TestSnapshotRestore(t *testing.T) {
+	testenv.Long(t, "it restores a snapshot into a new member")
 	t.Parallel()
 	server, err1 := otheretcd.Find("etcd-3.6")
 	etcdutl, err2 := otheretcd.Find("etcdutl-3.6")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // holdOpen runs run in a goroutine; the function run gets waits, once its
@@ -298,6 +299,7 @@ func (c *slowReads) Read(p []byte) (int, error) {
 // finishing), whose session the pool then hands to a new transaction, has
 // that new transaction ended: here a live holder of another resource.
 func TestPreemptTerminateReusedSession(t *testing.T) {
+	testenv.Long(t, "it waits out a preemption and a reused session")
 	t.Parallel()
 	pool, _ := newBank(t)
 	plain := freezePlain(t, pool, "B") // keeps the waiter's guard waiting after A
@@ -476,6 +478,7 @@ func (panicTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 // watch goroutine and its connection polling every 250 ms until ctx ends,
 // which for context.Background() is never.
 func TestPreemptWatchOutlivesPanic(t *testing.T) {
+	testenv.Long(t, "it waits out a preemption after a panic")
 	t.Parallel()
 	pool, _ := newBank(t)
 	cfg := pool.Config().Copy()
@@ -648,6 +651,7 @@ func TestPreemptPoolerPid(t *testing.T) {
 // TestPreemptHeldCtxEndsMidDial (holds): the watch's dial honours
 // ctx; the guard returns at its deadline, naming the context.
 func TestPreemptHeldCtxEndsMidDial(t *testing.T) {
+	testenv.Long(t, "it waits out a held dial")
 	t.Parallel()
 	pool, _ := newBank(t)
 	cfg := pool.Config().Copy()

@@ -14,6 +14,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
 	"github.com/fencelock/fencelock/internal/pgtag"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // frozen is a fenced transaction whose holder stops inside it, with its
@@ -315,6 +316,7 @@ func TestPreemptTag(t *testing.T) {
 // one's session: it waits until its context ends, and its error says why.
 // Granted pg_signal_backend, it ends it.
 func TestPreemptPrivilege(t *testing.T) {
+	testenv.Long(t, "it creates roles and waits out preemptions")
 	t.Parallel()
 	admin, _ := newBank(t)
 	for _, role := range []string{"holder_one", "holder_two"} {
@@ -368,6 +370,7 @@ func poolAs(t *testing.T, admin *pgxpool.Pool, role string) *pgxpool.Pool {
 // transaction whose claims carry a newer token than the waiter's, and an
 // older one, is left alone: its tag covers both.
 func TestPreemptTableClaims(t *testing.T) {
+	testenv.Long(t, "it waits out several preemptions of claimed rows")
 	t.Parallel()
 	pool, tbl := newBank(t)
 	waiting, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"), postgres.WithoutPreemption())

@@ -13,6 +13,7 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/mysqltest"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // proxied returns two handles on one fresh MariaDB database: direct, and
@@ -134,6 +135,7 @@ func TestStorePutCancelledWhileWaiting(t *testing.T) {
 // commit. The control breaks the connection before fn's last write: that
 // write fails, COMMIT is never sent, and the failure is a known one.
 func TestRunInTxCommitLost(t *testing.T) {
+	testenv.Long(t, "it waits out lost COMMITs on every server")
 	srv := servers[0]
 	tests := []struct {
 		name     string

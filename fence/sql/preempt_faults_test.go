@@ -17,6 +17,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // TestPreemptBlockerWaitingElsewhere: on MariaDB the look leaves out every
@@ -155,6 +156,7 @@ func (panicTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 // Rollback on a panic), its connection held. fence/postgres fixed the
 // same (TestPreemptWatchOutlivesPanic).
 func TestPreemptWatchOutlivesPanicSQL(t *testing.T) {
+	testenv.Long(t, "it waits out a preemption after a panic")
 	// Not parallel: it counts the watches of the whole process.
 	cfg, err := pgx.ParseConfig(pgtest.New(t).NewDatabase(t))
 	if err != nil {
@@ -289,6 +291,7 @@ func TestPreemptEndedBeforeCommit(t *testing.T) {
 // holder waits and its error names pg_signal_backend; granted it, it ends
 // the frozen one.
 func TestPreemptPostgresRoles(t *testing.T) {
+	testenv.Long(t, "it creates roles and waits out preemptions")
 	t.Parallel()
 	dsn := pgtest.New(t).NewDatabase(t)
 	admin, err := sql.Open("pgx", dsn)

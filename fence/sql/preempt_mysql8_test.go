@@ -12,6 +12,7 @@ import (
 
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
 	"github.com/fencelock/fencelock/internal/testkit/mysqltest"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // mysql8Connector is MariaDB answering, as MySQL 8 does, that
@@ -79,6 +80,7 @@ var mysql8Missing = &mysql.MySQLError{Number: 1109, SQLState: [5]byte{'4', '2', 
 // this server (MySQL 8: performance_schema.data_lock_waits), and does not
 // blame a privilege.
 func TestPreemptMySQL8Error(t *testing.T) {
+	testenv.Long(t, "it waits out a preemption")
 	t.Parallel()
 	cfg := mysqltest.New(t).NewDatabase(t)
 	plain := mysqltest.Open(t, cfg)
