@@ -2,6 +2,7 @@ package dynamofence_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -167,4 +168,49 @@ func TestReviewNilReceiverAccessors(t *testing.T) {
 			f()
 		}()
 	}
+}
+
+// failGets fails every GetItem while on, as a connection that drops each
+// read would; other requests pass.
+type failGets struct {
+	next http.RoundTripper
+	on   *atomic.Bool
+}
+
+func (f failGets) RoundTrip(r *http.Request) (*http.Response, error) {
+	if f.on.Load() && r.Header.Get("X-Amz-Target") == "DynamoDB_20120810.GetItem" {
+		return nil, errors.New("connection reset (test)")
+	}
+	return f.next.RoundTrip(r)
+}
+
+// The same twice-delivered write on a server that returns no item, whose
+// read back then fails too: Update cannot tell its own landed copy from a
+// change, so it says it cannot tell (ErrUnknownOutcome), never runs fn
+// again, and never calls the write refused; the first copy's value stands.
+func TestUpdateDeliveredTwiceReadBackLost(t *testing.T) {
+	var d dup
+	var gets atomic.Bool
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	d.next = failGets{noItem{tr}, &gets}
+	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: &d} }))
+	k := prefix(t) + "counter"
+	mustPut(t, s, k, 5, "0")
+	var calls int
+	err := s.Update(t.Context(), k, 5, func(old fence.Record) ([]byte, error) {
+		calls++
+		d.armed.Store(true) // the next request is this attempt's write
+		gets.Store(true)    // and the read back after its refusal fails
+		n, _ := strconv.Atoi(string(old.Value))
+		return []byte(strconv.Itoa(n + 1)), nil
+	})
+	gets.Store(false)
+	if !errors.Is(err, fence.ErrUnknownOutcome) || errors.Is(err, fence.ErrStale) {
+		t.Fatalf("Update delivered twice, read back lost: got %v, want ErrUnknownOutcome", err)
+	}
+	if calls != 1 {
+		t.Errorf("fn called %d times, want 1", calls)
+	}
+	wantRecord(t, s, k, 5, "1")
 }
