@@ -20,8 +20,9 @@ const IdempotencyHeader = "Idempotency-Key"
 // URL, with the effect's Payload as the body, its [Effect.Key] in the
 // Idempotency-Key header and its resource and token in fence/propagate's
 // Fencing-Token header. A 2xx answer is a delivery; 408, 425, 429 and 5xx
-// answers and transport errors are retried; any other answer (a 4xx, a
-// redirect not followed) is permanent and parks the effect, with the
+// answers, a 409 with Retry-After (a receiver's "another delivery of this
+// effect is under way") and transport errors are retried; any other answer
+// (a 4xx, a stale token's 409, a redirect not followed) is permanent and parks the effect, with the
 // status and the start of the body as the reason. A Destination that is not
 // an absolute http or https URL is permanent too. Create one with
 // [NewHTTPSender]; it is safe for concurrent use.
@@ -97,17 +98,27 @@ func (s *HTTPSender) Send(ctx context.Context, e Effect) error {
 	defer resp.Body.Close()
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // keep the connection for the next effect
-	return httpOutcome(e, resp.StatusCode, head)
+	return httpOutcome(e, resp, head)
 }
 
 // httpOutcome is the one rule for what an answer means.
-func httpOutcome(e Effect, status int, head []byte) error {
+func httpOutcome(e Effect, resp *http.Response, head []byte) error {
+	status := resp.StatusCode
 	switch {
 	case status >= 200 && status < 300:
 		return nil
-	case status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests, status >= 500:
+	case status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests, status >= 500,
+		inFlight(resp):
 		return fmt.Errorf("outbox: effect %s: %s answered %d: %s", e.Key(), e.Destination, status, bytes.TrimSpace(head))
 	default:
 		return Permanent(fmt.Errorf("outbox: effect %s: %s answered %d: %s", e.Key(), e.Destination, status, bytes.TrimSpace(head)))
 	}
+}
+
+// inFlight reports a receiver's answer that another delivery of the
+// effect is under way ([NewReceiver]'s 409 with Retry-After), which a
+// retry resolves, as opposed to its refusal of a stale token (409 with
+// Fencing-Refused), which no retry does.
+func inFlight(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusConflict && resp.Header.Get("Retry-After") != "" && resp.Header.Get(propagate.RefusedHeader) == ""
 }
