@@ -2,7 +2,8 @@
 # setup.sh makes sure the machine has what the test suite starts by itself:
 # PostgreSQL's server binaries (each test package runs a throwaway cluster
 # from them), MariaDB's (the same, for fence/sql), etcd, redis-server (fence/redis's
-# tests and the lessons in examples/ start one) and versitygw (the S3-compatible server the
+# tests and the lessons in examples/ start one), nats-server (the JetStream
+# sender's tests) and versitygw (the S3-compatible server the
 # S3 tests run), node and dynalite (a second DynamoDB server for fence/dynamodb's
 # tests), Chromium and tmux (tests that look at the harness's
 # report and at fencelock status --watch as a person would).
@@ -50,6 +51,19 @@ if ! command -v redis-server >/dev/null 2>&1; then
 	$sudo service redis-server stop >/dev/null 2>&1 || true
 fi
 command -v redis-server >/dev/null 2>&1 || { echo "setup: redis-server binary still missing" >&2; exit 1; }
+
+# nats-server 2.9 from Debian's nats-server package: fence/outbox/jetstream's
+# tests start their own server from it, with JetStream on
+# (internal/testkit/natstest); the distribution's service is not needed.
+if ! command -v nats-server >/dev/null 2>&1; then
+	echo "setup: installing nats-server (apt-get)" >&2
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nats-server >/dev/null
+	$sudo service nats-server stop >/dev/null 2>&1 || true
+fi
+command -v nats-server >/dev/null 2>&1 || { echo "setup: nats-server binary still missing" >&2; exit 1; }
 
 # etcd 3.5 and 3.6, built from their own Go modules (through the module
 # proxy): the lock, election and CLI tests run against them too
