@@ -57,3 +57,10 @@ var ErrRetryable = errors.New("postgres: transaction rolled back by the server (
 // COMMIT was in flight the error also matches [fence.ErrUnknownOutcome].
 // Errors that match it also wrap the server's *pgconn.PgError.
 var ErrTerminated = errors.New("postgres: the server ended the transaction's session (SQLSTATE 57P01): a newer holder ends an older token's transaction that blocks it, as do pg_terminate_backend and a server shutdown")
+
+// ErrNotClaimed means [Outbox.Record] found an effect whose resource's
+// fence row does not carry the effect's token (there is none, or it is
+// lower): the transaction did not claim the resource with that token, as
+// [RunInTx] does. Nothing was recorded, and the caller's transaction is
+// aborted.
+var ErrNotClaimed = errors.New("postgres: outbox effect's resource is not claimed with its token")
