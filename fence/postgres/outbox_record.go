@@ -124,15 +124,11 @@ func (o *Outbox) recordError(tx pgx.Tx, effects []outbox.Effect, err error) erro
 		return writeError(tx, "record effects on", effects[0].Resource, effects[0].Token, err)
 	}
 	rest := strings.TrimSuffix(pgErr.Message[i+len(unclaimedMarker):], `"`)
-	cur, resource, _ := strings.Cut(rest, "/")
+	cur, rest, _ := strings.Cut(rest, "/")
+	tok, resource, _ := strings.Cut(rest, "/")
 	current, _ := strconv.ParseInt(cur, 10, 64)
-	var token fence.Token
-	for _, e := range effects {
-		if e.Resource == resource {
-			token = e.Token
-			break
-		}
-	}
+	t, _ := strconv.ParseInt(tok, 10, 64)
+	token := fence.Token(t)
 	if fence.Token(current) > token {
 		return &fence.StaleError{Resource: resource, Token: token, Current: fence.Token(current)}
 	}

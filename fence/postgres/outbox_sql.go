@@ -3,7 +3,7 @@ package postgres
 import "github.com/jackc/pgx/v5"
 
 // unclaimedMarker is cast to bigint, and so raises an error naming it
-// (then the fence's token and the resource), when [Outbox.Record] finds an
+// (then the fence's token, the effect's and the resource), when [Outbox.Record] finds an
 // effect whose resource's fence does not carry the effect's token.
 const unclaimedMarker = "fencelock: outbox: unclaimed/"
 
@@ -48,7 +48,7 @@ func newOutboxSQL(q, base, fences string) outboxSQL {
 		// does not carry its token fails the whole statement.
 		record: "WITH claim AS (SELECT resource, token FROM " + fences + " WHERE resource = ANY($1::text[]) FOR SHARE)," +
 			" ins AS (INSERT INTO " + q + " (resource, token, seq, hash, destination, payload)" +
-			" SELECT e.r, CASE WHEN c.token = e.t THEN e.t ELSE ('" + unclaimedMarker + "' || coalesce(c.token, 0) || '/' || e.r)::bigint END," +
+			" SELECT e.r, CASE WHEN c.token = e.t THEN e.t ELSE ('" + unclaimedMarker + "' || coalesce(c.token, 0) || '/' || e.t || '/' || e.r)::bigint END," +
 			" e.s, e.h, e.d, e.p FROM " + unnest + " WITH ORDINALITY AS e(r, t, s, h, d, p, i)" +
 			" LEFT JOIN claim c ON c.resource = e.r ORDER BY e.i RETURNING 1)" +
 			" SELECT pg_notify($7, $8) FROM (SELECT count(*) FROM ins) AS n",
