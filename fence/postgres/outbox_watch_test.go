@@ -142,7 +142,6 @@ func (n noIOOutbox) Query(context.Context, string, ...any) (pgx.Rows, error) {
 	return nil, errors.New("no I/O")
 }
 
-
 func TestOutboxInvalidArguments(t *testing.T) {
 	db := noIOOutbox{noIO{t}}
 	for _, tc := range []struct {
