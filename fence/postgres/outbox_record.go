@@ -38,11 +38,11 @@ const maxNotifyPayload = 4000
 // claimed with the effect's token: its row in the fence table must carry
 // exactly that token, and it is locked FOR SHARE until tx ends (a no-op
 // when tx raised it itself), so that no newer holder can claim the
-// resource before the effects commit. A fence above the token gives a
-// [*fence.StaleError] (matching [fence.ErrStale]); no fence row, or one
-// below the token (the resource was not claimed), an error matching
-// [ErrNotClaimed]. An effect already recorded with the same Resource,
-// Token and Seq gives an error matching [outbox.ErrDuplicate]. Each of
+// resource before the effects commit. An effect whose resource's fence
+// does not carry its token gets an error matching [ErrNotClaimed] (and
+// [fence.ErrInvalidArgument]); when the fence is above the token, the
+// error also wraps a [*fence.StaleError] (matching [fence.ErrStale]). An
+// effect already recorded with the same Resource, Token and Seq gives an error matching [outbox.ErrDuplicate]. Each of
 // these, like any failure of the statement, records none of effects and
 // aborts tx (PostgreSQL accepts no more statements in it): return the
 // error from the function, which rolls the transaction back.
@@ -130,7 +130,8 @@ func (o *Outbox) recordError(tx pgx.Tx, effects []outbox.Effect, err error) erro
 	t, _ := strconv.ParseInt(tok, 10, 64)
 	token := fence.Token(t)
 	if fence.Token(current) > token {
-		return &fence.StaleError{Resource: resource, Token: token, Current: fence.Token(current)}
+		return fmt.Errorf("%w: effect on %q: %w", ErrNotClaimed, resource,
+			&fence.StaleError{Resource: resource, Token: token, Current: fence.Token(current)})
 	}
 	how := "has no fence row"
 	if current > 0 {
