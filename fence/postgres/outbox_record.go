@@ -42,9 +42,9 @@ const maxNotifyPayload = 4000
 // does not carry its token gets an error matching [ErrNotClaimed] (and
 // [fence.ErrInvalidArgument]); when the fence is above the token, the
 // error also wraps a [*fence.StaleError] (matching [fence.ErrStale]). An
-// effect already recorded with the same Resource, Token and Seq gives an error matching [outbox.ErrDuplicate]. Each of
-// these, like any failure of the statement, records none of effects and
-// aborts tx (PostgreSQL accepts no more statements in it): return the
+// effect already recorded with the same Resource, Token and Seq gives an
+// error matching [outbox.ErrDuplicate]. Each of these, like any failure of
+// the statement, records none of effects and aborts tx (PostgreSQL accepts no more statements in it): return the
 // error from the function, which rolls the transaction back.
 //
 // Record also notifies the outbox's channel (pg_notify), delivered when tx
