@@ -22,6 +22,11 @@
 // server with no read at all. [Store] implements [fence.Store] and
 // [fence.Updater] on a table of its own.
 //
+// [Outbox] records a critical section's side effects ([outbox.Effect]) in
+// the fenced transaction itself ([Outbox.Record]), so that they exist if
+// and only if its write lands, and is the [outbox.Log] a dispatcher
+// delivers them from.
+//
 //	accounts, err := postgres.NewTable(pgx.Identifier{"accounts"}, postgres.WithKeyColumn("id"))
 //	...
 //	err = accounts.Update(ctx, pool, "acct-7", lock.Token(), postgres.Set("balance", 120))

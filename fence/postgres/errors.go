@@ -57,3 +57,15 @@ var ErrRetryable = errors.New("postgres: transaction rolled back by the server (
 // COMMIT was in flight the error also matches [fence.ErrUnknownOutcome].
 // Errors that match it also wrap the server's *pgconn.PgError.
 var ErrTerminated = errors.New("postgres: the server ended the transaction's session (SQLSTATE 57P01): a newer holder ends an older token's transaction that blocks it, as do pg_terminate_backend and a server shutdown")
+
+// ErrNotClaimed means [Outbox.Record] found an effect whose resource's
+// fence row does not carry the effect's token: there is none, or it is
+// lower (the transaction did not claim the resource with that token, as
+// [RunInTx] does), or it is higher (a newer holder claimed it, or the
+// transaction claimed it with another token; the error then also wraps a
+// [*fence.StaleError] with the fence's token as Current). The server
+// refused the statement: nothing was recorded, and the caller's
+// transaction is aborted. It matches [fence.ErrInvalidArgument], as the
+// other stores' refusal, before any I/O, of an effect their write does
+// not claim does.
+var ErrNotClaimed = errfamily.New("postgres: outbox effect's resource is not claimed with its token", fence.ErrInvalidArgument)

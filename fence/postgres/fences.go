@@ -32,6 +32,7 @@ const DefaultFenceTable = "fencelock_fences"
 // no connection and is safe for concurrent use.
 type Fences struct {
 	label      string
+	quoted     string // the table's name, quoted
 	advanceSQL string
 	currentSQL string
 	createSQL  string
@@ -96,6 +97,7 @@ func newFences(q, label string, tel *pgTelemetry) *Fences {
 		" RETURNING set_config('" + tokenSetting + "', token::text, true)"
 	return &Fences{
 		label:         label,
+		quoted:        q,
 		advanceSQL:    guard,
 		currentSQL:    "SELECT token FROM " + q + " WHERE resource = $1",
 		createSQL:     "CREATE TABLE IF NOT EXISTS " + q + " (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))",
