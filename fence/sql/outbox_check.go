@@ -42,7 +42,7 @@ func (o *Outbox) Check(ctx context.Context, scope outbox.Scope) error {
 		"INSERT INTO "+o.f.name+" (resource, token) SELECT resource, token FROM "+o.f.name+" WHERE 1 = 0")
 	tx, err := o.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlfence: outbox check: begin: %w", o.d.classify(err))
+		return o.refused("begin", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	return o.probe(ctx, tx, probes)
@@ -56,12 +56,19 @@ func (o *Outbox) probe(ctx context.Context, db DB, probes []string) error {
 		if err == nil {
 			continue
 		}
-		if o.d.denied(err) {
-			return fmt.Errorf("%w: %s: %w", outbox.ErrNotPermitted, p, err)
-		}
-		return fmt.Errorf("sqlfence: outbox check: %s: %w", p, o.d.classify(err))
+		return o.refused(p, err)
 	}
 	return nil
+}
+
+// refused is the error of Check's statement what: [outbox.ErrNotPermitted]
+// for want of a privilege (a login refused too), the classified error
+// otherwise.
+func (o *Outbox) refused(what string, err error) error {
+	if o.d.denied(err) {
+		return fmt.Errorf("%w: %s: %w", outbox.ErrNotPermitted, what, err)
+	}
+	return fmt.Errorf("sqlfence: outbox check: %s: %w", what, o.d.classify(err))
 }
 
 // denied reports whether err is the server's refusal for want of a
