@@ -21,7 +21,11 @@ func newOutbox(t *testing.T, srv server) (*sql.DB, *sqlfence.Fences, *sqlfence.O
 	if err := sqlfence.CreateOutboxSchema(t.Context(), db, srv.d); err != nil {
 		t.Fatalf("CreateOutboxSchema: got error %v, want nil", err)
 	}
-	mustExec(t, db, "CREATE TABLE state (resource VARCHAR(600) NOT NULL, token BIGINT NOT NULL)")
+	stateDDL := "CREATE TABLE state (resource TEXT NOT NULL, token BIGINT NOT NULL)"
+	if srv.d == sqlfence.MySQL {
+		stateDDL = "CREATE TABLE state (resource VARBINARY(767) NOT NULL, token BIGINT NOT NULL) ENGINE=InnoDB"
+	}
+	mustExec(t, db, stateDDL)
 	f, err := sqlfence.NewFences(srv.d, sqlfence.Identifier{sqlfence.DefaultFenceTable})
 	if err != nil {
 		t.Fatalf("NewFences: got error %v, want nil", err)
