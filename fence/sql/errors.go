@@ -68,3 +68,11 @@ var ErrUnsupported = errors.New("sqlfence: the server does not support this stat
 // When the COMMIT was in flight the error also matches
 // [fence.ErrUnknownOutcome]. The driver's error stays reachable.
 var ErrTerminated = errors.New("sqlfence: the transaction's connection ended before the transaction did (ended by the server, as a newer holder ends an older token's transaction that blocks it, or broken)")
+
+// ErrNotClaimed means [Outbox.Record] was given an effect whose Resource
+// is not fenced with its Token in the fence table: the transaction did not
+// claim that resource with that token ([Fences.RunInTx] raising it first),
+// and a newer holder may have. The effect was not recorded, and the
+// transaction should be rolled back (returning the error from the fenced
+// function does). It matches [ErrInvalidArgument].
+var ErrNotClaimed = errfamily.New("sqlfence: outbox: the effect's resource is not fenced with its token", ErrInvalidArgument)

@@ -50,12 +50,12 @@ func lookFirst(names ...string) string {
 // startServer installs a data dir in a fresh temp dir and starts the
 // server on it, retrying with another port when the one picked was taken
 // in the meantime.
-func startServer(ctx context.Context, bin binaries) (*Server, error) {
+func startServer(ctx context.Context, bin binaries, grants bool) (*Server, error) {
 	dir, err := testenv.MkdirTemp("mysqltest")
 	if err != nil {
 		return nil, fmt.Errorf("mysqltest: %w", err)
 	}
-	s := &Server{dir: dir, bin: bin}
+	s := &Server{dir: dir, bin: bin, grants: grants}
 	if err := s.installDB(ctx); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -116,12 +116,16 @@ func (s *Server) start(ctx context.Context) error {
 		return fmt.Errorf("mysqltest: %w", err)
 	}
 	port := ports[0]
+	socket := filepath.Join(s.dir, "mysqld.sock")
 	args := append([]string{"--no-defaults", "--datadir=" + s.dataDir(),
-		"--socket=" + filepath.Join(s.dir, "mysqld.sock"), "--pid-file=" + filepath.Join(s.dir, "mysqld.pid"),
-		"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--skip-grant-tables",
+		"--socket=" + socket, "--pid-file=" + filepath.Join(s.dir, "mysqld.pid"),
+		"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
 		"--log-error=" + s.logPath(), "--innodb-flush-log-at-trx-commit=0", "--sync-binlog=0",
 		"--innodb-buffer-pool-size=64M", "--max-allowed-packet=256M", "--max-connections=300",
 		"--innodb-lock-wait-timeout=50", "--skip-name-resolve"}, userArgs()...)
+	if !s.grants {
+		args = append(args, "--skip-grant-tables")
+	}
 	// Not CommandContext's ctx: the server outlives the start.
 	cmd := s.command(context.Background(), s.bin.server, args...)
 	if err := cmd.Start(); err != nil {
@@ -131,6 +135,10 @@ func (s *Server) start(ctx context.Context) error {
 	go func() { _ = cmd.Wait(); close(s.exited) }()
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", "127.0.0.1:"+strconv.Itoa(port)
+	if s.grants {
+		// root@localhost, the only root there is, over the socket.
+		cfg.Net, cfg.Addr = "unix", socket
+	}
 	s.cfg = cfg
 	if err := s.waitReady(ctx); err != nil {
 		s.stop()

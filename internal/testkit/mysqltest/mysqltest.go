@@ -82,7 +82,35 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startServer(ctx, bin)
+	return startServer(ctx, bin, false)
+}
+
+// NewWithGrants returns, for a test of what a user lacking a privilege
+// gets, a server whose grant tables are in force (the package's shared
+// server skips them): the one named by FENCELOCK_MYSQL_DSN when set, else
+// a throwaway one started for t alone, stopped when t ends, whose
+// [Server.Config] connects as root over its Unix socket (other users
+// created as 'user'@'localhost' connect the same way). Without a server
+// it skips t, or fails it when CI is "true".
+func NewWithGrants(t testing.TB) *Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
+	defer cancel()
+	var s *Server
+	var err error
+	if dsn := os.Getenv(EnvDSN); dsn != "" {
+		s, err = external(ctx, dsn)
+	} else if bin, berr := findBinaries(); berr != nil {
+		err = berr
+	} else {
+		s, err = startServer(ctx, bin, true)
+	}
+	if err != nil {
+		testenv.NoServer(t, err, ErrUnavailable, howToEnable)
+		return nil
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // Main returns m wrapped for TestMain, as pgtest.Main does: one server for

@@ -22,7 +22,8 @@ import (
 type Server struct {
 	cfg *mysql.Config // no database selected
 
-	// Set for a throwaway server only.
+	// Set for a throwaway server only, before it starts.
+	grants bool // the grant tables are in force
 	dir    string
 	bin    binaries
 	cmd    *exec.Cmd
