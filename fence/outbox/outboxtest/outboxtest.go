@@ -38,8 +38,3 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newHarness(t)) })
 	}
 }
-
-var cases []struct {
-	name string
-	run  func(t *testing.T, h Harness)
-}
