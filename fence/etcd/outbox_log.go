@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/internal/outboxcodec"
 )
 
 // Pending returns up to limit recorded effects in scope that are neither
@@ -146,7 +147,7 @@ func (o *Outbox) marks(done []outbox.Settled) []clientv3.Op {
 		}
 		ops = append(ops, clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(ek), ">", 0)},
-			[]clientv3.Op{clientv3.OpPut(pk, encodeMarker(d.Parked, d.Attempts))}, nil))
+			[]clientv3.Op{clientv3.OpPut(pk, outboxcodec.EncodeMarker(d.Parked, d.Attempts))}, nil))
 	}
 	return nest(ops)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/internal/outboxcodec"
 )
 
 // OutboxFunc computes what an [Outbox.Update] writes from the record it
@@ -117,7 +118,7 @@ func (o *Outbox) checkRecording(set []fence.Claim, values map[string][]byte, eff
 			return fmt.Errorf("%w: etcdfence: effect %s: a %d-byte payload, over the limit of %d (WithMaxEffectPayload)",
 				outbox.ErrTooLarge, e.Key(), len(e.Payload), o.opts.maxPayload)
 		}
-		est += 3*len(o.EffectKey(e.Resource, e.Token, e.Seq)) + encodedSize(e) + 16
+		est += 3*len(o.EffectKey(e.Resource, e.Token, e.Seq)) + outboxcodec.Size(e) + 16
 	}
 	if est > o.store.opts.maxRequestBytes {
 		return fmt.Errorf("%w: %w: the write of %q and %d effects makes a request of about %d bytes, over the limit of %d (WithMaxRequestBytes)",
@@ -160,7 +161,7 @@ func (w *recordWrite) commit(ctx context.Context, effects []outbox.Effect) error
 	for i, e := range effects {
 		k := w.o.EffectKey(e.Resource, e.Token, e.Seq)
 		w.cmps = append(w.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
-		w.puts = append(w.puts, clientv3.OpPut(k, encodeEffect(e, i)))
+		w.puts = append(w.puts, clientv3.OpPut(k, outboxcodec.Encode(e, i)))
 		w.gets = append(w.gets, clientv3.OpGet(k, clientv3.WithKeysOnly()))
 	}
 	resp, err := w.o.store.kv.Txn(ctx).If(w.cmps...).Then(w.puts...).Else(w.gets...).Commit()
