@@ -144,6 +144,25 @@
 // resets it: the next Put lands whatever its token. Keep leases and
 // deletes by prefix off P.
 //
+// # Effects: an outbox
+//
+// An [Outbox] records side effects (an [outbox.Effect]: an email, a
+// webhook call) in the same transaction as the fenced write they belong
+// to, under a prefix of its own, so that they exist if and only if the
+// write landed; a dispatcher (outbox.Dispatcher) delivers them from it:
+//
+//	ob, err := etcdfence.NewOutbox(store, "/app/outbox/")
+//	err = ob.Update(ctx, "order/42", token, func(old fence.Record) ([]byte, []outbox.Effect, error) {
+//		return paid(old.Value), []outbox.Effect{{Resource: "order/42", Token: token, Seq: 0,
+//			Destination: "https://mail.example/send", Payload: receipt}}, nil
+//	})
+//
+// A write refused as stale records nothing. Effect keys are ordered by
+// the revision of the write that recorded them; [Outbox.Settle] deletes
+// (or marks parked) the delivered ones in one transaction fenced on the
+// dispatcher's own floor key, and [Outbox.Watch] wakes a dispatcher when
+// one is recorded.
+//
 // A nil context or client (a typed nil *clientv3.Client too) gives an error
 // matching [ErrInvalidArgument], never a panic, before any I/O.
 //

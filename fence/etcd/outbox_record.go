@@ -1,0 +1,187 @@
+package etcdfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/internal/outboxcodec"
+)
+
+// OutboxFunc computes what an [Outbox.Update] writes from the record it
+// claimed (the zero Record when the key holds no value): the record's
+// next value and the effects recorded with it, whose Resource and Token
+// must be the Update's key and token. An error is returned as it is and
+// nothing is written.
+type OutboxFunc func(old fence.Record) (next []byte, effects []outbox.Effect, err error)
+
+// OutboxAllFunc is [OutboxFunc] for [Outbox.UpdateAll]: the values of
+// the keys it writes, as a [fence.UpdateAllFunc] returns them, and the
+// effects, each on one of the claimed keys with that key's token.
+type OutboxAllFunc func(old map[string]fence.Record) (next map[string][]byte, effects []outbox.Effect, err error)
+
+// recording is what an OutboxFunc returned.
+type recording struct {
+	value   []byte
+	effects []outbox.Effect
+}
+
+// Update is [Store.Update] that also records effects: it claims key
+// with token, reads its record, calls fn, and writes fn's value and
+// effects in one etcd transaction, which lands only if neither the
+// floor nor the record changed since the read and no effect is recorded
+// already:
+//
+//	If(ModRevision(floor) = read's, ModRevision(data) = read's, CreateRevision(e/KEY₁) = 0, …)
+//	Then(Put(data, record), Put(e/KEY₁, effect₁), …)  Else(Get(floor), Get(e/KEY₁), …)
+//
+// So the effects exist if and only if the write landed: a write refused
+// by a newer token (a *[fence.StaleError]) records none. A change by a
+// writer with the same token makes Update read and call fn again, as
+// Store.Update does. An effect already recorded (the same Resource,
+// Token and Seq, still pending or parked) refuses the write with an
+// error matching [outbox.ErrDuplicate], nothing written: after an
+// unknown outcome it tells the retry the first write landed. (Once
+// delivered, an effect's key is deleted, and a retry records it again;
+// its idempotency key is the same, so the receiver drops the copy.)
+//
+// fn's effects are checked with [outbox.ValidateAll] against the claim
+// before the write is sent; a payload over [WithMaxEffectPayload], more
+// effects than [MaxWriteOps] leaves room for, or a request over the
+// Store's [WithMaxRequestBytes] is refused with an error matching
+// [outbox.ErrTooLarge], nothing written (the claim stays). Other errors,
+// the unknown outcome included, are Store.Update's. ctx bounds the call.
+func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn OutboxFunc) error {
+	if err := o.check(ctx); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: Outbox.Update: nil function", ErrInvalidArgument)
+	}
+	if err := o.store.checkWrite(ctx, key, token, 0); err != nil {
+		return err
+	}
+	return fence.RunUpdateOf(ctx, (*outboxRounds)(o), key, token, func(old fence.Record) (recording, error) {
+		v, effects, err := fn(old)
+		return recording{value: v, effects: effects}, err
+	})
+}
+
+// outboxRounds is an Outbox's [fence.UpdateRoundsOf].
+type outboxRounds Outbox
+
+// StartUpdate starts the span of an Update, as Store.Update's.
+func (r *outboxRounds) StartUpdate(ctx context.Context, key string, token fence.Token) (context.Context, fence.UpdateSpan) {
+	return r.store.tel.Op(opUpdate).StartUpdate(ctx, key, token)
+}
+
+// ClaimRead claims key and reads its record, as Store.Update does.
+func (r *outboxRounds) ClaimRead(ctx context.Context, key string, token fence.Token) (fence.Record, claimed, error) {
+	c, err := r.store.claim(ctx, key, token)
+	return c.rec, c, err
+}
+
+// WriteIf writes rec's value and effects if the floor and the record are
+// still those c read.
+func (r *outboxRounds) WriteIf(ctx context.Context, key string, token fence.Token, c claimed, rec recording) error {
+	o := (*Outbox)(r)
+	set := []fence.Claim{{Resource: key, Token: token}}
+	values := map[string][]byte{key: rec.value}
+	if err := o.checkRecording(set, values, rec.effects); err != nil {
+		return err
+	}
+	w := o.newWrite(set)
+	w.claim(0, c.floorRev, c.rev, rec.value, true)
+	return w.commit(ctx, rec.effects)
+}
+
+// checkRecording refuses, before the write is sent, effects that are
+// invalid or do not belong to set, and a write too large for etcd.
+func (o *Outbox) checkRecording(set []fence.Claim, values map[string][]byte, effects []outbox.Effect) error {
+	if err := outbox.ValidateAll(effects, set); err != nil {
+		return err
+	}
+	if n := 2*len(set) + len(effects); n > MaxWriteOps {
+		return fmt.Errorf("%w: etcdfence: %d keys and %d effects make %d compares in one transaction, over etcd's %d",
+			outbox.ErrTooLarge, len(set), len(effects), n, MaxWriteOps)
+	}
+	est := requestFraming
+	for _, c := range set {
+		est += len(values[c.Resource]) + 2*len(o.store.FloorKey(c.Resource)) + 2*len(o.store.DataKey(c.Resource)) + 2*TokenDigits + 16
+	}
+	for _, e := range effects {
+		if len(e.Payload) > o.opts.maxPayload {
+			return fmt.Errorf("%w: etcdfence: effect %s: a %d-byte payload, over the limit of %d (WithMaxEffectPayload)",
+				outbox.ErrTooLarge, e.Key(), len(e.Payload), o.opts.maxPayload)
+		}
+		est += 3*len(o.EffectKey(e.Resource, e.Token, e.Seq)) + outboxcodec.Size(e) + 16
+	}
+	if est > o.store.opts.maxRequestBytes {
+		return fmt.Errorf("%w: %w: the write of %q and %d effects makes a request of about %d bytes, over the limit of %d (WithMaxRequestBytes)",
+			outbox.ErrTooLarge, ErrValueTooLarge, fence.ClaimsLabel(set), len(effects), est, o.store.opts.maxRequestBytes)
+	}
+	return nil
+}
+
+// recordWrite is one recording transaction being built: the compares,
+// puts and refusal reads of its claims, to which commit adds its effects'.
+type recordWrite struct {
+	o    *Outbox
+	set  []fence.Claim
+	cmps []clientv3.Cmp
+	puts []clientv3.Op
+	gets []clientv3.Op // one Get of each claim's floor, then of each effect's key
+}
+
+func (o *Outbox) newWrite(set []fence.Claim) *recordWrite {
+	return &recordWrite{o: o, set: set}
+}
+
+// claim adds the compares of claim i (its floor's and its record's mod
+// revisions as read), and the put of its value when write.
+func (w *recordWrite) claim(i int, floorRev, rev int64, value []byte, write bool) {
+	c, s := w.set[i], w.o.store
+	floor, data := s.FloorKey(c.Resource), s.DataKey(c.Resource)
+	w.cmps = append(w.cmps, clientv3.Compare(clientv3.ModRevision(floor), "=", floorRev), clientv3.Compare(clientv3.ModRevision(data), "=", rev))
+	if write {
+		w.puts = append(w.puts, clientv3.OpPut(data, encodeRecord(c.Token, value)))
+	}
+	w.gets = append(w.gets, clientv3.OpGet(floor))
+}
+
+// commit adds effects (each new: no key yet) and sends the transaction.
+// It returns nil when it landed, a *fence.StaleError when a floor was
+// above its claim's token, ErrDuplicate when an effect was recorded
+// already, and fence.ErrChanged when a record or floor changed.
+func (w *recordWrite) commit(ctx context.Context, effects []outbox.Effect) error {
+	for i, e := range effects {
+		k := w.o.EffectKey(e.Resource, e.Token, e.Seq)
+		w.cmps = append(w.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
+		w.puts = append(w.puts, clientv3.OpPut(k, outboxcodec.Encode(e, i)))
+		w.gets = append(w.gets, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+	}
+	resp, err := w.o.store.kv.Txn(ctx).If(w.cmps...).Then(w.puts...).Else(w.gets...).Commit()
+	if err != nil {
+		err = writeError(opUpdate, fence.ClaimsLabel(w.set), w.set[0].Token, err)
+		if errors.Is(err, ErrValueTooLarge) {
+			return fmt.Errorf("%w: %w", outbox.ErrTooLarge, err)
+		}
+		return err
+	}
+	if resp.Succeeded {
+		return nil
+	}
+	if err := staleAmong(w.set, resp, 0); err != nil {
+		return err
+	}
+	for i, e := range effects {
+		if firstKV(resp, len(w.set)+i) != nil {
+			return fmt.Errorf("%w: %s (resource %q, token %d, seq %d); nothing written", outbox.ErrDuplicate, e.Key(), e.Resource, e.Token, e.Seq)
+		}
+	}
+	return fence.ErrChanged
+}

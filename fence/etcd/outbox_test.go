@@ -1,0 +1,279 @@
+package etcdfence_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/fence"
+	etcdfence "github.com/fencelock/fencelock/fence/etcd"
+	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/fence/outbox/outboxtest"
+)
+
+// newOutbox returns a Store and its Outbox under a fresh prefix.
+func newOutbox(t testing.TB, opts ...etcdfence.OutboxOption) (*etcdfence.Store, *etcdfence.Outbox) {
+	t.Helper()
+	s := newStore(t)
+	o, err := etcdfence.NewOutbox(s, s.Prefix()+"outbox/", opts...)
+	if err != nil {
+		t.Fatalf("NewOutbox: got %v, want nil", err)
+	}
+	return s, o
+}
+
+// record is the harness's Record: one Outbox.Update writing "v".
+func record(o *etcdfence.Outbox) func(ctx context.Context, c fence.Claim, effects []outbox.Effect) error {
+	return func(ctx context.Context, c fence.Claim, effects []outbox.Effect) error {
+		return o.Update(ctx, c.Resource, c.Token, func(fence.Record) ([]byte, []outbox.Effect, error) {
+			return []byte("v"), effects, nil
+		})
+	}
+}
+
+func TestOutboxConformance(t *testing.T) {
+	outboxtest.Run(t, func(t *testing.T) outboxtest.Harness {
+		_, o := newOutbox(t)
+		return outboxtest.Harness{Log: o, Record: record(o), MaxPayload: o.MaxPayload()}
+	})
+}
+
+// effect returns effect seq of token on resource, to "dst".
+func effect(resource string, token int64, seq int64) outbox.Effect {
+	return outbox.Effect{Resource: resource, Token: fence.Token(token), Seq: seq, Destination: "dst", Payload: []byte(fmt.Sprint(resource, token, seq))}
+}
+
+// pendingKeys returns the idempotency keys of everything pending.
+func pendingKeys(t testing.TB, o *etcdfence.Outbox) []string {
+	t.Helper()
+	es, err := o.Pending(t.Context(), outbox.All, nil, 1000)
+	if err != nil {
+		t.Fatalf("Pending: got %v, want nil", err)
+	}
+	keys := make([]string, len(es))
+	for i, e := range es {
+		keys[i] = e.Key()
+	}
+	return keys
+}
+
+func wantPending(t testing.TB, o *etcdfence.Outbox, want ...outbox.Effect) {
+	t.Helper()
+	keys := make([]string, len(want))
+	for i, e := range want {
+		keys[i] = e.Key()
+	}
+	if got := pendingKeys(t, o); !slices.Equal(got, keys) {
+		t.Fatalf("Pending: got %v, want %v", got, keys)
+	}
+}
+
+// TestOutboxStaleWriteRecordsNothing: a holder whose token was superseded
+// between its read and its write records no effect, and its state does
+// not land. The control writes the same effect's key with a plain put
+// after the refused write, as a store recording effects apart from its
+// fenced write would, and Pending then returns it.
+func TestOutboxStaleWriteRecordsNothing(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
+			s, o := newOutbox(t)
+			cli := etcdClient(t)
+			e := effect("acct", 1, 0)
+			err := o.Update(t.Context(), "acct", 1, func(fence.Record) ([]byte, []outbox.Effect, error) {
+				if _, err := s.GetForUpdate(t.Context(), "acct", 2); !errors.Is(err, fence.ErrNotFound) {
+					t.Fatalf("GetForUpdate(2): got %v, want ErrNotFound", err)
+				}
+				return []byte("stale"), []outbox.Effect{e}, nil
+			})
+			if !errors.Is(err, fence.ErrStale) {
+				t.Fatalf("Update(1) after token 2 claimed: got %v, want ErrStale", err)
+			}
+			if control {
+				if _, err := cli.Put(t.Context(), o.EffectKey(e.Resource, e.Token, e.Seq), etcdfence.EncodeEffect(e, 0)); err != nil {
+					t.Fatal(err)
+				}
+				wantPending(t, o, e)
+				return
+			}
+			wantPending(t, o)
+			if _, err := s.Get(t.Context(), "acct"); !errors.Is(err, fence.ErrNotFound) {
+				t.Fatalf("Get: got %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// TestOutboxSettleStale: a dispatcher whose token is below the one that
+// settled last marks nothing; the control, a dispatcher at the floor,
+// marks.
+func TestOutboxSettleStale(t *testing.T) {
+	_, o := newOutbox(t)
+	ctx := t.Context()
+	e := effect("acct", 1, 0)
+	if err := record(o)(ctx, fence.Claim{Resource: "acct", Token: 1}, []outbox.Effect{e}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Settle(ctx, fence.Claim{Resource: "dispatcher", Token: 5}, nil); err != nil {
+		t.Fatalf("Settle(5, none): got %v, want nil", err)
+	}
+	err := o.Settle(ctx, fence.Claim{Resource: "dispatcher", Token: 4}, []outbox.Settled{{Effect: e, Attempts: 1}})
+	var stale *fence.StaleError
+	if !errors.As(err, &stale) || stale.Current != 5 {
+		t.Fatalf("Settle(4): got %v, want a StaleError with Current 5", err)
+	}
+	wantPending(t, o, e)
+	if err := o.Settle(ctx, fence.Claim{Resource: "dispatcher", Token: 5}, []outbox.Settled{{Effect: e, Attempts: 1}}); err != nil {
+		t.Fatalf("Settle(5): got %v, want nil", err)
+	}
+	wantPending(t, o)
+}
+
+// TestOutboxOrder: effects come back in the order of their writes, then
+// of each write's slice, whatever their keys; UpdateAll's with them.
+func TestOutboxOrder(t *testing.T) {
+	_, o := newOutbox(t)
+	ctx := t.Context()
+	b1, a0 := effect("b", 3, 1), effect("b", 3, 0)
+	if err := record(o)(ctx, fence.Claim{Resource: "b", Token: 3}, []outbox.Effect{b1, a0}); err != nil {
+		t.Fatal(err)
+	}
+	x, y := effect("a", 7, 0), effect("b", 3, 2)
+	err := o.UpdateAll(ctx, []fence.Claim{{Resource: "a", Token: 7}, {Resource: "b", Token: 3}},
+		func(map[string]fence.Record) (map[string][]byte, []outbox.Effect, error) {
+			return map[string][]byte{"a": []byte("A")}, []outbox.Effect{y, x}, nil
+		})
+	if err != nil {
+		t.Fatalf("UpdateAll: got %v, want nil", err)
+	}
+	wantPending(t, o, b1, a0, y, x)
+	got, err := o.Pending(ctx, outbox.All, []string{"b"}, 10)
+	if err != nil || len(got) != 1 || got[0].Key() != x.Key() || string(got[0].Payload) != string(x.Payload) || got[0].Destination != "dst" {
+		t.Fatalf("Pending skipping b: got %v, %v; want only %v", got, err, x)
+	}
+}
+
+// TestOutboxStaleUpdateAllRecordsNothing: one stale claim of an UpdateAll
+// refuses the whole write, effects on the other key too.
+func TestOutboxStaleUpdateAllRecordsNothing(t *testing.T) {
+	s, o := newOutbox(t)
+	ctx := t.Context()
+	err := o.UpdateAll(ctx, []fence.Claim{{Resource: "a", Token: 1}, {Resource: "b", Token: 1}},
+		func(map[string]fence.Record) (map[string][]byte, []outbox.Effect, error) {
+			mustPut(t, s, "b", 2, "newer")
+			return map[string][]byte{"a": []byte("A")}, []outbox.Effect{effect("a", 1, 0), effect("b", 1, 0)}, nil
+		})
+	if !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("UpdateAll: got %v, want ErrStale", err)
+	}
+	wantPending(t, o)
+}
+
+// TestOutboxDuplicate: recording an effect twice is refused, and the
+// second write changes nothing.
+func TestOutboxDuplicate(t *testing.T) {
+	s, o := newOutbox(t)
+	ctx := t.Context()
+	e := effect("acct", 1, 0)
+	if err := record(o)(ctx, fence.Claim{Resource: "acct", Token: 1}, []outbox.Effect{e}); err != nil {
+		t.Fatal(err)
+	}
+	err := o.Update(ctx, "acct", 1, func(fence.Record) ([]byte, []outbox.Effect, error) {
+		return []byte("again"), []outbox.Effect{e}, nil
+	})
+	if !errors.Is(err, outbox.ErrDuplicate) {
+		t.Fatalf("second Update: got %v, want ErrDuplicate", err)
+	}
+	wantRecord(t, s, "acct", 1, "v")
+	wantPending(t, o, e)
+}
+
+// TestOutboxParkAndRequeue: a parked effect leaves Pending without
+// holding back later ones, is listed by Parked, and Requeue puts it back
+// in its place.
+func TestOutboxParkAndRequeue(t *testing.T) {
+	_, o := newOutbox(t)
+	ctx := t.Context()
+	first, second := effect("r", 1, 0), effect("r", 1, 1)
+	if err := record(o)(ctx, fence.Claim{Resource: "r", Token: 1}, []outbox.Effect{first, second}); err != nil {
+		t.Fatal(err)
+	}
+	by := fence.Claim{Resource: "d", Token: 1}
+	if err := o.Settle(ctx, by, []outbox.Settled{{Effect: first, Parked: "410 gone", Attempts: 3}}); err != nil {
+		t.Fatalf("Settle(parked): got %v, want nil", err)
+	}
+	wantPending(t, o, second)
+	ps, err := o.Parked(ctx, outbox.All, 10)
+	if err != nil || len(ps) != 1 || ps[0].Effect.Key() != first.Key() || ps[0].Reason != "410 gone" || ps[0].Attempts != 3 {
+		t.Fatalf("Parked: got %+v, %v; want %v parked for 410 gone after 3 attempts", ps, err, first.Key())
+	}
+	if err := o.Requeue(ctx, second); !errors.Is(err, fence.ErrNotFound) {
+		t.Fatalf("Requeue(not parked): got %v, want ErrNotFound", err)
+	}
+	if err := o.Requeue(ctx, first); err != nil {
+		t.Fatalf("Requeue: got %v, want nil", err)
+	}
+	wantPending(t, o, first, second)
+}
+
+// TestOutboxSettleMany: one Settle of more effects than etcd takes
+// operations in one level of a transaction.
+func TestOutboxSettleMany(t *testing.T) {
+	_, o := newOutbox(t)
+	ctx := t.Context()
+	var done []outbox.Settled
+	for r := range 3 {
+		res := fmt.Sprint("r", r)
+		var es []outbox.Effect
+		for i := range 100 {
+			es = append(es, effect(res, 1, int64(i)))
+			done = append(done, outbox.Settled{Effect: es[i], Attempts: 1})
+		}
+		if err := record(o)(ctx, fence.Claim{Resource: res, Token: 1}, es); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(pendingKeys(t, o)); n != 300 {
+		t.Fatalf("Pending: got %d, want 300", n)
+	}
+	if err := o.Settle(ctx, fence.Claim{Resource: "d", Token: 1}, done); err != nil {
+		t.Fatalf("Settle(300): got %v, want nil", err)
+	}
+	wantPending(t, o)
+}
+
+// TestOutboxWatch: the watch wakes on an effect recorded after Watch
+// returned, and its channel closes when ctx ends.
+func TestOutboxWatch(t *testing.T) {
+	_, o := newOutbox(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	ch, err := o.Watch(ctx, outbox.All)
+	if err != nil {
+		t.Fatalf("Watch: got %v, want nil", err)
+	}
+	if err := record(o)(t.Context(), fence.Claim{Resource: "r", Token: 1}, []outbox.Effect{effect("r", 1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, ok := <-ch:
+		if !ok {
+			t.Fatal("Watch: channel closed, want a wake-up")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch: no wake-up within 5s of an effect recorded")
+	}
+	cancel()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("Watch: channel not closed within 5s of ctx's end")
+		}
+	}
+}

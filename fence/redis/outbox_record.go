@@ -1,0 +1,169 @@
+package redisfence
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/internal/outboxcodec"
+)
+
+// OutboxFunc computes what an [Outbox.Update] writes from the record it
+// claimed (the zero Record when the key holds no value): the record's
+// next value and the effects recorded with it, whose Resource and Token
+// must be the Update's key and token. An error is returned as it is and
+// nothing is written.
+type OutboxFunc func(old fence.Record) (next []byte, effects []outbox.Effect, err error)
+
+// OutboxAllFunc is [OutboxFunc] for [Outbox.UpdateAll]: the values of the
+// keys it writes, as a [fence.UpdateAllFunc] returns them, and the
+// effects, each on one of the claimed keys with that key's token.
+type OutboxAllFunc func(old map[string]fence.Record) (next map[string][]byte, effects []outbox.Effect, err error)
+
+// Update is [Store.Update] that also records effects: it claims key with
+// token and reads its record (one script), calls fn, and writes fn's
+// value and effects in a second script, which Redis runs atomically: it
+// lands only if the floor is still token, the record's version the one
+// read, and no effect is recorded already, and then writes the record and
+// the effects together. So the effects exist if and only if the write
+// landed: a write refused by a newer token (a *[fence.StaleError])
+// records none. A change by a writer with the same token makes Update
+// read and call fn again, as Store.Update does. An effect already
+// recorded (the same Resource, Token and Seq, pending or parked) refuses
+// the write with an error matching [outbox.ErrDuplicate], nothing
+// written; once delivered it is forgotten, and a retry records it again
+// (its idempotency key is the same, so the receiver drops the copy).
+//
+// Before the write is sent, fn's effects are checked with
+// [outbox.ValidateAll] against the claim, a payload over
+// [WithMaxEffectPayload] is refused with [outbox.ErrTooLarge], and a key
+// outside the Outbox's hash slot with [ErrCrossSlot] (that one before
+// any I/O). The script is sent once; a lost reply gives an error matching
+// [fence.ErrUnknownOutcome], as Store.Update's. ctx bounds the call.
+func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn OutboxFunc) error {
+	if err := o.check(ctx); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: Outbox.Update: nil function", ErrInvalidArgument)
+	}
+	if err := o.store.checkWrite(ctx, key, token); err != nil {
+		return err
+	}
+	if err := o.checkSlot([]fence.Claim{{Resource: key, Token: token}}); err != nil {
+		return err
+	}
+	return o.UpdateAll(ctx, []fence.Claim{{Resource: key, Token: token}}, func(old map[string]fence.Record) (map[string][]byte, []outbox.Effect, error) {
+		v, effects, err := fn(old[key])
+		if err != nil {
+			return nil, nil, err
+		}
+		return map[string][]byte{key: v}, effects, nil
+	})
+}
+
+// checkSlot refuses claims whose hashes are not in the Outbox's slot.
+func (o *Outbox) checkSlot(set []fence.Claim) error {
+	want := Slot(o.key(keySeq))
+	for _, c := range set {
+		if k := o.store.Key(c.Resource); Slot(k) != want {
+			return fmt.Errorf("%w: %q (slot %d) is not in the outbox's slot %d (%q): give the Store's and the Outbox's prefixes one hash tag",
+				ErrCrossSlot, k, Slot(k), want, o.prefix)
+		}
+	}
+	return nil
+}
+
+// UpdateAll is [Store.UpdateAll] that also records effects, as
+// [Outbox.Update] does for one key: one script claims every key, and a
+// second writes fn's values and effects if every floor is its token and
+// no version changed since the read and no effect is recorded already.
+// Each effect must be on one of the claimed keys, with that key's token;
+// every key must be in the Outbox's hash slot. The effects are recorded
+// in the order of fn's slice, after those of earlier writes. Its
+// refusals and errors are Store.UpdateAll's and Outbox.Update's.
+func (o *Outbox) UpdateAll(ctx context.Context, claims []fence.Claim, fn OutboxAllFunc) error {
+	if err := o.check(ctx); err != nil {
+		return err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: Outbox.UpdateAll: nil function", ErrInvalidArgument)
+	}
+	r := &outboxRounds{o: o}
+	return fence.RunUpdateAll(ctx, r, claims, func(old map[string]fence.Record) (map[string][]byte, error) {
+		next, effects, err := fn(old)
+		r.effects = effects
+		return next, err
+	})
+}
+
+// outboxRounds is the [fence.UpdateAllRounds] of one Outbox.UpdateAll:
+// effects are those of fn's last call, which RunUpdateAll makes just
+// before WriteAllIf, in the same goroutine.
+type outboxRounds struct {
+	o       *Outbox
+	effects []outbox.Effect
+}
+
+// CheckUpdateAll refuses, before any I/O, what Store.UpdateAll refuses
+// and keys outside the Outbox's slot.
+func (r *outboxRounds) CheckUpdateAll(set []fence.Claim) error {
+	if err := (*rounds)(r.o.store).CheckUpdateAll(set); err != nil {
+		return err
+	}
+	return r.o.checkSlot(set)
+}
+
+// StartUpdateAll starts the span, as Store.UpdateAll's.
+func (r *outboxRounds) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
+	return r.o.store.tel.Op(opUpdateAll).StartUpdateAll(ctx, set)
+}
+
+// ClaimReadAll is Store.UpdateAll's claim.
+func (r *outboxRounds) ClaimReadAll(ctx context.Context, set []fence.Claim) (map[string]fence.Record, claimedAll, error) {
+	return (*rounds)(r.o.store).ClaimReadAll(ctx, set)
+}
+
+// WriteAllIf is the recording script.
+func (r *outboxRounds) WriteAllIf(ctx context.Context, set []fence.Claim, c claimedAll, next map[string][]byte) error {
+	o := r.o
+	if err := o.checkEffects(set, r.effects); err != nil {
+		return err
+	}
+	args := make([]any, 0, 4*len(set)+1+3*len(r.effects))
+	for i, cl := range set {
+		v, ok := next[cl.Resource]
+		args = append(args, padToken(cl.Token), c.versions[i], flag(ok), v)
+	}
+	args = append(args, o.key(chanWake))
+	for i, e := range r.effects {
+		args = append(args, e.Key(), outboxcodec.Encode(e, i), e.Resource)
+	}
+	keys := append(append([]string(nil), c.keys...), o.key(keySeq), o.key(keyPending), o.key(keyEffects))
+	reply, err := recordScript.runKeys(ctx, o.store.c, keys, args...)
+	if err == nil {
+		switch status(reply) {
+		case replyChanged:
+			return fence.ErrChanged
+		case replyDuplicate:
+			k, _ := str(reply, 1)
+			return fmt.Errorf("%w: %s; nothing written", outbox.ErrDuplicate, k)
+		}
+	}
+	return allResult(set, reply, err)
+}
+
+// checkEffects refuses effects that are invalid, not of set, or too large.
+func (o *Outbox) checkEffects(set []fence.Claim, effects []outbox.Effect) error {
+	if err := outbox.ValidateAll(effects, set); err != nil {
+		return err
+	}
+	for _, e := range effects {
+		if len(e.Payload) > o.maxPayload {
+			return fmt.Errorf("%w: redisfence: effect %s: a %d-byte payload, over the limit of %d (WithMaxEffectPayload)",
+				outbox.ErrTooLarge, e.Key(), len(e.Payload), o.maxPayload)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package redisfence
+
+// replyDuplicate is the recording script's reply for an effect recorded
+// already: {3, its key}.
+const replyDuplicate = 3
+
+// recordScript is an Outbox's write: KEYS the records' hashes, then the
+// outbox's seq, pending and effects keys. For KEYS[i], from a = 4i-3,
+// ARGV[a] its token, ARGV[a+1] the version read, ARGV[a+2] "1" to write
+// ARGV[a+3] or "0" to keep the record, as updateAllScript's; then the
+// wake channel, then for each effect its key, its encoding and its
+// resource. It checks every record as updateAllScript does ({0, i,
+// floor} stale, {2} changed), then that no effect is recorded ({3, key}),
+// and only then writes the records and the effects, at the positions
+// after the last handed out, and publishes each effect's resource.
+var recordScript = newScript(`
+local nk = #KEYS - 3
+local seqk, pend, effs = KEYS[nk + 1], KEYS[nk + 2], KEYS[nk + 3]
+local changed, ns = false, {}
+for i = 1, nk do
+  local a = 4 * i - 3
+  local f, n = unpack(redis.call('HMGET', KEYS[i], 'floor', 'version'))
+  if not f then
+    changed = true
+  else
+    if not valid(f) then return {-1, i, 'floor ' .. f} end
+    if less(ARGV[a], f) then return {0, i, f} end
+    if f ~= ARGV[a] or (n or '0') ~= ARGV[a + 1] then changed = true end
+    if not num(n) then return {-1, i, 'version not a number'} end
+  end
+  ns[i] = tonumber(n or '0')
+end
+if changed then return {2} end
+local e0 = 4 * nk + 1
+local ne = (#ARGV - e0) / 3
+for j = 1, ne do
+  local k = ARGV[e0 + 3 * j - 2]
+  if redis.call('HEXISTS', effs, k) == 1 then return {3, k} end
+end
+for i = 1, nk do
+  local a = 4 * i - 3
+  if ARGV[a + 2] == '1' then
+    redis.call('HSET', KEYS[i], 'token', ARGV[a], 'value', ARGV[a + 3], 'version', ns[i] + 1)
+  end
+end
+if ne > 0 then
+  local last = redis.call('INCRBY', seqk, ne)
+  for j = 1, ne do
+    local b = e0 + 3 * j - 2
+    redis.call('ZADD', pend, last - ne + j, ARGV[b])
+    redis.call('HSET', effs, ARGV[b], ARGV[b + 1])
+    redis.call('PUBLISH', ARGV[e0], ARGV[b + 2])
+  end
+end
+return {1}
+`)
+
+// settleScript is Settle's: KEYS floors, pending, parked, reasons,
+// effects; ARGV[1] the dispatcher's resource, ARGV[2] its token, then for
+// each effect its key, "0" (delivered) or "1" (parked), and its marker.
+// A higher floor refuses it all ({0, floor}); otherwise it raises the
+// floor, forgets the delivered effects and moves the parked ones that are
+// still pending to the parked set, at their positions.
+var settleScript = newScript(`
+local f = redis.call('HGET', KEYS[1], ARGV[1])
+if f then
+  if not valid(f) then return {-1, 'floor ' .. f} end
+  if less(ARGV[2], f) then return {0, f} end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+for j = 3, #ARGV, 3 do
+  local k = ARGV[j]
+  if ARGV[j + 1] == '0' then
+    redis.call('ZREM', KEYS[2], k)
+    redis.call('ZREM', KEYS[3], k)
+    redis.call('HDEL', KEYS[4], k)
+    redis.call('HDEL', KEYS[5], k)
+  else
+    local s = redis.call('ZSCORE', KEYS[2], k)
+    if s then
+      redis.call('ZREM', KEYS[2], k)
+      redis.call('ZADD', KEYS[3], s, k)
+      redis.call('HSET', KEYS[4], k, ARGV[j + 2])
+    end
+  end
+end
+return {1}
+`)
+
+// requeueScript is Requeue's: KEYS pending, parked, reasons; ARGV[1] the
+// effect's key, ARGV[2] the wake channel, ARGV[3] its resource. It moves
+// a parked effect back to the pending set at its position ({1}), or
+// replies {0} when it is not parked.
+var requeueScript = newScript(`
+local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not s then return {0} end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[1], s, ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return {1}
+`)
