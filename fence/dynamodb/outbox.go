@@ -129,6 +129,10 @@ func NewOutbox(store *Store, table string, opts ...OutboxOption) (*Outbox, error
 // Table returns the Outbox's table.
 func (o *Outbox) Table() string { return o.table }
 
+// Prefix returns the prefix of the partition keys of the Outbox's items
+// ([WithOutboxPrefix]).
+func (o *Outbox) Prefix() string { return o.prefix }
+
 // MaxPayload returns the largest payload one effect may have
 // ([WithMaxEffectPayload]).
 func (o *Outbox) MaxPayload() int { return o.max }
