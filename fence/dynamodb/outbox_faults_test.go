@@ -13,7 +13,9 @@ import (
 
 // transactions makes f fault TransactWriteItems requests only.
 func transactions(f *faults) *faults {
-	f.Match = func(r *http.Request) bool { return strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") }
+	f.Match = func(r *http.Request) bool {
+		return strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems")
+	}
 	return f
 }
 
