@@ -7,8 +7,8 @@
 // not sent from the critical section; it is recorded, as an [Effect], in
 // the same fenced write as the state change it belongs to, and exists if
 // and only if that write landed. Each store's adapter records it (fence/postgres's and
-// fence/sql's Outbox.Record in the fenced transaction; fence/etcd's and
-// fence/redis's Outbox.Update in the same atomic write) and implements
+// fence/sql's Outbox.Record in the fenced transaction; fence/etcd's,
+// fence/redis's and fence/dynamodb's Outbox.Update in the same atomic write) and implements
 // [Log], what a dispatcher reads:
 //
 //	err := postgres.RunInTx(ctx, pool, "order-42", lock.Token(), func(tx pgx.Tx) error {
