@@ -153,6 +153,11 @@ func (r *Receipts) Begin(ctx context.Context, key string, f propagate.Fencing) (
 	switch {
 	case errors.Is(err, errReplay):
 		return &Delivery{Replay: replay}, nil
+	case errors.Is(err, fence.ErrUnknownOutcome):
+		// The claim may have landed: free it if it did, or the retry
+		// meets its own claim, in flight, until WithPendingTimeout.
+		_ = d.Release(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("outbox: delivery %q: %w", key, err)
 	case err != nil:
 		return nil, fmt.Errorf("outbox: delivery %q: %w", key, err)
 	}
