@@ -156,7 +156,7 @@ func (r *Receipts) Begin(ctx context.Context, key string, f propagate.Fencing) (
 	case errors.Is(err, fence.ErrUnknownOutcome):
 		// The claim may have landed: free it if it did, or the retry
 		// meets its own claim, in flight, until WithPendingTimeout.
-		_ = d.Release(context.WithoutCancel(ctx))
+		d.releaseAfter(ctx)
 		return nil, fmt.Errorf("outbox: delivery %q: %w", key, err)
 	case err != nil:
 		return nil, fmt.Errorf("outbox: delivery %q: %w", key, err)
@@ -164,7 +164,7 @@ func (r *Receipts) Begin(ctx context.Context, key string, f propagate.Fencing) (
 	if err := r.Floor(ctx, f); errors.Is(err, fence.ErrStale) {
 		d.Stale = err
 	} else if err != nil {
-		_ = d.Release(context.WithoutCancel(ctx))
+		d.releaseAfter(ctx)
 		return nil, err
 	}
 	return d, nil
@@ -204,6 +204,14 @@ func (d *Delivery) Finish(ctx context.Context, a Answer) error {
 // meet (a 5xx). Errors as for [Delivery.Finish].
 func (d *Delivery) Release(ctx context.Context) error {
 	return d.settle(ctx, receipt{State: stateFree})
+}
+
+// releaseAfter releases d after Begin failed, whether or not ctx has
+// ended, within settleTimeout.
+func (d *Delivery) releaseAfter(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	_ = d.Release(ctx)
 }
 
 // settle writes rc on the delivery's receipt if it is still the
