@@ -191,8 +191,12 @@ func (r *Receipts) Floor(ctx context.Context, f propagate.Fencing) error {
 // from then on (its body left out when larger than [WithMaxAnswer]). It
 // returns [ErrTakenOver] when a later delivery has taken the key over,
 // and the store's errors; the receipt then stays pending until
-// [WithPendingTimeout]. ctx bounds the write.
+// [WithPendingTimeout]. On a replay, which holds nothing, it does nothing.
+// ctx bounds the write.
 func (d *Delivery) Finish(ctx context.Context, a Answer) error {
+	if d == nil || d.r == nil {
+		return nil // a replay holds nothing
+	}
 	if len(a.Body) > d.r.o.maxBody {
 		a.Body, a.Omitted = nil, true
 	}
@@ -217,7 +221,7 @@ func (d *Delivery) releaseAfter(ctx context.Context) {
 // settle writes rc on the delivery's receipt if it is still the
 // delivery's own.
 func (d *Delivery) settle(ctx context.Context, rc receipt) error {
-	if d.r == nil {
+	if d == nil || d.r == nil {
 		return nil // a replay holds nothing
 	}
 	value, err := json.Marshal(rc)
