@@ -15,7 +15,7 @@ import (
 )
 
 // faultyLog is a MemoryLog whose calls fail as told: settle (called with
-// the number of the Settle, from 1) may apply the write or not and return
+// the number of the Settle, from 1; set before use) may apply the write or not and return
 // an error, as a store whose reply was lost does; check may fail Check;
 // brokenWatch makes Watch return a channel that is closed at once, as a
 // watch whose connection the server drops does.
@@ -24,6 +24,7 @@ type faultyLog struct {
 	settle      func(n int) (apply bool, err error)
 	check       func(n int) error
 	brokenWatch bool
+	loseSettles atomic.Bool // while true, each Settle is lost: not applied, its outcome unknown
 
 	settles, checks, pendings, watches atomic.Int32
 	mu                                 sync.Mutex // guards stale
@@ -37,6 +38,9 @@ var (
 
 func (f *faultyLog) Settle(ctx context.Context, by fence.Claim, done []outbox.Settled) error {
 	n := int(f.settles.Add(1))
+	if f.loseSettles.Load() {
+		return errReplyLost
+	}
 	if f.settle == nil {
 		return f.MemoryLog.Settle(ctx, by, done)
 	}
