@@ -136,8 +136,9 @@ func (r *run) round(ctx context.Context) (full bool, err error) {
 	return len(effects) == r.d.o.batch, nil
 }
 
-// waiting returns the resources whose head effect waits for a retry, and
-// forgets those that are due.
+// waiting returns the resources whose head effect waits for a retry that
+// is not due yet; a due one is read again, its attempts kept until it is
+// delivered or parked.
 func (r *run) waiting() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
