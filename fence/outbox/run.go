@@ -76,6 +76,14 @@ func (r *run) idle(ctx context.Context, wake <-chan struct{}) <-chan struct{} {
 	case <-t.C:
 	case _, ok := <-wake:
 		if !ok {
+			// The watch broke: poll until the interval is out before
+			// watching again, so that a watch that breaks at once (a
+			// server dropping the listening connection) is not a tight
+			// loop of reads and watches.
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
 			return nil
 		}
 	}
