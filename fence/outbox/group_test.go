@@ -32,6 +32,7 @@ func TestDispatcherGroup(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var got []sent
+	owners := map[int]string{} // partition: its worker, while it runs there
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	for _, w := range []string{"w1", "w2"} {
@@ -60,6 +61,10 @@ func TestDispatcherGroup(t *testing.T) {
 					return nil
 				})
 				d := newDispatcher(t, m, s, outbox.WithName("mail"))
+				mu.Lock()
+				owners[p.Index()] = w
+				mu.Unlock()
+				defer func() { mu.Lock(); delete(owners, p.Index()); mu.Unlock() }()
 				err := d.Run(ctx, p, outbox.Scope{Index: p.Index(), Partitions: g.Partitions()})
 				if errors.Is(err, context.Canceled) {
 					return nil
@@ -69,6 +74,15 @@ func TestDispatcherGroup(t *testing.T) {
 		}()
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	poll.Until(t, "both workers owning two partitions each", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := map[string]int{}
+		for _, w := range owners {
+			n[w]++
+		}
+		return n["w1"] == 2 && n["w2"] == 2
+	})
 	want := map[string]outbox.Effect{}
 	for i := range 40 {
 		res := fmt.Sprintf("order-%d", i%10)
