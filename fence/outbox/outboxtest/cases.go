@@ -28,6 +28,7 @@ var cases = []testCase{
 	{"SettleParked", settleParked},
 	{"SettleStaleDispatcher", settleStale},
 	{"SettleTwiceAndUnknown", settleTwice},
+	{"RecordAgainAfterSettle", recordAgainAfterSettle},
 	{"ScopeSkipLimit", scopeSkipLimit},
 	{"Watch", watch},
 }
