@@ -14,9 +14,11 @@ import (
 const DefaultMaxEffectPayload = 1 << 20
 
 // MaxWriteOps is etcd's default --max-txn-ops, 128: a recording write
-// compares two keys per resource it claims and one per effect
-// (that the effect is new), so [Outbox.Update] records at most 126
-// effects, and [Outbox.UpdateAll] of n keys at most 128 - 2n.
+// compares two keys per resource it claims and one per effect (that the
+// effect was never recorded), and puts one key per resource it writes
+// and two per effect (the effect and the marker that outlives its
+// delivery), so [Outbox.Update] records at most 63 effects, and
+// [Outbox.UpdateAll] of n keys at most (128 - n) / 2.
 const MaxWriteOps = 128
 
 // Outbox records side effects (an [outbox.Effect]: an email, a webhook
@@ -27,7 +29,22 @@ const MaxWriteOps = 128
 // [outbox.Requeuer].
 //
 // Its keys live under its own prefix, which must not overlap the Store's
-// floor/ and data/ spaces; the layout is in outbox_layout.go. Like a
+// floor/ and data/ spaces; the layout is in outbox_layout.go.
+//
+// Settled effects leave a marker: each recorded effect also creates an
+// empty key PREFIX r/KEY (KEY its [outbox.Effect.Key]) that delivery
+// does not delete, so that a writer's retry of a write whose outcome was
+// unknown is refused with [outbox.ErrDuplicate] even after the effect
+// was delivered, instead of applying the state change and the effect
+// twice. Storage therefore grows by one small key (the prefix, "r/" and
+// a key of at most 72 bytes) per effect ever recorded; [Outbox.Pending]
+// does not read them. No pruning method is provided: an operator who
+// must reclaim the space deletes r/KEY keys whose e/KEY is gone (the
+// effect delivered) and whose create revision is older than any write a
+// writer may still retry; a retry of a pruned effect records it again,
+// and only its receiver's deduplication on the key stops the copy.
+//
+// Like a
 // Store it holds no state beyond its configuration: it is safe for
 // concurrent use, and any number of Outboxes in any number of processes
 // may share a prefix. The zero Outbox is not usable; create one with

@@ -19,7 +19,7 @@ func TestOutboxBadInput(t *testing.T) {
 	up := func(effects ...outbox.Effect) error {
 		return o.Update(ctx, "k", 1, func(fence.Record) ([]byte, []outbox.Effect, error) { return []byte("x"), effects, nil })
 	}
-	many := make([]outbox.Effect, 127)
+	many := make([]outbox.Effect, 64) // one over (MaxWriteOps - 1) / 2
 	for i := range many {
 		many[i] = effect("k", 1, int64(i))
 	}

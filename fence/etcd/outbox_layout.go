@@ -12,8 +12,12 @@ import (
 //
 //	PREFIX e/KEY    a recorded effect (KEY its outbox.Effect.Key), created
 //	                by the write that recorded it and deleted when it is
-//	                settled; its mod revision, the recording write's, and
+//	                delivered; its mod revision, the recording write's, and
 //	                its position in that write's slice give its order
+//	PREFIX r/KEY    empty: created by the same write and never deleted, so
+//	                that recording the effect again, pending, parked or
+//	                delivered, is refused (the recording write compares
+//	                this key alone); outside e/, so Pending never reads it
 //	PREFIX p/KEY    the marker of a parked effect: why, and how many
 //	                attempts; the effect stays at e/KEY, in its place
 //	PREFIX f/NAME   the floor of the dispatcher resource NAME: the highest
@@ -21,6 +25,7 @@ import (
 const (
 	effectSpace = "e/"
 	parkedSpace = "p/"
+	seenSpace   = "r/"
 	settleSpace = "f/"
 )
 
@@ -29,6 +34,9 @@ const (
 func (o *Outbox) EffectKey(resource string, token fence.Token, seq int64) string {
 	return o.prefix + effectSpace + outbox.Key(resource, token, seq)
 }
+
+// seenKey is the key that stays once the effect is delivered.
+func (o *Outbox) seenKey(e outbox.Effect) string { return o.prefix + seenSpace + e.Key() }
 
 func (o *Outbox) parkedKey(e outbox.Effect) string { return o.prefix + parkedSpace + e.Key() }
 

@@ -89,8 +89,10 @@ func (o *Outbox) readAll(ctx context.Context) ([]stored, map[string][]byte, erro
 // holds, below etcd's --max-txn-ops.
 const maxSettleOps = 100
 
-// Settle records that each of done was delivered (its key deleted) or
-// parked (a marker put beside it, if it is still recorded), in one etcd
+// Settle records that each of done was delivered (its key deleted; its
+// r/KEY marker, created with it, stays, so that it cannot be recorded
+// again) or parked (a marker put beside it, if it is still recorded),
+// in one etcd
 // transaction fenced on by: the floor key PREFIX f/by.Resource holds the
 // highest token that has settled through it, and the transaction
 //

@@ -33,21 +33,20 @@ type recording struct {
 // Update is [Store.Update] that also records effects: it claims key
 // with token, reads its record, calls fn, and writes fn's value and
 // effects in one etcd transaction, which lands only if neither the
-// floor nor the record changed since the read and no effect is recorded
-// already:
+// floor nor the record changed since the read and no effect was ever
+// recorded already:
 //
-//	If(ModRevision(floor) = read's, ModRevision(data) = read's, CreateRevision(e/KEY₁) = 0, …)
-//	Then(Put(data, record), Put(e/KEY₁, effect₁), …)  Else(Get(floor), Get(e/KEY₁), …)
+//	If(ModRevision(floor) = read's, ModRevision(data) = read's, CreateRevision(r/KEY₁) = 0, …)
+//	Then(Put(data, record), Put(e/KEY₁, effect₁), Put(r/KEY₁, ""), …)  Else(Get(floor), Get(r/KEY₁), …)
 //
 // So the effects exist if and only if the write landed: a write refused
 // by a newer token (a *[fence.StaleError]) records none. A change by a
 // writer with the same token makes Update read and call fn again, as
 // Store.Update does. An effect already recorded (the same Resource,
-// Token and Seq, still pending or parked) refuses the write with an
-// error matching [outbox.ErrDuplicate], nothing written: after an
-// unknown outcome it tells the retry the first write landed. (Once
-// delivered, an effect's key is deleted, and a retry records it again;
-// its idempotency key is the same, so the receiver drops the copy.)
+// Token and Seq, pending, parked or delivered: its r/KEY marker stays
+// after delivery, see [Outbox]) refuses the write with an error matching
+// [outbox.ErrDuplicate], nothing written: after an unknown outcome it
+// tells the retry the first write landed.
 //
 // fn's effects are checked with [outbox.ValidateAll] against the claim
 // before the write is sent; a payload over [WithMaxEffectPayload], more
@@ -105,8 +104,8 @@ func (o *Outbox) checkRecording(set []fence.Claim, values map[string][]byte, eff
 	if err := outbox.ValidateAll(effects, set); err != nil {
 		return err
 	}
-	if n := 2*len(set) + len(effects); n > MaxWriteOps {
-		return fmt.Errorf("%w: etcdfence: %d keys and %d effects make %d compares in one transaction, over etcd's %d",
+	if n := writeOps(len(set), len(effects)); n > MaxWriteOps {
+		return fmt.Errorf("%w: etcdfence: %d keys and %d effects make %d operations in one transaction, over etcd's %d",
 			outbox.ErrTooLarge, len(set), len(effects), n, MaxWriteOps)
 	}
 	est := requestFraming
@@ -118,13 +117,20 @@ func (o *Outbox) checkRecording(set []fence.Claim, values map[string][]byte, eff
 			return fmt.Errorf("%w: etcdfence: effect %s: a %d-byte payload, over the limit of %d (WithMaxEffectPayload)",
 				outbox.ErrTooLarge, e.Key(), len(e.Payload), o.opts.maxPayload)
 		}
-		est += 3*len(o.EffectKey(e.Resource, e.Token, e.Seq)) + outboxcodec.Size(e) + 16
+		est += len(o.EffectKey(e.Resource, e.Token, e.Seq)) + 3*len(o.seenKey(e)) + outboxcodec.Size(e) + 24
 	}
 	if est > o.store.opts.maxRequestBytes {
 		return fmt.Errorf("%w: %w: the write of %q and %d effects makes a request of about %d bytes, over the limit of %d (WithMaxRequestBytes)",
 			outbox.ErrTooLarge, ErrValueTooLarge, fence.ClaimsLabel(set), len(effects), est, o.store.opts.maxRequestBytes)
 	}
 	return nil
+}
+
+// writeOps is the larger of the compares (two per key, one per effect)
+// and the puts (one per key, two per effect) of a recording transaction
+// of keys keys and effects effects: etcd's --max-txn-ops bounds each.
+func writeOps(keys, effects int) int {
+	return max(2*keys+effects, keys+2*effects)
 }
 
 // recordWrite is one recording transaction being built: the compares,
@@ -153,16 +159,17 @@ func (w *recordWrite) claim(i int, floorRev, rev int64, value []byte, write bool
 	w.gets = append(w.gets, clientv3.OpGet(floor))
 }
 
-// commit adds effects (each new: no key yet) and sends the transaction.
+// commit adds effects (each new: no r/KEY yet, so never recorded, even
+// if since delivered) and sends the transaction.
 // It returns nil when it landed, a *fence.StaleError when a floor was
 // above its claim's token, ErrDuplicate when an effect was recorded
 // already, and fence.ErrChanged when a record or floor changed.
 func (w *recordWrite) commit(ctx context.Context, effects []outbox.Effect) error {
 	for i, e := range effects {
-		k := w.o.EffectKey(e.Resource, e.Token, e.Seq)
-		w.cmps = append(w.cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", 0))
-		w.puts = append(w.puts, clientv3.OpPut(k, outboxcodec.Encode(e, i)))
-		w.gets = append(w.gets, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+		k, seen := w.o.EffectKey(e.Resource, e.Token, e.Seq), w.o.seenKey(e)
+		w.cmps = append(w.cmps, clientv3.Compare(clientv3.CreateRevision(seen), "=", 0))
+		w.puts = append(w.puts, clientv3.OpPut(k, outboxcodec.Encode(e, i)), clientv3.OpPut(seen, ""))
+		w.gets = append(w.gets, clientv3.OpGet(seen, clientv3.WithKeysOnly()))
 	}
 	resp, err := w.o.store.kv.Txn(ctx).If(w.cmps...).Then(w.puts...).Else(w.gets...).Commit()
 	if err != nil {

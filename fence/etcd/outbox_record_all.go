@@ -17,8 +17,9 @@ import (
 // recorded in the order of fn's slice, after those of earlier writes.
 //
 // Its refusals and errors are Store.UpdateAll's and Outbox.Update's; the
-// transaction compares 2 keys per claim and one per effect, at most
-// [MaxWriteOps] in all. ctx bounds the call.
+// transaction compares 2 keys per claim and one per effect, and puts one
+// key per claim and two per effect, each at most [MaxWriteOps]. ctx
+// bounds the call.
 func (o *Outbox) UpdateAll(ctx context.Context, claims []fence.Claim, fn OutboxAllFunc) error {
 	if err := o.check(ctx); err != nil {
 		return err

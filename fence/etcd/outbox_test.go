@@ -224,10 +224,10 @@ func TestOutboxSettleMany(t *testing.T) {
 	_, o := newOutbox(t)
 	ctx := t.Context()
 	var done []outbox.Settled
-	for r := range 3 {
+	for r := range 5 {
 		res := fmt.Sprint("r", r)
 		var es []outbox.Effect
-		for i := range 100 {
+		for i := range 63 { // the most one write records (MaxWriteOps)
 			es = append(es, effect(res, 1, int64(i)))
 			done = append(done, outbox.Settled{Effect: es[i], Attempts: 1})
 		}
@@ -235,11 +235,11 @@ func TestOutboxSettleMany(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(pendingKeys(t, o)); n != 300 {
-		t.Fatalf("Pending: got %d, want 300", n)
+	if n := len(pendingKeys(t, o)); n != 315 {
+		t.Fatalf("Pending: got %d, want 315", n)
 	}
 	if err := o.Settle(ctx, fence.Claim{Resource: "d", Token: 1}, done); err != nil {
-		t.Fatalf("Settle(300): got %v, want nil", err)
+		t.Fatalf("Settle(315): got %v, want nil", err)
 	}
 	wantPending(t, o)
 }
