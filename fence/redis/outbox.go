@@ -21,19 +21,23 @@ const DefaultMaxEffectPayload = 1 << 20
 //	PREFIX parked   the same for the parked ones, scored as they were
 //	PREFIX effects  a hash: effect key -> the effect (internal/outboxcodec)
 //	PREFIX reasons  a hash: effect key -> a parked effect's reason
+//	PREFIX delivered
+//	                a set of the delivered effects' keys, kept so that
+//	                recording one again is refused; Pending never reads it
 //	PREFIX floors   a hash: dispatcher resource -> the highest token that
 //	                has settled through it
 //
 // and the channel PREFIX wake, which a recording script publishes each
 // effect's resource on.
 const (
-	keySeq     = "seq"
-	keyPending = "pending"
-	keyParked  = "parked"
-	keyEffects = "effects"
-	keyReasons = "reasons"
-	keyFloors  = "floors"
-	chanWake   = "wake"
+	keySeq       = "seq"
+	keyPending   = "pending"
+	keyParked    = "parked"
+	keyEffects   = "effects"
+	keyReasons   = "reasons"
+	keyDelivered = "delivered"
+	keyFloors    = "floors"
+	chanWake     = "wake"
 )
 
 // Outbox records side effects (an [outbox.Effect]) in the same Lua
@@ -48,6 +52,18 @@ const (
 // prefix and the Outbox's one hash tag ("{app}:" and "{app}:outbox:").
 // Keys of another slot are refused with [ErrCrossSlot] before any I/O.
 // On a cluster every recorded resource then lives on one shard.
+//
+// Delivered effects leave a marker: Settle moves a delivered effect's
+// key (an [outbox.Effect.Key], at most 72 bytes) into the set PREFIX
+// delivered and deletes the rest, so that a writer's retry of a write
+// whose outcome was unknown is refused with [outbox.ErrDuplicate] even
+// after the effect was delivered, instead of applying the state change
+// and the effect twice. Memory therefore grows by one set member per
+// delivered effect; Pending does not read the set. No pruning method is
+// provided: an operator who must reclaim the memory removes members
+// (SREM, or UNLINK of the whole set) only for effects no writer may
+// still retry; a retry of a removed one records it again, and only its
+// receiver's deduplication on the key stops the copy.
 //
 // An Outbox holds no state beyond its configuration and is safe for
 // concurrent use. The zero Outbox is not usable; create one with
@@ -95,7 +111,7 @@ func NewOutbox(store *Store, prefix string, opts ...OutboxOption) (*Outbox, erro
 		return nil, fmt.Errorf("%w: NewOutbox: empty prefix", ErrInvalidArgument)
 	}
 	o := &Outbox{store: store, prefix: prefix, maxPayload: DefaultMaxEffectPayload}
-	for _, k := range []string{keyPending, keyParked, keyEffects, keyReasons, keyFloors} {
+	for _, k := range []string{keyPending, keyParked, keyEffects, keyReasons, keyFloors, keyDelivered} {
 		if Slot(o.key(k)) != Slot(o.key(keySeq)) {
 			return nil, fmt.Errorf("%w: NewOutbox: the keys under %q fall in different slots: give the prefix a hash tag, such as {%s}", ErrCrossSlot, prefix, prefix)
 		}

@@ -135,7 +135,8 @@ func (o *Outbox) read(ctx context.Context, zs []redis.Z, markers bool) ([]any, [
 	return effects, ms, err
 }
 
-// Settle records that each of done was delivered (forgotten) or parked
+// Settle records that each of done was delivered (its effect deleted,
+// its key kept in the delivered set, if it is still recorded) or parked
 // (moved to the parked set at its position, with its reason), in one
 // script fenced on by: the outbox's floors hash holds, for by.Resource,
 // the highest token that has settled through it. A lower token marks
@@ -163,7 +164,7 @@ func (o *Outbox) Settle(ctx context.Context, by fence.Claim, done []outbox.Settl
 			args = append(args, d.Effect.Key(), "1", outboxcodec.EncodeMarker(d.Parked, d.Attempts))
 		}
 	}
-	keys := []string{o.key(keyFloors), o.key(keyPending), o.key(keyParked), o.key(keyReasons), o.key(keyEffects)}
+	keys := []string{o.key(keyFloors), o.key(keyPending), o.key(keyParked), o.key(keyReasons), o.key(keyEffects), o.key(keyDelivered)}
 	reply, err := settleScript.runKeys(ctx, o.store.c, keys, args...)
 	return result("settle", by.Resource, by.Token, reply, err)
 }

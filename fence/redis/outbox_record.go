@@ -30,10 +30,10 @@ type OutboxAllFunc func(old map[string]fence.Record) (next map[string][]byte, ef
 // landed: a write refused by a newer token (a *[fence.StaleError])
 // records none. A change by a writer with the same token makes Update
 // read and call fn again, as Store.Update does. An effect already
-// recorded (the same Resource, Token and Seq, pending or parked) refuses
-// the write with an error matching [outbox.ErrDuplicate], nothing
-// written; once delivered it is forgotten, and a retry records it again
-// (its idempotency key is the same, so the receiver drops the copy).
+// recorded (the same Resource, Token and Seq, pending, parked or
+// delivered: the delivered set keeps its key, see [Outbox]) refuses the
+// write with an error matching [outbox.ErrDuplicate], nothing written:
+// after an unknown outcome it tells the retry the first write landed.
 //
 // Before the write is sent, fn's effects are checked with
 // [outbox.ValidateAll] against the claim, a payload over
@@ -140,7 +140,7 @@ func (r *outboxRounds) WriteAllIf(ctx context.Context, set []fence.Claim, c clai
 	for i, e := range r.effects {
 		args = append(args, e.Key(), outboxcodec.Encode(e, i), e.Resource)
 	}
-	keys := append(append([]string(nil), c.keys...), o.key(keySeq), o.key(keyPending), o.key(keyEffects))
+	keys := append(append([]string(nil), c.keys...), o.key(keySeq), o.key(keyPending), o.key(keyEffects), o.key(keyDelivered))
 	reply, err := recordScript.runKeys(ctx, o.store.c, keys, args...)
 	if err == nil {
 		switch status(reply) {

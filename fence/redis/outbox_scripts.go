@@ -5,17 +5,18 @@ package redisfence
 const replyDuplicate = 3
 
 // recordScript is an Outbox's write: KEYS the records' hashes, then the
-// outbox's seq, pending and effects keys. For KEYS[i], from a = 4i-3,
+// outbox's seq, pending, effects and delivered keys. For KEYS[i], from a = 4i-3,
 // ARGV[a] its token, ARGV[a+1] the version read, ARGV[a+2] "1" to write
 // ARGV[a+3] or "0" to keep the record, as updateAllScript's; then the
 // wake channel, then for each effect its key, its encoding and its
 // resource. It checks every record as updateAllScript does ({0, i,
-// floor} stale, {2} changed), then that no effect is recorded ({3, key}),
+// floor} stale, {2} changed), then that no effect is recorded, pending,
+// parked or delivered ({3, key}),
 // and only then writes the records and the effects, at the positions
 // after the last handed out, and publishes each effect's resource.
 var recordScript = newScript(`
-local nk = #KEYS - 3
-local seqk, pend, effs = KEYS[nk + 1], KEYS[nk + 2], KEYS[nk + 3]
+local nk = #KEYS - 4
+local seqk, pend, effs, done = KEYS[nk + 1], KEYS[nk + 2], KEYS[nk + 3], KEYS[nk + 4]
 local changed, ns = false, {}
 for i = 1, nk do
   local a = 4 * i - 3
@@ -35,7 +36,7 @@ local e0 = 4 * nk + 1
 local ne = (#ARGV - e0) / 3
 for j = 1, ne do
   local k = ARGV[e0 + 3 * j - 2]
-  if redis.call('HEXISTS', effs, k) == 1 then return {3, k} end
+  if redis.call('HEXISTS', effs, k) == 1 or redis.call('SISMEMBER', done, k) == 1 then return {3, k} end
 end
 for i = 1, nk do
   local a = 4 * i - 3
@@ -56,11 +57,12 @@ return {1}
 `)
 
 // settleScript is Settle's: KEYS floors, pending, parked, reasons,
-// effects; ARGV[1] the dispatcher's resource, ARGV[2] its token, then for
-// each effect its key, "0" (delivered) or "1" (parked), and its marker.
-// A higher floor refuses it all ({0, floor}); otherwise it raises the
-// floor, forgets the delivered effects and moves the parked ones that are
-// still pending to the parked set, at their positions.
+// effects, delivered; ARGV[1] the dispatcher's resource, ARGV[2] its
+// token, then for each effect its key, "0" (delivered) or "1" (parked),
+// and its marker. A higher floor refuses it all ({0, floor}); otherwise
+// it raises the floor, replaces each delivered effect that is still
+// recorded by its key in the delivered set, and moves the parked ones
+// that are still pending to the parked set, at their positions.
 var settleScript = newScript(`
 local f = redis.call('HGET', KEYS[1], ARGV[1])
 if f then
@@ -71,6 +73,7 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 for j = 3, #ARGV, 3 do
   local k = ARGV[j]
   if ARGV[j + 1] == '0' then
+    if redis.call('HEXISTS', KEYS[5], k) == 1 then redis.call('SADD', KEYS[6], k) end
     redis.call('ZREM', KEYS[2], k)
     redis.call('ZREM', KEYS[3], k)
     redis.call('HDEL', KEYS[4], k)
