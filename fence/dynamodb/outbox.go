@@ -28,6 +28,19 @@ import (
 // in outbox_layout.go. Several Outboxes share a table through
 // [WithOutboxPrefix].
 //
+// Delivered effects leave a marker: Settle replaces a delivered effect's
+// item by one holding only its keys and the state "d", so that a
+// writer's retry of a write whose outcome was unknown is refused with
+// [outbox.ErrDuplicate] even after the effect was delivered, instead of
+// applying the state change and the effect twice. Storage therefore
+// grows by one small item (under 400 bytes) per delivered effect; the
+// marker is out of the index Pending queries, which does not read it. No
+// pruning method is provided: an operator who must reclaim the space
+// deletes marker items (DeleteItem on the condition st = "d", found by a
+// Scan) only for effects no writer may still retry; a retry of a pruned
+// effect records it again, and only its receiver's deduplication on the
+// key stops the copy.
+//
 // An Outbox holds no state beyond its configuration: it is safe for
 // concurrent use, and any number of Outboxes in any number of processes
 // may share a table and prefix. The zero Outbox is not usable; create one

@@ -18,11 +18,15 @@ import (
 //	pk PREFIX e#SHARD  sk KEY   a recorded effect (KEY its outbox.Effect.Key,
 //	                            SHARD outbox.Hash(resource) mod the shards),
 //	                            put by the write that recorded it on the
-//	                            condition that it is new, deleted when it is
-//	                            settled delivered; ord, its place in the
-//	                            recording order; st "p" (pending) or "x"
+//	                            condition that it is new; ord, its place in
+//	                            the recording order; st "p" (pending) or "x"
 //	                            (parked, with mark: why, and how many
-//	                            attempts); eff, the effect (internal/outboxcodec)
+//	                            attempts); eff, the effect (internal/outboxcodec).
+//	                            Settled delivered, it is replaced by its
+//	                            marker: pk, sk and st "d" alone, so that
+//	                            recording it again is refused by the same
+//	                            condition, and, with no ord, it leaves the
+//	                            sparse index "ord" that Pending reads
 //	pk PREFIX f#NAME   sk "-"   the floor of the dispatcher resource NAME:
 //	                            the highest token that has settled through it
 //
@@ -53,9 +57,10 @@ const (
 	obFloor = attrFloor
 	obIndex = "ord"
 
-	statePending = "p"
-	stateParked  = "x"
-	floorSK      = "-"
+	statePending   = "p"
+	stateParked    = "x"
+	stateDelivered = "d"
+	floorSK        = "-"
 
 	maxShards = 1024
 )
@@ -103,6 +108,15 @@ func (o *Outbox) effectItem(e outbox.Effect, pos int64, i int) map[string]types.
 	item[obOrd] = str(fmt.Sprintf("%019d.%03d.%s", pos, i, e.Key()))
 	item[obState] = str(statePending)
 	item[obEff] = &types.AttributeValueMemberB{Value: []byte(outboxcodec.Encode(e, i))}
+	return item
+}
+
+// deliveredItem is the marker a delivered effect's item is replaced by:
+// a Put of the whole item, not a REMOVE of its attributes, which not
+// every compatible server applies.
+func (o *Outbox) deliveredItem(e outbox.Effect) map[string]types.AttributeValue {
+	item := o.effectKey(e)
+	item[obState] = str(stateDelivered)
 	return item
 }
 

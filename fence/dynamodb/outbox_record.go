@@ -37,12 +37,11 @@ type recording struct {
 // by a newer token (a *[fence.StaleError]) records none. A change by a
 // writer with the same token, or a conflict with another transaction,
 // makes Update read and call fn again, as Store.Update does. An effect
-// already recorded (the same Resource, Token and Seq, pending or parked)
-// refuses the write with an error matching [outbox.ErrDuplicate],
-// nothing written: after an unknown outcome it tells the retry that the
-// first write landed. (Once delivered, an effect's item is deleted, and a
-// retry records it again; its idempotency key is the same, so the
-// receiver drops the copy.)
+// already recorded (the same Resource, Token and Seq, pending, parked or
+// delivered: a delivered effect's item is kept as a marker, see
+// [Outbox]) refuses the write with an error matching
+// [outbox.ErrDuplicate], nothing written: after an unknown outcome it
+// tells the retry that the first write landed.
 //
 // fn's effects are checked with [outbox.ValidateAll] against the claim
 // before the write is sent; a payload over [WithMaxEffectPayload], more

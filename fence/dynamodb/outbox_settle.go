@@ -20,8 +20,9 @@ const (
 	opRequeue = "requeue"
 )
 
-// Settle records that each of done was delivered (its item deleted) or
-// parked (its item marked, if it is still recorded), in one
+// Settle records that each of done was delivered (its item replaced by
+// a delivered marker, see [Outbox], if it is still recorded) or parked
+// (its item marked, if it is still recorded and not delivered), in one
 // TransactWriteItems fenced on by: its first item raises the floor item
 // of by.Resource to by.Token on the condition
 //
@@ -75,14 +76,18 @@ func (o *Outbox) marks(done []outbox.Settled) []types.TransactWriteItem {
 		}
 		seen[e.Key()] = true
 		if d.Parked == "" {
-			out = append(out, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(o.table), Key: o.effectKey(e)}})
+			out = append(out, types.TransactWriteItem{Put: &types.Put{
+				TableName: aws.String(o.table), Item: o.deliveredItem(e),
+				ConditionExpression:      aws.String("attribute_exists(#pk)"),
+				ExpressionAttributeNames: map[string]string{"#pk": obPK},
+			}})
 			continue
 		}
 		out = append(out, types.TransactWriteItem{Update: &types.Update{
 			TableName: aws.String(o.table), Key: o.effectKey(e),
 			UpdateExpression:         aws.String("SET #st = :x, #m = :m"),
-			ConditionExpression:      aws.String("attribute_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#st": obState, "#m": obMark, "#pk": obPK},
+			ConditionExpression:      aws.String("attribute_exists(#ord)"),
+			ExpressionAttributeNames: map[string]string{"#st": obState, "#m": obMark, "#ord": obOrd},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":x": str(stateParked), ":m": &types.AttributeValueMemberB{Value: []byte(outboxcodec.EncodeMarker(d.Parked, d.Attempts))},
 			},
