@@ -34,6 +34,9 @@ func (effectsWorkload) check(ctx context.Context, r *runner, atts []check.Attemp
 		return nil, err
 	}
 	st.Final = final
+	if final {
+		r.fx.applied = st.Applied
+	}
 	return check.CheckEffects(atts, st), nil
 }
 

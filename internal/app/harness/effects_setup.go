@@ -57,6 +57,8 @@ type effectsRun struct {
 	nc     *nats.Conn
 	stream natsjs.Stream
 	srv    *http.Server
+	// applied is what the final check read, for the report.
+	applied []check.Applied
 }
 
 // setUpEffects creates the effects workload's tables, the run's outbox,

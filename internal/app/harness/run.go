@@ -188,6 +188,9 @@ func (r *runner) run(ctx context.Context) (*check.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.fx != nil {
+		rep.Applied = r.fx.applied
+	}
 	rep.Stalls = check.Stalls(r.wl.desc(), events, r.cfg.TTL)
 	rep.Violations = append(vs, check.CheckLiveness(rep.Stalls)...)
 	return rep, nil
