@@ -40,12 +40,13 @@ func (effectsWorkload) check(ctx context.Context, r *runner, atts []check.Attemp
 	return check.CheckEffects(atts, st), nil
 }
 
-// effectsEstimate counts a transfer that ended without a commit (refused,
-// or failed: a stale transaction ended by a newer holder's preemption):
+// effectsEstimate counts a transfer that ended without an acknowledged
+// commit (refused, failed or unanswered: a stale transaction ended by a
+// newer holder's preemption):
 // in the control its effect may have been sent already. The receivers'
 // record decides (runner.uncaughtSoFar).
 type effectsEstimate struct{}
 
 func (effectsEstimate) landed(e check.Event) bool {
-	return e.Transfer != nil && e.Outcome != check.OutOK && e.Outcome != check.OutUnknown
+	return e.Transfer != nil && e.Outcome != check.OutOK
 }

@@ -43,8 +43,8 @@ type Effects struct {
 	// Final says the workers have stopped and the outbox was drained: a
 	// landed transfer's effect must have been applied by now. A check
 	// while the workers write (Final false) looks only for effects
-	// applied twice, and for effects of transfers whose worker saw them
-	// refused and that PostgreSQL does not hold.
+	// applied twice, and for effects of transfers that returned without
+	// an acknowledgement and that PostgreSQL does not hold.
 	Final bool
 }
 

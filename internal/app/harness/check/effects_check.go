@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -60,7 +61,7 @@ func checkReceiver(rcv string, ts map[string]Attempt, st *Effects) []Violation {
 		switch {
 		case !ok && st.Final:
 			vs = append(vs, vio(res, vioPhantom, fmt.Sprintf("%s applied effect %s of transfer %q, which no worker attempted", rcv, ap.Key, ap.Transfer), ap.Transfer))
-		case ok && !st.Landed[ap.Transfer] && (st.Final || refusedOrFailed(a.Outcome)):
+		case ok && !st.Landed[ap.Transfer] && (st.Final || returned(a)):
 			vs = append(vs, vio(ResourceName(ResEffects, a.Transfer.From), vioEffectUnlanded,
 				fmt.Sprintf("%s applied effect %s of transfer %s (%s), which PostgreSQL does not hold", rcv, ap.Key, ap.Transfer, a.Outcome), ap.Transfer))
 		}
@@ -80,9 +81,12 @@ func checkReceiver(rcv string, ts map[string]Attempt, st *Effects) []Violation {
 	return vs
 }
 
-// refusedOrFailed reports whether a transfer's worker saw it end without
-// a commit: refused, or failed before it (a stale transaction ended by
-// a newer holder's preemption fails so).
-func refusedOrFailed(out Outcome) bool {
-	return out == OutStale || out == OutLost || out == OutError
+// returned reports whether a's transfer has ended as its worker saw it
+// (its done event came: acknowledged, refused, failed, or with no answer,
+// as a stale transaction ended at its COMMIT by a newer holder's
+// preemption). Its transaction is over, so PostgreSQL's log, read after
+// the events, says whether it landed; a transfer still under way is left
+// to the final check.
+func returned(a Attempt) bool {
+	return a.Return != math.MaxInt64
 }

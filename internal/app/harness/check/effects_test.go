@@ -1,13 +1,16 @@
 package check
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
 
 func TestCheckEffects(t *testing.T) {
 	tr := func(id string, out Outcome) Attempt {
-		return xfer(ResEffects, id, "a", "b", 5, out, 0, 2)
+		a := xfer(ResEffects, id, "a", "b", 5, out, 0, 2)
+		a.Return = 1
+		return a
 	}
 	ok, stale, failed, unknown := tr("w0/x1", OutOK), tr("w1/x1", OutStale), tr("w2/x1", OutError), tr("w3/x1", OutUnknown)
 	both := func(id string) []Applied {
@@ -21,7 +24,9 @@ func TestCheckEffects(t *testing.T) {
 		}
 		return m
 	}
-	atts := []Attempt{ok, stale, failed, unknown}
+	going := xfer(ResEffects, "w4/x1", "a", "b", 5, OutUnknown, 0, 2) // no done event yet
+	going.Return = math.MaxInt64
+	atts := []Attempt{ok, stale, failed, unknown, going}
 	tests := []struct {
 		name string
 		st   Effects
@@ -40,8 +45,12 @@ func TestCheckEffects(t *testing.T) {
 		{"effect of an unknown transfer that did not land, final",
 			Effects{Landed: landed("w0/x1"), Applied: append(both("w0/x1"), both("w3/x1")[1]), Final: true},
 			[]ViolationKind{vioEffectUnlanded}},
-		{"effect of an unknown transfer not yet seen landed, while running: not counted",
-			Effects{Landed: landed("w0/x1"), Applied: append(both("w0/x1"), both("w3/x1")[1])}, nil},
+		{"effect of an unknown transfer that did not land, while running",
+			Effects{Landed: landed("w0/x1"), Applied: append(both("w0/x1"), both("w3/x1")[1])}, []ViolationKind{vioEffectUnlanded}},
+		{"effect of a transfer still under way, while running: not counted",
+			Effects{Landed: landed(), Applied: both("w4/x1")[:1]}, nil},
+		{"effect of a transfer whose worker died, final",
+			Effects{Landed: landed("w0/x1"), Applied: append(both("w0/x1"), both("w4/x1")[0]), Final: true}, []ViolationKind{vioEffectUnlanded}},
 		{"effect of a failed transfer, while running",
 			Effects{Landed: landed(), Applied: both("w2/x1")[:1]}, []ViolationKind{vioEffectUnlanded}},
 		{"landed, never applied on one receiver",
