@@ -128,7 +128,11 @@ func (fx *effectsRun) startReceiver(r *runner) error {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		_, err = pool.Exec(req.Context(), "INSERT INTO harness_fx_applied (key, resource, tok, xfer) VALUES ($1, $2, $3, $4)",
+		// Not the request's context: a sender that gives up (its
+		// dispatcher deposed) must not turn a write that landed into a
+		// 503, which releases the key and has the next delivery apply
+		// the effect again.
+		_, err = pool.Exec(context.WithoutCancel(req.Context()), "INSERT INTO harness_fx_applied (key, resource, tok, xfer) VALUES ($1, $2, $3, $4)",
 			req.Header.Get(outbox.IdempotencyHeader), f.Name, int64(f.Token), string(body))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

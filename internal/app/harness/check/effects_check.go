@@ -49,13 +49,16 @@ func CheckEffects(atts []Attempt, st *Effects) []Violation {
 
 // checkReceiver checks what the receiver rcv applied.
 func checkReceiver(rcv string, ts map[string]Attempt, st *Effects) []Violation {
-	n := map[string]int{}
+	n, first := map[string]int{}, map[string]string{}
 	var vs []Violation
 	for _, ap := range st.Applied {
 		if ap.Receiver != rcv {
 			continue
 		}
 		n[ap.Transfer]++
+		if n[ap.Transfer] == 1 {
+			first[ap.Transfer] = ap.Key
+		}
 		a, ok := ts[ap.Transfer]
 		res := ResourceName(ResEffects, ap.Resource)
 		switch {
@@ -66,7 +69,7 @@ func checkReceiver(rcv string, ts map[string]Attempt, st *Effects) []Violation {
 				fmt.Sprintf("%s applied effect %s of transfer %s (%s), which PostgreSQL does not hold", rcv, ap.Key, ap.Transfer, a.Outcome), ap.Transfer))
 		}
 		if n[ap.Transfer] == 2 {
-			vs = append(vs, vio(res, vioEffectTwice, fmt.Sprintf("%s applied transfer %s's effect twice (the second: %s)", rcv, ap.Transfer, ap.Key), ap.Transfer))
+			vs = append(vs, vio(res, vioEffectTwice, fmt.Sprintf("%s applied transfer %s's effect twice (keys %s, then %s)", rcv, ap.Transfer, first[ap.Transfer], ap.Key), ap.Transfer))
 		}
 	}
 	if !st.Final {
