@@ -93,20 +93,25 @@ func (s *Store) readItems(ctx context.Context, set []fence.Claim) ([]map[string]
 	return items, nil
 }
 
-// readItem is the claim of key for token that read item, whose floor is
-// token already.
+// readItem is the claim of key for token that read item (as it was
+// before the claim, or with its floor token already): the zero Record
+// when it holds none.
 func readItem(key string, token fence.Token, item map[string]types.AttributeValue) (claimed, error) {
 	version, err := number(key, attrVersion, item)
 	if err != nil {
 		return claimed{}, err
 	}
+	pos, err := number(key, attrOutboxPos, item)
+	if err != nil {
+		return claimed{}, err
+	}
 	rec, err := record(key, item)
 	if errors.Is(err, fence.ErrNotFound) {
-		return claimed{version: version}, nil
+		return claimed{version: version, pos: pos}, nil
 	}
 	if err != nil {
 		return claimed{}, err
 	}
 	rec.Token = token
-	return claimed{rec: rec, version: version}, nil
+	return claimed{rec: rec, version: version, pos: pos}, nil
 }

@@ -70,6 +70,20 @@
 // [MaxTxWrites] keys. ([Transact] is the same transaction for the items
 // of your own [Table]s, with no read.)
 //
+// # Side effects: the outbox
+//
+// An [Outbox] records side effects (an email, a webhook call: an
+// outbox.Effect) in the same TransactWriteItems as the fenced write of a
+// Store's record ([Outbox.Update], [Outbox.UpdateAll]), so that an effect
+// exists if and only if its write landed, and is the outbox.Log an
+// outbox.Dispatcher delivers them from, in order per resource, fenced on
+// the dispatcher's own floor. Its items live in a table of their own
+// ([CreateOutboxTable]: a sort key, and a local secondary index on the
+// recording position); a dispatcher polls it (DynamoDB Streams are
+// another service). Recording needs TransactWriteItems: no counter item
+// is shared by the writers, so recording writes on different records do
+// not contend.
+//
 // # Requests that arrive late, twice, or lose their reply
 //
 //   - Late: DynamoDB evaluates the condition when it applies the write, so

@@ -74,7 +74,7 @@ func buildOptions(opts []Option) (options, error) {
 	switch o.keyAttr {
 	case "":
 		return o, fmt.Errorf("%w: WithKeyAttribute: empty name", ErrInvalidOption)
-	case attrFloor, attrToken, attrValue, attrVersion, attrWrite:
+	case attrFloor, attrToken, attrValue, attrVersion, attrWrite, attrOutboxPos:
 		return o, fmt.Errorf("%w: WithKeyAttribute(%q): the name of an attribute the Store writes", ErrInvalidOption, o.keyAttr)
 	}
 	return o, nil

@@ -12,10 +12,11 @@ import (
 const MaxItemSize = 400 << 10
 
 // itemOverhead is the most this package's attributes other than the value
-// take in an item: their names, two tokens, a version (a number takes at
-// most 21 bytes) and a write id, and the value's name.
-var itemOverhead = len(attrFloor) + len(attrToken) + len(attrVersion) + len(attrWrite) + len(attrValue) +
-	2*tokentext.Width + 21 + 2*8
+// take in an item: their names, two tokens, a version and an Outbox's
+// position (a number takes at most 21 bytes) and a write id, and the
+// value's name.
+var itemOverhead = len(attrFloor) + len(attrToken) + len(attrVersion) + len(attrWrite) + len(attrValue) + len(attrOutboxPos) +
+	2*tokentext.Width + 2*21 + 2*8
 
 // MaxValueSize returns the length of the largest value [Store.Put],
 // [Store.Update] and [Store.UpdateAll] write under key: what DynamoDB's

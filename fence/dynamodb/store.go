@@ -24,6 +24,9 @@ const (
 	attrValue   = "fence_value"   // the record's value (B)
 	attrVersion = "fence_version" // a count of the writes, which Update compares
 	attrWrite   = "fence_write"   // the id of the Update write that stored the record
+	// attrOutboxPos is the position (microseconds, outbox_layout.go) of
+	// the last write of an Outbox that claimed the item.
+	attrOutboxPos = "fence_outbox_pos"
 )
 
 // The operations telemetry names.
@@ -108,12 +111,14 @@ func CreateStoreTable(ctx context.Context, c *dynamodb.Client, table, keyAttr st
 // CREATING. A read rather than DescribeTable's status, which not every
 // DynamoDB-compatible server reports.
 func waitUsable(ctx context.Context, c *dynamodb.Client, table, keyAttr string) error {
+	return waitUsableKey(ctx, c, table, map[string]types.AttributeValue{keyAttr: &types.AttributeValueMemberS{Value: "fencelock-probe"}})
+}
+
+// waitUsableKey is waitUsable, reading the item key.
+func waitUsableKey(ctx context.Context, c *dynamodb.Client, table string, key map[string]types.AttributeValue) error {
 	ctx, cancel := context.WithTimeout(ctx, tableWait)
 	defer cancel()
-	probe := &dynamodb.GetItemInput{
-		TableName: aws.String(table),
-		Key:       map[string]types.AttributeValue{keyAttr: &types.AttributeValueMemberS{Value: "fencelock-probe"}},
-	}
+	probe := &dynamodb.GetItemInput{TableName: aws.String(table), Key: key}
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
 		_, err := c.GetItem(ctx, probe)
 		var nf *types.ResourceNotFoundException

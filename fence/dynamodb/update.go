@@ -44,6 +44,7 @@ func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token)
 type claimed struct {
 	rec     fence.Record
 	version int64
+	pos     int64 // the item's fence_outbox_pos: the last outbox position of its effects (0: none)
 }
 
 func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claimed, error) {
@@ -59,19 +60,11 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claim
 	if err != nil {
 		return claimed{}, s.result(opGetForUpdate, key, token, err)
 	}
-	version, err := number(key, attrVersion, out.Attributes)
-	if err != nil {
-		return claimed{}, err
+	c, err := readItem(key, token, out.Attributes)
+	if err == nil && c.rec.Value == nil {
+		return c, fmt.Errorf("%w: %q (claimed with token %d)", fence.ErrNotFound, key, token)
 	}
-	rec, err := record(key, out.Attributes)
-	if errors.Is(err, fence.ErrNotFound) {
-		return claimed{version: version}, fmt.Errorf("%w (claimed with token %d)", err, token)
-	}
-	if err != nil {
-		return claimed{}, err
-	}
-	rec.Token = token
-	return claimed{rec: rec, version: version}, nil
+	return c, err
 }
 
 // Update is a read-modify-write of key with token (see [fence.Updater]):

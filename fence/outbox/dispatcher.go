@@ -79,7 +79,8 @@ func (d *Dispatcher) Resource(scope Scope) string {
 // validity deadline passes (an error matching [fence.ErrLockLost]), when a
 // newer dispatcher has taken over (an error matching [fence.ErrStale]),
 // or at start when the store refuses what a dispatcher needs (matching
-// [ErrNotPermitted]). Failures to read or mark the log are ridden out
+// [ErrNotPermitted]). Failures to read or mark the log (the takeover and
+// Check included) are ridden out
 // with backoff: what was sent but not marked is sent again. Run fails
 // with an error matching [fence.ErrInvalidArgument] for a nil ctx or h,
 // h's invalid token, or an invalid scope.
@@ -111,8 +112,29 @@ func (d *Dispatcher) Run(ctx context.Context, h fence.Holder, scope Scope) error
 	return r.explain(ctx, r.start(ctx))
 }
 
-// start checks the store's grants, takes over and runs the rounds.
+// start takes over, riding out the store's transient failures (a lost
+// reply, an unreachable server) with backoff, and runs the rounds. A
+// refusal (the grants, a newer dispatcher, bad input) or the lock's loss
+// ends it.
 func (r *run) start(ctx context.Context) error {
+	backoff := r.d.o.minBackoff
+	for {
+		err := r.takeOver(ctx)
+		switch {
+		case err == nil:
+			return r.loop(ctx)
+		case errors.Is(err, ErrNotPermitted), errors.Is(err, fence.ErrStale), errors.Is(err, fence.ErrLockLost),
+			errors.Is(err, fence.ErrInvalidArgument), ctx.Err() != nil:
+			return err
+		}
+		r.report(Effect{}, err)
+		wait(ctx, jitter(backoff), nil)
+		backoff = min(2*backoff, r.d.o.maxBackoff)
+	}
+}
+
+// takeOver checks the store's grants and raises the dispatcher's fence.
+func (r *run) takeOver(ctx context.Context) error {
 	if c, ok := r.d.log.(Checker); ok {
 		if err := c.Check(ctx, r.scope); err != nil {
 			return err
@@ -121,7 +143,7 @@ func (r *run) start(ctx context.Context) error {
 	if err := r.settle(ctx, nil); err != nil {
 		return fmt.Errorf("outbox: taking over %s: %w", r.by.Resource, err)
 	}
-	return r.loop(ctx)
+	return nil
 }
 
 // explain turns the end of ctx, when the lock's loss ended it, into the

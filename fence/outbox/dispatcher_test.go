@@ -300,7 +300,10 @@ func TestDispatcherBadInput(t *testing.T) {
 		"scope 3 of 2": func() error {
 			return newDispatcher(t, m, s).Run(t.Context(), newHolder(1), outbox.Scope{Index: 3, Partitions: 2})
 		},
-		"nil context": func() error { return newDispatcher(t, m, s).Run(nil, newHolder(1), outbox.All) }, //nolint:staticcheck // the point
+		"nil context": func() error {
+			//lint:ignore SA1012 the nil context is the point
+			return newDispatcher(t, m, s).Run(nil, newHolder(1), outbox.All)
+		},
 		"effect no dest": func() error {
 			return m.Record(t.Context(), fence.Claim{Resource: "a", Token: 1}, outbox.Effect{Resource: "a", Token: 1})
 		},

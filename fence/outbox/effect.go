@@ -175,5 +175,5 @@ func PartitionOf(resource string, partitions int) int {
 	if partitions < 1 {
 		return 0
 	}
-	return int(Hash(resource) % uint32(partitions))
+	return int(uint64(Hash(resource)) % uint64(partitions)) // as the SQL stores compute it, for any int
 }

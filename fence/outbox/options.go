@@ -29,7 +29,7 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		name: "default", batch: 256, concurrency: 16, maxAttempts: 10,
+		name: "default", batch: 256, concurrency: 16, maxAttempts: 20,
 		minBackoff: 100 * time.Millisecond, maxBackoff: 30 * time.Second,
 		sendTimeout: 10 * time.Second, poll: time.Second,
 	}
@@ -57,7 +57,11 @@ func WithBatch(n int) Option { return optionFunc(func(o *options) { o.batch = n 
 func WithConcurrency(n int) Option { return optionFunc(func(o *options) { o.concurrency = n }) }
 
 // WithMaxAttempts sets after how many failed deliveries an effect is
-// parked. Default 10. Errors marked [Permanent] park it at the first.
+// parked. Default 20: with the default backoff, about 6 minutes of
+// retries, well past a receiver's in-flight window ([WithPendingTimeout],
+// 30 s), so that a receiver that crashed while applying the effect has
+// freed its key before the dispatcher gives up. Errors marked [Permanent]
+// park it at the first.
 func WithMaxAttempts(n int) Option { return optionFunc(func(o *options) { o.maxAttempts = n }) }
 
 // WithBackoff sets the wait before the first retry of an effect, doubled

@@ -153,13 +153,18 @@ func (r *Receipts) Begin(ctx context.Context, key string, f propagate.Fencing) (
 	switch {
 	case errors.Is(err, errReplay):
 		return &Delivery{Replay: replay}, nil
+	case errors.Is(err, fence.ErrUnknownOutcome):
+		// The claim may have landed: free it if it did, or the retry
+		// meets its own claim, in flight, until WithPendingTimeout.
+		d.releaseAfter(ctx)
+		return nil, fmt.Errorf("outbox: delivery %q: %w", key, err)
 	case err != nil:
 		return nil, fmt.Errorf("outbox: delivery %q: %w", key, err)
 	}
 	if err := r.Floor(ctx, f); errors.Is(err, fence.ErrStale) {
 		d.Stale = err
 	} else if err != nil {
-		_ = d.Release(context.WithoutCancel(ctx))
+		d.releaseAfter(ctx)
 		return nil, err
 	}
 	return d, nil
@@ -186,8 +191,12 @@ func (r *Receipts) Floor(ctx context.Context, f propagate.Fencing) error {
 // from then on (its body left out when larger than [WithMaxAnswer]). It
 // returns [ErrTakenOver] when a later delivery has taken the key over,
 // and the store's errors; the receipt then stays pending until
-// [WithPendingTimeout]. ctx bounds the write.
+// [WithPendingTimeout]. On a replay, which holds nothing, it does nothing.
+// ctx bounds the write.
 func (d *Delivery) Finish(ctx context.Context, a Answer) error {
+	if d == nil || d.r == nil {
+		return nil // a replay holds nothing
+	}
 	if len(a.Body) > d.r.o.maxBody {
 		a.Body, a.Omitted = nil, true
 	}
@@ -201,10 +210,18 @@ func (d *Delivery) Release(ctx context.Context) error {
 	return d.settle(ctx, receipt{State: stateFree})
 }
 
+// releaseAfter releases d after Begin failed, whether or not ctx has
+// ended, within settleTimeout.
+func (d *Delivery) releaseAfter(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	_ = d.Release(ctx)
+}
+
 // settle writes rc on the delivery's receipt if it is still the
 // delivery's own.
 func (d *Delivery) settle(ctx context.Context, rc receipt) error {
-	if d.r == nil {
+	if d == nil || d.r == nil {
 		return nil // a replay holds nothing
 	}
 	value, err := json.Marshal(rc)

@@ -23,7 +23,7 @@ type receiveOptions struct {
 func defaultReceiveOptions() receiveOptions {
 	return receiveOptions{
 		keyRequired: true, tokenRequired: true, prefix: "outbox-receipts/",
-		pendingTimeout: time.Minute, maxBody: 64 << 10,
+		pendingTimeout: 30 * time.Second, maxBody: 64 << 10,
 		headers: []string{"Content-Type", "Content-Encoding", "Content-Language", "Content-Location",
 			"Location", "Etag", "Last-Modified", "Cache-Control", "Fencing-Refused"},
 	}
@@ -60,8 +60,10 @@ func WithKeyPrefix(prefix string) ReceiveOption {
 // WithPendingTimeout sets how long a delivery in progress holds its key:
 // a duplicate that comes in the meantime is refused as in flight (409,
 // Retry-After), and one that comes later takes the key over and runs the
-// handler again (the first is presumed dead). Default one minute; it
-// should exceed the handler's longest run. It is measured with the
+// handler again (the first is presumed dead). Default 30 s; it should
+// exceed the handler's longest run, and stay well below the span of a
+// dispatcher's retries (about 6 minutes with its defaults), or a receiver
+// that crashed mid-handler holds the key until the effect is parked. It is measured with the
 // receivers' clocks, which should agree to well within it.
 func WithPendingTimeout(d time.Duration) ReceiveOption {
 	return receiveOptionFunc(func(o *receiveOptions) { o.pendingTimeout = d })

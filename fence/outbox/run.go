@@ -76,6 +76,14 @@ func (r *run) idle(ctx context.Context, wake <-chan struct{}) <-chan struct{} {
 	case <-t.C:
 	case _, ok := <-wake:
 		if !ok {
+			// The watch broke: poll until the interval is out before
+			// watching again, so that a watch that breaks at once (a
+			// server dropping the listening connection) is not a tight
+			// loop of reads and watches.
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
 			return nil
 		}
 	}
@@ -128,8 +136,9 @@ func (r *run) round(ctx context.Context) (full bool, err error) {
 	return len(effects) == r.d.o.batch, nil
 }
 
-// waiting returns the resources whose head effect waits for a retry, and
-// forgets those that are due.
+// waiting returns the resources whose head effect waits for a retry that
+// is not due yet; a due one is read again, its attempts kept until it is
+// delivered or parked.
 func (r *run) waiting() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -29,7 +29,6 @@ var (
 	attrResource = attribute.Key("fencelock.resource")
 	attrToken    = attribute.Key("fencelock.token")
 	attrDest     = attribute.Key("fencelock.outbox.destination")
-	attrCount    = attribute.Key("fencelock.outbox.count")
 )
 
 // telemetry is a dispatcher's instruments.

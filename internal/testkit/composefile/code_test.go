@@ -65,6 +65,7 @@ var goPackages = map[string]string{
 	"redisfence":   "fence/redis",
 	"dynamofence":  "fence/dynamodb",
 	"gcsfence":     "fence/gcs",
+	"outbox":       "fence/outbox",
 }
 
 // api is what a package declares: its exported top-level names, and the
@@ -161,7 +162,7 @@ func typeMembers(e ast.Expr) []string {
 }
 
 var (
-	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc|sqlfence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc|sqlfence|outbox)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	memberRe    = regexp.MustCompile(`^\*?([A-Z]\w*)\.([A-Z]\w*)(?:\(|$)`)
 )
 
