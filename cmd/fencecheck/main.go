@@ -13,11 +13,13 @@
 //	go run ./cmd/fencecheck -control=false  # the fenced run only
 //	go run ./cmd/fencecheck -election       # workers are election candidates (Client.Run), not lock holders
 //	go run ./cmd/fencecheck -kind bank      # Jepsen's bank: transfers between accounts under LockAll (-long too)
+//	go run ./cmd/fencecheck -kind effects   # the outbox: transfers record effects, dispatchers deliver them to HTTP and JetStream (-long too)
 //	go run ./cmd/fencecheck -kind bank -liveness  # and the bank's liveness control: without preemption it must stall
 //	go run ./cmd/fencecheck -kind bank -freeze 2  # one fenced pause in two freezes its holder 5 s
 //	go run ./cmd/fencecheck -report r.html  # also draw both runs' histories as one HTML page
 //
-// It starts PostgreSQL and versitygw itself, as the tests do (bash
+// It starts PostgreSQL and versitygw itself (and, for -kind effects, each
+// run starts a nats-server), as the tests do (bash
 // .ci/setup.sh installs them), or uses FENCELOCK_PG_DSN and
 // FENCELOCK_S3_* when set. It exits 1 when the fenced run has a violation
 // or the control run has none; then, without -report, it writes the HTML
@@ -47,7 +49,7 @@ func main() {
 	control := flag.Bool("control", true, "also run the control: the same workload and seed with fencing off")
 	events := flag.String("events", "", "write every event of the fenced run (the workers', and the nemesis's faults) as JSON lines to this file")
 	election := flag.Bool("election", false, "workers lead elections with etcdlock's Client.Run, writing with their terms' tokens, instead of taking locks")
-	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) "rw" (writers fence, readers only read) or "group" (members of one group whose partitions are the keys, each resource fenced by its partition's tokens); or "bank" (transfers between two accounts under LockAll, in PostgreSQL, etcd and S3); not with -election`)
+	kind := flag.String("kind", "", `the kind of lock the workers take: "" (a mutex), "semaphore" (a permit per key, each resource fenced by its slot's tokens) "rw" (writers fence, readers only read) or "group" (members of one group whose partitions are the keys, each resource fenced by its partition's tokens); or "bank" (transfers between two accounts under LockAll, in PostgreSQL, etcd and S3); or "effects" (transfers in PostgreSQL recording effects in its outbox, delivered by dispatchers to an HTTP receiver and a JetStream stream; needs nats-server); not with -election`)
 	report := flag.String("report", "", "write the HTML report of the runs to this file: each write at its token and time, the lock holds, the faults and the violations, fenced and control side by side (default: to a temporary file when the verdict fails)")
 	liveness := flag.Bool("liveness", false, "with -kind bank: also run the liveness control, the fenced bank run built without preemption (the library before issue 47) with its holders frozen 5 s, which must show a stall past the liveness bound and no safety violation")
 	freeze := flag.Int("freeze", 0, "make one pause in N of the fenced run a freeze of three leases and 2 s (5 s), instead of the lease and up to 1.2 s more: long enough that a next holder waiting for the frozen one stalls past the liveness bound (default: one in 2 for -kind bank, none for the others)")

@@ -76,6 +76,10 @@ func (r *Receipts) KeyRequired() bool { return r.o.keyRequired }
 // middleware.
 func (r *Receipts) TokenRequired() bool { return r.o.tokenRequired }
 
+// PendingTimeout returns how long a delivery in progress holds its key
+// ([WithPendingTimeout]): the longest a handler should run.
+func (r *Receipts) PendingTimeout() time.Duration { return r.o.pendingTimeout }
+
 // Answer is the first answer to a delivery, as [Receipts] keeps it for
 // replay: an HTTP status, the headers [WithReplayedHeaders] names, and
 // the body, or no body and Omitted when it was larger than

@@ -52,7 +52,10 @@ const settleTimeout = 10 * time.Second
 //     stale"), kept as the key's answer, and h does not run;
 //   - otherwise h runs, and its answer is kept, unless it is one a sender
 //     retries (408, 425, 429, 5xx) or h panics: then the key is released,
-//     and the next delivery runs h again.
+//     and the next delivery runs h again. h's request context does not end
+//     when the sender gives up (it ends after [WithPendingTimeout]), so
+//     that an effect h applied is not answered with a 5xx, released, and
+//     applied again by the next delivery.
 //
 // A request without Idempotency-Key is refused with 400, unless
 // [WithKeyRequired](false): it then reaches h with its token checked
@@ -109,7 +112,14 @@ func (rv *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		rec.done = true
 		return
 	}
-	rv.h.ServeHTTP(rec, req)
+	// h applies the effect under a context the sender cannot cancel: a
+	// sender that gave up (its timeout, a deposed dispatcher's end) would
+	// otherwise leave h's write landed and its answer a 5xx, the key
+	// released, and the effect applied again by the next delivery. The
+	// delivery holds its key for WithPendingTimeout; so long, h may run.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), rv.r.o.pendingTimeout)
+	defer cancel()
+	rv.h.ServeHTTP(rec, req.WithContext(ctx))
 	rec.done = true
 }
 

@@ -12,8 +12,8 @@ import (
 
 // BenchmarkOutboxRecord: the same fenced transaction (RunInTx, one UPDATE
 // of a row) without and with recording one effect in it (Outbox.Record:
-// one more statement, which checks the claim, inserts and notifies), and,
-// for the floor of any Record that is a statement of its own, with a
+// held back and sent with COMMIT in one batch: it checks the claim,
+// inserts and notifies), and, for the cost of one more round trip, with a
 // SELECT 1 instead. Goal: record/fenced <= 1.2.
 func BenchmarkOutboxRecord(b *testing.B) {
 	pool := benchPool(b)

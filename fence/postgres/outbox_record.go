@@ -47,6 +47,19 @@ const maxNotifyPayload = 4000
 // the statement, records none of effects and aborts tx (PostgreSQL accepts no more statements in it): return the
 // error from the function, which rolls the transaction back.
 //
+// In a transaction that [RunInTx], [RunInTxAll] or [RunInTxHeld] began on
+// a *pgxpool.Pool, *pgx.Conn or *pgxpool.Conn (without a CommitQuery),
+// Record sends nothing at once: it holds its statement back and returns
+// nil, and the statement runs just before the transaction's next
+// statement, or together with its COMMIT in one round trip. The outcome is
+// the same: the effects land if and only if the transaction commits, and
+// each failure above is returned by that next statement or, with COMMIT,
+// by RunInTx itself, which then commits nothing (an answer to COMMIT
+// that never came is still [fence.ErrUnknownOutcome]). The statement is
+// then bounded by the context of that statement or of RunInTx. In any other
+// transaction (the caller's own, a savepoint begun in the function) it
+// runs at once.
+//
 // Record also notifies the outbox's channel (pg_notify), delivered when tx
 // commits, so that a dispatcher in [Outbox.Watch] wakes.
 //
@@ -60,21 +73,37 @@ func (o *Outbox) Record(ctx context.Context, tx pgx.Tx, effects ...outbox.Effect
 	if len(effects) == 0 {
 		return nil
 	}
+	q, held := tx.(*queuedTx)
+	s := o.recordStmt(effects, held)
+	first := effects[0]
+	s.fail = func(err error) error { return o.recordError(tx, first, err) }
+	if held && q.hold(s) {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, s.sql, s.args...); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+// recordStmt is Record's statement for effects, with copies of their
+// payloads when keep is set (a held statement, sent after Record has
+// returned and the caller may have reused its buffers).
+func (o *Outbox) recordStmt(effects []outbox.Effect, keep bool) queued {
 	n := len(effects)
 	res, toks, seqs, hashes := make([]string, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	dests, payloads := make([]string, n), make([][]byte, n)
 	for i, e := range effects {
 		res[i], toks[i], seqs[i], hashes[i] = e.Resource, int64(e.Token), e.Seq, int64(outbox.Hash(e.Resource))
 		dests[i], payloads[i] = e.Destination, e.Payload
-		if payloads[i] == nil {
-			payloads[i] = []byte{} // not NULL
+		if keep || payloads[i] == nil {
+			payloads[i] = append([]byte{}, payloads[i]...) // never NULL
 		}
 	}
-	_, err := tx.Exec(ctx, o.sql.record, res, toks, seqs, hashes, dests, payloads, o.channel, notification(hashes))
-	if err != nil {
-		return o.recordError(tx, effects, err)
+	if n == 1 {
+		return queued{sql: o.sql.recordOne, args: []any{res[0], toks[0], seqs[0], hashes[0], dests[0], payloads[0], o.channel, notification(hashes)}}
 	}
-	return nil
+	return queued{sql: o.sql.record, args: []any{res, toks, seqs, hashes, dests, payloads, o.channel, notification(hashes)}}
 }
 
 // checkEffects is Record's check before any I/O.
@@ -111,17 +140,17 @@ func notification(hashes []int64) string {
 
 // recordError turns the error of Record's statement into the one to
 // return.
-func (o *Outbox) recordError(tx pgx.Tx, effects []outbox.Effect, err error) error {
+func (o *Outbox) recordError(tx pgx.Tx, first outbox.Effect, err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		return writeError(tx, "record effects on", effects[0].Resource, effects[0].Token, err)
+		return writeError(tx, "record effects on", first.Resource, first.Token, err)
 	}
 	if pgErr.Code == "23505" {
 		return fmt.Errorf("%w: %s: %w", outbox.ErrDuplicate, o.label, err)
 	}
 	i := strings.Index(pgErr.Message, unclaimedMarker)
 	if pgErr.Code != "22P02" || i < 0 {
-		return writeError(tx, "record effects on", effects[0].Resource, effects[0].Token, err)
+		return writeError(tx, "record effects on", first.Resource, first.Token, err)
 	}
 	rest := strings.TrimSuffix(pgErr.Message[i+len(unclaimedMarker):], `"`)
 	cur, rest, _ := strings.Cut(rest, "/")

@@ -14,6 +14,10 @@ type outboxSQL struct {
 	// record: $1..$6 the effects' resources, tokens, seqs, hashes,
 	// destinations and payloads; $7 the channel, $8 the notification.
 	record string
+	// recordOne: record for one effect, in scalars rather than arrays
+	// (cheaper to encode, plan and run): $1..$6 its resource, token, seq,
+	// hash, destination and payload; $7 the channel, $8 the notification.
+	recordOne string
 	// pending: $1 partitions, $2 index, $3 resources to skip, $4 limit.
 	pending string
 	// settle: $1..$5 the settled effects' resources, tokens, seqs, park
@@ -52,6 +56,10 @@ func newOutboxSQL(q, base, fences string) outboxSQL {
 			" e.s, e.h, e.d, e.p FROM " + unnest + " WITH ORDINALITY AS e(r, t, s, h, d, p, i)" +
 			" LEFT JOIN claim c ON c.resource = e.r ORDER BY e.i RETURNING 1)" +
 			" SELECT pg_notify($7, $8) FROM (SELECT count(*) FROM ins) AS n",
+		recordOne: "WITH claim AS (SELECT token FROM " + fences + " WHERE resource = $1::text FOR SHARE)" +
+			" INSERT INTO " + q + " (resource, token, seq, hash, destination, payload)" +
+			" SELECT $1, CASE WHEN c.token = $2::bigint THEN $2 ELSE ('" + unclaimedMarker + "' || coalesce(c.token, 0) || '/' || $2 || '/' || $1)::bigint END," +
+			" $3::bigint, $4::bigint, $5::text, $6::bytea FROM (SELECT) AS one LEFT JOIN claim c ON true RETURNING pg_notify($7, $8)",
 		pending: "SELECT resource, token, seq, destination, payload FROM " + q +
 			" WHERE settled_at IS NULL" + scope + " AND resource <> ALL($3::text[]) ORDER BY id LIMIT $4",
 		settle: "UPDATE " + q + " AS o SET delivered_by = $6, settled_at = now(), parked_reason = nullif(s.reason, ''), attempts = s.att" +

@@ -91,14 +91,28 @@ func runInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 	if err := guard(ctx, tx, resource, p, advance); err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
-		return classify(err)
+	if !queueable(db, o) {
+		if err := fn(tx); err != nil {
+			return classify(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			_, savepoint := db.(pgx.Tx)
+			return commitError(resource, token, err, savepoint)
+		}
+		return nil
 	}
-	if err := tx.Commit(ctx); err != nil {
-		_, savepoint := db.(pgx.Tx)
-		return commitError(resource, token, err, savepoint)
+	q := &queuedTx{Tx: tx}
+	defer q.end()
+	if err := fn(q); err != nil {
+		// A held statement that failed failed the transaction: it is the
+		// cause, whatever fn's statements said after it.
+		return classify(cmp.Or(q.err, err))
 	}
-	return nil
+	heldErr, err := q.commit(ctx)
+	if err != nil {
+		return commitError(resource, token, err, false)
+	}
+	return heldErr
 }
 
 // guard runs advance on tx under p's watch. When ctx ends meanwhile, the

@@ -106,7 +106,13 @@ func (i *Interceptor) deliver(ctx context.Context, key string, f propagate.Fenci
 			_ = d.Release(sctx) // the handler panicked
 		}
 	}()
-	resp, err := handler(ctx, req)
+	// The handler applies the effect under a context the caller cannot
+	// end, as outbox.NewReceiver's does: a caller that gave up would
+	// otherwise leave its write landed, its answer an error, the key
+	// released and the effect applied again.
+	hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), i.r.PendingTimeout())
+	defer hcancel()
+	resp, err := handler(hctx, req)
 	done = true
 	if a, ok := answer(resp, err); ok {
 		_ = d.Finish(sctx, a) // on failure the key stays pending until WithPendingTimeout

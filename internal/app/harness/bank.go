@@ -45,7 +45,7 @@ type bankEstimate struct {
 type span struct{ call, ret int64 }
 
 func (m *bankEstimate) landed(e check.Event) bool {
-	if e.Transfer == nil {
+	if e.Transfer == nil || e.Outcome != check.OutOK {
 		return false
 	}
 	if m.last == nil {

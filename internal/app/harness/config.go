@@ -21,7 +21,7 @@ type Config struct {
 	Election bool
 	// Kind, when set, makes the workers take another kind of lock than
 	// Lock: [KindSemaphore], [KindRW] or [KindGroup]; or run the bank workload
-	// ([KindBank]) instead of writing registers (set it with
+	// ([KindBank]) or the outbox's ([KindEffects]) instead of writing registers (set it with
 	// [Config.SetKind], which sets the bank's minimums too). Not with
 	// Election.
 	Kind string
@@ -99,6 +99,17 @@ const (
 	// wants every acknowledged transfer reflected once and the money
 	// conserved (check.CheckBank).
 	KindBank = "bank"
+	// KindEffects: the outbox's proof. A holder takes two accounts'
+	// locks with LockAll and, in one fenced PostgreSQL transaction
+	// (postgres.RunInTxAll), moves money between them and records an
+	// effect for an HTTP receiver and one for a JetStream stream
+	// (postgres.Outbox.Record); dispatchers (outbox.Dispatcher, as
+	// partition owners of an etcdlock Group) in the worker processes
+	// deliver them. The checker wants each landed transfer's effect
+	// applied exactly once on each receiver and no effect of one that did
+	// not land (check.CheckEffects). The control sends the effects
+	// straight from the transaction, before its commit.
+	KindEffects = "effects"
 )
 
 // ShortMinimums are the short mode's: what CI requires, and what the verdict
@@ -119,12 +130,25 @@ var BankMinimums = check.Minimums{
 	Faults: faultMinimums(func(f faultKind) int { return f.short }),
 }
 
+// EffectsMinimums are ShortMinimums for an effects run (KindEffects):
+// transfers acknowledged, each with an effect for each receiver. Stale
+// refusals come from the transfers a holder paused before its
+// transaction begins (one pause in two): a newer holder's transfer has
+// raised an account's fence meanwhile.
+var EffectsMinimums = check.Minimums{
+	Writes: 300, PerResource: 300, RefusedOverall: 1,
+	Faults: faultMinimums(func(f faultKind) int { return f.short }),
+}
+
 // MinimumsOf returns the minimums the verdict of a run of kind
-// (Config.Kind) requires: BankMinimums for KindBank, ShortMinimums
-// otherwise.
+// (Config.Kind) requires: BankMinimums for KindBank, EffectsMinimums for
+// KindEffects, ShortMinimums otherwise.
 func MinimumsOf(kind string) check.Minimums {
-	if kind == KindBank {
+	switch kind {
+	case KindBank:
 		return BankMinimums
+	case KindEffects:
+		return EffectsMinimums
 	}
 	return ShortMinimums
 }
@@ -211,10 +235,10 @@ func (c *Config) validate() error {
 		return errors.New("harness: Keys and WritesPerLock must be positive")
 	case c.TTL < time.Second || c.LockTimeout <= 0:
 		return errors.New("harness: TTL must be at least 1s and LockTimeout positive")
-	case c.Kind != "" && c.Kind != KindSemaphore && c.Kind != KindRW && c.Kind != KindGroup && c.Kind != KindBank:
-		return fmt.Errorf("harness: Kind %q; want %q, %q, %q, %q or none", c.Kind, KindSemaphore, KindRW, KindGroup, KindBank)
-	case c.Kind == KindBank && c.Keys < 2:
-		return fmt.Errorf("harness: %d keys; the bank needs at least 2 accounts", c.Keys)
+	case c.Kind != "" && c.Kind != KindSemaphore && c.Kind != KindRW && c.Kind != KindGroup && c.Kind != KindBank && c.Kind != KindEffects:
+		return fmt.Errorf("harness: Kind %q; want %q, %q, %q, %q, %q or none", c.Kind, KindSemaphore, KindRW, KindGroup, KindBank, KindEffects)
+	case (c.Kind == KindBank || c.Kind == KindEffects) && c.Keys < 2:
+		return fmt.Errorf("harness: %d keys; the %s workload needs at least 2 accounts", c.Keys, c.Kind)
 	case c.Kind != "" && c.Election:
 		return errors.New("harness: Kind and Election exclude each other")
 	case c.Freeze < 0 || c.Freeze > 0 && c.FreezeOneIn < 1:

@@ -37,6 +37,17 @@
 // Its control reads with plain reads before its fenced writes, and must
 // lose money on PostgreSQL.
 //
+// With Config.Kind [KindEffects] the workers prove fence/outbox instead:
+// each section moves money between two accounts in one fenced PostgreSQL
+// transaction that records, in it, an effect for an HTTP receiver
+// (outbox.NewReceiver in the harness process) and one for a JetStream
+// stream (a nats-server the run starts); dispatchers, partition owners of
+// an etcdlock Group inside the worker processes, deliver them. The checker
+// ([check.CheckEffects]) wants each transfer PostgreSQL committed applied
+// exactly once on each receiver, and no effect of one it did not. Its
+// control sends the effects straight from the transaction, and must apply
+// the effect of a transfer that did not land.
+//
 // With Config.Fenced false the workers write without fencing (a plain
 // UPDATE, an unfenced transaction, a plain PutObject, a plain etcd Put of
 // the record the Store would write, a plain SQLite upsert): the control

@@ -38,22 +38,23 @@ func (h *history) add(e check.Event) {
 			h.accepted = map[check.ResKind]int{}
 		}
 		h.accepted[e.Res]++
-		h.noteAccepted(e)
 	case check.OutStale:
 		if h.refused == nil {
 			h.refused = map[check.ResKind]int{}
 		}
 		h.refused[e.Res]++
 	}
+	h.noteLanded(e)
 }
 
-// noteAccepted counts e as landed when the workload's estimate says it
-// may have made a violation: a stale write landing after a newer one (the
-// register), a transfer acknowledged beside another of an account
-// (the bank). With fencing on, the count is not used; in a control run it
+// noteLanded counts e, a done event, as landed when the workload's
+// estimate says it may have made a violation: a stale write landing after
+// a newer one (the register), a transfer acknowledged beside another of
+// an account (the bank), a transfer that did not commit, whose effect the
+// control may have sent (the effects). With fencing on, the count is not used; in a control run it
 // is the live estimate of what the checker will find in the storage (the
 // stopping rule only: the checker's verdict is what counts).
-func (h *history) noteAccepted(e check.Event) {
+func (h *history) noteLanded(e check.Event) {
 	if !h.est.landed(e) {
 		return
 	}

@@ -16,7 +16,7 @@ func TestFaultKindsComplete(t *testing.T) {
 			t.Errorf("fault kind %s: how %q, loops %d, inject set %v, short %d, long %d: want all set, 1 <= short <= long",
 				f.kind, f.how, f.loops, f.inject != nil, f.short, f.long)
 		}
-		for name, m := range map[string]check.Minimums{"ShortMinimums": ShortMinimums, "BankMinimums": BankMinimums} {
+		for name, m := range map[string]check.Minimums{"ShortMinimums": ShortMinimums, "BankMinimums": BankMinimums, "EffectsMinimums": EffectsMinimums} {
 			if got := m.Faults[f.kind]; got != f.short {
 				t.Errorf("%s.Faults[%s]: got %d, want %d", name, f.kind, got, f.short)
 			}
@@ -25,7 +25,11 @@ func TestFaultKindsComplete(t *testing.T) {
 	bank, longBank := Short(1), Long(1)
 	bank.SetKind(KindBank)
 	longBank.SetKind(KindBank)
-	for name, cfg := range map[string]Config{"short": Short(1), "long": Long(1), "short bank": bank, "long bank": longBank} {
+	fx, longFx := Short(1), Long(1)
+	fx.SetKind(KindEffects)
+	longFx.SetKind(KindEffects)
+	for name, cfg := range map[string]Config{"short": Short(1), "long": Long(1), "short bank": bank, "long bank": longBank,
+		"short effects": fx, "long effects": longFx} {
 		if err := cfg.validate(); err != nil {
 			t.Errorf("%s preset: %v", name, err)
 		}

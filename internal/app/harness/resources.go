@@ -37,6 +37,7 @@ type resources struct {
 	sql       sqlResource
 	redis     redisResource
 	bank      *bankStores // a bank run's (KindBank) only
+	fx        *fxStores   // an effects run's (KindEffects) only
 	// hold is where a nemesis pause or kill lands for S3 writes: just
 	// before the PUT goes out, after the fenced store has read the object's
 	// ETag and token, so that the conditional PUT is what has to refuse a
@@ -105,6 +106,12 @@ func openResources(ctx context.Context, cfg workerConfig, cli *clientv3.Client, 
 			return nil, err
 		}
 	}
+	if cfg.Fx != nil {
+		if r.fx, err = openFxStores(ctx, cfg, hold); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -133,6 +140,9 @@ func (r *resources) close() {
 		_ = r.sql.db.Close()
 	}
 	r.redis.close()
+	if r.fx != nil {
+		r.fx.close()
+	}
 }
 
 // write writes val with token tok to key's resource of the given kind.

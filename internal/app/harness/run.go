@@ -65,6 +65,10 @@ type runner struct {
 	fleet *fleet
 	wl    workload
 	hist  *history
+	fx    *effectsRun // an effects run's (KindEffects) only
+	// stopped says the workers have stopped: the workload's check is the
+	// final one.
+	stopped bool
 }
 
 func runID(cfg Config) string {
@@ -124,8 +128,17 @@ func (r *runner) redisDir() string { return filepath.Join(r.dir, "redis") }
 func (r *runner) workerConfig() workerConfig {
 	return workerConfig{
 		DSN: r.srv.PostgresDSN, S3: r.srv.S3, SQLite: r.sqlitePath(), Redis: r.redis.Addr(), Keys: r.keys, Fenced: r.cfg.Fenced, NoPreempt: r.cfg.WithoutPreemption, Election: r.cfg.Election, Kind: r.cfg.Kind, TTL: r.cfg.TTL,
-		LockTimeout: r.cfg.LockTimeout, WritesPerLock: r.cfg.WritesPerLock, Seed: r.cfg.Seed,
+		LockTimeout: r.cfg.LockTimeout, WritesPerLock: r.cfg.WritesPerLock, Seed: r.cfg.Seed, Fx: r.fxConfig(),
 	}
+}
+
+// fxConfig returns an effects run's fxConfig for its workers, or nil.
+func (r *runner) fxConfig() *fxConfig {
+	if r.fx == nil {
+		return nil
+	}
+	c := r.fx.cfg
+	return &c
 }
 
 func (r *runner) run(ctx context.Context) (*check.Report, error) {
@@ -156,6 +169,7 @@ func (r *runner) run(ctx context.Context) (*check.Report, error) {
 	capped := nctx.Err() != nil
 	cancel()
 	r.fleet.stop()
+	r.stopped = true
 	events := r.hist.snapshot()
 	if err := check.WriteEvents(r.cfg.Events, events); err != nil {
 		return nil, err
@@ -173,6 +187,9 @@ func (r *runner) run(ctx context.Context) (*check.Report, error) {
 	vs, err := r.wl.check(ctx, r, atts)
 	if err != nil {
 		return nil, err
+	}
+	if r.fx != nil {
+		rep.Applied = r.fx.applied
 	}
 	rep.Stalls = check.Stalls(r.wl.desc(), events, r.cfg.TTL)
 	rep.Violations = append(vs, check.CheckLiveness(rep.Stalls)...)
@@ -229,6 +246,9 @@ func (r *runner) close() {
 		r.fleet.stop()
 		r.fleet.close()
 	}
+	if r.fx != nil {
+		r.fx.close()
+	}
 	if r.pool != nil {
 		r.pool.Close()
 	}
@@ -238,6 +258,7 @@ func (r *runner) close() {
 	if r.redis != nil {
 		_ = r.redis.Close()
 	}
+
 	if r.dir != "" {
 		_ = os.RemoveAll(r.dir)
 	}

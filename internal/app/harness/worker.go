@@ -35,6 +35,7 @@ type worker struct {
 	rng   *rand.Rand
 	seq   int64
 	xfers int64         // bank transfers begun, for their IDs
+	fxSeq int64         // effects recorded, for their Seq (KindEffects)
 	kind  check.ResKind // of the write under way, for hold
 }
 
@@ -70,6 +71,13 @@ func runWorker(cfg workerConfig, stdin io.Reader, stdout io.Writer) error {
 	}
 	defer res.close()
 	w.res = res
+	if res.fx != nil && cfg.Fenced {
+		stop, err := w.startDispatchers(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	for !w.ctl.stopped() {
 		w.section(ctx)
 		w.log.emit(check.Event{Ev: check.EvMetrics, Worker: cfg.ID, Metrics: metrics.snapshot(ctx)})
@@ -91,6 +99,9 @@ func (w *worker) section(ctx context.Context) {
 		return
 	case w.cfg.Kind == KindBank:
 		w.bank(ctx)
+		return
+	case w.cfg.Kind == KindEffects:
+		w.effects(ctx)
 		return
 	case w.cfg.Kind == KindGroup:
 		w.member(ctx)

@@ -26,9 +26,11 @@ type workerConfig struct {
 	Fenced bool
 	// NoPreempt builds the fenced PostgreSQL writes WithoutPreemption
 	// (Config.WithoutPreemption).
-	NoPreempt     bool
-	Election      bool
-	Kind          string // Config.Kind
+	NoPreempt bool
+	Election  bool
+	Kind      string // Config.Kind
+	// Fx is where an effects run's (KindEffects) outbox and receivers are.
+	Fx            *fxConfig
 	TTL           time.Duration
 	LockTimeout   time.Duration
 	WritesPerLock int

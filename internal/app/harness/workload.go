@@ -8,7 +8,7 @@ import (
 
 // workload is what a run's workers write and how its storage is checked:
 // the register every kind of lock writes ([registerWorkload]), or the bank
-// ([bankWorkload]). The runner, the history and the nemesis ask the
+// ([bankWorkload]), or the outbox's effects ([effectsWorkload]). The runner, the history and the nemesis ask the
 // workload only through this; the worker picks its section by Kind.
 type workload interface {
 	// desc says what the workers write and what the control must catch.
@@ -27,14 +27,17 @@ type workload interface {
 
 // workloadOf returns the workload of a run of cfg.
 func workloadOf(cfg Config) workload {
-	if cfg.Kind == KindBank {
+	switch cfg.Kind {
+	case KindBank:
 		return bankWorkload{}
+	case KindEffects:
+		return effectsWorkload{}
 	}
 	return registerWorkload{}
 }
 
-// estimate tells, from the workers' events alone, whether an accepted
-// write (a done event with outcome ok) may have made a violation the
+// estimate tells, from the workers' events alone, whether a write (a done
+// event, of any outcome) may have made a violation the
 // control must catch: the control's stopping rule only, as the storage's
 // record decides. Not safe for concurrent use (the history's lock guards
 // it).
@@ -77,6 +80,9 @@ type resKey struct {
 type newestOK struct{ token, time int64 }
 
 func (m *registerEstimate) landed(e check.Event) bool {
+	if e.Outcome != check.OutOK {
+		return false
+	}
 	if m.newest == nil {
 		m.newest = map[resKey]newestOK{}
 	}

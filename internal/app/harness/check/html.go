@@ -112,6 +112,10 @@ type htmlRun struct {
 	FaultDetail  []string        `json:"faultDetail"`
 	Counts       map[string]any  `json:"counts"`
 	Violations   []htmlViolation `json:"violations"`
+	// Applied are the effects the receivers applied (an effects run's):
+	// [receiver (index in Receivers), key, token, time].
+	Applied   [][4]int64 `json:"applied"`
+	Receivers []string   `json:"receivers"`
 }
 
 type htmlViolation struct {
@@ -141,7 +145,7 @@ func newHTMLRun(r *Report) htmlRun {
 	h := htmlRun{Name: r.name(), Fenced: r.Fenced, Seed: r.Seed, Duration: r.duration(),
 		Kinds: []string{}, Keys: []string{}, Workers: []string{}, FaultKinds: []string{}, FaultHow: []string{},
 		Writes: [][8]int64{}, Values: []string{}, Holds: [][6]int64{}, Faults: [][4]int64{}, FaultDetail: []string{}, Stalls: [][5]int64{}, StallDetail: []string{},
-		Violations: []htmlViolation{}, Counts: map[string]any{}}
+		Violations: []htmlViolation{}, Counts: map[string]any{}, Applied: [][4]int64{}, Receivers: Receivers}
 	for _, o := range outcomes {
 		h.Outcomes = append(h.Outcomes, string(o))
 	}
@@ -217,6 +221,10 @@ func newHTMLRun(r *Report) htmlRun {
 		}
 		h.Writes = append(h.Writes, [8]int64{kind(string(a.Res)), key(a.Key), worker(a.Worker), a.Token, at(a.Call), at(a.Return), oi, vi})
 		h.Values = append(h.Values, a.Value)
+	}
+
+	for _, ap := range r.Applied {
+		h.Applied = append(h.Applied, [4]int64{int64(slices.Index(Receivers, ap.Receiver)), key(ap.Resource), ap.Token, at(ap.Time)})
 	}
 
 	// Holds: each successful lock until its unlock, or until its

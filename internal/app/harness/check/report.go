@@ -61,6 +61,9 @@ type Report struct {
 	// Events is the run's history: every worker's events and the
 	// nemesis's faults, in the order they came in ([WriteHTML] draws it).
 	Events []Event
+	// Applied are the effects the receivers applied (an effects run's,
+	// KindEffects, only), as the final check read them.
+	Applied []Applied
 	// Metrics are the counts the workers reported through OpenTelemetry,
 	// summed: "acquisitions", "losses/<cause>" and
 	// "writes/<adapter>/<outcome>" ([PrintMetrics]).

@@ -213,7 +213,7 @@
 		sv("rect", { "class": "plot-bg" + (bad ? " bad" : ""), x: LEFT, y: 0, width: plotW, height: PLOT_H }, svg);
 		axis(svg, x, PLOT_H);
 		sv("text", { x: 0, y: 12, "font-weight": "600" }, svg, kind);
-		sv("text", { x: 0, y: 26 }, svg, idx.length + " writes");
+		sv("text", { x: 0, y: 26 }, svg, idx.length + " writes" + (kind === "effects" ? ", " + run.applied.filter(function (a) { return a[1] === ki; }).length + " applied" : ""));
 		sv("text", { x: 0, y: PLOT_H - 14 }, svg, "token");
 		sv("text", { x: 0, y: PLOT_H - 2 }, svg, Math.round(lo + pad) + "–" + Math.round(hi - pad));
 		// Accepted writes first, so that the rarer marks are drawn on top.
@@ -239,6 +239,13 @@
 			if (w[7] >= 0) sv("circle", { "class": "vio-ring", cx: cx, cy: cy, r: 6.5, "data-v": w[7] }, rings);
 		});
 		svg.appendChild(rings);
+		// The effects the receivers applied on this key (an effects run):
+		// a tick under the token's height, one colour per receiver.
+		run.applied.forEach(function (a) {
+			if (a[1] !== ki || kind !== "effects" || !x.inside(a[3])) return;
+			var cx = x(a[3]), cy = Math.min(PLOT_H - 4, Math.max(4, y(a[2])));
+			sv("path", { "class": "applied r-" + run.receivers[a[0]], d: "M" + cx + "," + (cy + 2) + "l-3,5h6z" }, svg);
+		});
 		svg.addEventListener("click", function (e) {
 			var i = e.target.getAttribute && e.target.getAttribute("data-i");
 			if (i === null || i === undefined) return;
