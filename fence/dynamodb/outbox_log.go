@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/internal/outboxcodec"
 )
 
 // pageSize is how many items one Query of Pending or Parked reads.
@@ -74,10 +75,7 @@ func (o *Outbox) list(ctx context.Context, scope outbox.Scope, state string, lim
 	if err := o.check(ctx); err != nil {
 		return nil, err
 	}
-	if limit < 1 {
-		return nil, fmt.Errorf("%w: limit %d (want at least 1)", ErrInvalidArgument, limit)
-	}
-	if err := scope.Validate(); err != nil {
+	if err := outboxcodec.CheckList(scope, limit, ErrInvalidArgument); err != nil {
 		return nil, err
 	}
 	var all []listed

@@ -8,24 +8,6 @@ import (
 	"github.com/fencelock/fencelock/fence/outbox"
 )
 
-// OutboxFunc computes what an [Outbox.Update] writes from the record it
-// claimed (the zero Record when the key holds no value): the record's
-// next value and the effects recorded with it, whose Resource and Token
-// must be the Update's key and token. An error is returned as it is and
-// nothing is written.
-type OutboxFunc func(old fence.Record) (next []byte, effects []outbox.Effect, err error)
-
-// OutboxAllFunc is [OutboxFunc] for [Outbox.UpdateAll]: the values of
-// the keys it writes, as a [fence.UpdateAllFunc] returns them, and the
-// effects, each on one of the claimed keys with that key's token.
-type OutboxAllFunc func(old map[string]fence.Record) (next map[string][]byte, effects []outbox.Effect, err error)
-
-// recording is what an OutboxFunc returned.
-type recording struct {
-	value   []byte
-	effects []outbox.Effect
-}
-
 // Update is [Store.Update] that also records effects: it claims key with
 // token and reads its record as Store.Update does, calls fn, and writes
 // fn's value and effects in one TransactWriteItems:
@@ -50,7 +32,7 @@ type recording struct {
 // with an error matching [outbox.ErrTooLarge], nothing written (the claim
 // stays). Other errors, the unknown outcome included, are Store.Update's.
 // ctx bounds the call.
-func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn OutboxFunc) error {
+func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn outbox.UpdateFunc) error {
 	if err := o.check(ctx); err != nil {
 		return err
 	}
@@ -60,13 +42,11 @@ func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn O
 	if err := o.store.checkWrite(ctx, key, token); err != nil {
 		return err
 	}
-	return fence.RunUpdateOf(ctx, (*outboxRounds)(o), key, token, func(old fence.Record) (recording, error) {
-		v, effects, err := fn(old)
-		return recording{value: v, effects: effects}, err
-	})
+	return outbox.RunUpdate(ctx, (*outboxRounds)(o), key, token, fn)
 }
 
-// outboxRounds is an Outbox's [fence.UpdateRoundsOf].
+// outboxRounds is an Outbox's [fence.UpdateRoundsOf] for Update and its
+// [outbox.UpdateAllRounds] for UpdateAll.
 type outboxRounds Outbox
 
 // StartUpdate starts the span of an Update, as Store.Update's.
@@ -87,9 +67,9 @@ func (r *outboxRounds) ClaimRead(ctx context.Context, key string, token fence.To
 
 // WriteIf writes rec's value and effects if the floor and the record are
 // still those c read.
-func (r *outboxRounds) WriteIf(ctx context.Context, key string, token fence.Token, c claimed, rec recording) error {
+func (r *outboxRounds) WriteIf(ctx context.Context, key string, token fence.Token, c claimed, rec outbox.Recording) error {
 	set := []fence.Claim{{Resource: key, Token: token}}
-	return (*Outbox)(r).write(ctx, set, []claimed{c}, map[string][]byte{key: rec.value}, rec.effects)
+	return (*Outbox)(r).write(ctx, set, []claimed{c}, map[string][]byte{key: rec.Value}, rec.Effects)
 }
 
 // UpdateAll is [Store.UpdateAll] that also records effects, as
@@ -101,48 +81,35 @@ func (r *outboxRounds) WriteIf(ctx context.Context, key string, token fence.Toke
 // holds one item per claimed key and one per effect, at most
 // [MaxTxWrites]. Its refusals and errors are Store.UpdateAll's and
 // Outbox.Update's. ctx bounds the call.
-func (o *Outbox) UpdateAll(ctx context.Context, claims []fence.Claim, fn OutboxAllFunc) error {
+func (o *Outbox) UpdateAll(ctx context.Context, claims []fence.Claim, fn outbox.UpdateAllFunc) error {
 	if err := o.check(ctx); err != nil {
 		return err
 	}
 	if fn == nil {
 		return fmt.Errorf("%w: Outbox.UpdateAll: nil function", ErrInvalidArgument)
 	}
-	r := &outboxAllRounds{o: o}
-	return fence.RunUpdateAll(ctx, r, claims, func(old map[string]fence.Record) (map[string][]byte, error) {
-		next, effects, err := fn(old)
-		r.effects = effects
-		return next, err
-	})
-}
-
-// outboxAllRounds is the [fence.UpdateAllRounds] of one Outbox.UpdateAll:
-// effects are those of fn's last call, which RunUpdateAll makes just
-// before WriteAllIf, in the same goroutine.
-type outboxAllRounds struct {
-	o       *Outbox
-	effects []outbox.Effect
+	return outbox.RunUpdateAll(ctx, (*outboxRounds)(o), claims, fn)
 }
 
 // CheckUpdateAll refuses, before any I/O, more keys than one transaction
 // takes.
-func (r *outboxAllRounds) CheckUpdateAll(set []fence.Claim) error {
-	return (*rounds)(r.o.store).CheckUpdateAll(set)
+func (r *outboxRounds) CheckUpdateAll(set []fence.Claim) error {
+	return (*rounds)(r.store).CheckUpdateAll(set)
 }
 
 // StartUpdateAll starts the span of an UpdateAll, as Store.UpdateAll's.
-func (r *outboxAllRounds) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
-	return r.o.store.tel.Op(opUpdateAll).StartUpdateAll(ctx, set)
+func (r *outboxRounds) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
+	return r.store.tel.Op(opUpdateAll).StartUpdateAll(ctx, set)
 }
 
 // ClaimReadAll claims every key of set and reads their records, as
 // Store.UpdateAll does.
-func (r *outboxAllRounds) ClaimReadAll(ctx context.Context, set []fence.Claim) (map[string]fence.Record, []claimed, error) {
-	return (*rounds)(r.o.store).ClaimReadAll(ctx, set)
+func (r *outboxRounds) ClaimReadAll(ctx context.Context, set []fence.Claim) (map[string]fence.Record, []claimed, error) {
+	return (*rounds)(r.store).ClaimReadAll(ctx, set)
 }
 
-// WriteAllIf writes next and the effects of fn's last call with set's
-// tokens if every floor and version is still the one got read.
-func (r *outboxAllRounds) WriteAllIf(ctx context.Context, set []fence.Claim, got []claimed, next map[string][]byte) error {
-	return r.o.write(ctx, set, got, next, r.effects)
+// WriteAllIf writes next and effects with set's tokens if every floor
+// and version is still the one got read.
+func (r *outboxRounds) WriteAllIf(ctx context.Context, set []fence.Claim, got []claimed, next map[string][]byte, effects []outbox.Effect) error {
+	return (*Outbox)(r).write(ctx, set, got, next, effects)
 }

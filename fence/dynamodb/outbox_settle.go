@@ -68,13 +68,8 @@ func (o *Outbox) Settle(ctx context.Context, by fence.Claim, done []outbox.Settl
 // marks returns the items that settle done, each effect once.
 func (o *Outbox) marks(done []outbox.Settled) []types.TransactWriteItem {
 	var out []types.TransactWriteItem
-	seen := make(map[string]bool, len(done))
-	for _, d := range done {
+	for _, d := range outboxcodec.Unique(done) {
 		e := d.Effect
-		if seen[e.Key()] {
-			continue
-		}
-		seen[e.Key()] = true
 		if d.Parked == "" {
 			out = append(out, types.TransactWriteItem{Put: &types.Put{
 				TableName: aws.String(o.table), Item: o.deliveredItem(e),
@@ -167,10 +162,7 @@ func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 	if err := o.check(ctx); err != nil {
 		return err
 	}
-	if e.Seq < 0 {
-		return fmt.Errorf("%w: Requeue: negative Seq %d", ErrInvalidArgument, e.Seq)
-	}
-	if err := fence.CheckRead(ctx, e.Resource, e.Token); err != nil {
+	if err := outboxcodec.CheckRequeue(ctx, e, ErrInvalidArgument); err != nil {
 		return err
 	}
 	_, err := o.store.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{

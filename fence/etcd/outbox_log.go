@@ -47,10 +47,7 @@ func (o *Outbox) checkList(ctx context.Context, scope outbox.Scope, limit int) e
 	if err := o.check(ctx); err != nil {
 		return err
 	}
-	if limit < 1 {
-		return fmt.Errorf("%w: limit %d (want at least 1)", ErrInvalidArgument, limit)
-	}
-	return scope.Validate()
+	return outboxcodec.CheckList(scope, limit, ErrInvalidArgument)
 }
 
 // readAll reads every recorded effect, in recording order, and the
@@ -135,13 +132,8 @@ func (o *Outbox) Settle(ctx context.Context, by fence.Claim, done []outbox.Settl
 // of at most maxSettleOps operations each.
 func (o *Outbox) marks(done []outbox.Settled) []clientv3.Op {
 	var ops []clientv3.Op
-	seen := make(map[string]bool, len(done))
-	for _, d := range done {
+	for _, d := range outboxcodec.Unique(done) {
 		e := d.Effect
-		if seen[e.Key()] {
-			continue
-		}
-		seen[e.Key()] = true
 		ek, pk := o.EffectKey(e.Resource, e.Token, e.Seq), o.parkedKey(e)
 		if d.Parked == "" {
 			ops = append(ops, clientv3.OpDelete(ek), clientv3.OpDelete(pk))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/internal/outboxcodec"
 )
 
 // Parked returns up to limit parked effects in scope, in recording order,
@@ -51,10 +52,7 @@ func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 	if err := o.check(ctx); err != nil {
 		return err
 	}
-	if e.Seq < 0 {
-		return fmt.Errorf("%w: Requeue: negative Seq %d", ErrInvalidArgument, e.Seq)
-	}
-	if err := fence.CheckRead(ctx, e.Resource, e.Token); err != nil {
+	if err := outboxcodec.CheckRequeue(ctx, e, ErrInvalidArgument); err != nil {
 		return err
 	}
 	ek, pk := o.EffectKey(e.Resource, e.Token, e.Seq), o.parkedKey(e)

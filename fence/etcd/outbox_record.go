@@ -12,24 +12,6 @@ import (
 	"github.com/fencelock/fencelock/internal/outboxcodec"
 )
 
-// OutboxFunc computes what an [Outbox.Update] writes from the record it
-// claimed (the zero Record when the key holds no value): the record's
-// next value and the effects recorded with it, whose Resource and Token
-// must be the Update's key and token. An error is returned as it is and
-// nothing is written.
-type OutboxFunc func(old fence.Record) (next []byte, effects []outbox.Effect, err error)
-
-// OutboxAllFunc is [OutboxFunc] for [Outbox.UpdateAll]: the values of
-// the keys it writes, as a [fence.UpdateAllFunc] returns them, and the
-// effects, each on one of the claimed keys with that key's token.
-type OutboxAllFunc func(old map[string]fence.Record) (next map[string][]byte, effects []outbox.Effect, err error)
-
-// recording is what an OutboxFunc returned.
-type recording struct {
-	value   []byte
-	effects []outbox.Effect
-}
-
 // Update is [Store.Update] that also records effects: it claims key
 // with token, reads its record, calls fn, and writes fn's value and
 // effects in one etcd transaction, which lands only if neither the
@@ -54,7 +36,7 @@ type recording struct {
 // Store's [WithMaxRequestBytes] is refused with an error matching
 // [outbox.ErrTooLarge], nothing written (the claim stays). Other errors,
 // the unknown outcome included, are Store.Update's. ctx bounds the call.
-func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn OutboxFunc) error {
+func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn outbox.UpdateFunc) error {
 	if err := o.check(ctx); err != nil {
 		return err
 	}
@@ -64,13 +46,11 @@ func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn O
 	if err := o.store.checkWrite(ctx, key, token, 0); err != nil {
 		return err
 	}
-	return fence.RunUpdateOf(ctx, (*outboxRounds)(o), key, token, func(old fence.Record) (recording, error) {
-		v, effects, err := fn(old)
-		return recording{value: v, effects: effects}, err
-	})
+	return outbox.RunUpdate(ctx, (*outboxRounds)(o), key, token, fn)
 }
 
-// outboxRounds is an Outbox's [fence.UpdateRoundsOf].
+// outboxRounds is an Outbox's [fence.UpdateRoundsOf] for Update and its
+// [outbox.UpdateAllRounds] for UpdateAll.
 type outboxRounds Outbox
 
 // StartUpdate starts the span of an Update, as Store.Update's.
@@ -86,16 +66,16 @@ func (r *outboxRounds) ClaimRead(ctx context.Context, key string, token fence.To
 
 // WriteIf writes rec's value and effects if the floor and the record are
 // still those c read.
-func (r *outboxRounds) WriteIf(ctx context.Context, key string, token fence.Token, c claimed, rec recording) error {
+func (r *outboxRounds) WriteIf(ctx context.Context, key string, token fence.Token, c claimed, rec outbox.Recording) error {
 	o := (*Outbox)(r)
 	set := []fence.Claim{{Resource: key, Token: token}}
-	values := map[string][]byte{key: rec.value}
-	if err := o.checkRecording(set, values, rec.effects); err != nil {
+	values := map[string][]byte{key: rec.Value}
+	if err := o.checkRecording(set, values, rec.Effects); err != nil {
 		return err
 	}
 	w := o.newWrite(set)
-	w.claim(0, c.floorRev, c.rev, rec.value, true)
-	return w.commit(ctx, rec.effects)
+	w.claim(0, c.floorRev, c.rev, rec.Value, true)
+	return w.commit(ctx, rec.Effects)
 }
 
 // checkRecording refuses, before the write is sent, effects that are

@@ -20,56 +20,44 @@ import (
 // transaction compares 2 keys per claim and one per effect, and puts one
 // key per claim and two per effect, each at most [MaxWriteOps]. ctx
 // bounds the call.
-func (o *Outbox) UpdateAll(ctx context.Context, claims []fence.Claim, fn OutboxAllFunc) error {
+func (o *Outbox) UpdateAll(ctx context.Context, claims []fence.Claim, fn outbox.UpdateAllFunc) error {
 	if err := o.check(ctx); err != nil {
 		return err
 	}
 	if fn == nil {
 		return fmt.Errorf("%w: Outbox.UpdateAll: nil function", ErrInvalidArgument)
 	}
-	r := &outboxAllRounds{o: o}
-	return fence.RunUpdateAll(ctx, r, claims, func(old map[string]fence.Record) (map[string][]byte, error) {
-		next, effects, err := fn(old)
-		r.effects = effects
-		return next, err
-	})
-}
-
-// outboxAllRounds is the [fence.UpdateAllRounds] of one Outbox.UpdateAll:
-// effects are those of fn's last call, which RunUpdateAll makes just
-// before WriteAllIf, in the same goroutine.
-type outboxAllRounds struct {
-	o       *Outbox
-	effects []outbox.Effect
+	return outbox.RunUpdateAll(ctx, (*outboxRounds)(o), claims, fn)
 }
 
 // CheckUpdateAll refuses, before any I/O, more keys than one transaction
 // takes.
-func (r *outboxAllRounds) CheckUpdateAll(set []fence.Claim) error {
-	return (*rounds)(r.o.store).CheckUpdateAll(set)
+func (r *outboxRounds) CheckUpdateAll(set []fence.Claim) error {
+	return (*rounds)(r.store).CheckUpdateAll(set)
 }
 
 // StartUpdateAll starts the span of an UpdateAll, as Store.UpdateAll's.
-func (r *outboxAllRounds) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
-	return r.o.store.tel.Op(opUpdateAll).StartUpdateAll(ctx, set)
+func (r *outboxRounds) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
+	return r.store.tel.Op(opUpdateAll).StartUpdateAll(ctx, set)
 }
 
 // ClaimReadAll claims every key of set and reads their records, as
 // Store.UpdateAll does.
-func (r *outboxAllRounds) ClaimReadAll(ctx context.Context, set []fence.Claim) (map[string]fence.Record, claimedAll, error) {
-	return (*rounds)(r.o.store).ClaimReadAll(ctx, set)
+func (r *outboxRounds) ClaimReadAll(ctx context.Context, set []fence.Claim) (map[string]fence.Record, claimedAll, error) {
+	return (*rounds)(r.store).ClaimReadAll(ctx, set)
 }
 
-// WriteAllIf writes next and the effects of fn's last call with set's
-// tokens if every floor and record is still the one c read.
-func (r *outboxAllRounds) WriteAllIf(ctx context.Context, set []fence.Claim, c claimedAll, next map[string][]byte) error {
-	if err := r.o.checkRecording(set, next, r.effects); err != nil {
+// WriteAllIf writes next and effects with set's tokens if every floor
+// and record is still the one c read.
+func (r *outboxRounds) WriteAllIf(ctx context.Context, set []fence.Claim, c claimedAll, next map[string][]byte, effects []outbox.Effect) error {
+	o := (*Outbox)(r)
+	if err := o.checkRecording(set, next, effects); err != nil {
 		return err
 	}
-	w := r.o.newWrite(set)
+	w := o.newWrite(set)
 	for i, cl := range set {
 		v, ok := next[cl.Resource]
 		w.claim(i, c.floorRevs[i], c.revs[i], v, ok)
 	}
-	return w.commit(ctx, r.effects)
+	return w.commit(ctx, effects)
 }

@@ -37,8 +37,22 @@ func record(o *etcdfence.Outbox) func(ctx context.Context, c fence.Claim, effect
 func TestOutboxConformance(t *testing.T) {
 	outboxtest.Run(t, func(t *testing.T) outboxtest.Harness {
 		_, o := newOutbox(t)
-		return outboxtest.Harness{Log: o, Record: record(o), MaxPayload: o.MaxPayload()}
+		return outboxtest.Harness{Log: o, Record: record(o), RecordUnfenced: recordUnfenced(t, o), MaxPayload: o.MaxPayload()}
 	})
+}
+
+// recordUnfenced is the harness's RecordUnfenced: a plain put of each
+// effect's key, as Update would have written it.
+func recordUnfenced(t testing.TB, o *etcdfence.Outbox) func(ctx context.Context, effects []outbox.Effect) error {
+	cli := etcdClient(t)
+	return func(ctx context.Context, effects []outbox.Effect) error {
+		for i, e := range effects {
+			if _, err := cli.Put(ctx, o.EffectKey(e.Resource, e.Token, e.Seq), etcdfence.EncodeEffect(e, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // effect returns effect seq of token on resource, to "dst".
@@ -73,36 +87,23 @@ func wantPending(t testing.TB, o *etcdfence.Outbox, want ...outbox.Effect) {
 
 // TestOutboxStaleWriteRecordsNothing: a holder whose token was superseded
 // between its read and its write records no effect, and its state does
-// not land. The control writes the same effect's key with a plain put
-// after the refused write, as a store recording effects apart from its
-// fenced write would, and Pending then returns it.
+// not land. Its control is the suite's StaleWriteRecordsNothing (the
+// harness's RecordUnfenced): an effect put without the fence is pending.
 func TestOutboxStaleWriteRecordsNothing(t *testing.T) {
-	for _, control := range []bool{false, true} {
-		t.Run(fmt.Sprintf("control=%v", control), func(t *testing.T) {
-			s, o := newOutbox(t)
-			cli := etcdClient(t)
-			e := effect("acct", 1, 0)
-			err := o.Update(t.Context(), "acct", 1, func(fence.Record) ([]byte, []outbox.Effect, error) {
-				if _, err := s.GetForUpdate(t.Context(), "acct", 2); !errors.Is(err, fence.ErrNotFound) {
-					t.Fatalf("GetForUpdate(2): got %v, want ErrNotFound", err)
-				}
-				return []byte("stale"), []outbox.Effect{e}, nil
-			})
-			if !errors.Is(err, fence.ErrStale) {
-				t.Fatalf("Update(1) after token 2 claimed: got %v, want ErrStale", err)
-			}
-			if control {
-				if _, err := cli.Put(t.Context(), o.EffectKey(e.Resource, e.Token, e.Seq), etcdfence.EncodeEffect(e, 0)); err != nil {
-					t.Fatal(err)
-				}
-				wantPending(t, o, e)
-				return
-			}
-			wantPending(t, o)
-			if _, err := s.Get(t.Context(), "acct"); !errors.Is(err, fence.ErrNotFound) {
-				t.Fatalf("Get: got %v, want ErrNotFound", err)
-			}
-		})
+	s, o := newOutbox(t)
+	e := effect("acct", 1, 0)
+	err := o.Update(t.Context(), "acct", 1, func(fence.Record) ([]byte, []outbox.Effect, error) {
+		if _, err := s.GetForUpdate(t.Context(), "acct", 2); !errors.Is(err, fence.ErrNotFound) {
+			t.Fatalf("GetForUpdate(2): got %v, want ErrNotFound", err)
+		}
+		return []byte("stale"), []outbox.Effect{e}, nil
+	})
+	if !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("Update(1) after token 2 claimed: got %v, want ErrStale", err)
+	}
+	wantPending(t, o)
+	if _, err := s.Get(t.Context(), "acct"); !errors.Is(err, fence.ErrNotFound) {
+		t.Fatalf("Get: got %v, want ErrNotFound", err)
 	}
 }
 
@@ -188,34 +189,6 @@ func TestOutboxDuplicate(t *testing.T) {
 	}
 	wantRecord(t, s, "acct", 1, "v")
 	wantPending(t, o, e)
-}
-
-// TestOutboxParkAndRequeue: a parked effect leaves Pending without
-// holding back later ones, is listed by Parked, and Requeue puts it back
-// in its place.
-func TestOutboxParkAndRequeue(t *testing.T) {
-	_, o := newOutbox(t)
-	ctx := t.Context()
-	first, second := effect("r", 1, 0), effect("r", 1, 1)
-	if err := record(o)(ctx, fence.Claim{Resource: "r", Token: 1}, []outbox.Effect{first, second}); err != nil {
-		t.Fatal(err)
-	}
-	by := fence.Claim{Resource: "d", Token: 1}
-	if err := o.Settle(ctx, by, []outbox.Settled{{Effect: first, Parked: "410 gone", Attempts: 3}}); err != nil {
-		t.Fatalf("Settle(parked): got %v, want nil", err)
-	}
-	wantPending(t, o, second)
-	ps, err := o.Parked(ctx, outbox.All, 10)
-	if err != nil || len(ps) != 1 || ps[0].Effect.Key() != first.Key() || ps[0].Reason != "410 gone" || ps[0].Attempts != 3 {
-		t.Fatalf("Parked: got %+v, %v; want %v parked for 410 gone after 3 attempts", ps, err, first.Key())
-	}
-	if err := o.Requeue(ctx, second); !errors.Is(err, fence.ErrNotFound) {
-		t.Fatalf("Requeue(not parked): got %v, want ErrNotFound", err)
-	}
-	if err := o.Requeue(ctx, first); err != nil {
-		t.Fatalf("Requeue: got %v, want nil", err)
-	}
-	wantPending(t, o, first, second)
 }
 
 // TestOutboxSettleMany: one Settle of more effects than etcd takes

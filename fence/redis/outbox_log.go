@@ -69,10 +69,7 @@ func (o *Outbox) checkList(ctx context.Context, scope outbox.Scope, limit int) e
 	if err := o.check(ctx); err != nil {
 		return err
 	}
-	if limit < 1 {
-		return fmt.Errorf("%w: limit %d (want at least 1)", ErrInvalidArgument, limit)
-	}
-	return scope.Validate()
+	return outboxcodec.CheckList(scope, limit, ErrInvalidArgument)
 }
 
 // scan calls each with the effects of the sorted set set, in order, and
@@ -180,10 +177,7 @@ func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 	if err := o.check(ctx); err != nil {
 		return err
 	}
-	if e.Seq < 0 {
-		return fmt.Errorf("%w: Requeue: negative Seq %d", ErrInvalidArgument, e.Seq)
-	}
-	if err := fence.CheckRead(ctx, e.Resource, e.Token); err != nil {
+	if err := outboxcodec.CheckRequeue(ctx, e, ErrInvalidArgument); err != nil {
 		return err
 	}
 	keys := []string{o.key(keyPending), o.key(keyParked), o.key(keyReasons)}

@@ -9,18 +9,6 @@ import (
 	"github.com/fencelock/fencelock/internal/outboxcodec"
 )
 
-// OutboxFunc computes what an [Outbox.Update] writes from the record it
-// claimed (the zero Record when the key holds no value): the record's
-// next value and the effects recorded with it, whose Resource and Token
-// must be the Update's key and token. An error is returned as it is and
-// nothing is written.
-type OutboxFunc func(old fence.Record) (next []byte, effects []outbox.Effect, err error)
-
-// OutboxAllFunc is [OutboxFunc] for [Outbox.UpdateAll]: the values of the
-// keys it writes, as a [fence.UpdateAllFunc] returns them, and the
-// effects, each on one of the claimed keys with that key's token.
-type OutboxAllFunc func(old map[string]fence.Record) (next map[string][]byte, effects []outbox.Effect, err error)
-
 // Update is [Store.Update] that also records effects: it claims key with
 // token and reads its record (one script), calls fn, and writes fn's
 // value and effects in a second script, which Redis runs atomically: it
@@ -41,7 +29,7 @@ type OutboxAllFunc func(old map[string]fence.Record) (next map[string][]byte, ef
 // outside the Outbox's hash slot with [ErrCrossSlot] (that one before
 // any I/O). The script is sent once; a lost reply gives an error matching
 // [fence.ErrUnknownOutcome], as Store.Update's. ctx bounds the call.
-func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn OutboxFunc) error {
+func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn outbox.UpdateFunc) error {
 	if err := o.check(ctx); err != nil {
 		return err
 	}
@@ -83,61 +71,52 @@ func (o *Outbox) checkSlot(set []fence.Claim) error {
 // every key must be in the Outbox's hash slot. The effects are recorded
 // in the order of fn's slice, after those of earlier writes. Its
 // refusals and errors are Store.UpdateAll's and Outbox.Update's.
-func (o *Outbox) UpdateAll(ctx context.Context, claims []fence.Claim, fn OutboxAllFunc) error {
+func (o *Outbox) UpdateAll(ctx context.Context, claims []fence.Claim, fn outbox.UpdateAllFunc) error {
 	if err := o.check(ctx); err != nil {
 		return err
 	}
 	if fn == nil {
 		return fmt.Errorf("%w: Outbox.UpdateAll: nil function", ErrInvalidArgument)
 	}
-	r := &outboxRounds{o: o}
-	return fence.RunUpdateAll(ctx, r, claims, func(old map[string]fence.Record) (map[string][]byte, error) {
-		next, effects, err := fn(old)
-		r.effects = effects
-		return next, err
-	})
+	return outbox.RunUpdateAll(ctx, (*outboxRounds)(o), claims, fn)
 }
 
-// outboxRounds is the [fence.UpdateAllRounds] of one Outbox.UpdateAll:
-// effects are those of fn's last call, which RunUpdateAll makes just
-// before WriteAllIf, in the same goroutine.
-type outboxRounds struct {
-	o       *Outbox
-	effects []outbox.Effect
-}
+// outboxRounds is an Outbox's [outbox.UpdateAllRounds].
+type outboxRounds Outbox
 
 // CheckUpdateAll refuses, before any I/O, what Store.UpdateAll refuses
 // and keys outside the Outbox's slot.
 func (r *outboxRounds) CheckUpdateAll(set []fence.Claim) error {
-	if err := (*rounds)(r.o.store).CheckUpdateAll(set); err != nil {
+	if err := (*rounds)(r.store).CheckUpdateAll(set); err != nil {
 		return err
 	}
-	return r.o.checkSlot(set)
+	return (*Outbox)(r).checkSlot(set)
 }
 
 // StartUpdateAll starts the span, as Store.UpdateAll's.
 func (r *outboxRounds) StartUpdateAll(ctx context.Context, set []fence.Claim) (context.Context, fence.UpdateSpan) {
-	return r.o.store.tel.Op(opUpdateAll).StartUpdateAll(ctx, set)
+	return r.store.tel.Op(opUpdateAll).StartUpdateAll(ctx, set)
 }
 
 // ClaimReadAll is Store.UpdateAll's claim.
 func (r *outboxRounds) ClaimReadAll(ctx context.Context, set []fence.Claim) (map[string]fence.Record, claimedAll, error) {
-	return (*rounds)(r.o.store).ClaimReadAll(ctx, set)
+	return (*rounds)(r.store).ClaimReadAll(ctx, set)
 }
 
-// WriteAllIf is the recording script.
-func (r *outboxRounds) WriteAllIf(ctx context.Context, set []fence.Claim, c claimedAll, next map[string][]byte) error {
-	o := r.o
-	if err := o.checkEffects(set, r.effects); err != nil {
+// WriteAllIf is the recording script: next and effects, if every floor
+// is its token and no version changed since c was read.
+func (r *outboxRounds) WriteAllIf(ctx context.Context, set []fence.Claim, c claimedAll, next map[string][]byte, effects []outbox.Effect) error {
+	o := (*Outbox)(r)
+	if err := o.checkEffects(set, effects); err != nil {
 		return err
 	}
-	args := make([]any, 0, 4*len(set)+1+3*len(r.effects))
+	args := make([]any, 0, 4*len(set)+1+3*len(effects))
 	for i, cl := range set {
 		v, ok := next[cl.Resource]
 		args = append(args, padToken(cl.Token), c.versions[i], flag(ok), v)
 	}
 	args = append(args, o.key(chanWake))
-	for i, e := range r.effects {
+	for i, e := range effects {
 		args = append(args, e.Key(), outboxcodec.Encode(e, i), e.Resource)
 	}
 	keys := append(append([]string(nil), c.keys...), o.key(keySeq), o.key(keyPending), o.key(keyEffects), o.key(keyDelivered))

@@ -1,7 +1,8 @@
 // Package outboxcodec is the one encoding of a recorded outbox effect and
 // of a parked effect's marker that the key-value stores (fence/etcd,
-// fence/redis) keep as values: a version byte, varint-framed fields, then
-// the payload as is.
+// fence/redis, fence/dynamodb) keep as values: a version byte,
+// varint-framed fields, then the payload as is; and the argument checks
+// and settling rules their outbox Logs share (check.go).
 package outboxcodec
 
 import (

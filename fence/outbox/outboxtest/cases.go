@@ -111,14 +111,28 @@ func payloadRoundTrip(t *testing.T, h Harness) {
 }
 
 // staleRecordsNothing: the effect exists only if its write landed.
+// staleRecordsNothing: a write refused by a newer token records none of
+// its effects. The control (with RecordUnfenced) writes the refused
+// effect without the fence, and Pending then returns it.
 func staleRecordsNothing(t *testing.T, h Harness) {
-	newer := eff("acct", 10, 0)
+	newer, stale := eff("acct", 10, 0), eff("acct", 4, 0)
 	record(t, h, "acct", 10, newer)
-	err := h.Record(t.Context(), fence.Claim{Resource: "acct", Token: 4}, []outbox.Effect{eff("acct", 4, 0)})
+	err := h.Record(t.Context(), fence.Claim{Resource: "acct", Token: 4}, []outbox.Effect{stale})
 	if !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("Record with token 4 after 10: got %v, want an error matching fence.ErrStale", err)
 	}
 	wantPending(t, h, newer)
+	if h.RecordUnfenced == nil {
+		return
+	}
+	if err := h.RecordUnfenced(t.Context(), []outbox.Effect{stale}); err != nil {
+		t.Fatalf("RecordUnfenced (control): got %v, want nil", err)
+	}
+	got := keys(pending(t, h, outbox.All, nil, 100))
+	slices.Sort(got)
+	if want := keys([]outbox.Effect{newer, stale}); !slices.Equal(got, want) {
+		t.Fatalf("Pending after RecordUnfenced (control): got %q, want %q", got, want)
+	}
 }
 
 func duplicate(t *testing.T, h Harness) {

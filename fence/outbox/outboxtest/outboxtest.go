@@ -24,6 +24,15 @@ type Harness struct {
 	// effect's Resource and Token are c's.
 	Record func(ctx context.Context, c fence.Claim, effects []outbox.Effect) error
 
+	// RecordUnfenced, optional, writes effects into the log as a store
+	// recording them apart from its fenced write would: with plain writes
+	// of the store's client, no claim and no condition, each effect as
+	// Record would have stored it. The suite uses it as the control of
+	// its safety cases: after a refused write has recorded nothing, the
+	// same effect written this way is pending, so the case can see an
+	// effect that landed. nil: the controls are not run.
+	RecordUnfenced func(ctx context.Context, effects []outbox.Effect) error
+
 	// MaxPayload is the largest payload the store records in one effect
 	// (the suite checks that one byte more is refused with
 	// outbox.ErrTooLarge), or 0 for none below 1 MiB.
