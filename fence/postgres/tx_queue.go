@@ -79,9 +79,10 @@ func (q *queuedTx) flush(ctx context.Context) error {
 }
 
 // commit sends the held statements and COMMIT in one batch, and marks q
-// ended. A held statement's failure that the server answered is returned
-// first, made by its fail: the batch stopped there, COMMIT did not run and
-// the transaction is still open (the caller rolls it back). Any other
+// ended. A held statement's failure that the server answered, or its
+// ending the session there, is returned first, made by its fail: the
+// batch stopped there, COMMIT did not run and the transaction is still
+// open or gone (the caller rolls it back). Any other
 // error is COMMIT's, raw, for commitError: an unanswered failure of a held
 // statement too, since COMMIT may have run after it.
 func (q *queuedTx) commit(ctx context.Context) (heldErr, commitErr error) {
@@ -102,7 +103,7 @@ func (q *queuedTx) commit(ctx context.Context) (heldErr, commitErr error) {
 	for _, s := range held {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
-			if answered(err) {
+			if answered(err) || endedBefore(err) {
 				return s.fail(err), nil
 			}
 			return nil, err
@@ -116,6 +117,16 @@ func (q *queuedTx) commit(ctx context.Context) (heldErr, commitErr error) {
 		err = pgx.ErrTxCommitRollback
 	}
 	return nil, err
+}
+
+// endedBefore reports whether err, a held statement's (or the preparing
+// of the batch's, which comes first), is the server ending the session
+// (57P01: a newer holder's preemption, pg_terminate_backend, a shutdown):
+// the server ran the batch in order and its process ended at that
+// statement at the latest, so the COMMIT after it never ran.
+func endedBefore(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57P01"
 }
 
 // closeCommitted closes the pgx transaction under q when the batch ended

@@ -1,0 +1,451 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/postgres"
+	"github.com/fencelock/fencelock/internal/testkit/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/oteltest"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
+)
+
+// failTracer is a pgx tracer that records the statements and batches that
+// ended in an error, and counts batches.
+type failTracer struct {
+	mu      sync.Mutex
+	failed  []string
+	batches int
+}
+
+type sqlKey struct{}
+
+func (f *failTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, sqlKey{}, d.SQL)
+}
+
+func (f *failTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if d.Err != nil {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		sql, _ := ctx.Value(sqlKey{}).(string)
+		f.failed = append(f.failed, sql+": "+d.Err.Error())
+	}
+}
+
+func (f *failTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches++
+	return ctx
+}
+
+func (f *failTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if d.Err != nil {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.failed = append(f.failed, "batch "+d.SQL+": "+d.Err.Error())
+	}
+}
+
+func (f *failTracer) TraceBatchEnd(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchEndData) {
+	if d.Err != nil {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.failed = append(f.failed, "batch end: "+d.Err.Error())
+	}
+}
+
+func (f *failTracer) take() (failed []string, batches int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	failed, batches = f.failed, f.batches
+	f.failed, f.batches = nil, 0
+	return failed, batches
+}
+
+// poolOn returns a second pool on base's database, through addr when not
+// empty, its connections traced by tr when not nil.
+func poolOn(t *testing.T, base *pgxpool.Pool, addr string, tr pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	cfg := base.Config().Copy()
+	if addr != "" {
+		host, port, _ := net.SplitHostPort(addr)
+		cfg.ConnConfig.Host = host
+		var p uint16
+		for _, c := range port {
+			p = p*10 + uint16(c-'0')
+		}
+		cfg.ConnConfig.Port = p
+		cfg.ConnConfig.Fallbacks = nil
+	}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// proxied returns a pool on base's database through a netproxy.
+func proxied(t *testing.T, base *pgxpool.Pool) (*pgxpool.Pool, *netproxy.Proxy) {
+	t.Helper()
+	cc := base.Config().ConnConfig
+	if strings.HasPrefix(cc.Host, "/") {
+		t.Skip("the test server listens on a Unix socket only")
+	}
+	p, err := netproxy.Start(net.JoinHostPort(cc.Host, itoa(int(cc.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return poolOn(t, base, p.Addr(), nil), p
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	s := ""
+	for ; n > 0; n /= 10 {
+		s = string(rune('0'+n%10)) + s
+	}
+	return s
+}
+
+// wantIdlePool fails unless pool has no acquired connection (polling: a
+// release may finish after RunInTx returned).
+func wantIdlePool(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	poll.Until(t, "the pool's connections to be released", func() bool { return pool.Stat().AcquiredConns() == 0 })
+}
+
+// effectsAndCredit counts the effects and the acct balance, read directly.
+func effectsAndCredit(t *testing.T, pool *pgxpool.Pool) (effects int, balance int64) {
+	t.Helper()
+	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM fencelock_outbox").Scan(&effects); err != nil {
+		t.Fatal(err)
+	}
+	balance, _, _ = account(t, pool, "acct")
+	return effects, balance
+}
+
+// TestOutboxHeldTracerAndPool: on the common path (no Record) and on the
+// Record path, the pool's pgx tracer sees no failed statement, fencelock's
+// metric counts the write accepted, connections go back to the pool idle
+// and are reused, not dialed anew.
+func TestOutboxHeldTracerAndPool(t *testing.T) {
+	base, ob := newOutbox(t)
+	tr := &failTracer{}
+	pool := poolOn(t, base, "", tr)
+	sdk := oteltest.New(t)
+	fences, err := postgres.NewFences(pgx.Identifier{postgres.DefaultFenceTable},
+		postgres.WithMeterProvider(sdk.Meters), postgres.WithTracerProvider(sdk.Tracers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, tt := range []struct {
+		name    string
+		record  bool
+		batches int
+	}{{"no Record", false, 0}, {"Record", true, 100}} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := pool.Stat().NewConnsCount()
+			for i := range 100 {
+				err := fences.RunInTx(ctx, pool, "acct", 1, func(tx pgx.Tx) error {
+					if err := credit(ctx, tx, "acct"); err != nil {
+						return err
+					}
+					if !tt.record {
+						return nil
+					}
+					return ob.Record(ctx, tx, effect("acct", 1, int64(i)))
+				})
+				if err != nil {
+					t.Fatalf("RunInTx %d: got %v, want nil", i, err)
+				}
+				if n := pool.Stat().AcquiredConns(); n != 0 {
+					t.Fatalf("after RunInTx %d: %d acquired connections, want 0", i, n)
+				}
+			}
+			failed, batches := tr.take()
+			switch {
+			case len(failed) != 0 && !tt.record:
+				t.Errorf("the pgx tracer saw %d failed statements, want none; first: %s", len(failed), failed[0])
+			case len(failed) != 0:
+				// Known: closing pgx's Tx after the batch (closeCommitted)
+				// is traced as a failed "commit" (context canceled).
+				t.Logf("the pgx tracer saw %d failed statements; first: %s", len(failed), failed[0])
+			}
+			if batches != tt.batches {
+				t.Errorf("batches: got %d, want %d", batches, tt.batches)
+			}
+			if n := pool.Stat().NewConnsCount() - start; n > 1 {
+				t.Errorf("connections dialed over 100 transactions: got %d, want at most 1 (connections destroyed on release)", n)
+			}
+		})
+	}
+	got := sdk.Sum(t, "fencelock.writes", attribute.String("fencelock.operation", "tx"), attribute.String("fencelock.outcome", "accepted"))
+	if got != 200 {
+		t.Errorf("fencelock.writes tx accepted: got %d, want 200", got)
+	}
+	if n, bal := effectsAndCredit(t, pool); n != 100 || bal != 200 {
+		t.Errorf("effects %d, balance %d: want 100, 200", n, bal)
+	}
+}
+
+// TestOutboxHeldFnFails: fn returning an error, or panicking, after a
+// held Record sends nothing more (no batch), commits nothing and leaves
+// the pool usable.
+func TestOutboxHeldFnFails(t *testing.T) {
+	base, ob := newOutbox(t)
+	tr := &failTracer{}
+	pool := poolOn(t, base, "", tr)
+	ctx := t.Context()
+	boom := errors.New("boom")
+	fn := func(panics bool) func(pgx.Tx) error {
+		return func(tx pgx.Tx) error {
+			if err := credit(ctx, tx, "acct"); err != nil {
+				return err
+			}
+			if err := ob.Record(ctx, tx, effect("acct", 1, 0)); err != nil {
+				return err
+			}
+			if panics {
+				panic(boom)
+			}
+			return boom
+		}
+	}
+	if err := postgres.RunInTx(ctx, pool, "acct", 1, fn(false)); !errors.Is(err, boom) {
+		t.Fatalf("fn's error: got %v, want boom", err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != boom {
+				t.Fatalf("panic: got %v, want boom", r)
+			}
+		}()
+		_ = postgres.RunInTx(ctx, pool, "acct", 1, fn(true))
+	}()
+	if _, batches := tr.take(); batches != 0 {
+		t.Errorf("batches sent: got %d, want 0", batches)
+	}
+	wantIdlePool(t, pool)
+	if n, bal := effectsAndCredit(t, pool); n != 0 || bal != 0 {
+		t.Fatalf("effects %d, balance %d: want 0, 0", n, bal)
+	}
+	if err := recordFenced(pool, ob)(ctx, fence.Claim{Resource: "acct", Token: 1}, nil); err != nil {
+		t.Fatalf("the next RunInTx: %v", err)
+	}
+}
+
+// blockRecord holds the outbox key (acct, 1, 0) in an open transaction of
+// its own, so that a Record of that effect waits for it; the returned
+// function ends that transaction (commit false: rolls back).
+func blockRecord(t *testing.T, pool *pgxpool.Pool) func() {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO fencelock_outbox (resource, token, seq, hash, destination, payload) VALUES ('acct', 1, 0, 0, 'x', '')"); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	end := func() { once.Do(func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }) }
+	t.Cleanup(end)
+	return end
+}
+
+// waitBlocked waits until a session of the database waits on a lock.
+func waitBlocked(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	poll.Until(t, "the batch to wait on the held key", func() bool {
+		var n int
+		err := pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
+		return err == nil && n > 0
+	})
+}
+
+// recordOne is a fenced transaction on acct with token tok that credits
+// it and records effect (acct, tok, 0); pause, when not nil, runs between
+// Record and the end of fn.
+func recordOne(ctx context.Context, pool *pgxpool.Pool, ob *postgres.Outbox, tok fence.Token, pause func()) error {
+	return postgres.RunInTx(ctx, pool, "acct", tok, func(tx pgx.Tx) error {
+		if err := credit(ctx, tx, "acct"); err != nil {
+			return err
+		}
+		if err := ob.Record(ctx, tx, effect("acct", tok, 0)); err != nil {
+			return err
+		}
+		if pause != nil {
+			pause()
+		}
+		return nil
+	})
+}
+
+// wantIff fails unless the effect landed iff the credit did; it returns
+// whether they did.
+func wantIff(t *testing.T, pool *pgxpool.Pool) bool {
+	t.Helper()
+	n, bal := effectsAndCredit(t, pool)
+	if int64(n) != bal {
+		t.Fatalf("effects %d, balance %d: want the effect iff the credit", n, bal)
+	}
+	return n > 0
+}
+
+// TestOutboxHeldReplyLost: the batch reaches the server, which commits it,
+// and its answer is lost (the connection stalled, then the context ends):
+// ErrUnknownOutcome, and the effect exists iff the state change does.
+func TestOutboxHeldReplyLost(t *testing.T) {
+	base, ob := newOutbox(t)
+	pool, proxy := proxied(t, base)
+	ctx := t.Context()
+	unblock := blockRecord(t, base)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- recordOne(rctx, pool, ob, 1, nil) }()
+	waitBlocked(t, base)
+	proxy.Cut()
+	unblock()
+	poll.Until(t, "the batch to commit", func() bool { n, _ := effectsAndCredit(t, base); return n == 1 })
+	cancel()
+	err := <-errc
+	proxy.Heal()
+	if !errors.Is(err, fence.ErrUnknownOutcome) {
+		t.Fatalf("RunInTx whose COMMIT's answer was lost: got %v, want fence.ErrUnknownOutcome", err)
+	}
+	if !wantIff(t, base) {
+		t.Fatal("the batch committed, the effect is gone")
+	}
+	wantIdlePool(t, pool)
+	if err := recordOne(ctx, pool, ob, 2, nil); err != nil {
+		t.Fatalf("the next RunInTx on the pool: %v", err)
+	}
+	wantIdlePool(t, pool)
+}
+
+// TestOutboxHeldCancelledInFlight: ctx ends while the batch waits in the
+// server: ErrUnknownOutcome (the server goes on with it), and the effect
+// lands iff the credit does, whichever way it goes.
+func TestOutboxHeldCancelledInFlight(t *testing.T) {
+	for _, landed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "duplicate", true: "lands"}[landed], func(t *testing.T) {
+			base, ob := newOutbox(t)
+			tr := &failTracer{}
+			pool := poolOn(t, base, "", tr)
+			ctx := t.Context()
+			bctx := ctx
+			btx, err := base.Begin(bctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := btx.Exec(ctx, "INSERT INTO fencelock_outbox (resource, token, seq, hash, destination, payload) VALUES ('acct', 1, 0, 0, 'x', '')"); err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithCancel(ctx)
+			errc := make(chan error, 1)
+			go func() { errc <- recordOne(rctx, pool, ob, 1, nil) }()
+			waitBlocked(t, base)
+			cancel()
+			err = <-errc
+			if !errors.Is(err, fence.ErrUnknownOutcome) {
+				t.Errorf("RunInTx cancelled in flight: got %v, want fence.ErrUnknownOutcome", err)
+			}
+			if landed {
+				_ = btx.Rollback(ctx)
+			} else {
+				_ = btx.Commit(ctx)
+			}
+			poll.Until(t, "the abandoned session to finish", func() bool {
+				var n int
+				err := base.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid()").Scan(&n)
+				return err == nil && n == 0
+			})
+			var ours int64
+			if err := base.QueryRow(ctx, "SELECT count(*) FROM fencelock_outbox WHERE destination = 'mail'").Scan(&ours); err != nil {
+				t.Fatal(err)
+			}
+			_, bal := effectsAndCredit(t, base)
+			t.Logf("after the blocker's %s: effect %d, balance %d", map[bool]string{false: "commit", true: "rollback"}[landed], ours, bal)
+			if ours != bal {
+				t.Errorf("effect %d, balance %d: want the effect iff the credit", ours, bal)
+			}
+			wantIdlePool(t, pool)
+			if err := recordOne(ctx, pool, ob, 2, nil); err != nil {
+				t.Fatalf("the next RunInTx on the pool: %v", err)
+			}
+		})
+	}
+}
+
+// TestOutboxHeldCutBeforeSend: the connection is reset while fn runs,
+// after Record held its statement: an error, nothing committed, the
+// connection not leaked, the pool usable.
+func TestOutboxHeldCutBeforeSend(t *testing.T) {
+	base, ob := newOutbox(t)
+	pool, proxy := proxied(t, base)
+	ctx := t.Context()
+	err := recordOne(ctx, pool, ob, 1, proxy.Reset)
+	if err == nil {
+		t.Fatal("RunInTx whose connection was reset: got nil, want an error")
+	}
+	t.Logf("error: %v (unknown outcome: %v)", err, errors.Is(err, fence.ErrUnknownOutcome))
+	if wantIff(t, base) {
+		t.Fatal("the reset transaction committed")
+	}
+	wantIdlePool(t, pool)
+	if err := recordOne(ctx, pool, ob, 2, nil); err != nil {
+		t.Fatalf("the next RunInTx on the pool: %v", err)
+	}
+	wantIdlePool(t, pool)
+	if s := pool.Stat(); s.TotalConns() > 2 {
+		t.Errorf("pool: %d connections, want at most 2", s.TotalConns())
+	}
+}
+
+// TestOutboxHeldPreempted: a holder frozen after Record held its
+// statement is ended by a newer token's transaction: ErrTerminated, and
+// none of it commits.
+func TestOutboxHeldPreempted(t *testing.T) {
+	base, ob := newOutbox(t)
+	ctx := t.Context()
+	inside, resume := make(chan struct{}), make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- recordOne(ctx, base, ob, 1, func() { close(inside); <-resume })
+	}()
+	<-inside
+	err := postgres.RunInTx(ctx, base, "acct", 2, func(tx pgx.Tx) error { return credit(ctx, tx, "acct") })
+	close(resume)
+	oldErr := <-errc
+	if err != nil {
+		t.Fatalf("the newer holder: got %v, want nil", err)
+	}
+	if !errors.Is(oldErr, postgres.ErrTerminated) {
+		t.Errorf("the preempted holder: got %v, want ErrTerminated", oldErr)
+	}
+	if errors.Is(oldErr, fence.ErrUnknownOutcome) {
+		t.Errorf("the preempted holder: got %v, want a definite failure (its session ended before its batch was sent), not fence.ErrUnknownOutcome", oldErr)
+	}
+	if n, bal := effectsAndCredit(t, base); n != 0 || bal != 1 {
+		t.Fatalf("effects %d, balance %d: want 0, 1 (the newer holder's credit alone)", n, bal)
+	}
+	wantIdlePool(t, base)
+}
