@@ -12,7 +12,7 @@ import (
 
 // BenchmarkOutboxRecord: the same fenced transaction (RunInTx, one UPDATE
 // of a row) without and with recording one effect in it (Outbox.Record:
-// held back and sent with COMMIT in one batch: it checks the claim,
+// one statement of its own: it checks the claim,
 // inserts and notifies), and, for the cost of one more round trip, with a
 // SELECT 1 instead. Goal: record/fenced <= 1.2.
 func BenchmarkOutboxRecord(b *testing.B) {

@@ -47,19 +47,6 @@ const maxNotifyPayload = 4000
 // the statement, records none of effects and aborts tx (PostgreSQL accepts no more statements in it): return the
 // error from the function, which rolls the transaction back.
 //
-// In a transaction that [RunInTx], [RunInTxAll] or [RunInTxHeld] began on
-// a *pgxpool.Pool, *pgx.Conn or *pgxpool.Conn (without a CommitQuery),
-// Record sends nothing at once: it holds its statement back and returns
-// nil, and the statement runs just before the transaction's next
-// statement, or together with its COMMIT in one round trip. The outcome is
-// the same: the effects land if and only if the transaction commits, and
-// each failure above is returned by that next statement or, with COMMIT,
-// by RunInTx itself, which then commits nothing (an answer to COMMIT
-// that never came is still [fence.ErrUnknownOutcome]). The statement is
-// then bounded by the context of that statement or of RunInTx. In any other
-// transaction (the caller's own, a savepoint begun in the function) it
-// runs at once.
-//
 // Record also notifies the outbox's channel (pg_notify), delivered when tx
 // commits, so that a dispatcher in [Outbox.Watch] wakes.
 //
@@ -73,37 +60,31 @@ func (o *Outbox) Record(ctx context.Context, tx pgx.Tx, effects ...outbox.Effect
 	if len(effects) == 0 {
 		return nil
 	}
-	q, held := tx.(*queuedTx)
-	s := o.recordStmt(effects, held)
-	first := effects[0]
-	s.fail = func(err error) error { return o.recordError(tx, first, err) }
-	if held && q.hold(s) {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, s.sql, s.args...); err != nil {
-		return s.fail(err)
+	sql, args := o.recordStmt(effects)
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		return o.recordError(tx, effects[0], err)
 	}
 	return nil
 }
 
-// recordStmt is Record's statement for effects, with copies of their
-// payloads when keep is set (a held statement, sent after Record has
-// returned and the caller may have reused its buffers).
-func (o *Outbox) recordStmt(effects []outbox.Effect, keep bool) queued {
+// recordStmt is Record's statement for effects and its arguments: one
+// effect with scalar parameters (cheaper to plan than the arrays of
+// unnest), several with arrays.
+func (o *Outbox) recordStmt(effects []outbox.Effect) (string, []any) {
 	n := len(effects)
 	res, toks, seqs, hashes := make([]string, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	dests, payloads := make([]string, n), make([][]byte, n)
 	for i, e := range effects {
 		res[i], toks[i], seqs[i], hashes[i] = e.Resource, int64(e.Token), e.Seq, int64(outbox.Hash(e.Resource))
 		dests[i], payloads[i] = e.Destination, e.Payload
-		if keep || payloads[i] == nil {
+		if payloads[i] == nil {
 			payloads[i] = append([]byte{}, payloads[i]...) // never NULL
 		}
 	}
 	if n == 1 {
-		return queued{sql: o.sql.recordOne, args: []any{res[0], toks[0], seqs[0], hashes[0], dests[0], payloads[0], o.channel, notification(hashes)}}
+		return o.sql.recordOne, []any{res[0], toks[0], seqs[0], hashes[0], dests[0], payloads[0], o.channel, notification(hashes)}
 	}
-	return queued{sql: o.sql.record, args: []any{res, toks, seqs, hashes, dests, payloads, o.channel, notification(hashes)}}
+	return o.sql.record, []any{res, toks, seqs, hashes, dests, payloads, o.channel, notification(hashes)}
 }
 
 // checkEffects is Record's check before any I/O.

@@ -91,28 +91,14 @@ func runInTx(ctx context.Context, db TxBeginner, resource string, token fence.To
 	if err := guard(ctx, tx, resource, p, advance); err != nil {
 		return err
 	}
-	if !queueable(db, o) {
-		if err := fn(tx); err != nil {
-			return classify(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			_, savepoint := db.(pgx.Tx)
-			return commitError(resource, token, err, savepoint)
-		}
-		return nil
+	if err := fn(tx); err != nil {
+		return classify(err)
 	}
-	q := &queuedTx{Tx: tx}
-	defer q.end()
-	if err := fn(q); err != nil {
-		// A held statement that failed failed the transaction: it is the
-		// cause, whatever fn's statements said after it.
-		return classify(cmp.Or(q.err, err))
+	if err := tx.Commit(ctx); err != nil {
+		_, savepoint := db.(pgx.Tx)
+		return commitError(resource, token, err, savepoint)
 	}
-	heldErr, err := q.commit(ctx)
-	if err != nil {
-		return commitError(resource, token, err, false)
-	}
-	return heldErr
+	return nil
 }
 
 // guard runs advance on tx under p's watch. When ctx ends meanwhile, the
