@@ -25,8 +25,8 @@ const MaxWriteOps = 128
 // call) in the same etcd transaction as the fenced write of a [Store]'s
 // record they belong to, so that an effect exists if and only if its
 // write landed, and is the [outbox.Log] a dispatcher delivers them from.
-// It implements [outbox.Watcher] (a watch on its effects) and
-// [outbox.Requeuer].
+// It implements [outbox.Watcher] (a watch on its effects),
+// [outbox.Requeuer] and [outbox.Checker] (etcd's auth: [Outbox.Check]).
 //
 // Its keys live under its own prefix, which must not overlap the Store's
 // floor/ and data/ spaces; the layout is in outbox_layout.go.

@@ -21,7 +21,9 @@ import (
 // grows with the effects not yet settled, not with those delivered. It
 // refuses a limit below 1 and an invalid scope with an error matching
 // [fence.ErrInvalidArgument], and returns [ErrCorrupt] for an effect key
-// holding something this package did not write. ctx bounds the read.
+// holding something this package did not write, and an error matching
+// [outbox.ErrNotPermitted] when etcd denies the read (auth on, the user
+// without read permission on the prefix). ctx bounds the read.
 func (o *Outbox) Pending(ctx context.Context, scope outbox.Scope, skip []string, limit int) ([]outbox.Effect, error) {
 	if err := o.checkList(ctx, scope, limit); err != nil {
 		return nil, err
@@ -58,7 +60,7 @@ func (o *Outbox) readAll(ctx context.Context) ([]stored, map[string][]byte, erro
 		clientv3.OpGet(o.prefix+parkedSpace, clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
-		return nil, nil, fmt.Errorf("etcdfence: reading the outbox under %q: %w", o.prefix, err)
+		return nil, nil, notPermitted(fmt.Errorf("etcdfence: reading the outbox under %q: %w", o.prefix, err))
 	}
 	kvs := resp.Responses[0].GetResponseRange().GetKvs()
 	effects := make([]stored, 0, len(kvs))
@@ -103,7 +105,8 @@ const maxSettleOps = 100
 // passed over; one given twice counts once.
 //
 // When etcd gives no answer the error matches [fence.ErrUnknownOutcome]
-// (the one rule of [Store.Put]). It refuses an invalid by before any I/O.
+// (the one rule of [Store.Put]); when it denies the user permission, it
+// matches [outbox.ErrNotPermitted]. It refuses an invalid by before any I/O.
 // A request over [WithMaxRequestBytes] is refused by etcd, and nothing
 // is marked. ctx bounds the request.
 func (o *Outbox) Settle(ctx context.Context, by fence.Claim, done []outbox.Settled) error {
@@ -120,7 +123,7 @@ func (o *Outbox) Settle(ctx context.Context, by fence.Claim, done []outbox.Settl
 		Else(append([]clientv3.Op{clientv3.OpPut(floor, tok)}, o.marks(done)...)...).
 		Commit()
 	if err != nil {
-		return writeError("settle", by.Resource, by.Token, err)
+		return notPermitted(writeError("settle", by.Resource, by.Token, err))
 	}
 	if !resp.Succeeded {
 		return nil

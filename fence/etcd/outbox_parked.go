@@ -46,8 +46,8 @@ func (o *Outbox) Parked(ctx context.Context, scope outbox.Scope, limit int) ([]o
 // longer recorded, gets an error matching [fence.ErrNotFound] and nothing
 // changes. It refuses an empty Resource, an invalid Token and a negative Seq
 // before any I/O (only they name the effect). When etcd gives no
-// answer the error matches [fence.ErrUnknownOutcome]. ctx bounds the
-// request.
+// answer the error matches [fence.ErrUnknownOutcome]; when it denies the
+// user permission, [outbox.ErrNotPermitted]. ctx bounds the request.
 func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 	if err := o.check(ctx); err != nil {
 		return err
@@ -61,7 +61,7 @@ func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 		Then(clientv3.OpDelete(pk)).
 		Commit()
 	if err != nil {
-		return writeError("requeue", e.Resource, e.Token, err)
+		return notPermitted(writeError("requeue", e.Resource, e.Token, err))
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: etcdfence: effect %s on %q is not parked", fence.ErrNotFound, e.Key(), e.Resource)
