@@ -44,8 +44,8 @@ const (
 // script as the fenced write of a [Store]'s record they belong to, so
 // that an effect exists if and only if its write landed, and is the
 // [outbox.Log] a dispatcher delivers them from. It implements
-// [outbox.Watcher] (PUBLISH in the recording script, SUBSCRIBE in Watch)
-// and [outbox.Requeuer].
+// [outbox.Watcher] (PUBLISH in the recording script, SUBSCRIBE in Watch),
+// [outbox.Requeuer] and [outbox.Checker] (Redis's ACL: [Outbox.Check]).
 //
 // One script touches the record's hash and the outbox's keys, so they
 // must share a hash slot ([Slot]), on a cluster or not: give the Store's

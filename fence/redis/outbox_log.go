@@ -21,8 +21,9 @@ const pageSize = 256
 // order ([outbox.Log]): the pending set by position, read in pages of
 // its keys, each with the effects it names. It refuses a limit below 1
 // and an invalid scope with an error matching [fence.ErrInvalidArgument],
-// and returns [ErrCorrupt] for an effect not in this package's format.
-// ctx bounds the reads.
+// returns [ErrCorrupt] for an effect not in this package's format, and an
+// error matching [outbox.ErrNotPermitted] when Redis's ACL refuses the
+// user (NOPERM). ctx bounds the reads.
 func (o *Outbox) Pending(ctx context.Context, scope outbox.Scope, skip []string, limit int) ([]outbox.Effect, error) {
 	if err := o.checkList(ctx, scope, limit); err != nil {
 		return nil, err
@@ -80,7 +81,7 @@ func (o *Outbox) scan(ctx context.Context, set string, each func(e outbox.Effect
 	for {
 		page := redis.NewZSliceCmd(ctx, "zrangebyscore", o.key(set), from, "+inf", "withscores", "limit", 0, pageSize)
 		if err := o.store.c.Process(ctx, page); err != nil {
-			return fmt.Errorf("redisfence: reading the outbox under %q: %w", o.prefix, err)
+			return notPermitted(fmt.Errorf("redisfence: reading the outbox under %q: %w", o.prefix, err))
 		}
 		zs := page.Val()
 		if len(zs) == 0 {
@@ -120,7 +121,7 @@ func (o *Outbox) read(ctx context.Context, zs []redis.Z, markers bool) ([]any, [
 		}
 		cmd := redis.NewSliceCmd(ctx, args...)
 		if err := o.store.c.Process(ctx, cmd); err != nil {
-			return nil, fmt.Errorf("redisfence: reading the outbox under %q: %w", o.prefix, err)
+			return nil, notPermitted(fmt.Errorf("redisfence: reading the outbox under %q: %w", o.prefix, err))
 		}
 		return cmd.Val(), nil
 	}
@@ -143,8 +144,9 @@ func (o *Outbox) read(ctx context.Context, zs []redis.Z, markers bool) ([]any, [
 // unrelated to the tokens of the effects' writers. An effect already
 // settled or no longer recorded is passed over. The script is sent once;
 // a lost reply gives an error matching [fence.ErrUnknownOutcome] (the one
-// rule of [Store.Put]). It refuses an invalid by before any I/O. ctx
-// bounds the request.
+// rule of [Store.Put]); an ACL's refusal, of the script or of a command
+// in it, matches [outbox.ErrNotPermitted]. It refuses an invalid by
+// before any I/O. ctx bounds the request.
 func (o *Outbox) Settle(ctx context.Context, by fence.Claim, done []outbox.Settled) error {
 	if err := o.check(ctx); err != nil {
 		return err
@@ -163,7 +165,7 @@ func (o *Outbox) Settle(ctx context.Context, by fence.Claim, done []outbox.Settl
 	}
 	keys := []string{o.key(keyFloors), o.key(keyPending), o.key(keyParked), o.key(keyReasons), o.key(keyEffects), o.key(keyDelivered)}
 	reply, err := settleScript.runKeys(ctx, o.store.c, keys, args...)
-	return result("settle", by.Resource, by.Token, reply, err)
+	return notPermitted(result("settle", by.Resource, by.Token, reply, err))
 }
 
 // Requeue makes the parked effect e pending again, at its place in its
@@ -183,7 +185,7 @@ func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 	keys := []string{o.key(keyPending), o.key(keyParked), o.key(keyReasons)}
 	reply, err := requeueScript.runKeys(ctx, o.store.c, keys, e.Key(), o.key(chanWake), e.Resource)
 	if err != nil {
-		return writeError("requeue", e.Resource, e.Token, err)
+		return notPermitted(writeError("requeue", e.Resource, e.Token, err))
 	}
 	if status(reply) != replyOK {
 		return fmt.Errorf("%w: redisfence: effect %s on %q is not parked", fence.ErrNotFound, e.Key(), e.Resource)
