@@ -39,7 +39,7 @@ type listed struct {
 func (o *Outbox) Pending(ctx context.Context, scope outbox.Scope, skip []string, limit int) ([]outbox.Effect, error) {
 	got, err := o.list(ctx, scope, statePending, limit, func(e outbox.Effect) bool { return !slices.Contains(skip, e.Resource) })
 	if err != nil {
-		return nil, err
+		return nil, denied(err)
 	}
 	out := make([]outbox.Effect, len(got))
 	for i, l := range got {
@@ -55,7 +55,7 @@ func (o *Outbox) Pending(ctx context.Context, scope outbox.Scope, skip []string,
 func (o *Outbox) Parked(ctx context.Context, scope outbox.Scope, limit int) ([]outbox.Parked, error) {
 	got, err := o.list(ctx, scope, stateParked, limit, nil)
 	if err != nil {
-		return nil, err
+		return nil, denied(err)
 	}
 	out := make([]outbox.Parked, len(got))
 	for i, l := range got {

@@ -58,7 +58,7 @@ func (o *Outbox) Settle(ctx context.Context, by fence.Claim, done []outbox.Settl
 	for first := true; first || len(marks) > 0; first = false {
 		n := min(len(marks), MaxTxWrites-1)
 		if err := o.settleChunk(ctx, by, marks[:n]); err != nil {
-			return err
+			return denied(err)
 		}
 		marks = marks[n:]
 	}
@@ -179,5 +179,5 @@ func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 	case errors.As(err, &cf):
 		return fmt.Errorf("%w: dynamofence: effect %s on %q is not parked", fence.ErrNotFound, e.Key(), e.Resource)
 	}
-	return writeError(opRequeue, e.Resource, e.Token, err)
+	return denied(writeError(opRequeue, e.Resource, e.Token, err))
 }
