@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/postgres"
-	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
@@ -73,20 +72,14 @@ func (f *failTracer) take() (failed []string, batches int) {
 	return failed, batches
 }
 
-// poolOn returns a second pool on base's database, through addr when not
-// empty, its connections traced by tr when not nil.
-func poolOn(t *testing.T, base *pgxpool.Pool, addr string, tr pgx.QueryTracer) *pgxpool.Pool {
+// poolOn returns a second pool on base's database, its connections
+// traced by tr when not nil and dialed through d when not nil.
+func poolOn(t *testing.T, base *pgxpool.Pool, d *resetter, tr pgx.QueryTracer) *pgxpool.Pool {
 	t.Helper()
 	cfg := base.Config().Copy()
-	if addr != "" {
-		host, port, _ := net.SplitHostPort(addr)
-		cfg.ConnConfig.Host = host
-		var p uint16
-		for _, c := range port {
-			p = p*10 + uint16(c-'0')
-		}
-		cfg.ConnConfig.Port = p
-		cfg.ConnConfig.Fallbacks = nil
+	if d != nil {
+		d.dial = cfg.ConnConfig.DialFunc
+		cfg.ConnConfig.DialFunc = d.Dial
 	}
 	cfg.ConnConfig.Tracer = tr
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
@@ -97,30 +90,40 @@ func poolOn(t *testing.T, base *pgxpool.Pool, addr string, tr pgx.QueryTracer) *
 	return pool
 }
 
-// proxied returns a pool on base's database through a netproxy.
-func proxied(t *testing.T, base *pgxpool.Pool) (*pgxpool.Pool, *netproxy.Proxy) {
-	t.Helper()
-	cc := base.Config().ConnConfig
-	if strings.HasPrefix(cc.Host, "/") {
-		t.Skip("the test server listens on a Unix socket only")
-	}
-	p, err := netproxy.Start(net.JoinHostPort(cc.Host, itoa(int(cc.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return poolOn(t, base, p.Addr(), nil), p
+// resetter dials as the pool would (TCP or a Unix socket alike) and can
+// reset every connection it dialed, as a connection reset looks to pgx.
+type resetter struct {
+	dial  pgconn.DialFunc
+	mu    sync.Mutex // guards conns
+	conns []net.Conn
 }
 
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
+func (r *resetter) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := r.dial(ctx, network, addr)
+	if err != nil {
+		return nil, err
 	}
-	s := ""
-	for ; n > 0; n /= 10 {
-		s = string(rune('0'+n%10)) + s
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.conns = append(r.conns, c)
+	return c, nil
+}
+
+// Reset closes every connection dialed so far.
+func (r *resetter) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.conns {
+		_ = c.Close()
 	}
-	return s
+	r.conns = nil
+}
+
+// resettable returns a pool on base's database whose connections r resets.
+func resettable(t *testing.T, base *pgxpool.Pool) (*pgxpool.Pool, *resetter) {
+	t.Helper()
+	r := &resetter{}
+	return poolOn(t, base, r, nil), r
 }
 
 // wantIdlePool fails unless pool has no acquired connection (polling: a
@@ -147,7 +150,7 @@ func effectsAndCredit(t *testing.T, pool *pgxpool.Pool) (effects int, balance in
 func TestOutboxRecordTracerAndPool(t *testing.T) {
 	base, ob := newOutbox(t)
 	tr := &failTracer{}
-	pool := poolOn(t, base, "", tr)
+	pool := poolOn(t, base, nil, tr)
 	sdk := oteltest.New(t)
 	fences, err := postgres.NewFences(pgx.Identifier{postgres.DefaultFenceTable},
 		postgres.WithMeterProvider(sdk.Meters), postgres.WithTracerProvider(sdk.Tracers))
@@ -206,7 +209,7 @@ func TestOutboxRecordTracerAndPool(t *testing.T) {
 func TestOutboxRecordFnFails(t *testing.T) {
 	base, ob := newOutbox(t)
 	tr := &failTracer{}
-	pool := poolOn(t, base, "", tr)
+	pool := poolOn(t, base, nil, tr)
 	ctx := t.Context()
 	boom := errors.New("boom")
 	fn := func(panics bool) func(pgx.Tx) error {
@@ -280,9 +283,9 @@ func wantIff(t *testing.T, pool *pgxpool.Pool) bool {
 // connection not leaked, the pool usable.
 func TestOutboxRecordCutBeforeCommit(t *testing.T) {
 	base, ob := newOutbox(t)
-	pool, proxy := proxied(t, base)
+	pool, conns := resettable(t, base)
 	ctx := t.Context()
-	err := recordOne(ctx, pool, ob, 1, proxy.Reset)
+	err := recordOne(ctx, pool, ob, 1, conns.Reset)
 	if err == nil {
 		t.Fatal("RunInTx whose connection was reset: got nil, want an error")
 	}
