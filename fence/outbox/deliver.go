@@ -63,22 +63,22 @@ func (r *run) deliverRun(ctx context.Context, run []Effect) ([]Settled, error) {
 		if ctx.Err() != nil {
 			return out, nil
 		}
-		attempts := r.attempted(e)
-		err := r.send(ctx, e)
-		switch {
-		case err == nil:
-			out = append(out, Settled{Effect: e, Attempts: attempts + 1})
+		attempts := r.attempted(e) + 1
+		err := r.send(ctx, e, attempts)
+		switch r.verdict(err, attempts) {
+		case outDelivered:
+			out = append(out, Settled{Effect: e, Attempts: attempts})
 			r.forget(e)
-		case IsPermanent(err) || attempts+1 >= r.d.o.maxAttempts:
+		case outParked:
 			reason := err.Error()
 			if !IsPermanent(err) {
-				reason = fmt.Sprintf("after %d attempts: %v", attempts+1, err)
+				reason = fmt.Sprintf("after %d attempts: %v", attempts, err)
 			}
-			out = append(out, Settled{Effect: e, Parked: reason, Attempts: attempts + 1})
+			out = append(out, Settled{Effect: e, Parked: reason, Attempts: attempts})
 			r.forget(e)
 			r.report(e, fmt.Errorf("%w: %s: %s", ErrParked, e.Key(), reason))
 		default:
-			r.failed(e, attempts+1)
+			r.failed(e, attempts)
 			r.report(e, err)
 			return out, nil
 		}
@@ -86,9 +86,9 @@ func (r *run) deliverRun(ctx context.Context, run []Effect) ([]Settled, error) {
 	return out, nil
 }
 
-// send makes one delivery attempt, with its timeout, span and metrics; a
-// sender's panic is a permanent error.
-func (r *run) send(ctx context.Context, e Effect) (err error) {
+// send makes delivery attempt number attempts of e, with its timeout,
+// span and metrics; a sender's panic is a permanent error.
+func (r *run) send(ctx context.Context, e Effect, attempts int) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, r.d.o.sendTimeout)
 	defer cancel()
 	ctx, span := r.d.tel.startSend(ctx, e)
@@ -97,17 +97,19 @@ func (r *run) send(ctx context.Context, e Effect) (err error) {
 		if p := recover(); p != nil {
 			err = Permanent(fmt.Errorf("outbox: effect %s: sender panicked: %v", e.Key(), p))
 		}
-		r.d.tel.endSend(ctx, span, r.outcome(e, err), start, err)
+		r.d.tel.endSend(ctx, span, r.verdict(err, attempts), start, err)
 	}()
 	return r.d.sender.Send(ctx, e)
 }
 
-// outcome names an attempt's outcome for the metrics.
-func (r *run) outcome(e Effect, err error) string {
+// verdict is what attempt number attempts, ending in err, makes of its
+// effect: delivered, parked or to be retried. The one rule, for the
+// dispatcher and its metrics alike.
+func (r *run) verdict(err error, attempts int) string {
 	switch {
 	case err == nil:
 		return outDelivered
-	case IsPermanent(err) || r.attempted(e)+1 >= r.d.o.maxAttempts:
+	case IsPermanent(err) || attempts >= r.d.o.maxAttempts:
 		return outParked
 	}
 	return outRetry

@@ -97,7 +97,6 @@ func (d *Dispatcher) Run(ctx context.Context, h fence.Holder, scope Scope) error
 	}
 	scope = scope.norm()
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	lost := make(chan struct{})
 	go func() { // ends sends under way when the lock is lost
 		defer close(lost)
@@ -128,7 +127,7 @@ func (r *run) start(ctx context.Context) error {
 			return err
 		}
 		r.report(Effect{}, err)
-		wait(ctx, jitter(backoff), nil)
+		wait(ctx, jitter(backoff))
 		backoff = min(2*backoff, r.d.o.maxBackoff)
 	}
 }
@@ -160,13 +159,12 @@ func (r *run) explain(ctx context.Context, err error) error {
 	return err
 }
 
-// wait returns after d, or at a wake-up, or when ctx ends.
-func wait(ctx context.Context, d time.Duration, wake <-chan struct{}) {
+// wait returns after d, or when ctx ends.
+func wait(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-t.C:
-	case <-wake:
 	}
 }

@@ -53,7 +53,7 @@ func (r *run) loop(ctx context.Context) error {
 			return ctx.Err()
 		case err != nil:
 			r.report(Effect{}, err)
-			wait(ctx, jitter(backoff), nil)
+			wait(ctx, jitter(backoff))
 			backoff = min(2*backoff, r.d.o.maxBackoff)
 			continue
 		}

@@ -1,10 +1,13 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -13,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/outbox"
 	"github.com/fencelock/fencelock/fence/postgres"
 	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
@@ -94,8 +98,9 @@ func poolOn(t *testing.T, base *pgxpool.Pool, d *resetter, tr pgx.QueryTracer) *
 // reset every connection it dialed, as a connection reset looks to pgx.
 type resetter struct {
 	dial  pgconn.DialFunc
-	mu    sync.Mutex // guards conns
+	mu    sync.Mutex // guards conns and lose
 	conns []net.Conn
+	lose  chan struct{} // set: lose the next COMMIT's reply until closed
 }
 
 func (r *resetter) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -103,10 +108,51 @@ func (r *resetter) Dial(ctx context.Context, network, addr string) (net.Conn, er
 	if err != nil {
 		return nil, err
 	}
+	c = &replyLoser{Conn: c, r: r}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.conns = append(r.conns, c)
 	return c, nil
+}
+
+// loseCommitReply makes the next COMMIT reach the server while its reply
+// never reaches pgx: reads on that connection wait for release, then
+// fail, as after a connection lost with the reply in flight.
+func (r *resetter) loseCommitReply() (release func()) {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	r.lose = ch
+	r.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
+// replyLoser is a connection whose reads stop once it has sent the COMMIT
+// its resetter was told to lose the reply of.
+type replyLoser struct {
+	net.Conn
+	r    *resetter
+	lost atomic.Pointer[chan struct{}]
+}
+
+func (c *replyLoser) Write(b []byte) (int, error) {
+	c.r.mu.Lock()
+	if c.r.lose != nil && bytes.Contains(bytes.ToLower(b), []byte("commit")) {
+		ch := c.r.lose
+		c.lost.Store(&ch)
+		c.r.lose = nil
+	}
+	c.r.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+func (c *replyLoser) Read(b []byte) (int, error) {
+	if ch := c.lost.Load(); ch != nil {
+		<-*ch
+		_ = c.Conn.Close()
+		return 0, io.ErrUnexpectedEOF
+	}
+	return c.Conn.Read(b)
 }
 
 // Reset closes every connection dialed so far.
@@ -276,6 +322,44 @@ func wantIff(t *testing.T, pool *pgxpool.Pool) bool {
 		t.Fatalf("effects %d, balance %d: want the effect iff the credit", n, bal)
 	}
 	return n > 0
+}
+
+// TestOutboxRecordCommitReplyLost: the COMMIT of a transaction that
+// recorded an effect lands but its reply is lost: RunInTx says the outcome
+// is unknown, and the caller's retry of the same write (same effect, same
+// Seq) fails with outbox.ErrDuplicate, its credit not applied twice and
+// the effect recorded once. The control: a new Seq records a second one.
+func TestOutboxRecordCommitReplyLost(t *testing.T) {
+	base, ob := newOutbox(t)
+	pool, conns := resettable(t, base)
+	ctx := t.Context()
+	release := conns.loseCommitReply()
+	defer release()
+	done := make(chan error, 1)
+	go func() { done <- recordOne(ctx, pool, ob, 1, nil) }()
+	poll.Until(t, "the COMMIT whose reply is lost to land", func() bool {
+		n, _ := effectsAndCredit(t, base)
+		return n == 1
+	})
+	release()
+	if err := <-done; !errors.Is(err, fence.ErrUnknownOutcome) {
+		t.Fatalf("RunInTx whose COMMIT reply was lost: got %v, want an error matching fence.ErrUnknownOutcome", err)
+	}
+	if err := recordOne(ctx, pool, ob, 1, nil); !errors.Is(err, outbox.ErrDuplicate) {
+		t.Fatalf("the retry: got %v, want an error matching outbox.ErrDuplicate (the first write landed)", err)
+	}
+	if n, bal := effectsAndCredit(t, base); n != 1 || bal != 1 {
+		t.Fatalf("after the retry: %d effects, balance %d; want 1 and 1", n, bal)
+	}
+	err := postgres.RunInTx(ctx, pool, "acct", 1, func(tx pgx.Tx) error {
+		return ob.Record(ctx, tx, effect("acct", 1, 1))
+	})
+	if err != nil {
+		t.Fatalf("control, a new Seq: got %v, want nil", err)
+	}
+	if n, _ := effectsAndCredit(t, base); n != 2 {
+		t.Fatalf("control: %d effects, want 2", n)
+	}
 }
 
 // TestOutboxRecordCutBeforeCommit: the connection is reset while fn runs,

@@ -37,6 +37,14 @@ func classify(err error) error {
 // ERROR, after which the statement has failed and changed nothing), or
 // happened before anything was sent. Either way the outcome is known.
 func answered(err error) bool {
+	if errors.Is(err, pgconn.ErrConnClosed) {
+		// pgx says "conn closed" (and safe to retry) both for a statement
+		// it never sent and for one whose reply it lost: a simple-protocol
+		// statement (COMMIT) whose read fails closes the connection, and
+		// its reader then reports the closed connection, not the read
+		// (pgx v5.12, MultiResultReader.NextResult). It may have landed.
+		return false
+	}
 	if pgconn.SafeToRetry(err) {
 		return true
 	}

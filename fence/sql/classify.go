@@ -115,8 +115,16 @@ func notSent(err error) bool {
 	if errors.Is(err, driver.ErrBadConn) {
 		return true
 	}
-	var s interface{ SafeToRetry() bool }
-	return errors.As(err, &s) && s.SafeToRetry()
+	var s interface {
+		SafeToRetry() bool
+		error
+	}
+	// pgx says "conn closed" (and safe to retry) both for a statement it
+	// never sent and for one whose reply it lost: a COMMIT whose read
+	// fails closes the connection, and its reader then reports the closed
+	// connection (pgx v5.12). Matched by its text, so that this package
+	// does not link pgx; TestRunInTxCommitLostPostgreSQL holds it.
+	return errors.As(err, &s) && s.SafeToRetry() && s.Error() != "conn closed"
 }
 
 // unconvertible reports whether err is the refusal of an argument the
