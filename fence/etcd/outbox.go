@@ -1,6 +1,7 @@
 package etcdfence
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -140,7 +141,7 @@ func (o *Outbox) Prefix() string { return o.prefix }
 func (o *Outbox) MaxPayload() int { return o.opts.maxPayload }
 
 // check refuses a nil or zero Outbox and a nil context.
-func (o *Outbox) check(ctx interface{ Err() error }) error {
+func (o *Outbox) check(ctx context.Context) error {
 	if o == nil || o.store == nil {
 		return fmt.Errorf("%w: a nil or zero Outbox; create one with NewOutbox", ErrInvalidArgument)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/fencelock/fencelock/fence"
 	etcdfence "github.com/fencelock/fencelock/fence/etcd"
@@ -107,31 +106,6 @@ func TestOutboxStaleWriteRecordsNothing(t *testing.T) {
 	}
 }
 
-// TestOutboxSettleStale: a dispatcher whose token is below the one that
-// settled last marks nothing; the control, a dispatcher at the floor,
-// marks.
-func TestOutboxSettleStale(t *testing.T) {
-	_, o := newOutbox(t)
-	ctx := t.Context()
-	e := effect("acct", 1, 0)
-	if err := record(o)(ctx, fence.Claim{Resource: "acct", Token: 1}, []outbox.Effect{e}); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Settle(ctx, fence.Claim{Resource: "dispatcher", Token: 5}, nil); err != nil {
-		t.Fatalf("Settle(5, none): got %v, want nil", err)
-	}
-	err := o.Settle(ctx, fence.Claim{Resource: "dispatcher", Token: 4}, []outbox.Settled{{Effect: e, Attempts: 1}})
-	var stale *fence.StaleError
-	if !errors.As(err, &stale) || stale.Current != 5 {
-		t.Fatalf("Settle(4): got %v, want a StaleError with Current 5", err)
-	}
-	wantPending(t, o, e)
-	if err := o.Settle(ctx, fence.Claim{Resource: "dispatcher", Token: 5}, []outbox.Settled{{Effect: e, Attempts: 1}}); err != nil {
-		t.Fatalf("Settle(5): got %v, want nil", err)
-	}
-	wantPending(t, o)
-}
-
 // TestOutboxOrder: effects come back in the order of their writes, then
 // of each write's slice, whatever their keys; UpdateAll's with them.
 func TestOutboxOrder(t *testing.T) {
@@ -215,38 +189,4 @@ func TestOutboxSettleMany(t *testing.T) {
 		t.Fatalf("Settle(315): got %v, want nil", err)
 	}
 	wantPending(t, o)
-}
-
-// TestOutboxWatch: the watch wakes on an effect recorded after Watch
-// returned, and its channel closes when ctx ends.
-func TestOutboxWatch(t *testing.T) {
-	_, o := newOutbox(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	ch, err := o.Watch(ctx, outbox.All)
-	if err != nil {
-		t.Fatalf("Watch: got %v, want nil", err)
-	}
-	if err := record(o)(t.Context(), fence.Claim{Resource: "r", Token: 1}, []outbox.Effect{effect("r", 1, 0)}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case _, ok := <-ch:
-		if !ok {
-			t.Fatal("Watch: channel closed, want a wake-up")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Watch: no wake-up within 5s of an effect recorded")
-	}
-	cancel()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		case <-deadline:
-			t.Fatal("Watch: channel not closed within 5s of ctx's end")
-		}
-	}
 }

@@ -39,9 +39,7 @@ func (o *Outbox) Update(ctx context.Context, key string, token fence.Token, fn o
 	if err := o.store.checkWrite(ctx, key, token); err != nil {
 		return err
 	}
-	if err := o.checkSlot([]fence.Claim{{Resource: key, Token: token}}); err != nil {
-		return err
-	}
+	// UpdateAll's CheckUpdateAll refuses a key of another slot.
 	return o.UpdateAll(ctx, []fence.Claim{{Resource: key, Token: token}}, func(old map[string]fence.Record) (map[string][]byte, []outbox.Effect, error) {
 		v, effects, err := fn(old[key])
 		if err != nil {

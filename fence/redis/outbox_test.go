@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -102,29 +101,6 @@ func TestOutboxStaleWriteRecordsNothing(t *testing.T) {
 	wantPending(t, o)
 }
 
-// TestOutboxSettleStale: a dispatcher below the floor marks nothing; the
-// control, at the floor, marks.
-func TestOutboxSettleStale(t *testing.T) {
-	_, o := newOutbox(t)
-	ctx := t.Context()
-	e := effect("acct", 1, 0)
-	if err := record(o)(ctx, fence.Claim{Resource: "acct", Token: 1}, []outbox.Effect{e}); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Settle(ctx, fence.Claim{Resource: "d", Token: 5}, nil); err != nil {
-		t.Fatalf("Settle(5, none): got %v, want nil", err)
-	}
-	var stale *fence.StaleError
-	if err := o.Settle(ctx, fence.Claim{Resource: "d", Token: 4}, []outbox.Settled{{Effect: e}}); !errors.As(err, &stale) || stale.Current != 5 {
-		t.Fatalf("Settle(4): got %v, want a StaleError with Current 5", err)
-	}
-	wantPending(t, o, e)
-	if err := o.Settle(ctx, fence.Claim{Resource: "d", Token: 5}, []outbox.Settled{{Effect: e}}); err != nil {
-		t.Fatalf("Settle(5): got %v, want nil", err)
-	}
-	wantPending(t, o)
-}
-
 // TestOutboxOrderAndPages: more effects than a page, across writes and
 // UpdateAll, come back in recording order; a parked one keeps its place
 // when requeued.
@@ -164,40 +140,6 @@ func TestOutboxOrderAndPages(t *testing.T) {
 		t.Fatalf("Requeue: got %v, want nil", err)
 	}
 	wantPending(t, o, want...)
-}
-
-// TestOutboxWatch: the watch wakes on an effect recorded after Watch
-// returned, and its channel closes when ctx ends.
-func TestOutboxWatch(t *testing.T) {
-	_, o := newOutbox(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	ch, err := o.Watch(ctx, outbox.All)
-	if err != nil {
-		t.Fatalf("Watch: got %v, want nil", err)
-	}
-	if err := record(o)(t.Context(), fence.Claim{Resource: "r", Token: 1}, []outbox.Effect{effect("r", 1, 0)}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case _, ok := <-ch:
-		if !ok {
-			t.Fatal("Watch: channel closed, want a wake-up")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Watch: no wake-up within 5s of an effect recorded")
-	}
-	cancel()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		case <-deadline:
-			t.Fatal("Watch: channel not closed within 5s of ctx's end")
-		}
-	}
 }
 
 // TestOutboxBadInput: refusals before the write match

@@ -15,7 +15,7 @@ import (
 // The channel is closed when ctx ends or the subscription breaks (a
 // broken connection; Redis's pub/sub is not persistent: a message sent
 // while no subscription is in place is lost, and the dispatcher polls);
-// the goroutines feeding it end with it. Watch fails with an error
+// the goroutine feeding it ends with it. Watch fails with an error
 // matching [ErrInvalidArgument] when the Store's client cannot subscribe
 // (a *redis.Client and a *redis.ClusterClient can), and returns the
 // subscription's error as it is.
@@ -35,17 +35,12 @@ func (o *Outbox) Watch(ctx context.Context, scope outbox.Scope) (<-chan struct{}
 		ps.Close()
 		return nil, fmt.Errorf("redisfence: watching the outbox under %q: %w", o.prefix, err)
 	}
-	out, stop := make(chan struct{}, 1), make(chan struct{})
-	go func() { // ends the read below when ctx ends
-		select {
-		case <-ctx.Done():
-			ps.Close()
-		case <-stop:
-		}
-	}()
+	out := make(chan struct{}, 1)
+	// ReceiveMessage does not return when ctx ends; closing ps ends it.
+	stop := context.AfterFunc(ctx, func() { ps.Close() })
 	go func() {
 		defer close(out)
-		defer close(stop)
+		defer stop()
 		defer ps.Close()
 		for {
 			msg, err := ps.ReceiveMessage(context.WithoutCancel(ctx))

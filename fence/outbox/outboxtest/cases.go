@@ -2,6 +2,7 @@ package outboxtest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -239,8 +240,9 @@ func settleStale(t *testing.T, h Harness) {
 	settle(t, h, old)
 	settle(t, h, next)
 	err := h.Log.Settle(t.Context(), old, []outbox.Settled{{Effect: a, Attempts: 1}})
-	if !errors.Is(err, fence.ErrStale) {
-		t.Fatalf("Settle by token 20 after 30 took over: got %v, want an error matching fence.ErrStale", err)
+	var stale *fence.StaleError
+	if !errors.As(err, &stale) || stale.Current != next.Token {
+		t.Fatalf("Settle by token 20 after 30 took over: got %v, want a *fence.StaleError with Current 30", err)
 	}
 	err = h.Log.Settle(t.Context(), old, []outbox.Settled{{Effect: a, Parked: "late", Attempts: 1}})
 	if !errors.Is(err, fence.ErrStale) {
@@ -294,13 +296,17 @@ func scopeSkipLimit(t *testing.T, h Harness) {
 	}
 }
 
+// watch: a watch wakes on an effect recorded after Watch returned, and its
+// channel closes when its context ends.
 func watch(t *testing.T, h Harness) {
 	w, ok := h.Log.(outbox.Watcher)
 	if !ok {
 		t.Log("the log is not an outbox.Watcher: dispatchers poll it")
 		return
 	}
-	ch, err := w.Watch(t.Context(), outbox.All)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch, err := w.Watch(ctx, outbox.All)
 	if err != nil {
 		t.Fatalf("Watch: got error %v, want nil", err)
 	}
@@ -313,6 +319,18 @@ func watch(t *testing.T, h Harness) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Watch: no wake-up within 5 s of a recorded effect")
+	}
+	cancel()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("Watch: channel not closed within 5 s of its context's end")
+		}
 	}
 }
 
