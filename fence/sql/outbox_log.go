@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/internal/outboxcodec"
 )
 
 // Pending returns up to limit effects in scope that are neither delivered
@@ -75,10 +76,7 @@ func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	if err := checkIdentity(e); err != nil {
-		return err
-	}
-	if err := checkCtx(ctx); err != nil {
+	if err := outboxcodec.CheckRequeue(ctx, e, ErrInvalidArgument); err != nil {
 		return err
 	}
 	s := &stmt{d: o.d}
@@ -147,13 +145,10 @@ func (o *Outbox) checkRead(ctx context.Context, scope outbox.Scope, limit int) e
 	if err := o.check(); err != nil {
 		return err
 	}
-	if err := scope.Validate(); err != nil {
+	if err := checkCtx(ctx); err != nil {
 		return err
 	}
-	if limit < 1 {
-		return fmt.Errorf("%w: outbox: limit %d (want >= 1)", ErrInvalidArgument, limit)
-	}
-	return checkCtx(ctx)
+	return outboxcodec.CheckList(scope, limit, ErrInvalidArgument)
 }
 
 // inScope adds the condition of scope's partition to s's WHERE clause.
@@ -181,8 +176,8 @@ func (o *Outbox) query(ctx context.Context, what string, s *stmt, scan func(*sql
 	return nil
 }
 
-// checkIdentity checks the fields that name an effect: its Resource, Token
-// and Seq.
+// checkIdentity checks the fields that name an effect of Settle's: its
+// Resource, Token and Seq.
 func checkIdentity(e outbox.Effect) error {
 	switch {
 	case e.Resource == "":
