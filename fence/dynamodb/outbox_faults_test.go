@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
@@ -54,4 +55,42 @@ func TestOutboxReplyLost(t *testing.T) {
 	if err := o.Settle(ctx, fence.Claim{Resource: "d", Token: 2}, nil); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("Settle(2) after the lost Settle(3) landed: got %v, want ErrStale", err)
 	}
+}
+
+// TestOutboxSettleManyReplyLost: a Settle of more effects than one
+// transaction holds whose second transaction's reply is lost says so
+// (ErrUnknownOutcome) and sends no third: the first two transactions'
+// marks stay (the second landed), the rest stay pending. The same Settle
+// again, as a dispatcher retries it, marks the rest and leaves the marks
+// made: marking is idempotent.
+func TestOutboxSettleManyReplyLost(t *testing.T) {
+	s, o := newOutbox(t)
+	done := recordMany(t, o)
+	var n atomic.Int32
+	f := &faults{Match: func(r *http.Request) bool {
+		return strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") && n.Add(1) >= 2
+	}}
+	fs, err := dynamofence.New(faultyClient(t, f), s.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fo, err := dynamofence.NewOutbox(fs, o.Table(), dynamofence.WithOutboxPrefix(o.Prefix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.LoseNextReply(func() {})
+	by := fence.Claim{Resource: "d", Token: 1}
+	if err := fo.Settle(t.Context(), by, done); !errors.Is(err, fence.ErrUnknownOutcome) || n.Load() != 2 {
+		t.Fatalf("Settle of 250, the second transaction's reply lost: got %v after %d transactions, want ErrUnknownOutcome after 2", err, n.Load())
+	}
+	chunk := dynamofence.MaxTxWrites - 1
+	var rest []outbox.Effect
+	for _, d := range done[2*chunk:] {
+		rest = append(rest, d.Effect)
+	}
+	wantPending(t, o, rest...)
+	if err := o.Settle(t.Context(), by, done); err != nil {
+		t.Fatalf("Settle of 250 again: got %v, want nil", err)
+	}
+	wantPending(t, o)
 }

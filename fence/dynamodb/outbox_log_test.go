@@ -116,18 +116,7 @@ func TestOutboxParkAndRequeue(t *testing.T) {
 func TestOutboxSettleMany(t *testing.T) {
 	_, o := newOutbox(t)
 	ctx := t.Context()
-	var done []outbox.Settled
-	for w := range 25 {
-		var effects []outbox.Effect
-		res := "k" + strconv.Itoa(w%3)
-		for i := range 10 {
-			effects = append(effects, effect(res, 1, int64(10*w+i)))
-			done = append(done, outbox.Settled{Effect: effects[i], Attempts: 1})
-		}
-		if err := record(o)(ctx, fence.Claim{Resource: res, Token: 1}, effects); err != nil {
-			t.Fatal(err)
-		}
-	}
+	done := recordMany(t, o)
 	if err := o.Settle(ctx, fence.Claim{Resource: "d", Token: 9}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +130,23 @@ func TestOutboxSettleMany(t *testing.T) {
 		t.Fatalf("Settle of 250: got %v, want nil", err)
 	}
 	wantPending(t, o)
+}
+
+// recordMany records 250 effects on 3 resources in 25 writes, and returns
+// them in recording order, delivered.
+func recordMany(t *testing.T, o *dynamofence.Outbox) []outbox.Settled {
+	t.Helper()
+	var done []outbox.Settled
+	for w := range 25 {
+		var effects []outbox.Effect
+		res := "k" + strconv.Itoa(w%3)
+		for i := range 10 {
+			effects = append(effects, effect(res, 1, int64(10*w+i)))
+			done = append(done, outbox.Settled{Effect: effects[i], Attempts: 1})
+		}
+		if err := record(o)(t.Context(), fence.Claim{Resource: res, Token: 1}, effects); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return done
 }

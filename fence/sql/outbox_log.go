@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/internal/outboxcodec"
 )
 
 // Pending returns up to limit effects in scope that are neither delivered
@@ -75,10 +76,7 @@ func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	if err := checkIdentity(e); err != nil {
-		return err
-	}
-	if err := checkCtx(ctx); err != nil {
+	if err := outboxcodec.CheckRequeue(ctx, e, ErrInvalidArgument); err != nil {
 		return err
 	}
 	s := &stmt{d: o.d}
@@ -99,8 +97,11 @@ func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 // that each of done was delivered (Parked empty) or parked: see
 // [outbox.Log]. A token below by.Resource's fence is refused with a
 // [*fence.StaleError] and nothing is marked; with no effects it only
-// raises the fence, as a dispatcher taking over does. An effect already
-// settled, or not recorded, is passed over. Errors are those of
+// raises the fence, as a dispatcher taking over does. The effects are
+// marked by one UPDATE per way of marking them (delivered, or parked with
+// one reason and count of attempts) and per 100 effects, not one per
+// effect. An effect already settled, or not recorded, is passed over; one
+// given twice counts once, as the first says. Errors are those of
 // [Fences.RunInTx]: when the COMMIT got no answer, one matching
 // [fence.ErrUnknownOutcome]. An empty by.Resource, a token <= 0 or an
 // effect with an empty Resource, a token <= 0 or a negative Seq is
@@ -114,9 +115,10 @@ func (o *Outbox) Settle(ctx context.Context, by fence.Claim, done []outbox.Settl
 			return err
 		}
 	}
+	groups := settleGroups(done)
 	return o.f.runInTx(ctx, o.f.tel.Tx, o.db, by.Resource, by.Token, func(tx *sql.Tx) error {
-		for _, s := range done {
-			if err := o.settle(ctx, tx, by.Token, s); err != nil {
+		for _, g := range groups {
+			if err := o.settle(ctx, tx, by.Token, g); err != nil {
 				return err
 			}
 		}
@@ -124,20 +126,58 @@ func (o *Outbox) Settle(ctx context.Context, by fence.Claim, done []outbox.Settl
 	}, nil)
 }
 
-// settle marks one effect in the dispatcher's transaction.
-func (o *Outbox) settle(ctx context.Context, tx *sql.Tx, by fence.Token, s outbox.Settled) error {
-	var reason any // NULL: delivered
-	if s.Parked != "" {
-		reason = s.Parked
+// settleMax is the most effects one of Settle's statements marks: 3
+// placeholders each, well within SQLite's oldest limit of 999.
+const settleMax = 100
+
+// settleGroups splits done, each effect once (the first time it is
+// given), into groups marked the same way (delivered, or parked with one
+// reason and count of attempts) of at most settleMax effects, each
+// Settle's one statement.
+func settleGroups(done []outbox.Settled) [][]outbox.Settled {
+	type mark struct {
+		parked   string
+		attempts int
 	}
-	e := s.Effect
+	var order []mark
+	byMark := map[mark][]outbox.Settled{}
+	for _, d := range outboxcodec.Unique(done) {
+		m := mark{d.Parked, d.Attempts}
+		if _, ok := byMark[m]; !ok {
+			order = append(order, m)
+		}
+		byMark[m] = append(byMark[m], d)
+	}
+	var out [][]outbox.Settled
+	for _, m := range order {
+		for g := byMark[m]; len(g) > 0; g = g[min(settleMax, len(g)):] {
+			out = append(out, g[:min(settleMax, len(g))])
+		}
+	}
+	return out
+}
+
+// settle marks, in the dispatcher's transaction, the effects of g (one of
+// settleGroups) that are recorded and not settled yet, in one statement.
+func (o *Outbox) settle(ctx context.Context, tx *sql.Tx, by fence.Token, g []outbox.Settled) error {
+	var reason any // NULL: delivered
+	if g[0].Parked != "" {
+		reason = g[0].Parked
+	}
 	st := &stmt{d: o.d}
 	st.sql("UPDATE ", o.name, " SET settled_at = ", o.d.now(), ", delivered_by = ").arg(int64(by)).
-		sql(", parked_reason = ").arg(reason).sql(", attempts = ").arg(s.Attempts).
-		sql(" WHERE resource = ").arg(e.Resource).sql(" AND token = ").arg(int64(e.Token)).sql(" AND seq = ").arg(e.Seq).
-		sql(" AND settled_at IS NULL")
+		sql(", parked_reason = ").arg(reason).sql(", attempts = ").arg(g[0].Attempts).
+		sql(" WHERE settled_at IS NULL AND (")
+	for i, d := range g {
+		if i > 0 {
+			st.sql(" OR ")
+		}
+		e := d.Effect
+		st.sql("(resource = ").arg(e.Resource).sql(" AND token = ").arg(int64(e.Token)).sql(" AND seq = ").arg(e.Seq).sql(")")
+	}
+	st.sql(")")
 	if _, err := tx.ExecContext(ctx, st.String(), st.args...); err != nil {
-		return fmt.Errorf("sqlfence: settle effect %s in %s: %w", e.Key(), o.label, o.d.classify(err))
+		return fmt.Errorf("sqlfence: settle %d effects (the first %s) in %s: %w", len(g), g[0].Effect.Key(), o.label, o.d.classify(err))
 	}
 	return nil
 }
@@ -147,13 +187,10 @@ func (o *Outbox) checkRead(ctx context.Context, scope outbox.Scope, limit int) e
 	if err := o.check(); err != nil {
 		return err
 	}
-	if err := scope.Validate(); err != nil {
+	if err := checkCtx(ctx); err != nil {
 		return err
 	}
-	if limit < 1 {
-		return fmt.Errorf("%w: outbox: limit %d (want >= 1)", ErrInvalidArgument, limit)
-	}
-	return checkCtx(ctx)
+	return outboxcodec.CheckList(scope, limit, ErrInvalidArgument)
 }
 
 // inScope adds the condition of scope's partition to s's WHERE clause.
@@ -181,8 +218,8 @@ func (o *Outbox) query(ctx context.Context, what string, s *stmt, scan func(*sql
 	return nil
 }
 
-// checkIdentity checks the fields that name an effect: its Resource, Token
-// and Seq.
+// checkIdentity checks the fields that name an effect of Settle's: its
+// Resource, Token and Seq.
 func checkIdentity(e outbox.Effect) error {
 	switch {
 	case e.Resource == "":

@@ -180,3 +180,49 @@ func TestOutboxCheck(t *testing.T) {
 		}
 	})
 }
+
+// TestOutboxSettleMany: a Settle of more effects than one statement marks
+// (250, delivered and parked with two reasons and counts), one given
+// twice, marks each as the first time it is given says, in every group
+// and chunk; none is left pending.
+func TestOutboxSettleMany(t *testing.T) {
+	eachServer(t, func(t *testing.T, srv server) {
+		db, f, o := newOutbox(t, srv)
+		ctx := t.Context()
+		var done []outbox.Settled
+		wantParked := map[string]outbox.Settled{}
+		for w := range 25 {
+			var es []outbox.Effect
+			for i := range 10 {
+				d := outbox.Settled{Effect: effect("r", fence.Token(w+1), int64(i)), Attempts: 1}
+				switch w*10 + i {
+				case 3, 50, 151:
+					d.Parked, d.Attempts = "HTTP 400", 2
+				case 7, 160:
+					d.Parked, d.Attempts = "HTTP 410", 5
+				}
+				if d.Parked != "" {
+					wantParked[d.Effect.Key()] = d
+				}
+				es, done = append(es, d.Effect), append(done, d)
+			}
+			if err := record(ctx, srv, db, f, o, fence.Claim{Resource: "r", Token: fence.Token(w + 1)}, es...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done = append(done, outbox.Settled{Effect: done[0].Effect, Parked: "second", Attempts: 9})
+		if err := o.Settle(ctx, fence.Claim{Resource: "dispatch", Token: 1}, done); err != nil {
+			t.Fatalf("Settle of 250: got %v, want nil", err)
+		}
+		wantKeys(t, "pending after Settle", pending(t, o))
+		parked, err := o.Parked(ctx, outbox.All, 100)
+		if err != nil || len(parked) != len(wantParked) {
+			t.Fatalf("Parked: got %d, %v; want %d", len(parked), err, len(wantParked))
+		}
+		for _, p := range parked {
+			if w := wantParked[p.Effect.Key()]; p.Reason != w.Parked || p.Attempts != w.Attempts {
+				t.Errorf("parked %s: got %q after %d attempts, want %q after %d", p.Effect.Key(), p.Reason, p.Attempts, w.Parked, w.Attempts)
+			}
+		}
+	})
+}
