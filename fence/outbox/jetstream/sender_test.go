@@ -14,6 +14,7 @@ import (
 	"github.com/fencelock/fencelock/fence/outbox/jetstream"
 	"github.com/fencelock/fencelock/fence/propagate"
 	"github.com/fencelock/fencelock/internal/testkit/natstest"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 // newStream creates, on the shared server, a stream capturing subjects
@@ -219,4 +220,77 @@ type fakePublisher struct {
 func (p *fakePublisher) PublishMsg(context.Context, *nats.Msg, ...natsjs.PublishOpt) (*natsjs.PubAck, error) {
 	p.calls++
 	return &natsjs.PubAck{Stream: "S"}, p.err
+}
+
+// TestLostAckRetried: the stream stores a message but its acknowledgement
+// never reaches the sender (lostAck publishes it without a reply subject
+// and reports the wait's timeout). Send's error is one to retry, not to
+// park, and the dispatcher's retry, through a healthy connection, is
+// acknowledged and stored once: Nats-Msg-Id makes it a duplicate. The
+// control loses the ack of a message without Nats-Msg-Id: its retry is
+// stored again.
+func TestLostAckRetried(t *testing.T) {
+	srv := natstest.New(t)
+	js := srv.JetStream(t)
+	for _, control := range []bool{false, true} {
+		name := "Nats-Msg-Id"
+		if control {
+			name = "control: without Nats-Msg-Id"
+		}
+		t.Run(name, func(t *testing.T) {
+			st, subj := newStream(t, js)
+			nc := srv.Conn(t)
+			e := outbox.Effect{Resource: "invoice-7", Token: 31, Destination: subj + ".mail", Payload: []byte("send receipt")}
+			send := func(p jetstream.Publisher) error {
+				s, err := jetstream.NewSender(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s.Send(t.Context(), e)
+			}
+			if err := send(&lostAck{nc: nc, stripID: control}); err == nil || outbox.IsPermanent(err) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("ack lost: got %v, want a retried error matching context.DeadlineExceeded", err)
+			}
+			// The stream stores a core publish after the server has
+			// taken it: wait for it, as a retry some time later would.
+			poll.Until(t, "the stream to store the message whose ack was lost", func() bool { return msgs(t, st) == 1 })
+			if err := send(&lostAck{nc: nc, stripID: control, ack: js}); err != nil {
+				t.Fatalf("retry: %v", err)
+			}
+			want := uint64(1)
+			if control {
+				want = 2
+			}
+			if got := msgs(t, st); got != want {
+				t.Fatalf("got %d messages after the retry, want %d", got, want)
+			}
+		})
+	}
+}
+
+// lostAck is a Publisher whose acknowledgements are lost: with ack nil it
+// publishes through core NATS without a reply subject (the stream stores
+// the message; no ack ever comes back) and reports the wait's timeout;
+// with ack set it publishes through ack, acknowledged. stripID removes
+// Nats-Msg-Id first (the control).
+type lostAck struct {
+	nc      *nats.Conn
+	stripID bool
+	ack     jetstream.Publisher
+}
+
+func (p *lostAck) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...natsjs.PublishOpt) (*natsjs.PubAck, error) {
+	if p.stripID {
+		msg.Header.Del(nats.MsgIdHdr)
+	}
+	if p.ack != nil {
+		return p.ack.PublishMsg(ctx, msg, opts...)
+	}
+	if err := p.nc.PublishMsg(msg); err != nil {
+		return nil, err
+	}
+	if err := p.nc.Flush(); err != nil {
+		return nil, err
+	}
+	return nil, context.DeadlineExceeded
 }

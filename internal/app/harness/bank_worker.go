@@ -84,17 +84,25 @@ func (w *worker) unlockAll(ctx context.Context, ml *etcdlock.MultiLock, names ..
 	}
 }
 
-// transfer makes t on the store of kind, logging its invocation and its
-// outcome: the done event's Transfer says which legs may have landed,
-// and its Call when it was invoked (for the history's estimate).
+// transfer makes t on the store of kind (logTransfer).
 func (w *worker) transfer(ctx context.Context, kind check.ResKind, t check.Transfer, from, to *fence.Guard) check.Outcome {
+	t.Acked, t.Tried = 0, 2
+	return w.logTransfer(kind, t, from.Token(), func() (check.Transfer, error) {
+		return w.res.bank.transfer(ctx, kind, t, from, to)
+	})
+}
+
+// logTransfer makes t on the resource of kind with do, logging its
+// invocation (at t.From's token tok) and its outcome: the done event's
+// Transfer, do's, says which legs may have landed, and its Call when it
+// was invoked (for the history's estimate).
+func (w *worker) logTransfer(kind check.ResKind, t check.Transfer, tok fence.Token, do func() (check.Transfer, error)) check.Outcome {
 	w.seq++
 	w.kind = kind
-	t.Acked, t.Tried = 0, 2
-	e := check.Event{Ev: check.EvInvoke, Worker: w.cfg.ID, Key: t.From, Res: kind, Token: int64(from.Token()), Seq: w.seq,
+	e := check.Event{Ev: check.EvInvoke, Worker: w.cfg.ID, Key: t.From, Res: kind, Token: int64(tok), Seq: w.seq,
 		Value: t.ID, Time: time.Now().UnixNano(), Transfer: &t}
 	w.log.emit(e)
-	done, err := w.res.bank.transfer(ctx, kind, t, from, to)
+	done, err := do()
 	e.Ev, e.Call, e.Time, e.Outcome, e.Transfer = check.EvDone, e.Time, 0, check.OutcomeOf(err), &done
 	if err != nil && !errors.Is(err, fence.ErrStale) {
 		e.Err = err.Error()

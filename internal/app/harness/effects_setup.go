@@ -128,11 +128,12 @@ func (fx *effectsRun) startReceiver(r *runner) error {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		// Not the request's context: a sender that gives up (its
-		// dispatcher deposed) must not turn a write that landed into a
-		// 503, which releases the key and has the next delivery apply
-		// the effect again.
-		_, err = pool.Exec(context.WithoutCancel(req.Context()), "INSERT INTO harness_fx_applied (key, resource, tok, xfer) VALUES ($1, $2, $3, $4)",
+		// The request's context is outbox.NewReceiver's, which the
+		// sender cannot cancel (a deposed dispatcher's end must not turn
+		// a write that landed into a 503, releasing the key for the next
+		// delivery to apply again) and which ends with the key's
+		// WithPendingTimeout.
+		_, err = pool.Exec(req.Context(), "INSERT INTO harness_fx_applied (key, resource, tok, xfer) VALUES ($1, $2, $3, $4)",
 			req.Header.Get(outbox.IdempotencyHeader), f.Name, int64(f.Token), string(body))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

@@ -2,12 +2,9 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"time"
 
-	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/app/harness/check"
 )
 
@@ -24,28 +21,21 @@ func (w *worker) effects(ctx context.Context) {
 	}
 	defer w.unlockAll(ctx, ml, from, to)
 	w.xfers++
-	w.seq++
-	w.kind = check.ResEffects
 	tf, tt := ml.Lock(from).Token(), ml.Lock(to).Token()
 	t := check.Transfer{ID: fmt.Sprintf("%s/x%d", w.cfg.ID, w.xfers), From: from, To: to, Amount: 1 + w.rng.Int64N(bankMaxAmount), Tried: 2}
-	e := check.Event{Ev: check.EvInvoke, Worker: w.cfg.ID, Key: from, Res: check.ResEffects, Token: int64(tf), Seq: w.seq,
-		Value: t.ID, Time: time.Now().UnixNano(), Transfer: &t}
-	w.log.emit(e)
 	seq := w.fxSeq
 	w.fxSeq += 2
-	err := w.res.fx.transfer(ctx, t, tf, tt, seq, w.rng.IntN(2) == 0)
-	done := t
-	switch {
-	case err == nil:
-		done.Acked = 2
-	case refused(err):
-		done.Tried = 0
-	}
-	e.Ev, e.Call, e.Time, e.Outcome, e.Transfer = check.EvDone, e.Time, 0, check.OutcomeOf(err), &done
-	if err != nil && !errors.Is(err, fence.ErrStale) {
-		e.Err = err.Error()
-	}
-	w.log.emit(e)
+	w.logTransfer(check.ResEffects, t, tf, func() (check.Transfer, error) {
+		err := w.res.fx.transfer(ctx, t, tf, tt, seq, w.rng.IntN(2) == 0)
+		done := t
+		switch {
+		case err == nil:
+			done.Acked = 2
+		case refused(err):
+			done.Tried = 0
+		}
+		return done, err
+	})
 }
 
 // startDispatchers runs the worker's dispatchers (runDispatchers) until

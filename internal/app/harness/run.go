@@ -258,7 +258,6 @@ func (r *runner) close() {
 	if r.redis != nil {
 		_ = r.redis.Close()
 	}
-
 	if r.dir != "" {
 		_ = os.RemoveAll(r.dir)
 	}

@@ -130,31 +130,12 @@ func start(ctx context.Context, bin string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{url: "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), proc: p, dir: dir}
-	if err := s.await(ctx); err != nil {
+	if err := p.AwaitReady(ctx, s.ping); err != nil {
 		p.Kill()
 		os.RemoveAll(dir)
-		return nil, err
+		return nil, fmt.Errorf("natstest: %w", err)
 	}
 	return s, nil
-}
-
-// await polls the server until its JetStream answers.
-func (s *Server) await(ctx context.Context) error {
-	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := s.ping(pctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-s.proc.Exited(): // the port was taken, most likely
-			return fmt.Errorf("natstest: nats-server exited: %v: %s", s.proc.Err(), s.proc.Output())
-		case <-ctx.Done():
-			return fmt.Errorf("natstest: nats-server not answering: %w (last: %v): %s", ctx.Err(), err, s.proc.Output())
-		case <-time.After(10 * time.Millisecond): // poll: the server says nothing when it is ready that we could wait on
-		}
-	}
 }
 
 // ping connects and asks JetStream for the account's information.

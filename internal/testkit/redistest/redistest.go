@@ -163,22 +163,11 @@ func startIn(ctx context.Context, bin, dir string, extra ...string) (*Server, er
 		return nil, err
 	}
 	s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), proc: p, dir: dir}
-	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := s.ping(pctx)
-		cancel()
-		if err == nil {
-			return s, nil
-		}
-		select {
-		case <-p.Exited(): // the port was taken, most likely
-			return nil, fmt.Errorf("redistest: redis-server exited: %v: %s", p.Err(), p.Output())
-		case <-ctx.Done():
-			p.Kill()
-			return nil, fmt.Errorf("redistest: redis-server not answering: %w: %s", ctx.Err(), p.Output())
-		case <-time.After(10 * time.Millisecond): // poll: the server says nothing when it is ready that we could wait on
-		}
+	if err := p.AwaitReady(ctx, s.ping); err != nil {
+		p.Kill()
+		return nil, fmt.Errorf("redistest: %w", err)
 	}
+	return s, nil
 }
 
 func (s *Server) ping(ctx context.Context) error {
