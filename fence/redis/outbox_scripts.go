@@ -9,41 +9,23 @@ const replyDuplicate = 3
 // ARGV[a] its token, ARGV[a+1] the version read, ARGV[a+2] "1" to write
 // ARGV[a+3] or "0" to keep the record, as updateAllScript's; then the
 // wake channel, then for each effect its key, its encoding and its
-// resource. It checks every record as updateAllScript does ({0, i,
-// floor} stale, {2} changed), then that no effect is recorded, pending,
+// resource. It checks every record as updateAllScript does (lib's check:
+// {0, i, floor} stale, {2} changed), then that no effect is recorded, pending,
 // parked or delivered ({3, key}),
 // and only then writes the records and the effects, at the positions
 // after the last handed out, and publishes each effect's resource.
 var recordScript = newScript(`
 local nk = #KEYS - 4
 local seqk, pend, effs, done = KEYS[nk + 1], KEYS[nk + 2], KEYS[nk + 3], KEYS[nk + 4]
-local changed, ns = false, {}
-for i = 1, nk do
-  local a = 4 * i - 3
-  local f, n = unpack(redis.call('HMGET', KEYS[i], 'floor', 'version'))
-  if not f then
-    changed = true
-  else
-    if not valid(f) then return {-1, i, 'floor ' .. f} end
-    if less(ARGV[a], f) then return {0, i, f} end
-    if f ~= ARGV[a] or (n or '0') ~= ARGV[a + 1] then changed = true end
-    if not num(n) then return {-1, i, 'version not a number'} end
-  end
-  ns[i] = tonumber(n or '0')
-end
-if changed then return {2} end
+local refused, ns = check(nk)
+if refused then return refused end
 local e0 = 4 * nk + 1
 local ne = (#ARGV - e0) / 3
 for j = 1, ne do
   local k = ARGV[e0 + 3 * j - 2]
   if redis.call('HEXISTS', effs, k) == 1 or redis.call('SISMEMBER', done, k) == 1 then return {3, k} end
 end
-for i = 1, nk do
-  local a = 4 * i - 3
-  if ARGV[a + 2] == '1' then
-    redis.call('HSET', KEYS[i], 'token', ARGV[a], 'value', ARGV[a + 3], 'version', ns[i] + 1)
-  end
-end
+write(nk, ns)
 if ne > 0 then
   local last = redis.call('INCRBY', seqk, ne)
   for j = 1, ne do

@@ -25,7 +25,12 @@ type Client interface {
 // lib is the Lua every script starts with: a check of a stored token's
 // format, and the order of two stored tokens. Tokens are compared digit by
 // digit, since Lua's numbers are doubles (exact only up to 2^53) and its
-// string order is the server's locale's.
+// string order is the server's locale's. check and write are an
+// UpdateAll's conditional write of the records KEYS[1..nk], shared by
+// updateAllScript and the Outbox's recordScript: for KEYS[i], from
+// a = 4i-3, ARGV[a] its token, ARGV[a+1] the version read, ARGV[a+2] "1"
+// to write ARGV[a+3] or "0" to keep the record. check returns the
+// refusal to reply with, or nil and the versions read; write writes.
 const lib = `
 local function valid(t)
   return #t == 19 and string.find(t, '^%d+$') ~= nil and t ~= '0000000000000000000'
@@ -39,6 +44,32 @@ local function less(a, b)
     if x ~= y then return x < y end
   end
   return false
+end
+local function check(nk)
+  local changed, ns = false, {}
+  for i = 1, nk do
+    local a = 4 * i - 3
+    local f, n = unpack(redis.call('HMGET', KEYS[i], 'floor', 'version'))
+    if not f then
+      changed = true
+    else
+      if not valid(f) then return {-1, i, 'floor ' .. f} end
+      if less(ARGV[a], f) then return {0, i, f} end
+      if f ~= ARGV[a] or (n or '0') ~= ARGV[a + 1] then changed = true end
+      if not num(n) then return {-1, i, 'version not a number'} end
+    end
+    ns[i] = tonumber(n or '0')
+  end
+  if changed then return {2} end
+  return nil, ns
+end
+local function write(nk, ns)
+  for i = 1, nk do
+    local a = 4 * i - 3
+    if ARGV[a + 2] == '1' then
+      redis.call('HSET', KEYS[i], 'token', ARGV[a], 'value', ARGV[a + 3], 'version', ns[i] + 1)
+    end
+  end
 end
 `
 

@@ -49,27 +49,9 @@ return out
 // is not the token, or a version that is not the one read, on any key,
 // makes it {2}, changed. Only then does it write, all the keys.
 var updateAllScript = newScript(`
-local changed, ns = false, {}
-for i = 1, #KEYS do
-  local a = 4 * i - 3
-  local f, n = unpack(redis.call('HMGET', KEYS[i], 'floor', 'version'))
-  if not f then
-    changed = true
-  else
-    if not valid(f) then return {-1, i, 'floor ' .. f} end
-    if less(ARGV[a], f) then return {0, i, f} end
-    if f ~= ARGV[a] or (n or '0') ~= ARGV[a + 1] then changed = true end
-    if not num(n) then return {-1, i, 'version not a number'} end
-  end
-  ns[i] = tonumber(n or '0')
-end
-if changed then return {2} end
-for i = 1, #KEYS do
-  local a = 4 * i - 3
-  if ARGV[a + 2] == '1' then
-    redis.call('HSET', KEYS[i], 'token', ARGV[a], 'value', ARGV[a + 3], 'version', ns[i] + 1)
-  end
-end
+local refused, ns = check(#KEYS)
+if refused then return refused end
+write(#KEYS, ns)
 return {1}
 `)
 
