@@ -104,13 +104,15 @@ func (r *runner) setUp(ctx context.Context) error {
 	if r.pool, err = pgxpool.New(ctx, r.srv.PostgresDSN); err != nil {
 		return err
 	}
-	if err := createSchema(ctx, r.pool); err != nil {
-		return err
-	}
 	for i := range r.cfg.Keys {
 		r.keys = append(r.keys, fmt.Sprintf("%s-k%d", r.id, i))
 	}
-	if err := r.wl.setUp(ctx, r); err != nil {
+	if err := withSchemaLock(ctx, r.pool, func() error {
+		if err := createSchema(ctx, r.pool); err != nil {
+			return err
+		}
+		return r.wl.setUp(ctx, r)
+	}); err != nil {
 		return err
 	}
 	var members []string
