@@ -26,11 +26,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // injects no other fault. A holder frozen in its transfer's transaction
 // keeps its rows locked, and the next holder of its accounts waits for it
 // as long as it is frozen: the checker must find that stall past its
-// bound (the lease and 1 s), and no safety violation. It comes first in
-// the file: the pair caps its runs from the time the test binary has
-// left, and so leaves none to a test after it.
+// bound (the lease and 1 s), and no safety violation. It runs beside the
+// pair (each run has its own names, cluster and workers), capped at two
+// minutes, far inside the binary's timeout.
 func TestHarnessBankLivenessControl(t *testing.T) {
 	testenv.Long(t, "the fault harness: a bank run without preemption, until it stalls (tens of seconds)")
+	t.Parallel()
 	harnesstest.LivenessControl(t, harnesstest.Servers(t), "harness-bank-liveness-control")
 }
 
@@ -48,5 +49,6 @@ func TestHarnessBankLivenessControl(t *testing.T) {
 // -short skips the test outside CI.
 func TestHarnessShortBank(t *testing.T) {
 	testenv.Long(t, "the fault harness: a fenced run and its control, minutes each")
+	t.Parallel()
 	harnesstest.Pair(t, harnesstest.Servers(t), func(c *harness.Config) { c.SetKind(harness.KindBank) })
 }

@@ -6,11 +6,13 @@
 package harnesstest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,9 +40,8 @@ const wrapUp = 45 * time.Second
 // verdict (FENCECHECK_SEED replays a seed), against the minimums of the
 // run's Kind (harness.MinimumsOf). set, when not nil, adapts the short
 // preset. Each run goes on until it reaches those minimums, and is capped
-// so that both end before the test's deadline: the fenced run at half the
-// time left, the control at what is left then. A run that hits its cap
-// fails the verdict and says so.
+// so that it ends before the test's deadline; the two run at once. A run
+// that hits its cap fails the verdict and says so.
 func Pair(t *testing.T, srv harness.Servers, set func(*harness.Config)) {
 	t.Helper()
 	seed := Seed(t)
@@ -49,8 +50,19 @@ func Pair(t *testing.T, srv harness.Servers, set func(*harness.Config)) {
 	if set != nil {
 		set(&cfg)
 	}
-	fenced := run(t, srv, cfg, true, 2)
-	control := run(t, srv, cfg, false, 1)
+	// The two runs share nothing but the servers (each has its own etcd
+	// cluster, redis-server, workers and names), and wait on timers far
+	// more than they compute, so they run side by side: a pair takes the
+	// longer run's time, not both.
+	var fenced, control *check.Report
+	var errs [2]error
+	var wg sync.WaitGroup
+	wg.Go(func() { fenced, errs[0] = run(t, srv, cfg, true) })
+	wg.Go(func() { control, errs[1] = run(t, srv, cfg, false) })
+	wg.Wait()
+	if err := errors.Join(errs[:]...); err != nil {
+		t.Fatal(err)
+	}
 	var table strings.Builder
 	check.PrintSummary(&table, fenced, control)
 	t.Logf("seed %d\n%s", seed, table.String())
@@ -77,7 +89,10 @@ func LivenessControl(t *testing.T, srv harness.Servers, name string) {
 	cfg := harness.Short(seed)
 	cfg.SetKind(harness.KindBank)
 	cfg = harness.LivenessControl(cfg, livenessCap)
-	rep := run(t, srv, cfg, true, 1)
+	rep, err := run(t, srv, cfg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var table strings.Builder
 	check.PrintSummary(&table, rep, nil)
 	t.Logf("seed %d\n%s", seed, table.String())
@@ -176,15 +191,16 @@ func Seed(t *testing.T) int64 {
 	return time.Now().UnixNano() % 1_000_000
 }
 
-// run runs one of the runsLeft runs still to come, capped so that all of
-// them end before the test's deadline: a run cut short by the test timeout
-// would panic instead of saying which minimums it missed.
-func run(t *testing.T, srv harness.Servers, cfg harness.Config, fenced bool, runsLeft int) *check.Report {
+// run runs one run, capped so that it ends before the test's deadline: a
+// run cut short by the test timeout would panic instead of saying which
+// minimums it missed. It may run on a goroutine of its own, so it returns
+// its failure rather than ending the test.
+func run(t *testing.T, srv harness.Servers, cfg harness.Config, fenced bool) (*check.Report, error) {
 	t.Helper()
 	cfg.Fenced = fenced
 	cfg.Log = t.Logf
 	if dl, ok := t.Deadline(); ok {
-		if left := time.Until(dl)/time.Duration(runsLeft) - wrapUp; left < cfg.MaxDuration {
+		if left := time.Until(dl) - wrapUp; left < cfg.MaxDuration {
 			cfg.MaxDuration = max(left, cfg.MinDuration)
 			t.Logf("run capped at %v by the test's deadline", cfg.MaxDuration.Round(time.Second))
 		}
@@ -192,10 +208,10 @@ func run(t *testing.T, srv harness.Servers, cfg harness.Config, fenced bool, run
 	start := time.Now()
 	rep, err := harness.Run(t.Context(), srv, cfg)
 	if err != nil {
-		t.Fatalf("harness run (fenced %v, seed %d): %v", fenced, cfg.Seed, err)
+		return nil, fmt.Errorf("harness run (fenced %v, seed %d): %w", fenced, cfg.Seed, err)
 	}
 	var out strings.Builder
 	check.PrintViolations(&out, rep, 10)
 	t.Logf("fenced %v: %v, faults %v, capped: %v\n%s", fenced, time.Since(start).Round(time.Second), rep.Faults, rep.Capped > 0, out.String())
-	return rep
+	return rep, nil
 }
