@@ -1,10 +1,15 @@
 #!/bin/sh
-# install-etcd.sh VERSION builds the etcd server VERSION (3.5.x, 3.6.x),
-# its etcdutl and its etcdctl from their own Go modules, through the module
-# proxy as any dependency, and installs them as etcd-MAJOR.MINOR,
+# install-etcd.sh VERSION builds the etcd server VERSION (3.5.x, 3.6.x,
+# 3.7.x), its etcdutl and its etcdctl from their own Go modules, through the
+# module proxy as any dependency, and installs them as etcd-MAJOR.MINOR,
 # etcdutl-MAJOR.MINOR and etcdctl-MAJOR.MINOR next to the other Go
 # binaries, unless they are there already. It prints the server's path on
-# stdout. docs/restore.md's runbook uses all three.
+# stdout.
+#
+# install-etcd.sh VERSION DIR builds only etcdctl and etcdutl, into DIR
+# under their own names (as etcd's release archives have them), unless
+# they are there already, and prints DIR: docs/restore.md's runbook takes
+# its tools so, into a directory of their own, touching nothing else.
 #
 # "go install go.etcd.io/etcd/server/v3@VERSION" (and etcdctl's, etcdutl's)
 # is refused (their go.mod files have replace directives), so it builds
@@ -16,19 +21,29 @@
 set -eu
 
 version="$1"
+dest="${2:-}"
 minor="$(echo "${version#v}" | cut -d. -f1,2)"
-name="etcd-$minor"
 
-gobin="$(go env GOBIN)"
-if [ -z "$gobin" ]; then
-	gobin="$(go env GOPATH | cut -d: -f1)/bin"
+has() { # has BIN ARG: BIN is there, and BIN ARG says it is of the version
+	[ -x "$1" ] && "$1" "$2" 2>/dev/null | grep -qi "version: ${version#v}\$"
+}
+
+if [ -n "$dest" ]; then
+	server="" ctl="$dest/etcdctl" utl="$dest/etcdutl" out="$dest"
+else
+	gobin="$(go env GOBIN)"
+	if [ -z "$gobin" ]; then
+		gobin="$(go env GOPATH | cut -d: -f1)/bin"
+	fi
+	dest="$gobin"
+	server="$gobin/etcd-$minor" ctl="$gobin/etcdctl-$minor" utl="$gobin/etcdutl-$minor" out="$server"
 fi
-if [ -x "$gobin/etcdutl-$minor" ] && [ -x "$gobin/etcdctl-$minor" ] && [ -x "$gobin/$name" ] && "$gobin/$name" --version 2>/dev/null | grep -q "etcd Version: ${version#v}"; then
-	echo "$gobin/$name"
+if has "$ctl" version && has "$utl" version && { [ -z "$server" ] || has "$server" --version; }; then
+	echo "$out"
 	exit 0
 fi
 
-echo "install-etcd: building etcd, etcdctl and etcdutl $version into $gobin (a few minutes on a cold module cache)" >&2
+echo "install-etcd: building ${server:+etcd, }etcdctl and etcdutl $version into $dest (a few minutes on a cold module cache)" >&2
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 cat >"$dir/main.go" <<'GO'
@@ -64,8 +79,9 @@ import (
 	_ "go.etcd.io/etcd/etcdutl/v3"
 )
 GO
-mkdir -p "$gobin"
-(cd "$dir" && GOFLAGS=-mod=mod go mod tidy >&2 && go build -o "$gobin/$name" . >&2 &&
-	go build -o "$gobin/etcdutl-$minor" go.etcd.io/etcd/etcdutl/v3 >&2 &&
-	go build -o "$gobin/etcdctl-$minor" go.etcd.io/etcd/etcdctl/v3 >&2)
-echo "$gobin/$name"
+mkdir -p "$dest"
+(cd "$dir" && GOFLAGS=-mod=mod go mod tidy >&2 &&
+	{ [ -z "$server" ] || go build -o "$server" . >&2; } &&
+	go build -o "$utl" go.etcd.io/etcd/etcdutl/v3 >&2 &&
+	go build -o "$ctl" go.etcd.io/etcd/etcdctl/v3 >&2)
+echo "$out"

@@ -75,6 +75,68 @@ func vars(block string) []string {
 	return names
 }
 
+// fromPath matches a command of step 1's tools run from PATH.
+var fromPath = regexp.MustCompile(`(?m)(?:^|[|;&(]\s*)(etcdctl|etcdutl|fencelock)\s`)
+
+var versionRe = regexp.MustCompile(`(?im)version: v?(\d+\.\d+\.\d+)$`)
+
+// release returns the version a binary of etcd's says it is, run with arg
+// (--version for the server, version for the tools).
+func release(t *testing.T, bin, arg string) string {
+	t.Helper()
+	out, err := exec.Command(bin, arg).CombinedOutput()
+	m := versionRe.FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("%s %s: %v, no version in\n%s", bin, arg, err, out)
+	}
+	return string(m[1])
+}
+
+// minor returns a version's major.minor.
+func minor(v string) string {
+	i := strings.LastIndex(v, ".")
+	return v[:i]
+}
+
+// goModEtcd returns the etcd server version go.mod requires, the one go
+// run ./docs/etcd runs.
+func goModEtcd(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*go\.etcd\.io/etcd/server/v3 v(\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("go.mod requires no go.etcd.io/etcd/server/v3")
+	}
+	return string(m[1])
+}
+
+// onlyTools fails the test if home holds anything but the directory tools
+// (and the directories above it): step 1 leaves the user's own tools,
+// $HOME/bin above all, and PATH (~/.profile and the like) alone.
+func onlyTools(t *testing.T, home, tools string) {
+	t.Helper()
+	err := filepath.WalkDir(home, func(p string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case p == tools:
+			return filepath.SkipDir
+		case !strings.HasPrefix(tools, p+string(filepath.Separator)) && p != home:
+			t.Errorf("the runbook created %s; step 1 should create only $TOOLS, %s", p, tools)
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // shell runs scripts with bash in dir, with env added to the test's.
 type shell struct {
 	dir string
@@ -172,7 +234,7 @@ func write(t *testing.T, cli *clientv3.Client, store fence.Store) (fence.Token, 
 // into one member and into three, and the check; its control restores
 // without the bump.
 func TestRunbook(t *testing.T) {
-	testenv.Long(t, "builds the tools if missing, starts five etcd servers")
+	testenv.Long(t, "builds the tools, starts five etcd servers")
 	rb := readRunbook(t)
 	if got, want := vars(rb["vars-one"]), []string{"NAME", "PEER", "CLIENT", "DATA"}; !slices.Equal(got, want) {
 		t.Fatalf("restore.md's one-member variables are %v; this test sets %v", got, want)
@@ -180,28 +242,56 @@ func TestRunbook(t *testing.T) {
 	if got, want := vars(rb["vars-three"]), []string{"CLUSTER", "TOKEN", "NAME", "PEER", "CLIENT", "DATA"}; !slices.Equal(got, want) {
 		t.Fatalf("restore.md's three-member variables are %v; this test sets %v", got, want)
 	}
-	server, err := otheretcd.Find("etcd-3.6")
+	if got, want := vars(rb["tools"]), []string{"TOOLS"}; !slices.Equal(got, want) {
+		t.Fatalf("restore.md's tools block sets %v; this test reads %v from it", got, want)
+	}
+	for tag, block := range rb {
+		if m := fromPath.FindStringSubmatch(block); m != nil {
+			t.Errorf("restore.md's %s block runs %s from PATH, not step 1's %q", tag, m[1], "$TOOLS/"+m[1])
+		}
+	}
+	server, err := otheretcd.Find("etcd-3.7")
 	if err != nil {
-		testenv.Unavailable(t, err.Error(), "bash .ci/setup.sh builds etcd-3.6, etcdctl-3.6 and etcdutl-3.6 (.ci/install-etcd.sh)")
+		testenv.Unavailable(t, err.Error(), "bash .ci/setup.sh builds etcd-3.7 (.ci/install-etcd.sh v3.7.3)")
+	}
+	version := release(t, server, "--version")
+	if embedded := goModEtcd(t); minor(version) != minor(embedded) {
+		t.Fatalf("%s is etcd %s; go.mod's (go run ./docs/etcd) is %s", server, version, embedded)
 	}
 
 	// Step 1, from the repository's root, into a home of the test's own;
-	// Go's paths stay the machine's (a new HOME would move its caches).
+	// Go's paths stay the machine's (a new HOME would move its caches, and
+	// its configuration and telemetry, under $XDG_CONFIG_HOME).
 	home := t.TempDir()
 	goenv, err := exec.Command("go", "env", "GOPATH", "GOCACHE", "GOMODCACHE").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
+	config, err := os.UserConfigDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	gp := strings.Fields(string(goenv))
-	env := []string{"HOME=" + home, "GOPATH=" + gp[0], "GOCACHE=" + gp[1], "GOMODCACHE=" + gp[2]}
+	env := []string{"HOME=" + home, "GOPATH=" + gp[0], "GOCACHE=" + gp[1], "GOMODCACHE=" + gp[2], "XDG_CONFIG_HOME=" + config}
 	root := shell{dir: "../..", env: env}
-	root.run(t, "the tools block", rb["tools"])
-	bin := filepath.Join(home, "bin")
-	root.run(t, "build fencelock", "go build -o "+filepath.Join(bin, "fencelock")+" ./cmd/fencelock")
-	work := shell{dir: t.TempDir(), env: append(env, "PATH="+bin+":"+os.Getenv("PATH"))}
+	out := strings.Split(strings.TrimSpace(root.run(t, "the tools block", rb["tools"]+"echo \"$TOOLS\"\n")), "\n")
+	tools := out[len(out)-1]
+	onlyTools(t, home, tools)
+	defer onlyTools(t, home, tools) // after every block has run
+	for _, tool := range []string{"etcdctl", "etcdutl"} {
+		if v := release(t, filepath.Join(tools, tool), "version"); minor(v) != minor(version) {
+			t.Fatalf("step 1's %s is %s, for a member of %s; want its major.minor", tool, v, version)
+		}
+	}
+	// The members' etcd, by its usual name.
+	member := t.TempDir()
+	if err := os.Symlink(server, filepath.Join(member, "etcd")); err != nil {
+		t.Fatal(err)
+	}
+	work := shell{dir: t.TempDir(), env: append(env, "TOOLS="+tools, "PATH="+member+":"+os.Getenv("PATH"))}
 
 	// A member in use: the resource goes on past the snapshot.
-	orig := otheretcd.Start(t, server, "3.6", filepath.Join(t.TempDir(), "orig"))
+	orig := otheretcd.Start(t, server, "3.7", filepath.Join(t.TempDir(), "orig"))
 	origCli := otheretcd.Client(t, orig.Endpoint)
 	store := fence.NewMemoryStore()
 	if _, err := write(t, origCli, store); err != nil {

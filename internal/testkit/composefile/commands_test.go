@@ -22,7 +22,7 @@ var goFlags = []string{"run", "count", "race", "short", "tags", "v", "bench", "b
 // directory, for the examples' module); each alternative of a go
 // test -run pattern matches a test, example, benchmark or fuzz function of
 // those packages; every flag given to a command of cmd/ (fencelock as
-// installed, or go run ./cmd/NAME) is one it defines, and so is every
+// installed, by path, or go run ./cmd/NAME) is one it defines, and so is every
 // inline --flag (fencelock's); a go test flag that is not the go command's
 // is defined by the packages' tests. An inline -flag (of fencecheck, or of
 // a package's tests) must be defined by some command or test.
@@ -55,7 +55,7 @@ func TestPageCommands(t *testing.T) {
 // checkCommand checks one command, and reports whether it was one it knows.
 func checkCommand(t *testing.T, where string, args []string) bool {
 	t.Helper()
-	if len(args) > 0 && args[0] == "fencelock" {
+	if len(args) > 0 && path.Base(strings.Trim(args[0], `"'`)) == "fencelock" { // or "$TOOLS/fencelock"
 		checkFlags(t, where, "cmd/fencelock", args[1:], false)
 		return true
 	}
@@ -87,7 +87,7 @@ func checkCommand(t *testing.T, where string, args []string) bool {
 		}
 	case "test":
 		checkTestCommand(t, where, args, pkgs)
-	case "install", "doc", "get":
+	case "install", "build", "doc", "get":
 	default:
 		return false
 	}
