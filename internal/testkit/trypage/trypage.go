@@ -107,8 +107,9 @@ type Run struct {
 	// free one.
 	Port string
 	// Dir is the scratch directory the line names ("/tmp/vgw"), at least
-	// once: every occurrence is replaced by a new directory, removed when
-	// the test ends. Empty for a line with none.
+	// once: every occurrence is replaced by the path of a directory that
+	// does not exist yet, as on a reader's machine (the line makes it),
+	// in one removed when the test ends. Empty for a line with none.
 	Dir string
 	// User, when the test runs as root, is the user the line runs as
 	// (PostgreSQL refuses to run as root), the scratch directory (Dir
@@ -179,9 +180,10 @@ func execLast(line string) string {
 	return "exec " + line
 }
 
-// scratch makes the scratch directory, under testenv.DataDir (removed
-// when tb ends), and under root with r.User gives it to that user and
-// sets cmd to run as it, from there.
+// scratch returns the path of the scratch directory, in a new directory
+// under testenv.DataDir (removed when tb ends), and under root with
+// r.User gives that one to the user and sets cmd to run as it, from
+// there.
 func scratch(tb testing.TB, r Run, cmd *exec.Cmd) string {
 	tb.Helper()
 	dir, err := testenv.MkdirTemp("trypage")
@@ -189,8 +191,9 @@ func scratch(tb testing.TB, r Run, cmd *exec.Cmd) string {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	path := filepath.Join(dir, filepath.Base(r.Dir))
 	if r.User == "" || os.Geteuid() != 0 {
-		return dir
+		return path
 	}
 	u, err := user.Lookup(r.User)
 	if err != nil {
@@ -206,5 +209,5 @@ func scratch(tb testing.TB, r Run, cmd *exec.Cmd) string {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	cmd.Dir = dir
-	return dir
+	return path
 }
