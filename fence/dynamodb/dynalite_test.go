@@ -1,13 +1,11 @@
 package dynamofence_test
 
 import (
+	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -15,11 +13,11 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
-	"github.com/fencelock/fencelock/internal/testkit/childproc"
 	"github.com/fencelock/fencelock/internal/testkit/childtest"
 	"github.com/fencelock/fencelock/internal/testkit/dynamotest"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
+	"github.com/fencelock/fencelock/internal/testkit/trypage"
 )
 
 // TestOnDynalite runs this package's tests again, in a child process,
@@ -161,26 +159,18 @@ func TestPageTryIt(t *testing.T) {
 	if _, _, err := dynamotest.FindDynalite(); err != nil {
 		testenv.Unavailable(t, err.Error(), dynamotest.HowToEnableDynalite)
 	}
-	line := pageShellLine(t, "../../docs/dynamodb.md", "## Try it on your machine")
-	ports, err := childproc.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ports[0])
-	if !strings.HasSuffix(line, " --port 8000") {
-		t.Fatalf("docs/dynamodb.md's server line %q: want it to end with --port 8000", line)
-	}
-	cmd := exec.Command("bash", "-c", "exec "+strings.TrimSuffix(line, "8000")+port)
-	cmd.Dir = "../.."
-	p, err := childproc.Start(cmd, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Kill)
-	if _, err := p.Next(30*time.Second, "Listening"); err != nil {
-		t.Fatalf("%s: %v: %s", line, err, p.Output())
-	}
-	ddb := newClient("http://127.0.0.1:" + port)
+	var ddb *dynamodb.Client
+	trypage.Start(t, trypage.Run{
+		Line: trypage.Line(t, "docs/dynamodb.md", "dynalite"),
+		Port: "8000",
+		Ready: func(ctx context.Context, port int) error {
+			if ddb == nil {
+				ddb = newClient("http://127.0.0.1:" + strconv.Itoa(port))
+			}
+			_, err := ddb.ListTables(ctx, &dynamodb.ListTablesInput{})
+			return err
+		},
+	})
 	if err := dynamofence.CreateStoreTable(t.Context(), ddb, "fences", dynamofence.DefaultKeyAttribute); err != nil {
 		t.Fatal(err)
 	}
@@ -191,25 +181,4 @@ func TestPageTryIt(t *testing.T) {
 	mustPut(t, s, "k", 34, "b")
 	fencewant.Stale(t, s.Put(t.Context(), "k", 33, []byte("a")), 33, 0) // dynalite returns no floor
 	wantRecord(t, s, "k", 34, "b")
-}
-
-// pageShellLine returns the one line of the first sh block after heading
-// in the page at path.
-func pageShellLine(t *testing.T, path, heading string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("%s: no heading %q", path, heading)
-	}
-	_, block, ok := strings.Cut(after, "```sh\n")
-	block, _, ok2 := strings.Cut(block, "```")
-	lines := strings.Split(strings.TrimSpace(block), "\n")
-	if !ok || !ok2 || len(lines) != 1 {
-		t.Fatalf("%s: under %q, want an sh block of one line, got %q", path, heading, block)
-	}
-	return lines[0]
 }

@@ -18,9 +18,7 @@ import (
 // paused holder's late write, with an older token, refused by Redis.
 func Example() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{
-		Addr: redistest.Shared().Addr(), // e.g. "localhost:6379"
-	})
+	rdb := newClient(redistest.Shared().Addr()) // e.g. "localhost:6379"
 	defer rdb.Close()
 	store, err := redisfence.New(rdb, "example:fences:")
 	if err != nil {
@@ -46,6 +44,18 @@ func Example() {
 	// Output:
 	// token 33 refused: Redis holds 34
 	// {"leader": "b"}, token 34
+}
+
+// newClient returns a client of the Redis server at addr, such as
+// "localhost:6379", whose calls end when their contexts do. docs/redis.md
+// shows this function as it is here.
+func newClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr,
+		// Without it, a call waits for its reply for ReadTimeout (3 s by
+		// default), whatever its context says.
+		ContextTimeoutEnabled: true,
+	})
 }
 
 // errNoFunds is withdraw's refusal.
@@ -84,9 +94,7 @@ func (heldLock) Done() <-chan struct{} { return nil }
 // gone, tries to withdraw after the holder of 34 has: Redis refuses it.
 func ExampleHash_Update() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{
-		Addr: redistest.Shared().Addr(), // e.g. "localhost:6379"
-	})
+	rdb := newClient(redistest.Shared().Addr()) // e.g. "localhost:6379"
 	defer rdb.Close()
 	accounts, err := redisfence.NewHash(rdb, "fence")
 	if err != nil {

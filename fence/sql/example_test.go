@@ -28,6 +28,26 @@ func exampleSQLite() (*sql.DB, func()) {
 	return db, func() { _ = db.Close(); _ = os.RemoveAll(dir) }
 }
 
+// openStore opens the database at dsn with the database/sql driver named
+// driver (registered by importing its package) and returns a Store in it,
+// its table created unless it exists. docs/sql.md shows this function as
+// it is here.
+func openStore(ctx context.Context, driver, dsn string, dialect sqlfence.Dialect) (*sql.DB, *sqlfence.Store, error) {
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := sqlfence.NewStore(db, dialect, sqlfence.Identifier{sqlfence.DefaultStoreTable})
+	if err == nil {
+		err = store.CreateTable(ctx)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, err
+	}
+	return db, store, nil
+}
+
 // Two holders of one lock write the same row: B with token 34, then A,
 // paused past its lease, with token 33. The database refuses A's write.
 func ExampleTable_Update() {

@@ -2,8 +2,9 @@
 // infrastructure shared by the module's tests, one package per job — the
 // servers (embedetcd, pgtest, s3test), the child processes
 // (childproc, childtest), the faults (netproxy, reqfault), waiting for a
-// condition (poll), what a test cannot run without (testenv) and the
-// shared assertions (fencewant, nilchecktest, oteltest).
+// condition (poll), what a test cannot run without (testenv), the shared
+// assertions (fencewant, nilchecktest, oteltest) and the servers the docs'
+// pages start (trypage).
 //
 // internal/ is split by layer, and the tree shows it:
 //

@@ -22,9 +22,15 @@ import (
 // bucketName is the bucket every started server gets.
 const bucketName = "fencelock-test"
 
-// findVersitygw returns the path of the versitygw binary, or an error
-// matching ErrUnavailable.
-func findVersitygw() (string, error) {
+// HowToEnableVersitygw says how to install versitygw, for a test that
+// runs it itself.
+const HowToEnableVersitygw = "sh .ci/install-versitygw.sh installs it (or set " + EnvBinary + " to a versitygw binary)"
+
+// FindVersitygw returns the path of the versitygw binary, from
+// $FENCELOCK_VERSITYGW, $PATH, $GOBIN or $GOPATH/bin (where
+// .ci/install-versitygw.sh puts it), or an error matching
+// [ErrUnavailable].
+func FindVersitygw() (string, error) {
 	if p := os.Getenv(EnvBinary); p != "" {
 		if _, err := os.Stat(p); err != nil {
 			return "", fmt.Errorf("s3test: %s=%s: %w", EnvBinary, p, err)
@@ -53,7 +59,7 @@ func findVersitygw() (string, error) {
 // startVersitygw starts versitygw with data under dir and creates the test
 // bucket, on a new port if the first was taken.
 func startVersitygw(ctx context.Context, dir string) (*Server, error) {
-	bin, err := findVersitygw()
+	bin, err := FindVersitygw()
 	if err != nil {
 		return nil, err
 	}
