@@ -19,9 +19,10 @@ import (
 // it (what a failed verdict may leave), a run without fault kinds, nil
 // runs, one write, writes all at one token, a key, worker and value with
 // markup in them (drawn as text, never as elements), stalls (one past its
-// bound, one not), and a fault before the first event.
+// bound, one not), effects applied by both receivers, and a fault before
+// the first event.
 func TestHTMLEdgeCases(t *testing.T) {
-	testenv.Long(t, "nine pages opened in Chromium, a few seconds each")
+	testenv.Long(t, "ten pages opened in Chromium, a few seconds each")
 	chromium := browser.Require(t)
 	t0 := int64(1_790_000_000) * 1e9
 	write := func(w, key string, res ResKind, tok, seq int64, val string, at int64, out Outcome) []Event {
@@ -78,6 +79,14 @@ func TestHTMLEdgeCases(t *testing.T) {
 			}
 			return r
 		}()}, "control=0"},
+		{"effects applied", []*Report{func() *Report {
+			ev := write("w0.0", "k", ResEffects, 1, 1, "v", t0, OutOK)
+			r := NewReport(EffectsWorkload, ev, Attempts(ev))
+			r.FaultKinds = synthKinds
+			r.Applied = []Applied{{Receiver: ReceiverHTTP, Key: "x", Resource: "k", Token: 1, Time: t0 + 5e5},
+				{Receiver: ReceiverJetStream, Key: "x", Resource: "k", Token: 1, Time: t0 + 8e5}}
+			return r
+		}()}, ""},
 		{"fault before first event", []*Report{mk(append([]Event{{Ev: EvFault, Fault: "pause", Worker: "w0.0", Call: 0, Time: t0}},
 			write("w0.0", "k", ResRow, 1, 1, "v", t0, OutOK)...))}, ""},
 	}
