@@ -180,6 +180,11 @@ func newHTMLRun(r *Report) htmlRun {
 		}
 		start, end = min(start, e.Time), max(end, e.Time)
 	}
+	for _, ap := range r.Applied {
+		// The receivers apply effects until the outbox is drained, after
+		// the workers' last events.
+		end = max(end, ap.Time)
+	}
 	at := func(t int64) int64 {
 		if t == math.MaxInt64 {
 			return -1

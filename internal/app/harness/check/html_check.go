@@ -17,11 +17,16 @@ import (
 // "violations" (items in its list), "visuals" (porcupine's, as many as
 // fit MaxVisualBytes), "holds" and "faults" (bars), "stalls" (marks on
 // the holds' lanes) and "stalls-past" (those past their bound, in red),
+// "applied" (an effects run's: marks of the effects applied, drained ones
+// too),
 // for each resource ("res:" and its name), the marks in its plot, and for
 // each key ("rows:" and its name), the rows of its holds' lane: one per
 // worker slot that held it, however often its worker was restarted.
 func Drawn(r *Report) map[string]int {
 	want := map[string]int{"violations": len(r.Violations), "stalls": len(r.Stalls), "stalls-past": r.StallStats().Past}
+	if slices.Contains(r.Workload.or().Kinds, ResEffects) {
+		want["applied"] = len(r.Applied)
+	}
 	for _, a := range Attempts(r.Events) {
 		if !a.Read {
 			want["res:"+a.Resource()]++

@@ -19,8 +19,9 @@ import (
 // it (what a failed verdict may leave), a run without fault kinds, nil
 // runs, one write, writes all at one token, a key, worker and value with
 // markup in them (drawn as text, never as elements), stalls (one past its
-// bound, one not), effects applied by both receivers, and a fault before
-// the first event.
+// bound, one not), effects applied by both receivers (one after the
+// run's last event, as a drained outbox's), and a fault before the first
+// event.
 func TestHTMLEdgeCases(t *testing.T) {
 	testenv.Long(t, "ten pages opened in Chromium, a few seconds each")
 	chromium := browser.Require(t)
@@ -84,7 +85,8 @@ func TestHTMLEdgeCases(t *testing.T) {
 			r := NewReport(EffectsWorkload, ev, Attempts(ev))
 			r.FaultKinds = synthKinds
 			r.Applied = []Applied{{Receiver: ReceiverHTTP, Key: "x", Resource: "k", Token: 1, Time: t0 + 5e5},
-				{Receiver: ReceiverJetStream, Key: "x", Resource: "k", Token: 1, Time: t0 + 8e5}}
+				{Receiver: ReceiverJetStream, Key: "x", Resource: "k", Token: 1, Time: t0 + 8e5},
+				{Receiver: ReceiverHTTP, Key: "y", Resource: "k", Token: 1, Time: t0 + 5e9}} // drained after the last event
 			return r
 		}()}, ""},
 		{"fault before first event", []*Report{mk(append([]Event{{Ev: EvFault, Fault: "pause", Worker: "w0.0", Call: 0, Time: t0}},

@@ -105,6 +105,7 @@
 		counts.stalls = sec.querySelectorAll(".stall").length;
 		counts["stalls-past"] = sec.querySelectorAll(".stall.past").length;
 		counts.visuals = sec.querySelectorAll("details.visual").length;
+		counts.applied = sec.querySelectorAll(".applied").length;
 		sec.querySelectorAll("svg[data-res]").forEach(function (svg) {
 			counts["res:" + svg.getAttribute("data-res")] = svg.querySelectorAll(".mark").length;
 		});
