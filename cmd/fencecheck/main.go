@@ -135,6 +135,7 @@ func run(cfg harness.Config, control, liveness bool, report string) (bool, error
 			return false, err
 		}
 		fmt.Println("report:", report)
+		fmt.Println("  open it in a browser: xdg-open FILE, or as root chromium --no-sandbox FILE (docs/harness.md)")
 	}
 	return ok, nil
 }

@@ -1,15 +1,13 @@
 package check
 
 import (
+	"cmp"
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"html"
 	"html/template"
 	"io"
-	"maps"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,11 +53,10 @@ func WriteHTML(w io.Writer, runs ...*Report) error {
 		return err
 	}
 	return reportTmpl.Execute(w, map[string]any{
-		"Title":  title(runs),
-		"CSS":    template.CSS(reportCSS),
-		"JS":     template.JS(reportJS),
-		"Data":   template.JS(js), // json.Marshal escapes <, > and &
-		"Legend": outcomes,
+		"Title": title(runs),
+		"CSS":   template.CSS(reportCSS),
+		"JS":    template.JS(reportJS),
+		"Data":  template.JS(js), // json.Marshal escapes <, > and &
 	})
 }
 
@@ -82,17 +79,22 @@ type htmlData struct {
 // first event; indexes refer to the run's lists (Kinds, Keys, Workers,
 // Outcomes, FaultKinds, Violations).
 type htmlRun struct {
-	Name       string   `json:"name"`
-	Fenced     bool     `json:"fenced"`
-	Seed       int64    `json:"seed"`
-	Duration   string   `json:"duration"`
-	Span       int64    `json:"span"`
-	Kinds      []string `json:"kinds"`
-	Keys       []string `json:"keys"`
-	Workers    []string `json:"workers"`
-	Outcomes   []string `json:"outcomes"`
-	FaultKinds []string `json:"faultKinds"`
-	FaultHow   []string `json:"faultHow"`
+	Name     string   `json:"name"`
+	Fenced   bool     `json:"fenced"`
+	Seed     int64    `json:"seed"`
+	Duration string   `json:"duration"`
+	Span     int64    `json:"span"`
+	Kinds    []string `json:"kinds"`
+	Keys     []string `json:"keys"`
+	Workers  []string `json:"workers"`
+	// Slots are the worker slots ("w1"), in order; WorkerSlot is each
+	// worker's slot (index in Slots) and incarnation: w1.10 is slot w1's
+	// tenth restart.
+	Slots      []string   `json:"slots"`
+	WorkerSlot [][2]int64 `json:"workerSlot"`
+	Outcomes   []string   `json:"outcomes"`
+	FaultKinds []string   `json:"faultKinds"`
+	FaultHow   []string   `json:"faultHow"`
 	// Writes are [kind, key, worker, token, call, return (-1: none),
 	// outcome, violation (-1: none)].
 	Writes [][8]int64 `json:"writes"`
@@ -178,6 +180,11 @@ func newHTMLRun(r *Report) htmlRun {
 		}
 		start, end = min(start, e.Time), max(end, e.Time)
 	}
+	for _, ap := range r.Applied {
+		// The receivers apply effects until the outbox is drained, after
+		// the workers' last events.
+		end = max(end, ap.Time)
+	}
 	at := func(t int64) int64 {
 		if t == math.MaxInt64 {
 			return -1
@@ -262,7 +269,62 @@ func newHTMLRun(r *Report) htmlRun {
 		h.Counts[string(k)] = c
 	}
 	h.addStalls(r, key, worker, at)
+	h.addSlots()
 	return h
+}
+
+// addSlots numbers the slots of h's workers.
+func (h *htmlRun) addSlots() {
+	h.Slots, h.WorkerSlot = []string{}, [][2]int64{}
+	for _, w := range h.Workers {
+		if s, _ := slotOf(w); !slices.Contains(h.Slots, s) {
+			h.Slots = append(h.Slots, s)
+		}
+	}
+	slices.SortFunc(h.Slots, cmpSlot)
+	for _, w := range h.Workers {
+		s, n := slotOf(w)
+		h.WorkerSlot = append(h.WorkerSlot, [2]int64{int64(slices.Index(h.Slots, s)), n})
+	}
+}
+
+// slotOf splits a worker's name, its slot's and its incarnation's ("w1.10":
+// "w1", 10). A name without an incarnation is a slot of its own.
+func slotOf(worker string) (string, int64) {
+	i := strings.LastIndexByte(worker, '.')
+	if i < 0 {
+		return worker, 0
+	}
+	n, err := strconv.ParseInt(worker[i+1:], 10, 64)
+	if err != nil || n < 0 {
+		return worker, 0
+	}
+	return worker[:i], n
+}
+
+// cmpSlot orders slots by name, and those that differ only in their
+// trailing number by that number: w2 before w10.
+func cmpSlot(a, b string) int {
+	pa, na := splitNum(a)
+	pb, nb := splitNum(b)
+	if pa != pb || na < 0 || nb < 0 {
+		return strings.Compare(a, b)
+	}
+	return cmp.Compare(na, nb)
+}
+
+// splitNum splits s's trailing digits off: "w12" is "w" and 12; -1 when
+// there are none (or too many).
+func splitNum(s string) (string, int64) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	n, err := strconv.ParseInt(s[i:], 10, 64)
+	if err != nil {
+		return s, -1
+	}
+	return s[:i], n
 }
 
 // addStalls adds r's stalls, with key, worker and at numbering their keys
@@ -297,95 +359,3 @@ func (r *Report) keys() []string {
 	slices.Sort(ks)
 	return ks
 }
-
-// Drawn returns what the page [WriteHTML] writes for r must draw, from
-// r's history and violations alone: the marks of each outcome ("ok",
-// "stale", ...), "marked" (rings on writes a violation is about),
-// "violations" (items in its list), "visuals" (porcupine's, as many as
-// fit MaxVisualBytes), "holds" and "faults" (bars), "stalls" (marks on
-// the holds' lanes) and "stalls-past" (those past their bound, in red),
-// and for each resource
-// ("res:" and its name), the marks in its plot.
-func Drawn(r *Report) map[string]int {
-	want := map[string]int{"violations": len(r.Violations), "stalls": len(r.Stalls), "stalls-past": r.StallStats().Past}
-	for _, a := range Attempts(r.Events) {
-		if !a.Read {
-			want["res:"+a.Resource()]++
-		}
-	}
-	for _, c := range r.Writes {
-		want["ok"] += c.Accepted
-		want["stale"] += c.Refused
-		want["lost"] += c.LockLost
-		want["unknown"] += c.Unknown
-		want["error"] += c.Errors
-	}
-	marked := map[string]bool{}
-	kept := keptVisuals(r)
-	for i, v := range r.Violations {
-		for _, val := range v.Values {
-			marked[v.ResKind().key()+val] = true
-		}
-		if kept[i] {
-			want["visuals"]++
-		}
-	}
-	for _, a := range Attempts(r.Events) {
-		if !a.Read && marked[a.Res.key()+a.Value] {
-			want["marked"]++
-		}
-	}
-	for _, e := range r.Events {
-		switch {
-		case e.Ev == EvLock && e.OK:
-			want["holds"]++
-		case e.Ev == EvFault:
-			want["faults"]++
-		}
-	}
-	return want
-}
-
-// Rendered checks dom, the document of a page [WriteHTML] wrote for runs
-// as a browser left it once its script ran, and console, the messages its
-// console printed, and returns what is wrong: a console message or script
-// error, a page that did not finish drawing, or a count of marks, rings,
-// bars or violations that is not what [Drawn] says.
-func Rendered(dom string, console []string, runs ...*Report) []string {
-	var probs []string
-	for _, c := range console {
-		probs = append(probs, "the page's console printed: "+c)
-	}
-	if strings.Contains(dom, "data-errors=") || !strings.Contains(dom, `data-rendered="ok"`) {
-		box := "no error reported, and no data-rendered"
-		if m := errorsBox.FindStringSubmatch(dom); m != nil && m[1] != "" {
-			box = html.UnescapeString(m[1])
-		}
-		return append(probs, "the page did not render cleanly: "+box)
-	}
-	m := drawnBox.FindStringSubmatch(dom)
-	if m == nil {
-		return append(probs, "the page has no drawn counts")
-	}
-	var drawn map[string]map[string]int
-	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &drawn); err != nil {
-		return append(probs, fmt.Sprintf("the page's drawn counts %q: %v", m[1], err))
-	}
-	for _, r := range runs {
-		if r == nil {
-			continue
-		}
-		got, want := drawn[r.name()], Drawn(r)
-		for _, k := range slices.Sorted(maps.Keys(want)) {
-			if got[k] != want[k] {
-				probs = append(probs, fmt.Sprintf("%s run: the page drew %d %s, the history has %d", r.name(), got[k], k, want[k]))
-			}
-		}
-	}
-	return probs
-}
-
-var (
-	drawnBox  = regexp.MustCompile(`(?s)<pre id="drawn"[^>]*>(.*?)</pre>`)
-	errorsBox = regexp.MustCompile(`(?s)<div id="errors"[^>]*>(.*?)</div>`)
-)

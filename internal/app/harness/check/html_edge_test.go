@@ -2,8 +2,11 @@ package check
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,9 +19,11 @@ import (
 // it (what a failed verdict may leave), a run without fault kinds, nil
 // runs, one write, writes all at one token, a key, worker and value with
 // markup in them (drawn as text, never as elements), stalls (one past its
-// bound, one not), and a fault before the first event.
+// bound, one not), effects applied by both receivers (one after the
+// run's last event, as a drained outbox's), and a fault before the first
+// event.
 func TestHTMLEdgeCases(t *testing.T) {
-	testenv.Long(t, "nine pages opened in Chromium, a few seconds each")
+	testenv.Long(t, "ten pages opened in Chromium, a few seconds each")
 	chromium := browser.Require(t)
 	t0 := int64(1_790_000_000) * 1e9
 	write := func(w, key string, res ResKind, tok, seq int64, val string, at int64, out Outcome) []Event {
@@ -75,6 +80,15 @@ func TestHTMLEdgeCases(t *testing.T) {
 			}
 			return r
 		}()}, "control=0"},
+		{"effects applied", []*Report{func() *Report {
+			ev := write("w0.0", "k", ResEffects, 1, 1, "v", t0, OutOK)
+			r := NewReport(EffectsWorkload, ev, Attempts(ev))
+			r.FaultKinds = synthKinds
+			r.Applied = []Applied{{Receiver: ReceiverHTTP, Key: "x", Resource: "k", Token: 1, Time: t0 + 5e5},
+				{Receiver: ReceiverJetStream, Key: "x", Resource: "k", Token: 1, Time: t0 + 8e5},
+				{Receiver: ReceiverHTTP, Key: "y", Resource: "k", Token: 1, Time: t0 + 5e9}} // drained after the last event
+			return r
+		}()}, ""},
 		{"fault before first event", []*Report{mk(append([]Event{{Ev: EvFault, Fault: "pause", Worker: "w0.0", Call: 0, Time: t0}},
 			write("w0.0", "k", ResRow, 1, 1, "v", t0, OutOK)...))}, ""},
 	}
@@ -98,6 +112,65 @@ func TestHTMLEdgeCases(t *testing.T) {
 			}
 			if bytes.Contains([]byte(page.DOM), []byte("<img src")) {
 				t.Error("injected element in the DOM")
+			}
+		})
+	}
+}
+
+// TestColoursUnkeyed: the comparison behind the legend's check finds a
+// colour drawn that no entry keys, whichever entry is missing, and nothing
+// when every colour drawn is keyed, however many entries share one.
+func TestColoursUnkeyed(t *testing.T) {
+	drawn := map[string]string{"rgb(1, 1, 1)": "hold inc0", "rgb(2, 2, 2)": "fault", "rgb(3, 3, 3)": "mark o-ok"}
+	legend := map[string][]string{"hold": {"rgb(1, 1, 1)"}, "open": {"rgb(1, 1, 1)", "rgb(9, 9, 9)"},
+		"fault-pause": {"rgb(2, 2, 2)"}, "ok": {"rgb(3, 3, 3)"}}
+	if u := (Colours{drawn, legend}).Unkeyed(); len(u) != 0 {
+		t.Errorf("every colour keyed: got unkeyed %q, want none", u)
+	}
+	tests := []struct {
+		name, drop string
+		want       []string
+	}{
+		{"without the pause fault's entry", "fault-pause", []string{"rgb(2, 2, 2) (fault)"}},
+		{"without the accepted mark's entry", "ok", []string{"rgb(3, 3, 3) (mark o-ok)"}},
+		{"without one of two entries of a colour", "hold", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			less := maps.Clone(legend)
+			delete(less, tt.drop)
+			if got := (Colours{drawn, less}).Unkeyed(); !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCheckZoom: a zoom whose holders' bars are not drawn alike, or that
+// framed other than the holds of the violation's writes, is caught.
+func TestCheckZoom(t *testing.T) {
+	r := synthRun(1, 1200, false)
+	want := zoomHolders(newHTMLRun(r), 0)
+	if want < 2 {
+		t.Fatalf("violation 0 (%s) has %d holders in its zoom, want the stale writer's and the newer one's", r.Violations[0], want)
+	}
+	page := func(holders, unlike int) string {
+		return fmt.Sprintf(`<pre id="zoomed" hidden="">{"run":%q,"v":0,"holders":%d,"unlike":%d}</pre>`, r.name(), holders, unlike)
+	}
+	tests := []struct {
+		name string
+		dom  string
+		ok   bool
+	}{
+		{"alike", page(want, 0), true},
+		{"no zoom", `<pre id="zoomed" hidden=""></pre>`, true},
+		{"one drawn otherwise", page(want, 1), false},
+		{"one holder missing", page(want-1, 0), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if probs := checkZoom(tt.dom, []*Report{r}); (len(probs) == 0) != tt.ok {
+				t.Errorf("got %q, want ok %v", probs, tt.ok)
 			}
 		})
 	}

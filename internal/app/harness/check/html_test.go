@@ -3,6 +3,7 @@ package check
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -29,6 +30,13 @@ var synthKinds = []FaultDesc{{"pause", "SIGSTOP a holder"}, {"kill", "SIGKILL a 
 // Some writes are refused by the guard, some lose their answer, some fail;
 // the nemesis's faults are in the history too.
 func synthRun(seed uint64, writes int, fenced bool) *Report {
+	return synthRestarts(seed, writes, fenced, false)
+}
+
+// synthRestarts is synthRun, and with restart, each section's worker is
+// restarted after its unlock, as a long run restarts its killed workers:
+// its slot's next section is a new worker's.
+func synthRestarts(seed uint64, writes int, fenced, restart bool) *Report {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	keys := []string{"s-k0", "s-k1", "s-k2", "s-k3"}
 	var events []Event
@@ -98,6 +106,9 @@ func synthRun(seed uint64, writes int, fenced bool) *Report {
 		if !killed {
 			t += 1e6
 			events = append(events, Event{Ev: EvUnlock, Worker: wid(w), Key: key, Token: tok, Time: t})
+			if restart {
+				incar[w]++
+			}
 		}
 		if stale != nil && newer(st, ResourceName(stale.res, stale.key), stale.tok) {
 			// The newer holder wrote; the frozen one wakes up.
@@ -221,6 +232,7 @@ func TestHTMLInBrowser(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", shot)
 	CheckRendered(t, page, fenced, control)
+	checkLegendControl(t, page.DOM)
 
 	// Porcupine's visualization, which the page shows in an iframe when
 	// asked, renders too.
@@ -272,6 +284,97 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Error("control: a page whose script throws passed")
 	}
 	t.Logf("control, a script that throws: %q", probs)
+}
+
+// checkLegendControl: the legend keys every colour the page drew
+// (CheckRendered), and the check would see it if it did not: the page's
+// colours less any legend entry with a colour drawn that no other entry
+// keys (the lock holds', each fault kind's, ...) leave that colour
+// unkeyed.
+func checkLegendControl(t *testing.T, dom string) {
+	t.Helper()
+	cols, err := PageColours(dom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d colours drawn, %d legend entries", len(cols.Drawn), len(cols.Legend))
+	var caught []string
+	for name := range cols.Legend {
+		less := Colours{Drawn: cols.Drawn, Legend: maps.Clone(cols.Legend)}
+		delete(less.Legend, name)
+		if ownDrawn(cols, name) && len(less.Unkeyed()) == 0 {
+			t.Errorf("control: without the legend's %q entry, its colours %v still count as keyed", name, cols.Legend[name])
+		}
+		if len(less.Unkeyed()) > 0 {
+			caught = append(caught, name)
+		}
+	}
+	slices.Sort(caught)
+	for _, want := range []string{"hold", "fault-pause", "fault-kill", "stall"} {
+		if !slices.Contains(caught, want) {
+			t.Errorf("control: a legend without its %q entry passed (caught without: %v)", want, caught)
+		}
+	}
+}
+
+// ownDrawn reports whether legend entry name keys a colour drawn that no
+// other entry keys.
+func ownDrawn(c Colours, name string) bool {
+	for _, col := range c.Legend[name] {
+		if _, drawn := c.Drawn[col]; !drawn {
+			continue
+		}
+		other := false
+		for n, cs := range c.Legend {
+			other = other || (n != name && slices.Contains(cs, col))
+		}
+		if !other {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHTMLRowsPerSlot: in a long run every worker is restarted again and
+// again; the report draws each key's holds in one row per worker slot,
+// its restarted workers along that row, not a row per worker.
+func TestHTMLRowsPerSlot(t *testing.T) {
+	testenv.Long(t, "it starts a browser")
+	chromium := browser.Require(t)
+	r := synthRestarts(5, 1500, true, true)
+	workers, slots := map[string]bool{}, map[string]bool{}
+	for _, e := range r.Events {
+		if e.Ev == EvLock {
+			workers[e.Worker] = true
+			s, _ := slotOf(e.Worker)
+			slots[s] = true
+		}
+	}
+	if len(workers) < 10*len(slots) {
+		t.Fatalf("the history has %d workers in %d slots: want at least 10 a slot, to tell a row a slot from a row a worker", len(workers), len(slots))
+	}
+	path := filepath.Join(t.TempDir(), "restarts.html")
+	var b bytes.Buffer
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	page, err := browser.Open(t.Context(), chromium, path, "", "", 1200, 800)
+	if err != nil {
+		t.Fatal(err)
+	}
+	CheckRendered(t, page, r)
+	drawn, err := PageDrawn(page.DOM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range r.keys() {
+		if got := drawn[r.name()]["rows:"+k]; got != len(slots) {
+			t.Errorf("key %s: %d rows of holds, want %d (one per worker slot; the history has %d workers)", k, got, len(slots), len(workers))
+		}
+	}
 }
 
 // CheckRendered checks page, the report of runs as Chromium showed it.

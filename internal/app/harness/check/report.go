@@ -1,10 +1,10 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -145,40 +145,68 @@ func (r *Report) violationsByRes() map[ResKind]int {
 	return m
 }
 
-// PrintSummary writes the summary table of a fenced run and, if not nil,
-// its control run, and what one fault of each kind is (a member crash is
-// SIGKILL of its process, for instance), as fenced.FaultKinds says.
+// PrintSummary writes the summary tables of a fenced run and, if not nil,
+// its control run: writes by resource and outcome, locks, stalls, and
+// the faults of each kind with what one fault of the kind is (a member
+// crash is SIGKILL of its process, for instance), as fenced.FaultKinds
+// says. No line is wider than [TextWidth].
 func PrintSummary(w io.Writer, fenced, control *Report) {
 	runs := []*Report{fenced}
 	if control != nil {
 		runs = append(runs, control)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "run\tresource\tattempted\taccepted\trefused (stale)\tlock lost\tunknown\terror\tviolations\t\n")
+	var names []string
+	for _, r := range runs {
+		names = append(names, r.name()+" run")
+	}
+	wrap(w, "", "", "summary: "+strings.Join(names, ", ")+":")
+	writes := table{left: 2}
+	writes.add("run", "resource", "attempted", "accepted", "refused (stale)", "lock lost", "unknown", "error", "violations")
 	for _, r := range runs {
 		vs := r.violationsByRes()
 		for _, k := range r.Workload.or().Kinds {
-			c := r.Writes[k]
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.name(), k, c.Attempted, c.Accepted, c.Refused, c.LockLost, c.Unknown, c.Errors, vs[k])
+			c := cmp.Or(r.Writes[k], &Counts{})
+			writes.add(r.label(), k, c.Attempted, c.Accepted, c.Refused, c.LockLost, c.Unknown, c.Errors, vs[k])
 		}
 	}
-	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\t\n")
-	fmt.Fprintf(tw, "run\tduration\tfaults (%s)\tlocks\tlock wait p50\tp99\tviolations\tstalls (past bound)\tstall p99\tmax\t\n", fenced.faultHeader())
+	writes.write(w)
+	fmt.Fprintln(w)
+	locks, stalls := table{left: 1}, table{left: 1}
+	locks.add("run", "duration", "locks", "lock wait p50", "p99", "violations")
+	stalls.add("run", "stalls", "past their bound", "stall p99", "longest")
 	for _, r := range runs {
 		st := r.StallStats()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d (%d)\t%s\t%s\t\n", r.name(), r.duration(), r.faultCounts(fenced.FaultKinds),
-			r.Locks, r.LockP50.Round(time.Microsecond*100), r.LockP99.Round(time.Millisecond), len(r.Violations),
-			st.Count, st.Past, st.P99.Round(time.Millisecond), st.Max.Round(time.Millisecond))
+		locks.add(r.label(), r.duration(), r.Locks, r.LockP50.Round(time.Microsecond*100), r.LockP99.Round(time.Millisecond), len(r.Violations))
+		stalls.add(r.label(), st.Count, st.Past, st.P99.Round(time.Millisecond), st.Max.Round(time.Millisecond))
 	}
-	_ = tw.Flush()
-	fenced.printFaultKinds(w)
+	locks.write(w)
+	fmt.Fprintln(w)
+	stalls.write(w)
+	fmt.Fprintln(w)
+	printFaults(w, runs)
 }
 
-// printFaultKinds writes what one fault of each kind is.
-func (r *Report) printFaultKinds(w io.Writer) {
-	fmt.Fprintln(w, "faults:")
-	for _, f := range r.FaultKinds {
-		fmt.Fprintf(w, "  %-10s %s\n", f.Kind, f.How)
+// printFaults writes the faults of each kind the first of runs could
+// inject, in each run, and what one fault of the kind is.
+func printFaults(w io.Writer, runs []*Report) {
+	t := table{indent: "  ", left: 1}
+	head := []any{"fault"}
+	for _, r := range runs {
+		head = append(head, r.label())
+	}
+	t.add(head...)
+	for _, f := range runs[0].FaultKinds {
+		row := []any{f.Kind}
+		for _, r := range runs {
+			row = append(row, r.Faults[f.Kind])
+		}
+		t.add(row...)
+	}
+	lines := t.lines()
+	fmt.Fprintln(w, "faults injected:")
+	fmt.Fprintln(w, lines[0]+"  one fault is")
+	for i, f := range runs[0].FaultKinds {
+		wrap(w, lines[i+1]+"  ", "", f.How)
 	}
 }
 
@@ -207,32 +235,24 @@ func (r *Report) name() string {
 	return name
 }
 
-func (r *Report) faultHeader() string {
-	var s []string
-	for _, f := range r.FaultKinds {
-		s = append(s, string(f.Kind))
+// label is r's short name in the summary's tables: "fenced" or
+// "control" (its full name heads the summary).
+func (r *Report) label() string {
+	if r.Fenced {
+		return "fenced"
 	}
-	return strings.Join(s, "/")
+	return "control"
 }
 
-// faultCounts lists r's faults of each of kinds (the fenced run's, so that
-// the rows of a pair line up).
-func (r *Report) faultCounts(kinds []FaultDesc) string {
-	var s []string
-	for _, f := range kinds {
-		s = append(s, fmt.Sprint(r.Faults[f.Kind]))
-	}
-	return strings.Join(s, "/")
-}
-
-// PrintViolations writes the first max violations of r, and a count by kind.
+// PrintViolations writes the first max violations of r, and a count by
+// kind, in lines no wider than [TextWidth].
 func PrintViolations(w io.Writer, r *Report, max int) {
-	fmt.Fprintf(w, "%s run: %d violations %v\n", r.name(), len(r.Violations), r.violationsByKind())
+	wrap(w, "", "  ", fmt.Sprintf("%s run: %d violations %v", r.name(), len(r.Violations), r.violationsByKind()))
 	for i, v := range r.Violations {
 		if i == max {
 			fmt.Fprintf(w, "  ... %d more\n", len(r.Violations)-max)
 			break
 		}
-		fmt.Fprintf(w, "  %s\n", v)
+		wrap(w, "  ", "    ", v.String())
 	}
 }
