@@ -144,6 +144,9 @@ func TestProperty(t *testing.T) {
 	testenv.Long(t, "property tests: random request faults")
 	for _, row := range propRows() {
 		t.Run(row.name, func(t *testing.T) {
+			// Each row has its own etcd server and Clients; rows wait on
+			// request faults' delays and timeouts as much as they compute.
+			t.Parallel()
 			cfg := row.fixed
 			if raceEnabled && cfg.raceOps > 0 {
 				cfg.ops = cfg.raceOps
