@@ -40,7 +40,10 @@ func endpoints() []string { return embedetcd.Shared().Endpoints() }
 // the CPU busy (the property tests, fault storms, thousands of locks,
 // clusters of member processes), whose throughput, or the 1 s leases of
 // the tests beside it, would suffer. go test runs those first, one at a
-// time, and the parallel ones after. The parallel ones wait far more than
+// time, and the parallel ones after. (TestProperty's rows run beside each
+// other, each on an etcd server of its own: subtests of a test that is
+// not parallel, they run before every parallel test, never beside one.)
+// The parallel ones wait far more than
 // they compute, so up to parallelTests run at once, on 2 cores too, unless
 // -parallel says otherwise.
 func TestMain(m *testing.M) {
