@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
@@ -115,6 +116,60 @@ func TestMinHoldUnlockNowAfterUnlock(t *testing.T) {
 			if err == nil {
 				lb.Unlock(t.Context())
 			}
+		})
+	}
+}
+
+// UnlockNow's delete held back and delivered late, after its background
+// retry deleted the key and the session reused the key's name for a newer
+// acquisition: the late delete compares the key's create revision with
+// the token, so the newer holder's key stays. The control, releasing
+// unconditionally, deletes the newer holder's key.
+func TestMinHoldUnlockNowLateDelete(t *testing.T) {
+	t.Parallel()
+	for _, unconditional := range []bool{false, true} {
+		name := map[bool]string{false: "compare", true: "control: unconditional"}[unconditional]
+		t.Run(name, func(t *testing.T) {
+			opts := []etcdlock.Option{etcdlock.WithCleanupTimeout(300 * time.Millisecond)}
+			if unconditional {
+				opts = append(opts, etcdlock.UnconditionalReleaseForTest())
+			}
+			direct := etcdClient(t)
+			fcli, in := faulty(t, 1)
+			a := newLocker(t, fcli, opts...)
+			l1, err := a.TryLock(t.Context(), "job", etcdlock.WithMinHold(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := in.Hold(deletes(l1.Key()))
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			err = l1.UnlockNow(ctx)
+			cancel()
+			if err == nil {
+				t.Fatal("UnlockNow with its delete held: got nil, want an error")
+			}
+			<-held.Caught()
+			waitClosed(t, l1.Done(), 5*time.Second, "Done after the background release")
+			var l2 *etcdlock.Lock
+			poll.Until(t, "the key's name reused for a new acquisition", func() bool {
+				if l2 != nil {
+					l2.Unlock(t.Context())
+				}
+				l2, err = a.TryLock(t.Context(), "job")
+				return err == nil && l2.Key() == l1.Key()
+			})
+			if err := held.Release(t.Context()); err != nil {
+				t.Logf("late delete: %v", err)
+			}
+			resp, err := direct.Get(t.Context(), l2.Key())
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == int64(l2.Token())
+			if kept == unconditional {
+				t.Fatalf("newer acquisition's key (token %d) after the late delete: got kept %v, want %v", l2.Token(), kept, !unconditional)
+			}
+			l2.Unlock(t.Context())
 		})
 	}
 }
