@@ -233,10 +233,12 @@ func (l *Lock) keepAtLeast(d time.Duration) {
 // not be started, as fencelock run does), so that a failure before the
 // work does not use up the period; Unlock keeps the hold for work that
 // began, however it ended. Without a minimum hold it is Unlock. After an
-// Unlock has moved the key onto the hold's lease, the hold stays, and
-// UnlockNow returns that Unlock's result, as a second Unlock does. It
-// reports, retries and closes Done as Unlock does, and ctx bounds it the
-// same way; safe for concurrent use.
+// Unlock, the hold stays, and UnlockNow is a second Unlock: it returns
+// that Unlock's result, or, when that one failed, tries again with the
+// hold (the failed Unlock's move may have landed, its reply lost, and
+// the key is on the hold's lease already). It reports, retries and
+// closes Done as Unlock does, and ctx bounds it the same way; safe for
+// concurrent use.
 func (l *Lock) UnlockNow(ctx context.Context) error {
 	if err := checkCall(ctx, l == nil || l.c == nil, "Lock", "UnlockNow"); err != nil {
 		return err
@@ -246,11 +248,16 @@ func (l *Lock) UnlockNow(ctx context.Context) error {
 }
 
 // dropHold removes l's minimum hold: before l was handed to the caller, or
-// for UnlockNow.
+// for UnlockNow, unless an Unlock has begun. That Unlock's move onto the
+// hold's lease may have landed with its reply lost (it returned an error
+// and retries in the background): a release without the hold would then
+// delete the held key, and hand the lock on within the period.
 func (l *Lock) dropHold() {
 	l.unlockMu.Lock()
 	defer l.unlockMu.Unlock()
-	l.hold = minHold{}
+	if !l.unlocking.Load() {
+		l.hold = minHold{}
+	}
 }
 
 // releaseKey is Unlock's release: it moves l's key onto a lease of its own

@@ -145,6 +145,29 @@ func (s *signals) stop() {
 	close(s.done)
 }
 
+// errInterrupted is signals.start's refusal: a signal came first.
+var errInterrupted = errors.New("interrupted before the command was started")
+
+// start starts argv as startChild does and attaches it, unless one of the
+// forwarded signals came first: then it starts nothing and returns
+// errInterrupted. s.mu is held through the start, so that a signal that
+// comes meanwhile waits for it and then reaches the child. Started first
+// and attached after (by supervise), a child missed a signal that came in
+// between: idle took it, cancelling a wait that was over, and the command
+// ran to its end as if none had come.
+func (s *signals) start(argv, env []string) (*child, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last != 0 {
+		return nil, errInterrupted
+	}
+	c, err := startChild(argv, env)
+	if err == nil {
+		s.child = c
+	}
+	return c, err
+}
+
 func (s *signals) attach(c *child) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -431,5 +432,35 @@ func TestStatusFreeOnlyWhenNeither(t *testing.T) {
 	}
 	if got, want := strings.Join(rows, "; "), "lock nobody free; election ldr leader"; got != want {
 		t.Fatalf("status rows (KIND NAME ROLE): got %q, want %q", got, want)
+	}
+}
+
+// A signal that comes after run took the lock, before it started the
+// command, is not lost: the command is not started, fencelock exits
+// 128+N, and the lock is released at once, --min-hold or not (another
+// run --try right after gets it). It was lost: the command ran to its end
+// and fencelock exited 0 with the hold kept, for a signal caught when no
+// command was attached to pass it to.
+func TestRunSignalBeforeStart(t *testing.T) {
+	t.Parallel()
+	ready, ran := tempFile(t, "ready"), tempFile(t, "ran")
+	cmd := fencelock(t, nil, "run", "--min-hold", "50m", "report", "--", "sh", "-c", "echo ran > "+ran)
+	cmd.Env = append(cmd.Env, startHookEnv+"="+ready)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, ready, 10*time.Second)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := waitExit(t, cmd, 10*time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("SIGTERM before the command started: got exit %d (%s), want %d", code, stderr.String(), 128+int(syscall.SIGTERM))
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("the command ran after fencelock was sent SIGTERM, want it never started")
+	}
+	next := []string{"run", "--try", "--min-hold", "50m", "report", "--", "true"}
+	if code, _, stderr := result(t, fencelock(t, nil, next...)); code != 0 {
+		t.Fatalf("another machine's run right after: got exit %d (%s), want 0", code, stderr)
 	}
 }

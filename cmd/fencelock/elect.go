@@ -111,7 +111,10 @@ func runElected(ctx context.Context, g *globals, o electOptions, name string, ar
 		if rctx.Err() != nil {
 			return nil // a signal came as the term began
 		}
-		c, err := startChild(argv, childEnv(name, term.Key(), term.Token(), term.Lease(), term.TTL()))
+		c, err := sigs.start(argv, childEnv(name, term.Key(), term.Token(), term.Lease(), term.TTL()))
+		if errors.Is(err, errInterrupted) {
+			return nil // a signal came as the term began
+		}
 		if err != nil {
 			startErr = err
 			cancel()

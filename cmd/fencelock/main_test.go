@@ -25,6 +25,10 @@ import (
 const (
 	cliEnv       = "FENCELOCK_CLI_TEST_MAIN"
 	testChildEnv = "FENCELOCK_CLI_TEST_CHILD"
+	// startHookEnv, set to a file's path, makes the fencelock command
+	// write that file just before it starts its command, then wait for a
+	// signal (see holdStart).
+	startHookEnv = "FENCELOCK_CLI_TEST_START_HOOK"
 )
 
 // etcdEndpoints returns the client URLs of the embedded etcd all tests
@@ -36,6 +40,9 @@ func TestMain(m *testing.M) {
 		os.Exit(testChild(what))
 	}
 	if os.Getenv(cliEnv) == "1" {
+		if path := os.Getenv(startHookEnv); path != "" {
+			startHook = holdStart(path)
+		}
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	goleak.VerifyTestMain(embedetcd.Main(m))
@@ -122,3 +129,17 @@ func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
 }
 
 func tempFile(t *testing.T, name string) string { return filepath.Join(t.TempDir(), name) }
+
+// holdStart is a startHook that writes path, then waits (up to a minute)
+// until fencelock has received one of the signals it forwards: a test's
+// way to send one after the lock is taken and before the command starts.
+func holdStart(path string) func(*signals) {
+	return func(s *signals) {
+		if err := os.WriteFile(path, []byte("ready"), 0o644); err != nil {
+			panic(err)
+		}
+		for deadline := time.Now().Add(time.Minute); s.received() == 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}

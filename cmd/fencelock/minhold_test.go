@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -128,6 +129,64 @@ func TestRunMinHoldCommandNotStarted(t *testing.T) {
 			}
 			if taken := strings.Contains(stderr, "released"); tt.wantStderr != "" && taken != strings.Contains(tt.wantStderr, "released") {
 				t.Fatalf("run of %q: got stderr %q; want the lock taken (and released) only for a command found before", tt.cmd, stderr)
+			}
+			next := []string{"run", "--try", "--min-hold", "50m", "report", "--", "true"}
+			if code, _, stderr := result(t, fencelock(t, nil, next...)); code != tt.wantNext {
+				t.Fatalf("another machine's run right after: got exit %d (%s), want %d", code, stderr, tt.wantNext)
+			}
+		})
+	}
+}
+
+// A command found when run --wait --min-hold looks it up, then removed or
+// made non-executable while the run waits for the lock, fails to start
+// once the lock is taken: the run exits 127 or 126 and releases the lock
+// at once, so that another machine's run --try right after gets it. The
+// control, a command left as it was, runs and keeps the hold.
+func TestRunMinHoldCommandGoneWhileWaiting(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		change   func(path string) error
+		wantCode int
+		wantNext int
+	}{
+		{"removed", os.Remove, exitNoCommand, 0},
+		{"made not executable", func(p string) error { return os.Chmod(p, 0o644) }, exitCannotExec, 0},
+		{"control: unchanged", func(string) error { return nil }, 0, exitNotAcquired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			script := tempFile(t, "report.sh")
+			if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			locks, cli := locker(t)
+			holder, err := locks.Lock(t.Context(), "report")
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := fencelock(t, nil, "run", "--wait", "30s", "--min-hold", "50m", "report", "--", script)
+			var stderr bytes.Buffer
+			run.Stderr = &stderr
+			if err := run.Start(); err != nil {
+				t.Fatal(err)
+			}
+			poll.Until(t, "the run queued", func() bool {
+				resp, err := cli.Get(t.Context(), prefix(t)+"lock/report/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+				return err == nil && resp.Count == 2
+			})
+			if err := tt.change(script); err != nil {
+				t.Fatal(err)
+			}
+			if err := holder.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitExit(t, run, 30*time.Second); code != tt.wantCode {
+				t.Fatalf("run of a command %s while it waited: got exit %d (%s), want %d", tt.name, code, stderr.String(), tt.wantCode)
+			}
+			if released := strings.Contains(stderr.String(), "released at once"); released != (tt.wantCode != 0) {
+				t.Fatalf("stderr %q: got released at once %v, want %v", stderr.String(), released, tt.wantCode != 0)
 			}
 			next := []string{"run", "--try", "--min-hold", "50m", "report", "--", "true"}
 			if code, _, stderr := result(t, fencelock(t, nil, next...)); code != tt.wantNext {

@@ -65,7 +65,10 @@ When the lock is lost (the lease expired or no keepalive was acknowledged by
 its validity deadline, or the key was deleted, e.g. by fencelock break), CMD's
 process group gets SIGTERM, then SIGKILL after --kill-after, and fencelock
 exits 79. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to fencelock are passed on
-to CMD's process group. CMD is killed if fencelock itself is killed.
+to CMD's process group; one that comes before CMD started (while fencelock
+waits for the lock, or as it gets it) ends fencelock with 128+N, CMD never
+started and the lock released at once. CMD is killed if fencelock itself is
+killed.
 
 Every argument after NAME is CMD's, flags included, with or without "--"
 (as with etcdctl lock, env or timeout): in "fencelock run job sh -c '...'
@@ -262,8 +265,14 @@ func runLocked(ctx context.Context, g *globals, o runOptions, name string, argv 
 	if o.semaphore {
 		env = append(env, "FENCELOCK_SLOT="+strconv.Itoa(lock.Slot()), "FENCELOCK_PERMITS="+strconv.Itoa(o.permits))
 	}
-	c, err := startChild(argv, env)
-	if err != nil {
+	if startHook != nil {
+		startHook(sigs)
+	}
+	c, err := sigs.start(argv, env)
+	switch {
+	case errors.Is(err, errInterrupted):
+		return interruptedBeforeStart(lock, o, name, sigs, stderr)
+	case err != nil:
 		return notStarted(lock, o, name, argv[0], err, stderr)
 	}
 	if supervise(c, sigs, lock.Done(), o.killAfter) {
@@ -400,6 +409,21 @@ func notStarted(lock *etcdlock.Lock, o runOptions, name, cmdName string, err err
 	}
 	return startFailed(cmdName, err, note)
 }
+
+// interruptedBeforeStart is the exit for a signal that came as the lock
+// was taken, before the command was started: the command is not started,
+// and the lock is released at once (with UnlockNow: the job never began).
+func interruptedBeforeStart(lock *etcdlock.Lock, o runOptions, name string, sigs *signals, stderr io.Writer) error {
+	if err := unlock(lock.UnlockNow); err != nil {
+		fmt.Fprintf(stderr, "fencelock: %v\n", err)
+	}
+	return sigs.interrupted(fmt.Sprintf("%s (token %d) taken, released at once, the command not started", o.what(name, lock), lock.Token()))
+}
+
+// startHook, when set, is called just before the command is started. Only
+// the tests set it (main_test.go), in the fencelock process they run, to
+// send a signal at that point.
+var startHook func(*signals)
 
 // unlock calls release (Unlock or UnlockNow), bounded.
 func unlock(release func(context.Context) error) error {

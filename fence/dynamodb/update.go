@@ -89,7 +89,12 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claim
 // (the first lands, the second is refused) is recognised and fn is not
 // called again: the id is read from the item DynamoDB returns with the
 // refusal or, from a server that returns none (dynalite), from the item
-// read back with one consistent GetItem.
+// read back with one consistent GetItem. A write with the same token that
+// lands between the two copies (another goroutine of the same holder)
+// replaces the id: the refusal then looks like that write's change, and
+// fn is called again on a record that holds both writes. Writes with a
+// newer token in between do not repeat fn: the id stays (a Put sets none),
+// or the newer floor gives a *[fence.StaleError].
 func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
 	if err := s.checkWrite(ctx, key, token); err != nil {
 		return err
