@@ -61,8 +61,10 @@
 // = $key AND fence <= $token RETURNING ...): it waits for an older holder's
 // uncommitted write and reads what that holder committed, refuses with
 // [fence.ErrStale] when a newer holder is there, and keeps the row locked
-// until your transaction ends. Where no read is needed, [Add] changes a
-// column in the server (balance = balance + $1).
+// until your transaction ends. Outside a transaction, a row you claimed
+// already (its fence is your token) costs a plain SELECT, with no write;
+// the first claim there is that SELECT and the UPDATE. Where no read is
+// needed, [Add] changes a column in the server (balance = balance + $1).
 //
 // A transfer between two accounts, each under its own lock (for an
 // etcdlock MultiLock over both, pass it to [RunInTxHeld] instead of the
