@@ -274,6 +274,11 @@
 //     of its tokens, and a blocker whose range holds one of the waiter's
 //     tokens (queued tokens of LockAll straddle each other) is taken for
 //     possibly the same holder: the waiter waits.
+//   - Each claim computes the transaction's new tag in the client, from
+//     the application_name the server reports after every statement (a
+//     ParameterStatus message): a pooler that does not pass those reports
+//     on leaves each claim's tag naming that claim alone, and a waiter
+//     may then take a blocker for older than it is.
 //   - Ending a session drops everything the session held: advisory locks,
 //     LISTEN, temporary tables, prepared statements of that connection.
 //   - A holder frozen while reading a large result is ended without a
