@@ -15,12 +15,19 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 )
 
-// rowVersion is what a write or a row lock changes in a row's header: a
-// new version has a new ctid and xmin, a lock sets xmax.
+// rowVersion is what a write or a row lock changes in the header of the
+// row of accounts whose id is id: a new version has a new ctid and xmin, a
+// lock sets xmax.
 func rowVersion(t *testing.T, db postgres.DB, id string) string {
 	t.Helper()
+	return tupleVersion(t, db, "SELECT ctid::text || ' ' || xmin::text || ' ' || xmax::text FROM accounts WHERE id = $1", id)
+}
+
+// tupleVersion is rowVersion of the row query (over $1, key) returns.
+func tupleVersion(t *testing.T, db postgres.DB, query, key string) string {
+	t.Helper()
 	var v string
-	err := db.QueryRow(t.Context(), "SELECT ctid::text || ' ' || xmin::text || ' ' || xmax::text FROM accounts WHERE id = $1", id).Scan(&v)
+	err := db.QueryRow(t.Context(), query, key).Scan(&v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,5 +174,67 @@ func TestTableGetForUpdateFirstClaimWaits(t *testing.T) {
 			}
 			wantAccount(t, pool, "a", 50, 7)
 		})
+	}
+}
+
+// TestStoreGetForUpdateRepeated: in autocommit, a Store's claim of a key
+// whose floor is the token already is a read, in one round trip, that
+// leaves the row's version as it was (the first claim made a new one: the
+// control); so an Update by the holder of the floor writes once, its swap,
+// not twice. A stale token is still refused.
+func TestStoreGetForUpdateRepeated(t *testing.T) {
+	pool, trips := countingPool(t, pgtest.New(t).NewDatabase(t))
+	ctx := t.Context()
+	s, err := postgres.NewStore(pool, pgx.Identifier{postgres.DefaultStoreTable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const versionSQL = "SELECT ctid::text || ' ' || xmin::text || ' ' || xmax::text FROM fencelock_store WHERE key = $1"
+	for _, k := range []string{"warm", "k"} {
+		if err := s.Put(ctx, k, 3, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every statement prepared once, on another key.
+	same := func(old fence.Record) ([]byte, error) { return old.Value, nil }
+	if err := s.Update(ctx, "warm", 7, same); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, "warm", 7, same); err != nil {
+		t.Fatal(err)
+	}
+	put := tupleVersion(t, pool, versionSQL, "k")
+	if _, err := s.GetForUpdate(ctx, "k", 7); err != nil {
+		t.Fatal(err)
+	}
+	before := tupleVersion(t, pool, versionSQL, "k")
+	if before == put {
+		t.Fatalf("control: the first claim left the row's version %q as it was, want a new one (a write)", before)
+	}
+	n := trips.Load()
+	for i := range 100 {
+		if r, err := s.GetForUpdate(ctx, "k", 7); err != nil || string(r.Value) != "v" || r.Token != 7 {
+			t.Fatalf("repeated claim %d: got %+v, %v, want v with token 7", i, r, err)
+		}
+	}
+	if got := trips.Load() - n; got != 100 {
+		t.Errorf("100 repeated claims: got %d round trips, want 100", got)
+	}
+	if got := tupleVersion(t, pool, versionSQL, "k"); got != before {
+		t.Errorf("100 repeated claims: the row's version went from %q to %q, want it unchanged (no write, no lock)", before, got)
+	}
+	fencewant.Stale(t, func() error { _, err := s.GetForUpdate(ctx, "k", 6); return err }(), 6, 7)
+	n = trips.Load()
+	if err := s.Update(ctx, "k", 7, func(old fence.Record) ([]byte, error) { return append(old.Value, '+'), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := trips.Load() - n; got != 2 {
+		t.Errorf("Update by the floor's holder: got %d round trips, want 2 (the read and the swap)", got)
+	}
+	if r, err := s.Get(ctx, "k"); err != nil || string(r.Value) != "v+" {
+		t.Fatalf("after Update: got %+v, %v, want v+", r, err)
 	}
 }
