@@ -6,24 +6,28 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencelock/fencelock/fence"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // writesSeen returns what changes when the session c (or, in PostgreSQL,
-// anyone) writes the row 'a' of accounts: in MariaDB, the session's count
-// of UPDATE statements run; in SQLite, the connection's count of rows
-// changed; in PostgreSQL, the row's version (a new version has a new ctid
-// and xmin, a row lock sets xmax).
-func writesSeen(t *testing.T, srv server, c *sql.Conn) string {
+// anyone) writes the row of table whose key column col is key: in
+// MariaDB, the session's count of INSERT and UPDATE statements run; in
+// SQLite, the connection's count of rows changed; in PostgreSQL, the
+// row's version (a new version has a new ctid and xmin, a row lock sets
+// xmax).
+func writesSeen(t *testing.T, srv server, c *sql.Conn, table, col, key string) string {
 	t.Helper()
-	q := map[sqlfence.Dialect]string{
-		sqlfence.MySQL:      "SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'COM_UPDATE'",
-		sqlfence.SQLite:     "SELECT total_changes()",
-		sqlfence.PostgreSQL: "SELECT ctid::text || ' ' || xmin::text || ' ' || xmax::text FROM accounts WHERE id = 'a'",
-	}[srv.d]
+	q, args := "SELECT total_changes()", []any(nil)
+	switch srv.d {
+	case sqlfence.MySQL:
+		q = "SELECT SUM(VARIABLE_VALUE) FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME IN ('COM_INSERT', 'COM_UPDATE')"
+	case sqlfence.PostgreSQL:
+		q, args = "SELECT ctid::text || ' ' || xmin::text || ' ' || xmax::text FROM "+table+" WHERE "+col+" = $1", []any{key}
+	}
 	var v string
-	if err := c.QueryRowContext(t.Context(), q).Scan(&v); err != nil {
+	if err := c.QueryRowContext(t.Context(), q, args...).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
 	return v
@@ -44,12 +48,12 @@ func TestTableGetForUpdateRepeated(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		before := writesSeen(t, srv, c)
+		before := writesSeen(t, srv, c, "accounts", "id", "a")
 		var b int64
 		if err := tbl.GetForUpdate(ctx, c, "a", 7, []string{"balance"}, &b); err != nil || b != 120 {
 			t.Fatalf("first claim: got balance %d, error %v, want 120, nil", b, err)
 		}
-		claimed := writesSeen(t, srv, c)
+		claimed := writesSeen(t, srv, c, "accounts", "id", "a")
 		if claimed == before {
 			t.Fatalf("control: writes seen %q before and after the first claim, want a change (it writes)", claimed)
 		}
@@ -59,7 +63,7 @@ func TestTableGetForUpdateRepeated(t *testing.T) {
 				t.Fatalf("repeated claim %d: got balance %d, error %v, want 120, nil", i, b, err)
 			}
 		}
-		if got := writesSeen(t, srv, c); got != claimed {
+		if got := writesSeen(t, srv, c, "accounts", "id", "a"); got != claimed {
 			t.Errorf("100 repeated claims: writes seen went from %q to %q, want no change (no write)", claimed, got)
 		}
 		fencewant.Stale(t, tbl.GetForUpdate(ctx, c, "a", 5, []string{"balance"}, &b), 5, 7)
@@ -117,6 +121,57 @@ func TestTableGetForUpdateRepeatedInTx(t *testing.T) {
 					t.Fatalf("another session's %q: got %v, want refused as locked: %v", lock, err, tt.locked)
 				}
 			})
+		}
+	})
+}
+
+// TestStoreGetForUpdateRepeated: outside a transaction, a Store's claim
+// of a key whose floor is the token already is a read that writes nothing,
+// 100 times over, whereas the first claim wrote (the control). A stale
+// token is still refused; an Update by the floor's holder writes its
+// value.
+func TestStoreGetForUpdateRepeated(t *testing.T) {
+	eachServer(t, func(t *testing.T, srv server) {
+		db := srv.open(t)
+		ctx := t.Context()
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := sqlfence.NewStore(c, srv.d, sqlfence.Identifier{sqlfence.DefaultStoreTable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateTable(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(ctx, "k", 3, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		seen := func() string { return writesSeen(t, srv, c, sqlfence.DefaultStoreTable, "key", "k") }
+		before := seen()
+		if _, err := s.GetForUpdate(ctx, "k", 7); err != nil {
+			t.Fatal(err)
+		}
+		claimed := seen()
+		if claimed == before {
+			t.Fatalf("control: writes seen %q before and after the first claim, want a change (it writes)", claimed)
+		}
+		for i := range 100 {
+			if r, err := s.GetForUpdate(ctx, "k", 7); err != nil || string(r.Value) != "v" || r.Token != 7 {
+				t.Fatalf("repeated claim %d: got %+v, %v, want v with token 7", i, r, err)
+			}
+		}
+		if got := seen(); got != claimed {
+			t.Errorf("100 repeated claims: writes seen went from %q to %q, want no change (no write)", claimed, got)
+		}
+		fencewant.Stale(t, func() error { _, err := s.GetForUpdate(ctx, "k", 6); return err }(), 6, 7)
+		if err := s.Update(ctx, "k", 7, func(old fence.Record) ([]byte, error) { return append(old.Value, '+'), nil }); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.Get(ctx, "k"); err != nil || string(r.Value) != "v+" {
+			t.Fatalf("after Update: got %+v, %v, want v+", r, err)
 		}
 	})
 }
