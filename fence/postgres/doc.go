@@ -61,8 +61,10 @@
 // = $key AND fence <= $token RETURNING ...): it waits for an older holder's
 // uncommitted write and reads what that holder committed, refuses with
 // [fence.ErrStale] when a newer holder is there, and keeps the row locked
-// until your transaction ends. Where no read is needed, [Add] changes a
-// column in the server (balance = balance + $1).
+// until your transaction ends. Outside a transaction, a row you claimed
+// already (its fence is your token) costs a plain SELECT, with no write;
+// the first claim there is that SELECT and the UPDATE. Where no read is
+// needed, [Add] changes a column in the server (balance = balance + $1).
 //
 // A transfer between two accounts, each under its own lock (for an
 // etcdlock MultiLock over both, pass it to [RunInTxHeld] instead of the
@@ -272,6 +274,11 @@
 //     of its tokens, and a blocker whose range holds one of the waiter's
 //     tokens (queued tokens of LockAll straddle each other) is taken for
 //     possibly the same holder: the waiter waits.
+//   - Each claim computes the transaction's new tag in the client, from
+//     the application_name the server reports after every statement (a
+//     ParameterStatus message): a pooler that does not pass those reports
+//     on leaves each claim's tag naming that claim alone, and a waiter
+//     may then take a blocker for older than it is.
 //   - Ending a session drops everything the session held: advisory locks,
 //     LISTEN, temporary tables, prepared statements of that connection.
 //   - A holder frozen while reading a large result is ended without a

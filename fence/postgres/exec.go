@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/pgtag"
 )
 
 // staleMarker is cast to bigint, and so raises an error naming it, when the
@@ -58,12 +59,12 @@ func (f *Fences) Exec(ctx context.Context, db DB, resource string, token fence.T
 	if _, ok := db.(batcher); !ok {
 		return 0, fmt.Errorf("%w: Exec needs a handle with SendBatch (*pgxpool.Pool, *pgx.Conn, pgx.Tx), got %T", ErrInvalidArgument, db)
 	}
-	b := &pgx.Batch{}
-	b.Queue(f.execGuardSQL, resource, int64(token))
-	b.Queue(stmt, args...)
 	var n int64
 	err = f.tel.write(ctx, f.tel.Exec, token, func() string { return resource }, func(ctx context.Context) error {
 		return withConn(ctx, db, func(c DB) error {
+			b := &pgx.Batch{}
+			b.Queue(f.execGuardSQL, resource, int64(token), tagOf(c, int64(token), int64(token), pgtag.Entry(resource, int64(token))))
+			b.Queue(stmt, args...)
 			var err error
 			// db has SendBatch, and so has a pool's connection.
 			n, err = watched(ctx, defaultPreemptAfter, db, c, resource, token, f.xmaxSQL, []string{resource}, func() (int64, error) { return runBatch(ctx, c.(batcher), b) })

@@ -31,14 +31,18 @@ const DefaultFenceTable = "fencelock_fences"
 // not usable (its methods fail with [ErrInvalidArgument]). A Fences holds
 // no connection and is safe for concurrent use.
 type Fences struct {
-	label      string
-	quoted     string // the table's name, quoted
+	label  string
+	quoted string // the table's name, quoted
+	// advanceSQL is Advance's guard: $1 the resource, $2 the token, $3
+	// the tag.
 	advanceSQL string
 	currentSQL string
 	createSQL  string
-	// execGuardSQL is Exec's guard: $1 the resource, $2 the token.
+	// execGuardSQL is Exec's guard: $1 the resource, $2 the token, $3
+	// the tag.
 	execGuardSQL string
-	// advanceAllSQL is RunInTxAll's: $1 the resources, $2 their tokens.
+	// advanceAllSQL is RunInTxAll's: $1 the resources, $2 their tokens,
+	// $3 whether they are one token, $4 the tag.
 	advanceAllSQL string
 	// xmaxSQL lists the xmax of the rows of the resources $2 (preempt.go).
 	xmaxSQL string
@@ -90,8 +94,8 @@ func newFences(q, label string, tel *pgTelemetry) *Fences {
 	// The tag is set as the row to insert is made, before any wait for the
 	// resource's row: a transaction that is refused there and freezes
 	// before it rolls back holds the row tagged too.
-	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, CASE WHEN " +
-		pgtag.SQL("$2::bigint", "$2::bigint", pgtag.EntrySQL("$1::text", "$2")) +
+	// $3 is the tag (tagOf).
+	guard := "INSERT INTO " + q + " AS cur (resource, token) VALUES ($1, CASE WHEN " + setTag(3) +
 		" IS NOT NULL THEN $2::bigint END)" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
 		" RETURNING set_config('" + tokenSetting + "', token::text, true)"
@@ -136,7 +140,7 @@ func (f *Fences) Advance(ctx context.Context, db DB, resource string, token fenc
 		return err
 	}
 	return withConn(ctx, db, func(c DB) error {
-		tag, err := c.Exec(ctx, f.advanceSQL, resource, int64(token))
+		tag, err := c.Exec(ctx, f.advanceSQL, resource, int64(token), tagOf(c, int64(token), int64(token), pgtag.Entry(resource, int64(token))))
 		if err != nil {
 			return writeError(c, "advance fence", resource, token, err)
 		}

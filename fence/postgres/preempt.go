@@ -257,23 +257,51 @@ func connOf(db DB) *pgx.Conn {
 	return nil
 }
 
+// tagOf is the tag of a claim of the tokens lo to hi with entries
+// (joined by ";") by the statement about to run on db, computed here from
+// the application_name the server reported after db's last statement
+// (pgtag.Merge: the server's own, pgtag.SQL, costs the statement more than
+// the claim). A handle with no pgx connection under it reports nothing:
+// the tag then names this claim alone.
+func tagOf(db DB, lo, hi int64, entries string) string {
+	return pgtag.Merge(reportedName(db), lo, hi, entries)
+}
+
+// reportedName is the application_name the server reported on db's
+// connection after its last statement, "" when db has no pgx connection.
+func reportedName(db DB) string {
+	if c := connOf(db); c != nil && c.PgConn() != nil {
+		return c.PgConn().ParameterStatus("application_name")
+	}
+	return ""
+}
+
+// setTag is the SQL that sets the tag given as the text parameter $n.
+func setTag(n int) string {
+	return "set_config('application_name', $" + strconv.Itoa(n) + "::text, true)"
+}
+
 // tagging returns what tags a Table's claim of the row named resource, run
 // in db, with token ($2): sql with the tag set (as the RETURNING clause of
 // an UPDATE or INSERT that has none, or as one more column of one that
-// has), and args with the tag's entry appended. A claim in autocommit ends
-// with its statement, and blocks nobody for longer: it is not tagged.
+// has), and args with the tag appended. A claim in autocommit ends with
+// its statement, and blocks nobody for longer: it is not tagged; nor is
+// one the transaction's tag covers already (the row claimed before with
+// the same token, as a write after GetForUpdate is).
 func tagging(db DB, sql string, returning bool, resource string, token fence.Token, args []any) (string, []any) {
 	if _, inTx := db.(pgx.Tx); !inTx {
 		return sql, args
 	}
-	entry := "$" + strconv.Itoa(len(args)+1)
-	tag := pgtag.SQL("$2::bigint", "$2::bigint", entry+"::text")
-	if returning {
-		sql += ", " + tag
-	} else {
-		sql += " RETURNING " + tag
+	cur := reportedName(db)
+	if tag, ok := pgtag.Parse(cur); ok && tag.Covers(pgtag.Hash(resource), int64(token)) {
+		return sql, args
 	}
-	return sql, append(slices.Clip(args), pgtag.Entry(resource, int64(token)))
+	if returning {
+		sql += ", " + setTag(len(args)+1)
+	} else {
+		sql += " RETURNING " + setTag(len(args)+1)
+	}
+	return sql, append(slices.Clip(args), pgtag.Merge(cur, int64(token), int64(token), pgtag.Entry(resource, int64(token))))
 }
 
 // watched runs stmt, a statement claiming a row (named resource in tags)

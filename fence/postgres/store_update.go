@@ -17,7 +17,11 @@ import (
 // filled) and changes nothing. See [fence.Updater].
 //
 // The claim commits by itself unless the Store's handle is a pgx.Tx: then
-// it lands, and the row stays locked, until that transaction ends. An empty
+// it lands, and the row stays locked, until that transaction ends. Outside
+// a transaction, a key whose floor is token already (the holder claimed it
+// before) is only read, with a plain SELECT: no write, nothing to commit,
+// one round trip; the first claim is that SELECT, then the statement that
+// raises the floor. An empty
 // key or a token that is not positive is refused before any I/O. ctx
 // bounds the call; a claim whose answer was lost (the connection broke or
 // ctx ended mid-request) gives an error matching [fence.ErrUnknownOutcome]:
@@ -117,9 +121,15 @@ func (s *Store) checkUpdate(ctx context.Context, key string, token fence.Token, 
 }
 
 // claim raises key's floor to token and returns its record, and whether
-// the key holds no value (the zero Record then).
+// the key holds no value (the zero Record then). In autocommit a key whose
+// floor is token already is only read (see [Table.GetForUpdate]).
 func (s *Store) claim(ctx context.Context, key string, token fence.Token) (rec fence.Record, absent bool, err error) {
 	err = withConn(ctx, s.db, func(c DB) error {
+		if autocommit(c) {
+			if done, err := s.readClaimed(ctx, c, key, token, &rec, &absent); done {
+				return err
+			}
+		}
 		err := c.QueryRow(ctx, s.claimSQL, key, int64(token)).Scan(&rec.Value, &absent)
 		switch {
 		case isNoRows(err): // the conflict's WHERE refused: a higher floor
@@ -134,6 +144,24 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (rec f
 	}
 	rec.Token = token
 	return rec, false, nil
+}
+
+// readClaimed reads key's record into rec and absent when its floor is
+// token already, and reports whether it decided the claim: it did not when
+// the key has no row or a lower floor, which the claim then raises. A read
+// claims nothing: its failure is a definite one.
+func (s *Store) readClaimed(ctx context.Context, c DB, key string, token fence.Token, rec *fence.Record, absent *bool) (bool, error) {
+	var cur int64
+	err := c.QueryRow(ctx, s.getSQL, key).Scan(&rec.Value, &cur, absent)
+	switch {
+	case isNoRows(err):
+		return false, nil
+	case err != nil:
+		return true, fmt.Errorf("postgres: fenced read of %q: %w", key, classify(err))
+	case fence.Token(cur) > token:
+		return true, &fence.StaleError{Resource: key, Token: token, Current: fence.Token(cur)}
+	}
+	return fence.Token(cur) == token, nil
 }
 
 // swap writes v under key with token if the key still holds token and old

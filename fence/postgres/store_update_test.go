@@ -109,7 +109,8 @@ func TestStoreGetForUpdateInTx(t *testing.T) {
 }
 
 // TestStoreGetForUpdateOldSchema: a store table whose value is NOT NULL
-// cannot hold the floor-only row of a claim: ErrSchema, which says how to
+// cannot hold the floor-only row of a claim: a claim that writes (a key
+// with no row, or a lower floor) fails with ErrSchema, which says how to
 // fix it.
 func TestStoreGetForUpdateOldSchema(t *testing.T) {
 	pool := pgtest.NewPool(t)
@@ -122,7 +123,7 @@ func TestStoreGetForUpdateOldSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"missing", "k"} {
-		if _, err := s.GetForUpdate(t.Context(), key, 3); !errors.Is(err, postgres.ErrSchema) {
+		if _, err := s.GetForUpdate(t.Context(), key, 4); !errors.Is(err, postgres.ErrSchema) {
 			t.Errorf("GetForUpdate(%q), value NOT NULL: got %v, want postgres.ErrSchema", key, err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 // GetForUpdate is the read before a fenced write: it claims the row whose
 // key is key for token and scans the row's columns, as they were, into
 // dest, as pgx's Row.Scan does (one destination per column), in one
-// statement:
+// statement (but see autocommit below):
 //
 //	UPDATE t SET fence = $2 WHERE key = $1 AND fence <= $2 RETURNING c1, ...
 //
@@ -31,7 +31,18 @@ import (
 // that transaction ends, and an older holder's uncommitted write to it
 // makes GetForUpdate wait for that holder's transaction and read what it
 // committed. Through a pool or connection in autocommit the claim commits
-// at once and the row is not locked after the call.
+// at once and the row is not locked after the call; there a claim the
+// holder made already costs a read:
+//
+//	SELECT fence, c1, ... FROM t WHERE key = $1
+//
+// and when the row's fence is token, that is all: no write, no lock
+// waited for, nothing for the server to commit. The first claim (a fence
+// below token) is that read, then the UPDATE above: two round trips and a
+// write. What a read returns is the row as last committed: a newer
+// holder's claim committed before it is refused ([fence.ErrStale]), one
+// committed after it comes after the read; an older holder's write cannot
+// land once the first claim has committed.
 //
 // columns may name any of the table's columns, the key and fence columns
 // included (the fence column reads token); with none, GetForUpdate only
@@ -47,14 +58,17 @@ import (
 // [Table.Upsert], which is fenced too (with no assignments it creates the
 // row with its columns' defaults), or claim its name in the fence table
 // with [RunInTxAll]. Other errors, and the role of ctx, are those of
-// [Table.Update]; the key column must be unique, as for Update. The claim
-// is an UPDATE of the row, so the table's UPDATE triggers fire for it, and
-// a BEFORE UPDATE trigger that changes a column changes what it reads.
+// [Table.Update]; the key column must be unique, as for Update; a read in
+// autocommit claims nothing, and its failures are definite ones. A claim
+// that writes (each one in a transaction, the first in autocommit) is an
+// UPDATE of the row, so the table's UPDATE triggers fire for it, and a
+// BEFORE UPDATE trigger that changes a column changes what it reads; a
+// read fires none.
 func (t *Table) GetForUpdate(ctx context.Context, db DB, key any, token fence.Token, columns []string, dest ...any) error {
 	if err := cmp.Or(t.check(), checkWrite(ctx, db, key, token)); err != nil {
 		return err
 	}
-	sql, err := t.readSQL(columns, dest)
+	rets, err := t.returning(columns, dest)
 	if err != nil {
 		return err
 	}
@@ -65,26 +79,38 @@ func (t *Table) GetForUpdate(ctx context.Context, db DB, key any, token fence.To
 		if err := t.checkUniqueKey(ctx, c); err != nil {
 			return err
 		}
-		resource := t.resource(key)
-		_, err := watched(ctx, t.preemptAfter, db, c, resource, token, t.xmaxSQL, key, func() (struct{}, error) {
-			sql, args := tagging(c, sql, true, resource, token, []any{key, int64(token)})
-			if len(args) > 2 {
-				return struct{}{}, c.QueryRow(ctx, sql, args...).Scan(append(dest, nil)...)
+		if autocommit(c) {
+			if done, err := t.readClaimed(ctx, c, key, token, rets, dest); done {
+				return err
 			}
-			return struct{}{}, c.QueryRow(ctx, sql, args...).Scan(dest...)
-		})
-		switch {
-		case isNoRows(err):
-			return t.refused(ctx, c, key, t.resource(key), token, true)
-		case err != nil:
-			return writeError(c, "claim", t.resource(key), token, err)
 		}
-		return nil
+		return t.claimRead(ctx, db, c, key, token, t.readSQL(rets), dest)
 	})
 }
 
-// readSQL builds GetForUpdate's statement: $1 is the key, $2 the token.
-func (t *Table) readSQL(columns []string, dest []any) (string, error) {
+// claimRead is GetForUpdate's claim as a write: the UPDATE of readSQL, run
+// in c (from db).
+func (t *Table) claimRead(ctx context.Context, db, c DB, key any, token fence.Token, sql string, dest []any) error {
+	resource := t.resource(key)
+	_, err := watched(ctx, t.preemptAfter, db, c, resource, token, t.xmaxSQL, key, func() (struct{}, error) {
+		sql, args := tagging(c, sql, true, resource, token, []any{key, int64(token)})
+		if len(args) > 2 {
+			return struct{}{}, c.QueryRow(ctx, sql, args...).Scan(append(dest, nil)...)
+		}
+		return struct{}{}, c.QueryRow(ctx, sql, args...).Scan(dest...)
+	})
+	switch {
+	case isNoRows(err):
+		return t.refused(ctx, c, key, t.resource(key), token, true)
+	case err != nil:
+		return writeError(c, "claim", t.resource(key), token, err)
+	}
+	return nil
+}
+
+// returning checks GetForUpdate's columns and destinations and returns
+// the columns quoted, or "true" for none.
+func (t *Table) returning(columns []string, dest []any) (string, error) {
 	if len(columns) != len(dest) {
 		return "", fmt.Errorf("%w: GetForUpdate: %d columns and %d destinations", ErrInvalidArgument, len(columns), len(dest))
 	}
@@ -102,8 +128,13 @@ func (t *Table) readSQL(columns []string, dest []any) (string, error) {
 	if len(ret) == 0 {
 		ret = []string{"true"}
 	}
-	return "UPDATE " + t.name + " SET " + t.fence + " = $2 WHERE " + t.key + " = $1 AND " + t.fence + " <= $2 RETURNING " +
-		strings.Join(ret, ", "), nil
+	return strings.Join(ret, ", "), nil
+}
+
+// readSQL builds GetForUpdate's claim, returning rets: $1 is the key, $2
+// the token.
+func (t *Table) readSQL(rets string) string {
+	return "UPDATE " + t.name + " SET " + t.fence + " = $2 WHERE " + t.key + " = $1 AND " + t.fence + " <= $2 RETURNING " + rets
 }
 
 // checkDests refuses, before the claim is made, a destination that cannot

@@ -149,7 +149,7 @@ func (f *Fences) advanceAll(ctx context.Context, tx pgx.Tx, set []fence.Claim, l
 	for i, c := range set {
 		entries[i] = pgtag.Entry(c.Resource, int64(c.Token))
 	}
-	rows, _ := tx.Query(ctx, f.advanceAllSQL, names, tokens, one, lo, hi, strings.Join(entries, ";"))
+	rows, _ := tx.Query(ctx, f.advanceAllSQL, names, tokens, one, tagOf(tx, lo, hi, strings.Join(entries, ";")))
 	raised, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
 		var name string
 		return name, r.Scan(&name, nil)
@@ -173,13 +173,13 @@ func (f *Fences) advanceAll(ctx context.Context, tx pgx.Tx, set []fence.Claim, l
 // executor inserts, and so locks, the rows in the order the SELECT yields
 // them), each only if not above its token; it returns the resources it
 // raised. With $3 true (one token for all) it records the token for the
-// row trigger, as the guard of RunInTx does. $4 and $5, the lowest and
-// highest tokens, and $6, the claims' entries, tag the transaction for
-// newer holders it may block (preempt.go), before it waits for any row.
+// row trigger, as the guard of RunInTx does. $4, the tag of the claims
+// (tagOf), tags the transaction for newer holders it may block
+// (preempt.go), before it waits for any row.
 func advanceAllGuard(q string) string {
 	return "INSERT INTO " + q + " AS cur (resource, token)" +
 		" SELECT r, t FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS c(r, t, i) WHERE " +
-		pgtag.SQL("$4::bigint", "$5::bigint", "$6::text") + " IS NOT NULL ORDER BY i" +
+		setTag(4) + " IS NOT NULL ORDER BY i" +
 		" ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token WHERE cur.token <= EXCLUDED.token" +
 		" RETURNING resource, CASE WHEN $3::bool THEN set_config('" + tokenSetting + "', token::text, true) END"
 }

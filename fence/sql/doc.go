@@ -70,9 +70,10 @@
 //     [Store.Update]) need RETURNING (3.35.0); writes need no RETURNING.
 //     On an older SQLite they fail with [ErrUnsupported], naming the
 //     version.
-//   - MySQL and MariaDB have no UPDATE ... RETURNING: a fenced read there
-//     is the fence's UPDATE, then a locking SELECT ... FOR UPDATE (two
-//     round trips). And a trigger on the table that inserts resets what
+//   - MySQL and MariaDB have no UPDATE ... RETURNING: a first claim by a
+//     fenced read there is the fence's UPDATE, then a locking SELECT ...
+//     FOR UPDATE (two round trips, after the read that found the fence
+//     below the token). And a trigger on the table that inserts resets what
 //     LAST_INSERT_ID reports for the statement, so [Table] statements do
 //     not rely on it; only the package's own tables (the [Store]'s, the
 //     fence table) do.
@@ -105,7 +106,9 @@
 //     in MySQL, the UPDATE and then SELECT ... FOR UPDATE). In your
 //     transaction the row then stays locked until the end; a read that
 //     finds an older holder's uncommitted write waits for its commit and
-//     reads what it wrote.
+//     reads what it wrote. A row the holder claimed already (its fence
+//     is the token) costs a read, with no write: outside a transaction
+//     everywhere, and in a MySQL one (SELECT ... FOR UPDATE).
 //   - [Add] needs no read at all: balance = balance + ?.
 //   - [Fences.RunInTxAll] raises every resource's fence before your
 //     function runs, in name order, so that transfers in opposite

@@ -17,23 +17,38 @@ import (
 // before a write computed from what it reads. Once it returns, a write to
 // the row with a lower token is refused, so an older holder's late write
 // cannot land between this read and your write and be lost under it.
-// PostgreSQL and SQLite (3.35.0 or later) run one statement:
+//
+// A claim the holder made already (the row's fence is token) is a read,
+// with no write: outside a transaction, and in MySQL and MariaDB in one
+// too, GetForUpdate first reads
+//
+//	SELECT fence, c1, ... FROM t WHERE key = ?
+//
+// (in a MySQL transaction, SELECT ... FOR UPDATE, a locking read, which
+// reads the newest row, not a REPEATABLE READ snapshot, and locks it), and
+// when the fence is token, that is all: one round trip. When it is below
+// token, the holder's first claim, the claim follows as a write, which
+// reads the row again. PostgreSQL and SQLite (3.35.0 or later) claim in
+// one statement:
 //
 //	UPDATE t SET fence = ? WHERE key = ? AND fence <= ? RETURNING fence, c1, ...
 //
-// MySQL and MariaDB, which have no UPDATE ... RETURNING, run two: the
+// MySQL and MariaDB, which have no UPDATE ... RETURNING, in two: the
 // fence's UPDATE (which locks the row), then SELECT fence, c1, ... FOR
-// UPDATE, a locking read, which reads the newest row and not a
-// REPEATABLE READ snapshot.
+// UPDATE. In a transaction of PostgreSQL or SQLite the claim is that
+// UPDATE alone, whatever the fence: it takes the row's lock (SQLite's write
+// lock), which a plain read would not.
 //
 // Pass your transaction as db: the row then stays locked until it ends,
 // and a transaction of an older holder that already wrote the row makes
 // the read wait for its end, then read what it committed (in SQLite, with
 // no busy_timeout, the read fails with [ErrRetryable] instead, as any
-// second writer would). Outside a transaction the read is a claim that
-// commits at once, and what it returns may already be old: a newer
-// holder's change after it is reported as [fence.ErrStale] (MySQL) or
-// not seen. Read the rows of one transaction in key order (as
+// second writer would). Outside a transaction (db a *sql.DB, or a
+// *sql.Conn, which is taken to be outside one: pass the *sql.Tx of a
+// transaction) the first claim commits at once and what a read returns is
+// the row as last committed: a newer holder's claim committed before it
+// is reported as [fence.ErrStale], one committed after it is not seen.
+// Read the rows of one transaction in key order (as
 // [Fences.RunInTxAll] raises its fences): two transactions that lock two
 // rows in opposite orders deadlock, and the server rolls one back
 // ([ErrRetryable]).
@@ -41,17 +56,17 @@ import (
 // If the row's fence is above token it returns a [*fence.StaleError]
 // (matching [fence.ErrStale]) and changes nothing; if there is no such row,
 // an error matching both [fence.ErrNotFound] and [ErrRowNotFound]. A
-// column the table lacks fails with [ErrSchema] (in MySQL after the claim:
-// roll your transaction back). cols may be empty: the call then only
-// claims the row. On any error dest may have been written in part. A row
-// that does not exist cannot be claimed: create it first with
-// [Table.Upsert], which is fenced too. The claim is an UPDATE of the row:
-// the table's UPDATE triggers fire for it.
-// Column names are quoted for the dialect; a key that is not a string
+// column the table lacks fails with [ErrSchema] and claims nothing. cols
+// may be empty: the call then only claims the row. On any error dest may
+// have been written in part. A row that does not exist cannot be claimed:
+// create it first with [Table.Upsert], which is fenced too. A claim that
+// writes is an UPDATE of the row: the table's UPDATE triggers fire for it;
+// a read fires none. Column names are quoted for the dialect; a key that is not a string
 // goes as a parameter too. Bad input (cols and dest of different lengths,
 // a nil dest, an unusable column name, and what [Table.Update] refuses)
 // gives an error matching [ErrInvalidArgument] before any I/O. Retries
-// and unknown outcomes are as for Table.Update.
+// and unknown outcomes are as for Table.Update; a read that fails claimed
+// nothing, and its failure is a definite one.
 func (t *Table) GetForUpdate(ctx context.Context, db DB, key any, token fence.Token, cols []string, dest ...any) error {
 	q, err := t.prepareRead(ctx, db, key, token, cols, dest)
 	if err != nil {
@@ -94,9 +109,20 @@ func (t *Table) prepareRead(ctx context.Context, db DB, key any, token fence.Tok
 // string, unless it is qualified (by the table's own name: RETURNING
 // knows no alias, nor the schema).
 func (t *Table) readRow(ctx context.Context, db DB, key any, token fence.Token, cols []string, dest []any) error {
+	if t.d == MySQL || !inTx(db) {
+		if done, err := t.readClaimed(ctx, db, key, token, cols, dest); done {
+			return err
+		}
+	}
 	if t.d == MySQL {
 		return t.claimThenSelect(ctx, db, key, token, cols, dest)
 	}
+	return t.claimReturning(ctx, db, key, token, cols, dest)
+}
+
+// claimReturning is the claim as a write in PostgreSQL and SQLite: one
+// UPDATE ... RETURNING.
+func (t *Table) claimReturning(ctx context.Context, db DB, key any, token fence.Token, cols []string, dest []any) error {
 	s := (&stmt{d: t.d}).sql("UPDATE ", t.name, " SET ", t.fence, " = ").arg(int64(token)).
 		sql(" WHERE ", t.key, " = ").arg(key).sql(" AND ", t.fence, " <= ").arg(int64(token)).sql(" RETURNING ", t.base, ".", t.fence)
 	for _, c := range cols {

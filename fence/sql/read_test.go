@@ -200,11 +200,12 @@ func newerTransfer(ctx context.Context, db *sql.DB, tbl *sqlfence.Table, from, t
 }
 
 // waitRowLockWait waits until a statement of srv (MariaDB or PostgreSQL)
-// waits for a row lock.
+// waits for a row lock: in MariaDB, whatever it is (a fenced read's is a
+// SELECT ... FOR UPDATE, a fence's an UPDATE).
 func waitRowLockWait(t *testing.T, srv server, db *sql.DB) {
 	t.Helper()
 	if srv.d == sqlfence.MySQL {
-		waitStatement(t, db, "UPDATE")
+		waitStatement(t, db, "")
 		return
 	}
 	poll.Until(t, "a statement waiting for a row lock", func() bool {

@@ -19,8 +19,13 @@ import (
 // PostgreSQL and SQLite (3.35.0 or later) run one statement, the upsert
 // of [Store.Put] with the token alone, RETURNING the value; MySQL and
 // MariaDB that upsert, then a locking read (SELECT ... FOR UPDATE, which
-// sees the newest row). Retries and unknown outcomes are as for Put. ctx
-// bounds the call, retries included.
+// sees the newest row). A key whose floor is token already (the holder
+// claimed it before) is only read, with no write, as [Table.GetForUpdate]
+// reads a row claimed already: outside a transaction, and in a MySQL one
+// (there with SELECT ... FOR UPDATE); the first claim is that read, then
+// the claim. Retries and unknown outcomes are as for Put; a read claims
+// nothing, and its failure is a definite one. ctx bounds the call,
+// retries included.
 func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token) (fence.Record, error) {
 	if err := s.check(); err != nil {
 		return fence.Record{}, err
@@ -98,10 +103,18 @@ func (s *Store) run(ctx context.Context, attempt func() error) error {
 	return retry(ctx, t.d, t.retries, t.tel, attempt)
 }
 
-// claim is GetForUpdate after its checks.
+// claim is GetForUpdate after its checks. A key whose floor is token
+// already is only read where a read keeps the claim's guarantees (see
+// read_claimed.go): outside a transaction, and in a MySQL one.
 func (s *Store) claim(ctx context.Context, key string, token fence.Token) (fence.Record, error) {
 	var r fence.Record
 	err := s.run(ctx, func() (err error) {
+		if s.table.d == MySQL || !inTx(s.db) {
+			var done bool
+			if r, done, err = s.readClaimed(ctx, key, token); done {
+				return err
+			}
+		}
 		if s.table.d == MySQL {
 			r, err = s.claimMySQL(ctx, key, token)
 		} else {

@@ -15,8 +15,11 @@ package pgtag
 import (
 	"crypto/md5"
 	"encoding/hex"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Prefix starts the application_name of a fenced transaction.
@@ -51,10 +54,12 @@ func EntrySQL(name, token string) string {
 }
 
 // SQL is the SQL expression that sets the tag of a transaction to take in
-// a claim: the tokens from the bigint expressions lo to hi, and entries,
-// a text expression of one or more entries joined by ";" (see [Entry],
-// [EntrySQL]). The range and the entries the transaction has so far (from
-// an earlier claim) are kept. Its value is the new tag.
+// a claim, computed by the server ([Merge] computes it in the client, as
+// fence/postgres does; fence/sql, which sees no ParameterStatus through
+// database/sql, uses this): the tokens from the bigint expressions lo to
+// hi, and entries, a text expression of one or more entries joined by ";"
+// (see [Entry], [EntrySQL]). The range and the entries the transaction has
+// so far (from an earlier claim) are kept. Its value is the new tag.
 func SQL(lo, hi, entries string) string {
 	const cur = "current_setting('application_name')"
 	const tagged = "(" + cur + " ~ '^" + Prefix + "[0-9]+-[0-9]+(;.*)?$')"
@@ -67,6 +72,41 @@ func SQL(lo, hi, entries string) string {
 	es := "CASE WHEN " + oldEntries + " = '+' THEN '+' ELSE coalesce(" + oldEntries + " || ';', '') || (" + entries + ") END"
 	return "set_config('application_name', (SELECT h || ';' || CASE WHEN length(h || ';' || e) <= " + strconv.Itoa(maxLen) +
 		" THEN e ELSE '+' END FROM (SELECT " + head + " AS h, " + es + " AS e) AS fencelock_tag), true)"
+}
+
+// tagged matches the application_name of a session in a fenced
+// transaction, as [SQL] tells it: the range, then the entries, if any,
+// after the first ";".
+var tagged = regexp.MustCompile(`(?s)^` + regexp.QuoteMeta(Prefix) + `([0-9]+)-([0-9]+)(;(.*))?$`)
+
+// Merge is the tag [SQL] sets, computed in the client: cur is the
+// session's application_name (as the server reports it to the client
+// after each statement), lo and hi the range of the claim's tokens, and
+// entries its entries joined by ";". It saves the server [SQL]'s regular
+// expressions, which cost a statement more than the rest of a claim. A
+// range in cur too large for a bigint, on which [SQL] fails, is taken for
+// no tag.
+func Merge(cur string, lo, hi int64, entries string) string {
+	e := entries
+	if m := tagged.FindStringSubmatch(cur); m != nil {
+		oldLo, errLo := strconv.ParseInt(m[1], 10, 64)
+		oldHi, errHi := strconv.ParseInt(m[2], 10, 64)
+		if errLo == nil && errHi == nil {
+			lo, hi = min(lo, oldLo), max(hi, oldHi)
+			switch {
+			case m[3] == "":
+			case m[4] == "+":
+				e = "+"
+			default:
+				e = m[4] + ";" + entries
+			}
+		}
+	}
+	h := Prefix + strconv.FormatInt(lo, 10) + "-" + strconv.FormatInt(hi, 10)
+	if utf8.RuneCountInString(h+";"+e) > maxLen {
+		e = "+"
+	}
+	return h + ";" + e
 }
 
 // Tag is a fenced transaction's tag, parsed.
@@ -105,6 +145,18 @@ func Parse(tag string) (t Tag, ok bool) {
 		t.Entries[h] = append(t.Entries[h], v)
 	}
 	return t, true
+}
+
+// Covers reports whether a claim of the resource whose hash is hash with
+// token would tell the others nothing t does not: its token is in t's
+// range, and t names the resource with it, or names no resource at all
+// (its entries gave way). A transaction whose tag covers a claim need not
+// tag it again.
+func (t Tag) Covers(hash string, token int64) bool {
+	if token < t.Lo || token > t.Hi {
+		return false
+	}
+	return !t.Complete || slices.Contains(t.Entries[hash], token)
 }
 
 // BlockersSQL lists the sessions that block pid ($1; 0 when the client

@@ -82,3 +82,55 @@ func TestEnds(t *testing.T) {
 		}
 	}
 }
+
+func TestMerge(t *testing.T) {
+	e := pgtag.Entry
+	tests := []struct {
+		name, cur string
+		lo, hi    int64
+		entries   string
+		want      string
+	}{
+		{"no tag before", "psql", 5, 5, e("A", 5), "fencelock:t=5-5;" + e("A", 5)},
+		{"empty name", "", 3, 9, e("A", 3) + ";" + e("B", 9), "fencelock:t=3-9;" + e("A", 3) + ";" + e("B", 9)},
+		{"widens the range, keeps the entries", "fencelock:t=4-6;" + e("A", 4), 2, 2, e("B", 2),
+			"fencelock:t=2-6;" + e("A", 4) + ";" + e("B", 2)},
+		{"a tag with no entries", "fencelock:t=4-6", 5, 5, e("B", 5), "fencelock:t=4-6;" + e("B", 5)},
+		{"entries gave way", "fencelock:t=4-6;+", 9, 9, e("B", 9), "fencelock:t=4-9;+"},
+		{"no room for the entry", "fencelock:t=1000000000-1000000004;" + e("A", 1000000000) + ";" + e("B", 1000000004),
+			1000000005, 1000000005, e("C", 1000000005), "fencelock:t=1000000000-1000000005;+"},
+		{"not a tag: a range that is no range", "fencelock:t=x-7;" + e("A", 3), 5, 5, e("B", 5), "fencelock:t=5-5;" + e("B", 5)},
+		{"not a tag: beyond a bigint", "fencelock:t=1-99999999999999999999", 5, 5, e("B", 5), "fencelock:t=5-5;" + e("B", 5)},
+	}
+	for _, tt := range tests {
+		if got := pgtag.Merge(tt.cur, tt.lo, tt.hi, tt.entries); got != tt.want {
+			t.Errorf("%s: Merge(%q, %d, %d, %q): got %q, want %q", tt.name, tt.cur, tt.lo, tt.hi, tt.entries, got, tt.want)
+		}
+	}
+}
+
+func TestCovers(t *testing.T) {
+	h := pgtag.Hash
+	tests := []struct {
+		tag   string
+		hash  string
+		token int64
+		want  bool
+	}{
+		{"fencelock:t=3-7;" + pgtag.Entry("A", 3), h("A"), 3, true},
+		{"fencelock:t=3-7;" + pgtag.Entry("A", 3), h("A"), 5, false},
+		{"fencelock:t=3-7;" + pgtag.Entry("A", 3), h("B"), 3, false},
+		{"fencelock:t=3-7;+", h("B"), 5, true},
+		{"fencelock:t=3-7;+", h("B"), 8, false},
+		{"fencelock:t=3-7", h("A"), 3, false},
+	}
+	for _, tt := range tests {
+		tag, ok := pgtag.Parse(tt.tag)
+		if !ok {
+			t.Fatalf("Parse(%q): not a tag", tt.tag)
+		}
+		if got := tag.Covers(tt.hash, tt.token); got != tt.want {
+			t.Errorf("Parse(%q).Covers(%q, %d): got %v, want %v", tt.tag, tt.hash, tt.token, got, tt.want)
+		}
+	}
+}
