@@ -276,9 +276,10 @@
 //     possibly the same holder: the waiter waits.
 //   - Each claim computes the transaction's new tag in the client, from
 //     the application_name the server reports after every statement (a
-//     ParameterStatus message): a pooler that does not pass those reports
-//     on leaves each claim's tag naming that claim alone, and a waiter
-//     may then take a blocker for older than it is.
+//     ParameterStatus message), and the claim sets it only if the
+//     session's name is still the one the tag was computed from; if not
+//     (a pooler that does not pass those reports on), the server computes
+//     the tag itself, at the cost of its regular expressions.
 //   - Ending a session drops everything the session held: advisory locks,
 //     LISTEN, temporary tables, prepared statements of that connection.
 //   - A holder frozen while reading a large result is ended without a

@@ -261,10 +261,13 @@ func connOf(db DB) *pgx.Conn {
 // (joined by ";") by the statement about to run on db, computed here from
 // the application_name the server reported after db's last statement
 // (pgtag.Merge: the server's own, pgtag.SQL, costs the statement more than
-// the claim). A handle with no pgx connection under it reports nothing:
-// the tag then names this claim alone.
-func tagOf(db DB, lo, hi int64, entries string) string {
-	return pgtag.Merge(reportedName(db), lo, hi, entries)
+// the claim), as setTag's parameter: the name the tag was merged into,
+// the tag, then lo, hi and entries for the server to merge them itself
+// when its name is not that one (a pooler that kept the report from the
+// client, a handle with no pgx connection under it).
+func tagOf(db DB, lo, hi int64, entries string) []string {
+	cur := reportedName(db)
+	return []string{cur, pgtag.Merge(cur, lo, hi, entries), strconv.FormatInt(lo, 10), strconv.FormatInt(hi, 10), entries}
 }
 
 // reportedName is the application_name the server reported on db's
@@ -276,9 +279,17 @@ func reportedName(db DB) string {
 	return ""
 }
 
-// setTag is the SQL that sets the tag given as the text parameter $n.
+// setTag is the SQL that sets the tag of tagOf, given as the text[]
+// parameter $n: the client's tag when the session's name is the one the
+// client merged it into (or the tag already: RunInTxAll's guard sets it
+// once per row), else the server's merge (pgtag.SQL). A tag
+// merged into a name the session no longer has would drop the claims the
+// transaction made before, and show a newer holder's transaction to a
+// stale waiter as older than it is.
 func setTag(n int) string {
-	return "set_config('application_name', $" + strconv.Itoa(n) + "::text, true)"
+	p := func(i int) string { return "($" + strconv.Itoa(n) + "::text[])[" + strconv.Itoa(i) + "]" }
+	return "CASE WHEN current_setting('application_name') IN (" + p(1) + ", " + p(2) + ")" +
+		" THEN set_config('application_name', " + p(2) + ", true) ELSE " + pgtag.SQL(p(3), p(4), p(5)) + " END"
 }
 
 // tagging returns what tags a Table's claim of the row named resource, run
@@ -301,7 +312,7 @@ func tagging(db DB, sql string, returning bool, resource string, token fence.Tok
 	} else {
 		sql += " RETURNING " + setTag(len(args)+1)
 	}
-	return sql, append(slices.Clip(args), pgtag.Merge(cur, int64(token), int64(token), pgtag.Entry(resource, int64(token))))
+	return sql, append(slices.Clip(args), tagOf(db, int64(token), int64(token), pgtag.Entry(resource, int64(token))))
 }
 
 // watched runs stmt, a statement claiming a row (named resource in tags)

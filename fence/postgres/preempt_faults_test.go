@@ -550,6 +550,19 @@ func TestPreemptHeldCommitAndIsolation(t *testing.T) {
 // (BackendKeyData), as PgBouncer, PgCat and PgDog do (a random one there).
 func pidProxy(t *testing.T, server string, pid uint32) string {
 	t.Helper()
+	return msgProxy(t, server, func(typ byte, body []byte) bool {
+		if typ == 'K' {
+			binary.BigEndian.PutUint32(body, pid)
+		}
+		return true
+	})
+}
+
+// msgProxy passes the protocol through to server, each of the server's
+// messages through edit, which may change its body and reports whether
+// to pass it on.
+func msgProxy(t *testing.T, server string, edit func(typ byte, body []byte) bool) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -599,8 +612,8 @@ func pidProxy(t *testing.T, server string, pid uint32) string {
 					if _, err := io.ReadFull(r, body); err != nil {
 						return
 					}
-					if hdr[0] == 'K' {
-						binary.BigEndian.PutUint32(body, pid)
+					if !edit(hdr[0], body) {
+						continue
 					}
 					if _, err := c.Write(append(hdr, body...)); err != nil {
 						return

@@ -1,10 +1,17 @@
 package postgres_test
 
 import (
+	"bytes"
+	"context"
+	"net"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencelock/fencelock/fence/postgres"
 	"github.com/fencelock/fencelock/internal/pgtag"
@@ -91,4 +98,103 @@ func TestTagClaimAgain(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Fatalf("application_name after each claim: got %q, want %q", names, want)
 	}
+}
+
+// TestTagUnreportedNewerHolderSpared: a live holder X whose connection
+// goes through a pooler that does not pass the server's reports of
+// application_name on (ParameterStatus) claims A with token 9, then B with
+// 5, in one transaction, in each way a transaction claims with two
+// tokens. X's client merges each tag into the name it last heard, the
+// name before the transaction: the server checks that name against its
+// own, and merges itself when they differ, so the tag keeps A at 9. A
+// stale attempt on A with token 7, which X blocks, leaves X alone and
+// gets no write in. The control runs X with no pooler in between.
+func TestTagUnreportedNewerHolderSpared(t *testing.T) {
+	t.Parallel()
+	ways := []struct {
+		name string
+		run  func(ctx context.Context, db *pgxpool.Pool, tbl *postgres.Table, hold func()) error
+	}{
+		{"nested RunInTx", func(ctx context.Context, db *pgxpool.Pool, _ *postgres.Table, hold func()) error {
+			return postgres.RunInTx(ctx, db, "A", 9, func(tx pgx.Tx) error {
+				if err := postgres.RunInTx(ctx, tx, "B", 5, func(pgx.Tx) error { return nil }); err != nil {
+					return err
+				}
+				hold()
+				_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 1 WHERE id = 'A'")
+				return err
+			})
+		}},
+		{"RunInTxAll with two tokens", func(ctx context.Context, db *pgxpool.Pool, _ *postgres.Table, hold func()) error {
+			return postgres.RunInTxAll(ctx, db, claims("A", 9), func(tx pgx.Tx) error {
+				if err := postgres.RunInTxAll(ctx, tx, claims("B", 5), func(pgx.Tx) error { return nil }); err != nil {
+					return err
+				}
+				hold()
+				_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 1 WHERE id = 'A'")
+				return err
+			})
+		}},
+		{"Exec in RunInTx", func(ctx context.Context, db *pgxpool.Pool, _ *postgres.Table, hold func()) error {
+			return postgres.RunInTx(ctx, db, "A", 9, func(tx pgx.Tx) error {
+				if _, err := postgres.Exec(ctx, tx, "B", 5, "UPDATE accounts SET balance = balance + 1 WHERE id = 'B'"); err != nil {
+					return err
+				}
+				hold()
+				_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance - 1 WHERE id = 'A'")
+				return err
+			})
+		}},
+	}
+	for _, w := range ways {
+		for _, pooled := range []bool{true, false} {
+			t.Run(w.name+map[bool]string{true: " behind the pooler", false: " (control: no pooler)"}[pooled], func(t *testing.T) {
+				t.Parallel()
+				pool, tbl := newBank(t)
+				db := pool
+				if pooled {
+					db = unreportedPool(t, pool)
+				}
+				release, xDone := holdOpen(t, func(ctx context.Context, hold func()) error { return w.run(ctx, db, tbl, hold) })
+				_, staleErr := next(t, pool, claims("A", 7), time.Second, func(ctx context.Context, fn func(pgx.Tx) error) error {
+					return postgres.RunInTx(ctx, pool, "A", 7, fn, postgres.WithPreemptAfter(50*time.Millisecond))
+				})
+				release()
+				if err := wait(t, xDone); err != nil {
+					t.Errorf("live holder X (A at 9, the newest): got %v, want its commit: a stale attempt (A at 7) ended it", err)
+				}
+				if staleErr == nil {
+					t.Errorf("stale attempt (A at 7, X holds A at 9): got nil, its write committed; want ErrStale (or its deadline)")
+				}
+			})
+		}
+	}
+}
+
+// unreportedPool is a pool of pool's server through a pooler that keeps
+// the server's reports of application_name after the connection's start
+// from the client.
+func unreportedPool(t *testing.T, pool *pgxpool.Pool) *pgxpool.Pool {
+	t.Helper()
+	cfg := pool.Config().Copy()
+	started := false
+	var mu sync.Mutex
+	addr := msgProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))), func(typ byte, body []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if typ == 'Z' {
+			started = true // the pool's one connection has started
+		}
+		return !(started && typ == 'S' && bytes.HasPrefix(body, []byte("application_name\x00")))
+	})
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
+	cfg.MaxConns = 1
+	proxied, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxied.Close)
+	return proxied
 }
