@@ -54,16 +54,13 @@ func (t *Table) readClaimed(ctx context.Context, db DB, key any, token fence.Tok
 	return fence.Token(fen.Int64) == token, nil
 }
 
-// readClaimed is the Store's: it reads key's record (in a MySQL
-// transaction with a locking read), and reports whether it decided the claim: it did not when the
+// readClaimed is the Store's, outside a transaction: it reads key's
+// record, and reports whether it decided the claim: it did not when the
 // key has no row or a floor below token, which the claim then raises. A
 // read claims nothing: its failure is a definite one.
 func (s *Store) readClaimed(ctx context.Context, key string, token fence.Token) (fence.Record, bool, error) {
 	t := s.table
 	q := (&stmt{d: t.d}).sql("SELECT ", s.value, ", ", t.fence, ", ", s.value, " IS NULL FROM ", t.name, " WHERE ", t.key, " = ").arg(key)
-	if t.d == MySQL && inTx(s.db) {
-		q.sql(" FOR UPDATE")
-	}
 	var v []byte
 	var cur int64
 	var missing bool

@@ -3,8 +3,10 @@ package sqlfence_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencelock/fencelock/fence"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
@@ -174,4 +176,76 @@ func TestStoreGetForUpdateRepeated(t *testing.T) {
 			t.Fatalf("after Update: got %+v, %v, want v+", r, err)
 		}
 	})
+}
+
+// TestStoreFirstClaimsInTxMySQL: in MySQL transactions, first claims of
+// new keys (no row yet) by two transactions at once both go through. A
+// locking read of a missing key (SELECT ... FOR UPDATE under REPEATABLE
+// READ) takes a gap lock, which blocks the other's insert: A claims k1,
+// B's claim of k2 waits on A's gap, and A's claim of k3 on B's, a
+// deadlock that rolls one back. The claim's upsert alone takes no gap
+// lock (the control: Store.GetForUpdate outside a transaction, and each
+// claim's read through a plain SELECT).
+func TestStoreFirstClaimsInTxMySQL(t *testing.T) {
+	srv := servers[0]
+	db, _ := newStore(t, srv)
+	ctx := t.Context()
+	store := func(tx *sql.Tx) *sqlfence.Store {
+		s, err := sqlfence.NewStore(tx, srv.d, sqlfence.Identifier{sqlfence.DefaultStoreTable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	txA, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txA.Rollback()
+	txB, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txB.Rollback()
+	a, b := store(txA), store(txB)
+	// A new key has no value: its claim reports fence.ErrNotFound.
+	claim := func(s *sqlfence.Store, key string) error {
+		if _, err := s.GetForUpdate(ctx, key, 5); !errors.Is(err, fence.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	if err := claim(a, "k1"); err != nil {
+		t.Fatalf("A's claim of k1: %v", err)
+	}
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- claim(b, "k2")
+	}()
+	// B's claim either returns or waits for a lock of A's.
+	deadline := time.Now().Add(5 * time.Second)
+	waiting := false
+	for !waiting && len(bDone) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("B's claim of k2 neither returned nor waited for a lock in 5 s")
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		waiting = n > 0
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	}
+	if err := claim(a, "k3"); err != nil {
+		t.Errorf("A's claim of k3 (B waiting for A: %v): got %v, want nil", waiting, err)
+	}
+	if err := txA.Commit(); err != nil {
+		t.Errorf("A's commit: %v", err)
+	}
+	if err := <-bDone; err != nil {
+		t.Errorf("B's claim of k2 (it waited for A: %v): got %v, want nil", waiting, err)
+	}
+	if err := txB.Commit(); err != nil {
+		t.Errorf("B's commit: %v", err)
+	}
 }

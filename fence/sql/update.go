@@ -20,10 +20,11 @@ import (
 // of [Store.Put] with the token alone, RETURNING the value; MySQL and
 // MariaDB that upsert, then a locking read (SELECT ... FOR UPDATE, which
 // sees the newest row). A key whose floor is token already (the holder
-// claimed it before) is only read, with no write, as [Table.GetForUpdate]
-// reads a row claimed already: outside a transaction, and in a MySQL one
-// (there with SELECT ... FOR UPDATE); the first claim is that read, then
-// the claim. Retries and unknown outcomes are as for Put; a read claims
+// claimed it before) is only read, with no write, outside a transaction,
+// as [Table.GetForUpdate] reads a row claimed already; the first claim is
+// that read, then the claim. In a transaction the claim is the upsert
+// every time (in MySQL a locking read of a new key would lock the gap
+// around it, and deadlock transactions claiming other new keys). Retries and unknown outcomes are as for Put; a read claims
 // nothing, and its failure is a definite one. ctx bounds the call,
 // retries included.
 func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token) (fence.Record, error) {
@@ -104,12 +105,14 @@ func (s *Store) run(ctx context.Context, attempt func() error) error {
 }
 
 // claim is GetForUpdate after its checks. A key whose floor is token
-// already is only read where a read keeps the claim's guarantees (see
-// read_claimed.go): outside a transaction, and in a MySQL one.
+// already is only read outside a transaction (see read_claimed.go). In a
+// MySQL transaction the claim stays the upsert: a locking read of a key
+// with no row yet would take a gap lock, and two transactions' first
+// claims of new keys would deadlock on each other's gaps.
 func (s *Store) claim(ctx context.Context, key string, token fence.Token) (fence.Record, error) {
 	var r fence.Record
 	err := s.run(ctx, func() (err error) {
-		if s.table.d == MySQL || !inTx(s.db) {
+		if !inTx(s.db) {
 			var done bool
 			if r, done, err = s.readClaimed(ctx, key, token); done {
 				return err
