@@ -170,29 +170,7 @@ func BenchmarkTransfer(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const add = "UPDATE accounts SET balance = balance + $2 WHERE id = $1"
-	claims := []fence.Claim{{Resource: "a", Token: 1}, {Resource: "b", Token: 1}}
-	plain := func(tx pgx.Tx) error {
-		var bal int64
-		if err := tx.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = $1", "a").Scan(&bal); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, add, "a", -1); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, add, "b", 1)
-		return err
-	}
-	safe := func(tx pgx.Tx) error {
-		var bal int64
-		if err := tbl.GetForUpdate(ctx, tx, "a", 1, []string{"balance"}, &bal); err != nil {
-			return err
-		}
-		if err := tbl.Update(ctx, tx, "a", 1, postgres.Add("balance", -1)); err != nil {
-			return err
-		}
-		return tbl.Update(ctx, tx, "b", 1, postgres.Add("balance", 1))
-	}
+	claims, plain, safe := transferForms(ctx, tbl)
 	interleave(b, []string{"plain", "fenced", "safe"}, []func(int) error{
 		func(int) error { return pgx.BeginFunc(ctx, pool, plain) },
 		func(int) error { return postgres.RunInTxAll(ctx, pool, claims, plain) },
@@ -274,4 +252,36 @@ func BenchmarkStoreUpdate(b *testing.B) {
 		},
 		func(int) error { return s.Update(ctx, "k", 1, next) },
 	})
+}
+
+// transferForms returns the two-account transfer of BenchmarkTransfer and
+// TestRoundTrips (read a's balance, take 1 from a, add 1 to b), as a plain
+// transaction's body and as the safe form of the package documentation
+// (Table.GetForUpdate, Table.Update with Add), with the claims of both
+// accounts at token 1 for RunInTxAll.
+func transferForms(ctx context.Context, tbl *postgres.Table) (claims []fence.Claim, plain, safe func(pgx.Tx) error) {
+	const add = "UPDATE accounts SET balance = balance + $2 WHERE id = $1"
+	claims = []fence.Claim{{Resource: "a", Token: 1}, {Resource: "b", Token: 1}}
+	plain = func(tx pgx.Tx) error {
+		var bal int64
+		if err := tx.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = $1", "a").Scan(&bal); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, add, "a", -1); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, add, "b", 1)
+		return err
+	}
+	safe = func(tx pgx.Tx) error {
+		var bal int64
+		if err := tbl.GetForUpdate(ctx, tx, "a", 1, []string{"balance"}, &bal); err != nil {
+			return err
+		}
+		if err := tbl.Update(ctx, tx, "a", 1, postgres.Add("balance", -1)); err != nil {
+			return err
+		}
+		return tbl.Update(ctx, tx, "b", 1, postgres.Add("balance", 1))
+	}
+	return claims, plain, safe
 }

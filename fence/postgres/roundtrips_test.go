@@ -88,29 +88,7 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const add = "UPDATE accounts SET balance = balance + $2 WHERE id = $1"
-	claims := []fence.Claim{{Resource: "a", Token: 1}, {Resource: "b", Token: 1}}
-	plain := func(tx pgx.Tx) error {
-		var bal int64
-		if err := tx.QueryRow(ctx, "SELECT balance FROM accounts WHERE id = $1", "a").Scan(&bal); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, add, "a", -1); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, add, "b", 1)
-		return err
-	}
-	safe := func(tx pgx.Tx) error {
-		var bal int64
-		if err := tbl.GetForUpdate(ctx, tx, "a", 1, []string{"balance"}, &bal); err != nil {
-			return err
-		}
-		if err := tbl.Update(ctx, tx, "a", 1, postgres.Add("balance", -1)); err != nil {
-			return err
-		}
-		return tbl.Update(ctx, tx, "b", 1, postgres.Add("balance", 1))
-	}
+	claims, plain, safe := transferForms(ctx, tbl)
 	var bal int64
 	first := fence.Token(1)
 	for _, c := range []struct {
