@@ -97,9 +97,11 @@ func (z *frozenTx) result(t *testing.T) error {
 // by limit, and returns its error and how long it took.
 func nextTransfer(t *testing.T, db *sql.DB, f *sqlfence.Fences, cs []fence.Claim, limit time.Duration, opts ...sqlfence.TxOption) (time.Duration, error) {
 	t.Helper()
+	// start before the deadline is set, so that a run that waits until it
+	// took at least limit, however long the gap between the two.
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
-	start := time.Now()
 	err := f.RunInTxAll(ctx, db, cs, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance + (CASE id WHEN 'A' THEN -10 ELSE 10 END) WHERE id IN ('A', 'B')")
 		return err
