@@ -79,9 +79,11 @@ func (f *frozen) result(t *testing.T) error {
 // limit, and returns its error and how long it took.
 func next(t *testing.T, pool *pgxpool.Pool, claims []fence.Claim, limit time.Duration, run func(ctx context.Context, fn func(pgx.Tx) error) error) (time.Duration, error) {
 	t.Helper()
+	// start before the deadline is set, so that a run that waits until it
+	// took at least limit, however long the gap between the two.
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
-	start := time.Now()
 	err := run(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance + (CASE id WHEN 'A' THEN -10 ELSE 10 END) WHERE id IN ('A', 'B')")
 		return err
