@@ -60,6 +60,7 @@ type propRun struct {
 	faultKinds   []reqfault.Kind // none: all
 	need         map[string]int  // counts a fixed run must reach to prove anything; "faults" defaults to ops/10
 	linger       time.Duration   // how long keys may outlive their owners' Close (a min hold's lease)
+	permits      int             // a semaphore's (0: propPermits)
 }
 
 const (
