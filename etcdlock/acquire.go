@@ -125,7 +125,7 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	// never return a lock whose lease this process already knows is gone.
 	token := rev
 	if t.second != nil {
-		if token, err = t.second.claim(ctx, c.turn(s, t, rev, at), c.secondCalls(s)); err != nil {
+		if token, err = t.second.claim(ctx, c.turn(s, t, rev, at), c.secondCalls(s, t)); err != nil {
 			c.abandon(ctx, s, t, rev)
 			if le := (*LockedError)(nil); errors.As(err, &le) {
 				return nil, le // TryAcquire, every slot held: as TryLock answers
@@ -220,15 +220,26 @@ func (c *Client) catchUp(ctx context.Context, s *session, t *ticket) error {
 	return nil
 }
 
-// secondCalls returns the engine's calls for a second key's claim on
+// secondCalls returns the engine's calls for the second key of t, on
 // session s (see secondCalls).
-func (c *Client) secondCalls(s *session) secondCalls {
+func (c *Client) secondCalls(s *session, t *ticket) secondCalls {
 	b := watchBackoff()
 	return secondCalls{
 		txn: c.cli.Txn,
 		waitRange: func(ctx context.Context, dir string, from int64) error {
 			if err := c.waitRange(ctx, s, dir, from); err != nil {
 				return err
+			}
+			return s.pause(ctx, &b)
+		},
+		waitGone: func(ctx context.Context, kvs []*mvccpb.KeyValue) error {
+			_, err := c.waitDeleted(ctx, s, t, kvs)
+			var ended *watchEndedError
+			if !errors.As(err, &ended) {
+				return err
+			}
+			if permanent(ended.reason) {
+				return ended.reason
 			}
 			return s.pause(ctx, &b)
 		},

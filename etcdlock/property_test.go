@@ -101,17 +101,18 @@ func propRows() []propRow {
 		want: []string{"slot key deleted", "two holders of slot"}, fixedToo: true,
 		revert: []etcdlock.Option{etcdlock.UnconditionalSlotReleaseForTest()},
 	}, {
-		// A semaphore of 1 permit, whose waiters claim its slot in the
+		// Semaphores of 1 permit, whose waiters claim the slot in the
 		// read that follows a blocker's deletion, and give it back when
 		// that read says the turn has not come (the blocker gave up
-		// waiting, as one acquisition in two does here), while a fifth of
-		// the claims and give-backs arrive late, twice or lose their
-		// reply: never two live holders, every holder claimed in its turn,
-		// no slot given back by its holder. The control's give-backs,
-		// each delivered twice, delete the slot's key whoever's it is.
+		// waiting, as one acquisition in two does here), for 25 s while a
+		// fifth of the claims and give-backs arrive late, twice or lose
+		// their reply: never two live holders, every holder claimed in its
+		// turn, no slot given back by its holder. The control's
+		// give-backs, each delivered twice, delete the slot's key
+		// whoever's it is.
 		name: "optimistic", driver: queueKind(semaphoreOp),
-		fixed: propRun{ops: 1_000, raceOps: 300, budget: 40 * time.Second, owners: propOwners, perOwner: 2, names: 1, permits: 1,
-			faultRate: 0.2, maxLate: propMaxLate, faultOn: claimsOrGiveBacks, need: map[string]int{"give-backs": 20, "faults": 50}},
+		fixed: propRun{budget: 25 * time.Second, owners: propOwners, perOwner: 2, names: 2, permits: 1,
+			faultRate: 0.2, maxLate: propMaxLate, faultOn: claimsOrGiveBacks, need: map[string]int{"ops": 200, "give-backs": 20, "faults": 50}},
 		control: propRun{ops: 300, budget: 30 * time.Second, owners: propOwners, perOwner: 2, names: 1, permits: 1, faultRate: 1,
 			maxLate: 100 * time.Millisecond, faultOn: givesBack, faultKinds: []reqfault.Kind{reqfault.Twice}},
 		want: []string{"slot key deleted", "two holders of slot"}, fixedToo: true,

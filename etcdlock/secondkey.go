@@ -87,6 +87,13 @@ type secondCalls struct {
 	// doubles with each call, from 10 ms to 1 s); it fails when ctx or the
 	// session ends.
 	waitRange func(ctx context.Context, dir string, from int64) error
+	// waitGone waits until one of kvs (keys as read) is deleted, watching
+	// them from the current revision and reading them again once the
+	// watches are in place, so that a deletion just before is not missed
+	// (see waitDeleted), with no pause after a deletion; it pauses as
+	// waitRange does after a watch that ended early, and fails when ctx or
+	// the session ends.
+	waitGone func(ctx context.Context, kvs []*mvccpb.KeyValue) error
 	// lost is the error of an acquisition whose queue key was found gone.
 	lost func() error
 }

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // Tests of a semaphore's optimistic claim (PROTOCOL.md, step 5): the read
@@ -118,99 +120,121 @@ func TestSemaphoreHandoffOneRequest(t *testing.T) {
 	}
 }
 
+// collision is a semaphore of one permit whose next in turn, E, has its
+// read with the claim held back, while W, queued two places behind it, is
+// woken by X between them giving up: W's claim takes the free slot before
+// its turn, and its give-back is held back. Each test lets the two go in
+// its own order.
+type collision struct {
+	direct      *clientv3.Client
+	slot        string
+	ein         *reqfault.Injector
+	eGot, wGot  <-chan acquired
+	letE, letW  func()
+	claimReq    atomic.Pointer[pb.TxnRequest] // W's optimistic claim
+	giveBackReq atomic.Pointer[pb.TxnRequest] // W's give-back
+}
+
+// newCollision sets a collision up, W's Client with wopts, and returns
+// once W's give-back has been caught.
+func newCollision(t *testing.T, wopts ...etcdlock.Option) *collision {
+	c := &collision{direct: etcdClient(t), slot: keysOf(t).Permit("n", 0)}
+	h, err := semaphore(t, newLocker(t, c.direct), "n", 1).Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecli, ein := faulty(t, 1)
+	c.ein = ein
+	c.eGot = acquireAsync(t.Context(), semaphore(t, newLocker(t, ecli), "n", 1))
+	waitSemQueued(t, c.direct, "n", 2)
+	xctx, xcancel := context.WithCancel(t.Context())
+	xGot := acquireAsync(xctx, semaphore(t, newLocker(t, c.direct), "n", 1))
+	waitSemQueued(t, c.direct, "n", 3)
+	wcli, win := faulty(t, 2)
+	c.wGot = acquireAsync(t.Context(), semaphore(t, newLocker(t, wcli, wopts...), "n", 1))
+	waitSemQueued(t, c.direct, "n", 4)
+
+	eCaught, wCaught := make(chan struct{}), make(chan struct{})
+	c.letE, c.letW = holdFirst(ein, optimisticClaims, eCaught, nil), holdFirst(win, giveBacks(keysOf(t).Permits("n")), wCaught, &c.giveBackReq)
+	win.Before(optimisticClaims, func(req any) { c.claimReq.CompareAndSwap(nil, proto.Clone(req.(*pb.TxnRequest)).(*pb.TxnRequest)) })
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-eCaught // E's turn has come; its read with the claim is held back
+	xcancel()
+	if a := <-xGot; a.err == nil {
+		t.Fatal("X acquired with E before it")
+	}
+	<-wCaught // W's claim landed before its turn; its give-back is held back
+	return c
+}
+
+// holdFirst holds back the first request in matches until the returned
+// func is called, closing caught when it is caught, and keeps a copy of it
+// in req (if not nil).
+func holdFirst(in *reqfault.Injector, m reqfault.Match, caught chan struct{}, req *atomic.Pointer[pb.TxnRequest]) func() {
+	let := make(chan struct{})
+	var once atomic.Bool
+	in.BeforeContext(m, func(ctx context.Context, r any) {
+		if !once.CompareAndSwap(false, true) {
+			return
+		}
+		if req != nil {
+			req.Store(proto.Clone(r.(*pb.TxnRequest)).(*pb.TxnRequest))
+		}
+		close(caught)
+		select {
+		case <-let:
+		case <-ctx.Done():
+		}
+	})
+	return sync.OnceFunc(func() { close(let) })
+}
+
 // TestSemaphoreGiveBackTwiceSparesNextHolder has a waiter claim the one
-// slot optimistically before its turn (the waiter before it gave up just
-// as the holder released, while the next in turn's claim is held back),
-// give it back (Inspect lists it as a waiter meanwhile), and the next in
-// turn claim it. The optimistic claim and
-// the give-back are delivered again: neither may touch the new
-// holder's slot: the claim, delivered again while the slot is free, must
-// not take it; the give-back, delivered again once the next holder has it,
-// must not delete it. The control's give-back deletes the slot's key
-// whoever's it is (UnconditionalGiveBackForTest), and must delete the
-// holder's.
+// slot optimistically before its turn (see collision), give it back
+// (Inspect lists it as a waiter meanwhile), and the next in turn claim it.
+// The optimistic claim and the give-back are delivered again: neither may
+// touch the new holder's slot: the claim, delivered again while the slot
+// is free, must not take it; the give-back, delivered again once the next
+// holder has it, must not delete it. The control's give-back deletes the
+// slot's key whoever's it is (UnconditionalGiveBackForTest), and must
+// delete the holder's.
 func TestSemaphoreGiveBackTwiceSparesNextHolder(t *testing.T) {
 	t.Parallel()
 	for _, control := range []bool{false, true} {
 		t.Run(map[bool]string{false: "fixed", true: "control"}[control], func(t *testing.T) {
-			direct := etcdClient(t)
-			slot := keysOf(t).Permit("n", 0)
-			h, err := semaphore(t, newLocker(t, direct), "n", 1).Acquire(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			// E is next; X after it gives up; W, last, is woken by that.
-			ecli, ein := faulty(t, 1)
-			eGot := acquireAsync(t.Context(), semaphore(t, newLocker(t, ecli), "n", 1))
-			waitSemQueued(t, direct, "n", 2)
-			xctx, xcancel := context.WithCancel(t.Context())
-			xGot := acquireAsync(xctx, semaphore(t, newLocker(t, direct), "n", 1))
-			waitSemQueued(t, direct, "n", 3)
 			var wopts []etcdlock.Option
 			if control {
 				wopts = append(wopts, etcdlock.UnconditionalGiveBackForTest())
 			}
-			wcli, win := faulty(t, 2)
-			wGot := acquireAsync(t.Context(), semaphore(t, newLocker(t, wcli, wopts...), "n", 1))
-			waitSemQueued(t, direct, "n", 4)
-
-			caught, letGo := make(chan struct{}), make(chan struct{})
-			var once atomic.Bool
-			ein.BeforeContext(optimisticClaims, func(ctx context.Context, _ any) {
-				if once.CompareAndSwap(false, true) {
-					close(caught)
-					select {
-					case <-letGo:
-					case <-ctx.Done():
-					}
-				}
-			})
-			var claimReq, giveBackReq atomic.Pointer[pb.TxnRequest]
-			givingBack, inspected := make(chan struct{}), make(chan struct{})
-			win.Before(optimisticClaims, func(req any) { claimReq.CompareAndSwap(nil, proto.Clone(req.(*pb.TxnRequest)).(*pb.TxnRequest)) })
-			win.BeforeContext(giveBacks(keysOf(t).Permits("n")), func(ctx context.Context, req any) {
-				if giveBackReq.CompareAndSwap(nil, proto.Clone(req.(*pb.TxnRequest)).(*pb.TxnRequest)) {
-					close(givingBack)
-					select {
-					case <-inspected:
-					case <-ctx.Done():
-					}
-				}
-			})
-
-			if err := h.Unlock(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			<-caught // E's turn has come; its read with the claim is held back
-			xcancel()
-			if a := <-xGot; a.err == nil {
-				t.Fatal("X acquired with E before it")
-			}
-			<-givingBack // W's claim landed before its turn; its give-back waits
-			q, err := semaphore(t, newLocker(t, direct), "n", 1).Inspect(t.Context())
+			c := newCollision(t, wopts...)
+			defer c.letE()
+			defer c.letW()
+			q, err := semaphore(t, newLocker(t, c.direct), "n", 1).Inspect(t.Context())
 			if err != nil || len(q.Holders) != 1 || q.Holders[0].Slot != -1 || len(q.Waiters) != 1 || q.Waiters[0].Slot != -1 {
 				t.Fatalf("Inspect while W's claim is given back: holders %+v, waiters %+v, %v; want E entitled, W waiting, neither with a slot", q.Holders, q.Waiters, err)
 			}
-			close(inspected)
-			poll.Until(t, "W's give-back", func() bool { return len(keys(t, direct, slot)) == 0 })
+			c.letW()
+			poll.Until(t, "W's give-back", func() bool { return len(keys(t, c.direct, c.slot)) == 0 })
 			// The slot is free: W's claim, delivered again, must not land.
-			kv := pb.NewKVClient(direct.ActiveConnection())
-			if _, err := kv.Txn(t.Context(), claimReq.Load()); err != nil {
+			kv := pb.NewKVClient(c.direct.ActiveConnection())
+			if _, err := kv.Txn(t.Context(), c.claimReq.Load()); err != nil {
 				t.Fatalf("W's optimistic claim again: %v", err)
 			}
-			if ks := keys(t, direct, slot); len(ks) != 0 {
+			if ks := keys(t, c.direct, c.slot); len(ks) != 0 {
 				t.Fatalf("W's optimistic claim, delivered again after its give-back, took the slot: %v", ks)
 			}
-			close(letGo)
-			e := <-eGot
+			c.letE()
+			e := <-c.eGot
 			if e.err != nil {
 				t.Fatal(e.err)
 			}
 			defer e.l.Unlock(t.Context())
-			if _, err := kv.Txn(t.Context(), giveBackReq.Load()); err != nil {
+			if _, err := kv.Txn(t.Context(), c.giveBackReq.Load()); err != nil {
 				t.Fatalf("W's give-back again: %v", err)
 			}
-			resp, err := direct.Get(t.Context(), slot)
+			resp, err := c.direct.Get(t.Context(), c.slot)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -225,14 +249,14 @@ func TestSemaphoreGiveBackTwiceSparesNextHolder(t *testing.T) {
 				t.Fatalf("E's slot after W's requests came again: %v, want its key created at E's token %d", resp.Kvs, e.l.Token())
 			}
 			select {
-			case w := <-wGot:
+			case w := <-c.wGot:
 				t.Fatalf("W acquired while E holds: %v, %v", w.l, w.err)
 			default:
 			}
 			if err := e.l.Unlock(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			w := <-wGot
+			w := <-c.wGot
 			if w.err != nil {
 				t.Fatal(w.err)
 			}
@@ -241,5 +265,34 @@ func TestSemaphoreGiveBackTwiceSparesNextHolder(t *testing.T) {
 				t.Errorf("W's token %d after E's %d: want greater", w.l.Token(), e.l.Token())
 			}
 		})
+	}
+}
+
+// TestSemaphoreTurnWaitsOutOptimisticClaim lets E, whose turn has come,
+// read while W's claim, made before its turn, still holds the one slot
+// (see collision): E must watch that slot's key from the current revision
+// and read it again (permit.waitFree; a watch of the slots from E's read
+// would be caught up only at etcd's next sync of lagging watches), and
+// take the slot once W gives it back.
+func TestSemaphoreTurnWaitsOutOptimisticClaim(t *testing.T) {
+	t.Parallel()
+	c := newCollision(t)
+	defer c.letW()
+	ranges := c.ein.Calls("KV/Range")
+	c.letE()
+	poll.Until(t, "E's read of the slot's key once its watch is in place", func() bool { return c.ein.Calls("KV/Range") > ranges })
+	select {
+	case e := <-c.eGot:
+		t.Fatalf("E acquired while W's claim holds the slot: %v, %v", e.l, e.err)
+	default:
+	}
+	c.letW()
+	e := <-c.eGot
+	if e.err != nil {
+		t.Fatal(e.err)
+	}
+	defer e.l.Unlock(t.Context())
+	if resp, err := c.direct.Get(t.Context(), c.slot); err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != int64(e.l.Token()) {
+		t.Fatalf("the slot after W gave it back: %v %v, want E's, created at its token %d", resp, err, e.l.Token())
 	}
 }

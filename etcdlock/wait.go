@@ -46,7 +46,7 @@ func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64,
 			return 0, err
 		}
 		if len(preds) >= t.need() && t.second != nil {
-			if err := t.second.notYet(ctx, c.turn(s, t, rev, 0), c.secondCalls(s)); err != nil {
+			if err := t.second.notYet(ctx, c.turn(s, t, rev, 0), c.secondCalls(s, t)); err != nil {
 				return 0, err
 			}
 		}
