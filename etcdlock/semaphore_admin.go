@@ -150,7 +150,8 @@ func (p layout) slotsOf(name string, kvs []*mvccpb.KeyValue) (map[fence.Token]he
 // slot taken. It returns the entry it freed.
 //
 // It fails with an error matching [ErrNotHolder] when no permit has token
-// (including a holder yet to claim its slot), and with one matching
+// (including a holder yet to claim its slot, and a waiter holding a slot
+// for a moment before its turn, PROTOCOL.md step 5), and with one matching
 // [fence.ErrInvalidToken] (and [ErrInvalidArgument]) when token is not
 // positive. It needs no session. The broken holder, if alive and
 // connected, learns within about 150 ms (its Lock's Done closes); until
@@ -187,6 +188,12 @@ func (c *Client) breakPermit(ctx context.Context, name string, token fence.Token
 	if !ok {
 		return Entry{}, false, nil
 	}
+	i := slices.IndexFunc(sq.Holders, func(e Entry) bool { return e.Slot == p.slot && e.Token == token })
+	if i < 0 {
+		// A waiter's claim made before its turn (an optimistic claim,
+		// PROTOCOL.md step 5), given back in one round trip: no permit.
+		return Entry{}, false, nil
+	}
 	slotKey := string(p.kv.Key)
 	del, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(token))).
@@ -197,7 +204,6 @@ func (c *Client) breakPermit(ctx context.Context, name string, token fence.Token
 	if err != nil {
 		return Entry{}, false, err
 	}
-	i := slices.IndexFunc(sq.Holders, func(e Entry) bool { return e.Slot == p.slot && e.Token == token })
 	return sq.Holders[i], del.Succeeded, nil
 }
 

@@ -2,6 +2,7 @@ package etcdlock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
@@ -295,4 +297,36 @@ func TestSemaphoreTurnWaitsOutOptimisticClaim(t *testing.T) {
 	if resp, err := c.direct.Get(t.Context(), c.slot); err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != int64(e.l.Token()) {
 		t.Fatalf("the slot after W gave it back: %v %v, want E's, created at its token %d", resp, err, e.l.Token())
 	}
+}
+
+// TestBreakSemaphoreSparesClaimBeforeTurn has an operator break the slot
+// key a waiter claimed before its turn (see collision), by its create
+// revision, while the waiter's give-back is held back: that is no permit
+// (InspectSemaphore lists the waiter among the Waiters, with no slot), so
+// BreakSemaphore fails with ErrNotHolder and deletes nothing, rather than
+// look the waiter up among the holders and index past them (a panic).
+func TestBreakSemaphoreSparesClaimBeforeTurn(t *testing.T) {
+	t.Parallel()
+	c := newCollision(t)
+	defer c.letE()
+	defer c.letW()
+	resp, err := c.direct.Get(t.Context(), c.slot)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("W's claim of the slot: %v, %v", resp, err)
+	}
+	claim := resp.Kvs[0]
+	if _, err := newLocker(t, c.direct).BreakSemaphore(t.Context(), "n", fence.Token(claim.CreateRevision)); !errors.Is(err, etcdlock.ErrNotHolder) {
+		t.Errorf("BreakSemaphore of W's claim before its turn: %v, want ErrNotHolder", err)
+	}
+	if resp, err := c.direct.Get(t.Context(), c.slot); err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != claim.CreateRevision {
+		t.Fatalf("W's claim after the BreakSemaphore: %v, %v; want it untouched", resp, err)
+	}
+	waitSemQueued(t, c.direct, "n", 2) // E's and W's queue keys, both kept
+	c.letW()
+	c.letE()
+	e := <-c.eGot
+	if e.err != nil {
+		t.Fatal(e.err)
+	}
+	defer e.l.Unlock(t.Context())
 }
