@@ -223,7 +223,7 @@ func (c *Client) catchUp(ctx context.Context, s *session, t *ticket) error {
 // secondCalls returns the engine's calls for the second key of t, on
 // session s (see secondCalls).
 func (c *Client) secondCalls(s *session, t *ticket) secondCalls {
-	b := watchBackoff()
+	b, ab := watchBackoff(), watchBackoff()
 	return secondCalls{
 		txn: c.cli.Txn,
 		waitRange: func(ctx context.Context, dir string, from int64) error {
@@ -244,6 +244,12 @@ func (c *Client) secondCalls(s *session, t *ticket) secondCalls {
 			return s.pause(ctx, &b)
 		},
 		lost: func() error { return c.lostWhileWaiting(s) },
+		again: func(ctx context.Context, err error) error {
+			if !unavailable(err) {
+				return err
+			}
+			return s.pause(ctx, &ab)
+		},
 	}
 }
 

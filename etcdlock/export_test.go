@@ -28,6 +28,14 @@ func UnconditionalGiveBackForTest() Option {
 	return optionFunc(func(o *options) { o.ctl.unconditionalGiveBack = true })
 }
 
+// WithoutGiveBackRetryForTest reverts the retry of a semaphore's
+// give-back whose request failed for a failure that passes (a lost
+// reply, a leader change): the waiter gives up, for the control of
+// TestSemaphoreGiveBackLostReplyKeepsPlace.
+func WithoutGiveBackRetryForTest() Option {
+	return optionFunc(func(o *options) { o.ctl.noGiveBackRetry = true })
+}
+
 // WritersIgnoreReadersForTest reverts the writer's wait for the readers
 // queued before it, for the read/write property test's control run.
 func WritersIgnoreReadersForTest() Option {

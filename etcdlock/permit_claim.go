@@ -33,8 +33,24 @@ func (p *permit) notYet(ctx context.Context, tn turn, e secondCalls) error {
 // its create revision is still our claim's, so that a copy of it
 // delivered later never deletes a later claim of the slot, ours or
 // another's; and rewrites our queue key's record (no slot) in the same
-// transaction, only while our key is as created.
+// transaction, only while our key is as created. It is sent again while
+// it fails for a failure that passes (a leader change), as the waiter's
+// reads of the queue are, so that the waiter keeps its place: a copy
+// after one that landed finds the key gone, and reads our queue key.
 func (p *permit) giveBack(ctx context.Context, tn turn, e secondCalls, kv *mvccpb.KeyValue) error {
+	for {
+		err := p.giveBackOnce(ctx, tn, e, kv)
+		if err == nil || p.noGiveBackRetry {
+			return err
+		}
+		if err := e.again(ctx, err); err != nil {
+			return err
+		}
+	}
+}
+
+// giveBackOnce sends giveBack's transaction once.
+func (p *permit) giveBackOnce(ctx context.Context, tn turn, e secondCalls, kv *mvccpb.KeyValue) error {
 	k := string(kv.Key)
 	ours := clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision)
 	if p.unconditionalGiveBack {

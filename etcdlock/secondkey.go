@@ -96,4 +96,9 @@ type secondCalls struct {
 	waitGone func(ctx context.Context, kvs []*mvccpb.KeyValue) error
 	// lost is the error of an acquisition whose queue key was found gone.
 	lost func() error
+	// again is called after a request failed with err: nil once the
+	// pause after a failure that passes (codes.Unavailable, as
+	// readPredecessors retries) is waited out, for a request that is
+	// safe to send again; else the error to give up with.
+	again func(ctx context.Context, err error) error
 }

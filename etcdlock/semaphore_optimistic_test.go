@@ -130,7 +130,7 @@ func TestSemaphoreHandoffOneRequest(t *testing.T) {
 type collision struct {
 	direct      *clientv3.Client
 	slot        string
-	ein         *reqfault.Injector
+	ein, win    *reqfault.Injector
 	eGot, wGot  <-chan acquired
 	letE, letW  func()
 	claimReq    atomic.Pointer[pb.TxnRequest] // W's optimistic claim
@@ -153,6 +153,7 @@ func newCollision(t *testing.T, wopts ...etcdlock.Option) *collision {
 	xGot := acquireAsync(xctx, semaphore(t, newLocker(t, c.direct), "n", 1))
 	waitSemQueued(t, c.direct, "n", 3)
 	wcli, win := faulty(t, 2)
+	c.win = win
 	c.wGot = acquireAsync(t.Context(), semaphore(t, newLocker(t, wcli, wopts...), "n", 1))
 	waitSemQueued(t, c.direct, "n", 4)
 
@@ -329,4 +330,56 @@ func TestBreakSemaphoreSparesClaimBeforeTurn(t *testing.T) {
 		t.Fatal(e.err)
 	}
 	defer e.l.Unlock(t.Context())
+}
+
+// TestSemaphoreGiveBackLostReplyKeepsPlace loses the reply of the
+// give-back of a waiter's claim made before its turn (see collision), as a
+// leader change does (codes.Unavailable): the waiter sends it again, as it
+// reads the queue again, and keeps its place, taking the slot after the
+// next in turn. The control, WithoutGiveBackRetryForTest, gives up
+// waiting with the error.
+func TestSemaphoreGiveBackLostReplyKeepsPlace(t *testing.T) {
+	t.Parallel()
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fixed", true: "control"}[control], func(t *testing.T) {
+			var wopts []etcdlock.Option
+			if control {
+				wopts = append(wopts, etcdlock.WithoutGiveBackRetryForTest())
+			}
+			c := newCollision(t, wopts...)
+			defer c.letE()
+			defer c.letW()
+			c.win.Next(giveBacks(keysOf(t).Permits("n")), reqfault.LostReply)
+			c.letW()
+			c.letE()
+			e := <-c.eGot
+			if e.err != nil {
+				t.Fatal(e.err)
+			}
+			if control {
+				defer e.l.Unlock(t.Context())
+				if w := <-c.wGot; w.err == nil {
+					w.l.Unlock(t.Context())
+					t.Fatal("control: W acquired after its give-back's reply was lost; want it to give up")
+				}
+				return
+			}
+			select {
+			case w := <-c.wGot:
+				t.Fatalf("W's Acquire returned while E holds: %v, %v", w.l, w.err)
+			default:
+			}
+			if err := e.l.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			w := <-c.wGot
+			if w.err != nil {
+				t.Fatalf("W, whose give-back's reply was lost: %v; want it to keep its place and acquire", w.err)
+			}
+			defer w.l.Unlock(t.Context())
+			if w.l.Token() <= e.l.Token() {
+				t.Errorf("W's token %d after E's %d: want greater", w.l.Token(), e.l.Token())
+			}
+		})
+	}
 }
