@@ -97,6 +97,7 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 			return nil, err
 		}
 	}
+	at := rev // the revision at which the turn had come
 	if len(preds) >= t.need() {
 		if !t.wait {
 			c.abandon(ctx, s, t, rev)
@@ -115,7 +116,7 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 			le.Holder = le.Holders[0]
 			return nil, le
 		}
-		if err := c.waitTurn(ctx, s, t, rev, preds); err != nil {
+		if at, err = c.waitTurn(ctx, s, t, rev, preds); err != nil {
 			c.abandon(ctx, s, t, rev)
 			return nil, fmt.Errorf("etcdlock: %q: %w", t.name, err)
 		}
@@ -124,7 +125,7 @@ func (c *Client) enqueue(ctx context.Context, s *session, t *ticket) (*Lock, err
 	// never return a lock whose lease this process already knows is gone.
 	token := rev
 	if t.second != nil {
-		if token, err = t.second.claim(ctx, c.turn(s, t, rev), c.secondCalls(s)); err != nil {
+		if token, err = t.second.claim(ctx, c.turn(s, t, rev, at), c.secondCalls(s, t)); err != nil {
 			c.abandon(ctx, s, t, rev)
 			if le := (*LockedError)(nil); errors.As(err, &le) {
 				return nil, le // TryAcquire, every slot held: as TryLock answers
@@ -160,7 +161,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
 				clientv3.WithLimit(int64(max(t.need(), maxListedHolders)+1))))
 		}
-		ops, second := t.readSecond(ops)
+		ops, second := t.readSecond(ops, nil)
 		rctx, cancel := t.request(ctx)
 		resp, err := c.cli.Txn(rctx).
 			If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", 0), t.marker.at(t.mark)).
@@ -179,7 +180,7 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 			if !t.wait {
 				firsts = resp.Responses[2].GetResponseRange().Kvs
 			}
-			t.sawSecond(resp, second)
+			t.sawSecond(resp, second, 1)
 			for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 				if string(kv.Key) != t.key && len(preds) < t.need() {
 					preds = append(preds, kv)
@@ -219,10 +220,10 @@ func (c *Client) catchUp(ctx context.Context, s *session, t *ticket) error {
 	return nil
 }
 
-// secondCalls returns the engine's calls for a second key's claim on
+// secondCalls returns the engine's calls for the second key of t, on
 // session s (see secondCalls).
-func (c *Client) secondCalls(s *session) secondCalls {
-	b := watchBackoff()
+func (c *Client) secondCalls(s *session, t *ticket) secondCalls {
+	b, ab := watchBackoff(), watchBackoff()
 	return secondCalls{
 		txn: c.cli.Txn,
 		waitRange: func(ctx context.Context, dir string, from int64) error {
@@ -231,13 +232,31 @@ func (c *Client) secondCalls(s *session) secondCalls {
 			}
 			return s.pause(ctx, &b)
 		},
+		waitGone: func(ctx context.Context, kvs []*mvccpb.KeyValue) error {
+			_, err := c.waitDeleted(ctx, s, t, kvs)
+			var ended *watchEndedError
+			if !errors.As(err, &ended) {
+				return err
+			}
+			if permanent(ended.reason) {
+				return ended.reason
+			}
+			return s.pause(ctx, &b)
+		},
 		lost: func() error { return c.lostWhileWaiting(s) },
+		again: func(ctx context.Context, err error) error {
+			if !unavailable(err) {
+				return err
+			}
+			return s.pause(ctx, &ab)
+		},
 	}
 }
 
-// turn is what t's second key's claim is told of t, whose queue key was
-// created at rev on session s.
-func (c *Client) turn(s *session, t *ticket, rev int64) turn {
-	return turn{key: t.key, rev: rev, lease: s.id, wait: t.wait,
+// turn is what t's second key is told of t, whose queue key was created
+// at rev on session s, and whose turn had come at revision at (0: not
+// yet).
+func (c *Client) turn(s *session, t *ticket, rev, at int64) turn {
+	return turn{key: t.key, rev: rev, at: at, lease: s.id, wait: t.wait,
 		record: func(slot int) string { return encodeRecordSlot(c.o.owner, t.at, t.data, t.agreed, slot) }}
 }

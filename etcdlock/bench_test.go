@@ -134,7 +134,8 @@ func benchContended(b *testing.B, ms []mutex) { benchTurns(b, ms, "acq/s") }
 // benchTurns has ms take turns until b.N acquisitions in all, and reports
 // them per second (as unit) and the handoff latency: from the moment a
 // holder starts to release to the moment the next holder's acquisition
-// returns.
+// returns; and the release's own (Unlock's), so that the rest, the
+// waiter's part from the release to its acquisition, can be told apart.
 func benchTurns(b *testing.B, ms []mutex, unit string) {
 	ctx := context.Background()
 	var (
@@ -142,6 +143,7 @@ func benchTurns(b *testing.B, ms []mutex, unit string) {
 		released atomic.Int64 // unix nanos of the last unlock start; 0 = none
 		mu       sync.Mutex
 		handoffs []time.Duration
+		releases []time.Duration // each Unlock's, the first part of a handoff
 	)
 	left.Store(int64(b.N))
 	b.ResetTimer()
@@ -160,11 +162,15 @@ func benchTurns(b *testing.B, ms []mutex, unit string) {
 					handoffs = append(handoffs, d)
 					mu.Unlock()
 				}
-				released.Store(time.Now().UnixNano())
+				r := time.Now()
+				released.Store(r.UnixNano())
 				if err := m.unlock(ctx); err != nil {
 					b.Error(err)
 					return
 				}
+				mu.Lock()
+				releases = append(releases, time.Since(r))
+				mu.Unlock()
 			}
 		})
 	}
@@ -173,6 +179,7 @@ func benchTurns(b *testing.B, ms []mutex, unit string) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), unit)
 	reportQuantiles(b, "handoff", handoffs)
+	reportQuantiles(b, "release", releases)
 }
 
 // compact discards the history earlier benchmarks left, so that each

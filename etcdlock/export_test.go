@@ -20,6 +20,22 @@ func UnconditionalSlotReleaseForTest() Option {
 	return optionFunc(func(o *options) { o.ctl.unconditionalSlotRelease = true })
 }
 
+// UnconditionalGiveBackForTest reverts the compare of a semaphore's
+// give-back (an optimistic claim that landed before the turn) with its
+// claim's revision: the give-back deletes the slot's key whoever's it is
+// now, for the control runs.
+func UnconditionalGiveBackForTest() Option {
+	return optionFunc(func(o *options) { o.ctl.unconditionalGiveBack = true })
+}
+
+// WithoutGiveBackRetryForTest reverts the retry of a semaphore's
+// give-back whose request failed for a failure that passes (a lost
+// reply, a leader change): the waiter gives up, for the control of
+// TestSemaphoreGiveBackLostReplyKeepsPlace.
+func WithoutGiveBackRetryForTest() Option {
+	return optionFunc(func(o *options) { o.ctl.noGiveBackRetry = true })
+}
+
 // WritersIgnoreReadersForTest reverts the writer's wait for the readers
 // queued before it, for the read/write property test's control run.
 func WritersIgnoreReadersForTest() Option {

@@ -30,8 +30,9 @@ type kindInfo struct {
 	// reader: it waits only for the writers queued before it, and its key
 	// sorts after theirs (readerMark; ticket.blockers).
 	reader bool
-	// second makes an acquisition's second key: one it claims after its
-	// turn, whose create revision is then its token (see secondKey). nil
+	// second makes an acquisition's second key: one it claims once its
+	// turn has come (or in the read that finds it come), whose create
+	// revision is then its token (see secondKey). nil
 	// for a kind that holds by its queue key.
 	// The key space, the name, and its callers' agreed number (spot.agreed)
 	// make it.

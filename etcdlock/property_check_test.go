@@ -42,8 +42,8 @@ func (r *record) check(granted map[int64]*propGrant) []string {
 	}
 	for _, l := range r.lives {
 		if r.isSlot(l.key) {
-			if i, _ := strconv.Atoi(l.key[strings.LastIndex(l.key, "/")+1:]); i >= propPermits {
-				bad = append(bad, fmt.Sprintf("slot key %s beyond %d permits", l.key, propPermits))
+			if i, _ := strconv.Atoi(l.key[strings.LastIndex(l.key, "/")+1:]); i >= r.permits {
+				bad = append(bad, fmt.Sprintf("slot key %s beyond %d permits", l.key, r.permits))
 			}
 		}
 	}
@@ -106,8 +106,9 @@ func (r *record) checkQueue(g *propGrant, l *life, q []*life, granted map[int64]
 
 // checkSem checks one granted permit: its token is its slot key's create
 // revision, the slot key names its queue key, which lived, with fewer
-// than permits acquisitions queued before it, when it was claimed; and
-// the slot was taken from no live holder.
+// than permits acquisitions queued before it, when it was claimed; the
+// slot was taken from no live holder, and its holder did not give it
+// back (a give-back is of a claim made before the turn, never granted).
 func (r *record) checkSem(g *propGrant, l *life, byDir map[string][]*life, granted map[int64]*propGrant) []string {
 	tok := l.create
 	name := strings.TrimPrefix(strings.TrimSuffix(l.dir, "/p/"), etcdlock.KeysUnder(r.prefix).Semaphores())
@@ -132,8 +133,11 @@ func (r *record) checkSem(g *propGrant, l *life, byDir map[string][]*life, grant
 			ahead++
 		}
 	}
-	if ahead >= propPermits {
+	if ahead >= r.permits {
 		bad = append(bad, fmt.Sprintf("before its turn: token %d claimed its slot with %d acquisitions queued before it", tok, ahead))
+	}
+	if l.givenBack {
+		bad = append(bad, fmt.Sprintf("slot key deleted: %s (token %d) given back at %d by its owner, which was granted it", l.key, tok, l.del))
 	}
 	if l.cut {
 		bad = append(bad, fmt.Sprintf("slot key deleted: %s (token %d) deleted at %d by someone other than its owner while its lease was alive", l.key, tok, l.del))

@@ -1,6 +1,7 @@
 package etcdlock_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,12 @@ type propGrant struct {
 	rev    int64 // a revision read just after it was granted (propHeld.turn); 0 if unknown
 }
 
-const propPermits = 2 // the semaphore row's
+// propPermits are the semaphore rows' permits, unless their run says
+// (propRun.permits).
+const propPermits = 2
+
+// semPermits are a semaphore row's permits.
+func (r propRun) semPermits() int { return cmp.Or(r.permits, propPermits) }
 
 type queueDriver struct {
 	e        *propEnv
@@ -56,11 +62,11 @@ type queueDriver struct {
 // queueKind is the driver of a row whose acquisitions return Locks.
 func queueKind(acquire kindOp, checks ...func(map[int64]*propGrant) []string) func(*propEnv) propDriver {
 	return func(e *propEnv) propDriver {
-		rec, err := watchRecord(e.t.Context(), e.direct, prefix(e.t))
+		rec, err := watchRecord(e.t.Context(), e.direct, prefix(e.t), e.cfg.semPermits())
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		tr := &tracker{direct: e.direct, prefix: prefix(e.t), held: map[string]map[*propGrant]bool{},
+		tr := &tracker{direct: e.direct, prefix: prefix(e.t), permits: e.cfg.semPermits(), held: map[string]map[*propGrant]bool{},
 			granted: map[int64]*propGrant{}, slotTok: map[string]int64{}}
 		return &queueDriver{e: e, acquire: acquire, checks: checks, rec: rec, tr: tr}
 	}
@@ -144,6 +150,7 @@ func (d *queueDriver) settle() []string {
 		bad = append(bad, check(granted)...)
 	}
 	d.e.atLeast("most holders", d.tr.mostHolding())
+	d.e.atLeast("give-backs", d.rec.givenBack())
 	for _, c := range d.e.owners {
 		c.Close(t.Context())
 	}
@@ -235,7 +242,7 @@ func lockOp(ctx context.Context, rng *rand.Rand, c *etcdlock.Client, e *propEnv)
 // semaphoreOp takes a permit of a random semaphore of 2 permits, one time
 // in ten with TryAcquire.
 func semaphoreOp(ctx context.Context, rng *rand.Rand, c *etcdlock.Client, e *propEnv) (propHeld, error) {
-	sm, err := c.Semaphore(fmt.Sprintf("n%d", rng.IntN(e.cfg.names)), propPermits)
+	sm, err := c.Semaphore(fmt.Sprintf("n%d", rng.IntN(e.cfg.names)), e.cfg.semPermits())
 	if err != nil {
 		return propHeld{}, err
 	}

@@ -21,16 +21,20 @@ import (
 // for the keys of locks (writers' and readers') and of semaphores (queue
 // keys and permit slot keys). For each deletion of such a key that
 // is not its owner's release (which writes the owner's lane marker with
-// the owner's queue key's create revision in the same transaction), it
-// asks etcd at once whether the key's lease is still alive: if it is, the
-// key was taken from a live session.
+// the owner's queue key's create revision in the same transaction) nor,
+// for a slot's key, its owner's give-back (which rewrites the owner's
+// queue key in the same transaction), it asks etcd at once whether the
+// key's lease is still alive: if it is, the key was taken from a live
+// session.
 type record struct {
-	direct *clientv3.Client
-	prefix string
+	direct  *clientv3.Client
+	prefix  string
+	permits int // a semaphore's
 
 	mu      sync.Mutex
 	lives   map[int64]*life // create revision -> the key's life
 	foreign []int64         // create revisions of keys deleted, not by their owner's release, while their lease lived
+	given   int             // slot keys given back
 	last    int64
 	err     error
 }
@@ -42,6 +46,7 @@ type life struct {
 	lease       int64
 	value       []byte // as created
 	cut         bool   // deleted by someone other than its owner, lease alive
+	givenBack   bool   // a slot's key deleted by its owner's give-back
 }
 
 // slotValue is a permit slot key's value (etcdlock's permitValue): the
@@ -51,12 +56,12 @@ type slotValue struct {
 	Rev int64  `json:"rev"`
 }
 
-func watchRecord(ctx context.Context, direct *clientv3.Client, prefix string) (*record, error) {
+func watchRecord(ctx context.Context, direct *clientv3.Client, prefix string, permits int) (*record, error) {
 	resp, err := direct.Get(ctx, prefix+"start")
 	if err != nil {
 		return nil, err
 	}
-	r := &record{direct: direct, prefix: prefix, lives: map[int64]*life{}}
+	r := &record{direct: direct, prefix: prefix, permits: permits, lives: map[int64]*life{}}
 	wch := direct.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithRev(resp.Header.Revision+1))
 	go r.run(ctx, wch)
 	return r, nil
@@ -87,10 +92,15 @@ func (r *record) run(ctx context.Context, wch clientv3.WatchChan) {
 
 // apply takes the events of one revision (one transaction).
 func (r *record) apply(ctx context.Context, rev int64, evs []*clientv3.Event) {
-	markers := map[string]bool{} // values written to lane markers in this revision
+	markers := map[string]bool{}   // values written to lane markers in this revision
+	rewritten := map[string]bool{} // queue keys rewritten (not created) in this revision
 	for _, ev := range evs {
-		if ev.Type == mvccpb.PUT && strings.HasPrefix(string(ev.Kv.Key), etcdlock.KeysUnder(r.prefix).Markers()) {
+		switch key := string(ev.Kv.Key); {
+		case ev.Type != mvccpb.PUT:
+		case strings.HasPrefix(key, etcdlock.KeysUnder(r.prefix).Markers()):
 			markers[string(ev.Kv.Value)] = true
+		case ev.Kv.Version > 1:
+			rewritten[key] = true
 		}
 	}
 	for _, ev := range evs {
@@ -108,14 +118,15 @@ func (r *record) apply(ctx context.Context, rev int64, evs []*clientv3.Event) {
 				create: ev.Kv.CreateRevision, lease: ev.Kv.Lease, value: ev.Kv.Value}
 			r.mu.Unlock()
 		case ev.Type == mvccpb.DELETE && ev.PrevKv != nil:
-			owner := ev.PrevKv.CreateRevision // the owner's queue key's create revision
+			owner, givenBack := ev.PrevKv.CreateRevision, false // the owner's queue key's create revision
 			if r.isSlot(key) {
 				var v slotValue
 				json.Unmarshal(ev.PrevKv.Value, &v)
-				owner = v.Rev
+				owner, givenBack = v.Rev, rewritten[v.Key]
 			}
 			o := strconv.FormatInt(owner, 10)
-			r.deleted(ctx, rev, ev.PrevKv, markers[o] || markers["gone-"+o])
+			released := markers[o] || markers["gone-"+o]
+			r.deleted(ctx, rev, ev.PrevKv, released, givenBack && !released)
 		}
 	}
 }
@@ -128,9 +139,12 @@ func (r *record) isSlot(key string) bool {
 	return ok && len(parts) == 3 && parts[1] == "p"
 }
 
-func (r *record) deleted(ctx context.Context, rev int64, prev *mvccpb.KeyValue, released bool) {
+// deleted records the deletion at rev of the key prev: by its owner's
+// release, by its owner's give-back (a slot's key), or else by someone
+// else, which cuts it from its owner if its lease is still alive.
+func (r *record) deleted(ctx context.Context, rev int64, prev *mvccpb.KeyValue, released, givenBack bool) {
 	cut := false
-	if !released {
+	if !released && !givenBack {
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := r.direct.TimeToLive(tctx, clientv3.LeaseID(prev.Lease))
 		cancel()
@@ -143,9 +157,12 @@ func (r *record) deleted(ctx context.Context, rev int64, prev *mvccpb.KeyValue, 
 		r.err = fmt.Errorf("deletion at %d of %s created at %d, whose creation was not seen", rev, prev.Key, prev.CreateRevision)
 		return
 	}
-	l.del, l.cut = rev, cut
+	l.del, l.cut, l.givenBack = rev, cut, givenBack
 	if cut {
 		r.foreign = append(r.foreign, l.create)
+	}
+	if givenBack {
+		r.given++
 	}
 }
 
@@ -172,6 +189,13 @@ func (r *record) catchUp(ctx context.Context, rev int64) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// givenBack returns how many slot keys were given back.
+func (r *record) givenBack() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.given
 }
 
 func (r *record) foreignCopy() []int64 {

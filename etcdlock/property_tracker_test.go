@@ -18,8 +18,9 @@ import (
 // that still believe they hold (Err nil) with their lease provably alive
 // (before ValidUntil, never later than etcd's expiry) must allow it.
 type tracker struct {
-	direct *clientv3.Client // set once before use
-	prefix string
+	direct  *clientv3.Client // set once before use
+	prefix  string
+	permits int // a semaphore's
 
 	mu         sync.Mutex
 	held       map[string]map[*propGrant]bool
@@ -78,10 +79,10 @@ func conflict(o, g *propGrant, left time.Duration) string {
 }
 
 // permit checks a semaphore's permit granted beside holding others:
-// at most propPermits holders, a slot's tokens increasing.
+// at most tr.permits holders, a slot's tokens increasing.
 func (tr *tracker) permit(l *etcdlock.Lock, holding int) {
-	if holding >= propPermits {
-		tr.violations = append(tr.violations, fmt.Sprintf("more than %d holders of %q: token %d granted beside %d", propPermits, l.Name(), l.Token(), holding))
+	if holding >= tr.permits {
+		tr.violations = append(tr.violations, fmt.Sprintf("more than %d holders of %q: token %d granted beside %d", tr.permits, l.Name(), l.Token(), holding))
 	}
 	slot := fmt.Sprintf("%s/%d", l.Name(), l.Slot())
 	if int64(l.Token()) <= tr.slotTok[slot] {

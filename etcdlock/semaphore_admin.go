@@ -23,7 +23,10 @@ type SemaphoreQueue struct {
 	// that has claimed its slot has Slot set and, as Token, its permit's
 	// token ([Lock.Token]: its slot key's create revision), the token it
 	// fences with; one yet to claim its slot, and a waiter, have Slot -1
-	// and their queue key's create revision.
+	// and their queue key's create revision. A waiter may claim a slot
+	// for a moment before its turn, and give it back at once (PROTOCOL.md,
+	// the optimistic claim): it is listed among the Waiters, and its slot
+	// neither as its own nor as a holder's.
 	Queue
 	// Permits is the semaphore's number of permits, as its first
 	// acquisition recorded it; 0 when no one holds or waits.
@@ -84,13 +87,16 @@ func (p layout) semaphoreOf(name string, rev int64, queue, permits []*mvccpb.Key
 	for i, kv := range queue {
 		e := entryOf(kv)
 		e.Slot, e.TTL = -1, ttls.of(e.Lease)
-		s, ok := slots[e.Key]
-		claimed := ok && s.rev == kv.CreateRevision
-		if claimed {
-			e.Slot, e.Token = s.slot, fence.Token(s.kv.CreateRevision)
-			delete(orphans, e.Token)
+		if s, ok := slots[e.Key]; ok && s.rev == kv.CreateRevision {
+			delete(orphans, fence.Token(s.kv.CreateRevision))
+			// A waiter that claimed a slot before its turn (an optimistic
+			// claim, PROTOCOL.md step 5) gives it back at once: it holds
+			// none.
+			if i < entitledN {
+				e.Slot, e.Token = s.slot, fence.Token(s.kv.CreateRevision)
+			}
 		}
-		if claimed || i < entitledN {
+		if i < entitledN {
 			sq.Holders = append(sq.Holders, e)
 		} else {
 			sq.Waiters = append(sq.Waiters, e)
@@ -144,7 +150,8 @@ func (p layout) slotsOf(name string, kvs []*mvccpb.KeyValue) (map[fence.Token]he
 // slot taken. It returns the entry it freed.
 //
 // It fails with an error matching [ErrNotHolder] when no permit has token
-// (including a holder yet to claim its slot), and with one matching
+// (including a holder yet to claim its slot, and a waiter holding a slot
+// for a moment before its turn, PROTOCOL.md step 5), and with one matching
 // [fence.ErrInvalidToken] (and [ErrInvalidArgument]) when token is not
 // positive. It needs no session. The broken holder, if alive and
 // connected, learns within about 150 ms (its Lock's Done closes); until
@@ -181,6 +188,12 @@ func (c *Client) breakPermit(ctx context.Context, name string, token fence.Token
 	if !ok {
 		return Entry{}, false, nil
 	}
+	i := slices.IndexFunc(sq.Holders, func(e Entry) bool { return e.Slot == p.slot && e.Token == token })
+	if i < 0 {
+		// A waiter's claim made before its turn (an optimistic claim,
+		// PROTOCOL.md step 5), given back in one round trip: no permit.
+		return Entry{}, false, nil
+	}
 	slotKey := string(p.kv.Key)
 	del, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(slotKey), "=", int64(token))).
@@ -191,7 +204,6 @@ func (c *Client) breakPermit(ctx context.Context, name string, token fence.Token
 	if err != nil {
 		return Entry{}, false, err
 	}
-	i := slices.IndexFunc(sq.Holders, func(e Entry) bool { return e.Slot == p.slot && e.Token == token })
 	return sq.Holders[i], del.Succeeded, nil
 }
 

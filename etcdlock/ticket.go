@@ -139,21 +139,23 @@ func entitled(kvs []*mvccpb.KeyValue, need int) int {
 	return len(kvs)
 }
 
-// readSecond adds t's second key's read (see secondKey.read) to ops, and
-// returns where its answer will be among the transaction's responses: -1
-// without one.
-func (t *ticket) readSecond(ops []clientv3.Op) ([]clientv3.Op, int) {
+// readSecond adds t's second key's reads (see secondKey.read; with an
+// optimistic claim when tn is not nil) to ops, and returns where their
+// answers will begin among the transaction's responses: -1 without one.
+func (t *ticket) readSecond(ops []clientv3.Op, tn *turn) ([]clientv3.Op, int) {
 	if t.second == nil {
 		return ops, -1
 	}
-	return append(ops, t.second.read()), len(ops)
+	return append(ops, t.second.read(tn)...), len(ops)
 }
 
-// sawSecond gives t's second key its range of resp, a read made with
-// readSecond whose answer is at.
-func (t *ticket) sawSecond(resp *clientv3.TxnResponse, at int) {
+// sawSecond gives t's second key its answers in resp, a read made with
+// readSecond whose answers begin at at, whose read of the blockers is at
+// blockers (limited to the need nearest before ours, or with ours to
+// need+1: its More says whether there were more).
+func (t *ticket) sawSecond(resp *clientv3.TxnResponse, at, blockers int) {
 	if t.second != nil && at >= 0 {
-		t.second.saw(resp.Responses[at].GetResponseRange().Kvs, resp.Header.Revision)
+		t.second.saw(resp.Responses[at:], resp.Header.Revision, resp.Responses[blockers].GetResponseRange().More)
 	}
 }
 

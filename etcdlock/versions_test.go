@@ -16,6 +16,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/otheretcd"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
@@ -25,8 +26,9 @@ func forEachEtcd(t *testing.T, f func(t *testing.T, cli *clientv3.Client)) {
 }
 
 // TestKindsOnEveryEtcd takes every kind of lock on every server version:
-// a lock and its TryLock, a read/write lock, a semaphore (its claims and
-// releases use nested transactions), LockAll, an election with Proclaim
+// a lock and its TryLock, a read/write lock, a semaphore (its claims,
+// optimistic ones in a read of the queue, and its releases use nested
+// transactions), LockAll, an election with Proclaim
 // and Observe, and a holder's own fenced Txn (Held).
 //
 //	go test -run TestKindsOnEveryEtcd ./etcdlock
@@ -87,8 +89,11 @@ func TestKindsOnEveryEtcd(t *testing.T) {
 		if _, err := sb.TryAcquire(ctx); !errors.Is(err, etcdlock.ErrLocked) {
 			t.Errorf("a third permit of two: got %v, want ErrLocked", err)
 		}
+		third := acquireAsync(ctx, sb) // waits, and claims in the read that finds its turn (nested transactions)
+		poll.Until(t, "the third acquisition queued", func() bool { return len(keys(t, cli, etcdlock.KeysUnder(p).SemaphoreQueue("sem"))) == 3 })
 		p1.Unlock(ctx)
-		p3, err := sb.Acquire(ctx)
+		a3 := <-third
+		p3, err := a3.l, a3.err
 		if err != nil || p3.Slot() != p1.Slot() || p3.Token() <= p1.Token() {
 			t.Fatalf("the freed permit: %v, slot %d token %d after slot %d token %d", err, p3.Slot(), p3.Token(), p1.Slot(), p1.Token())
 		}

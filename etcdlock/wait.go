@@ -12,37 +12,46 @@ import (
 )
 
 // waitTurn blocks until fewer of t's blockers than t.need were created
-// before rev (ours), starting from preds, the nearest of them.
+// before rev (ours), starting from preds, the nearest of them, and returns
+// the revision of the read that found the turn come.
 //
 // A watch that ends without telling anything (etcd refused or ended it, or
 // its stream ended) is followed by a read of the queue after a pause that
 // doubles up to maxWatchBackoff, so a waiter sends a few requests a second
 // at most while watches keep failing. A read of the queue that fails for
 // want of a leader is read again after the same pause (see
-// readPredecessor).
-func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64, preds []*mvccpb.KeyValue) error {
+// readPredecessor). The read that follows a blocker's deletion carries
+// t's second key's optimistic claim, if t has one; a read that finds the
+// turn not come has it give back what it took (secondKey.notYet).
+func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64, preds []*mvccpb.KeyValue) (int64, error) {
 	backoff := watchBackoff()
+	at := rev
 	for len(preds) >= t.need() {
 		gone, err := c.waitDeleted(ctx, s, t, preds)
 		var ended *watchEndedError
 		switch {
 		case errors.As(err, &ended):
 			if permanent(ended.reason) {
-				return ended.reason
+				return 0, ended.reason
 			}
 			if err := s.pause(ctx, &backoff); err != nil {
-				return err
+				return 0, err
 			}
 		case err != nil:
-			return err
+			return 0, err
 		case gone:
 			backoff.reset()
 		}
-		if preds, err = c.readPredecessors(ctx, s, t, rev, &backoff); err != nil {
-			return err
+		if preds, at, err = c.readPredecessors(ctx, s, t, rev, gone, &backoff); err != nil {
+			return 0, err
+		}
+		if len(preds) >= t.need() && t.second != nil {
+			if err := t.second.notYet(ctx, c.turn(s, t, rev, 0), c.secondCalls(s, t)); err != nil {
+				return 0, err
+			}
 		}
 	}
-	return nil
+	return at, nil
 }
 
 // readPredecessors is predecessors, read again after a pause (see session.pause) while
@@ -51,15 +60,17 @@ func (c *Client) waitTurn(ctx context.Context, s *session, t *ticket, rev int64,
 // watch ends early too (a member without a leader ends the streams opened
 // WithRequireLeader), and clientv3 does not retry a Txn itself; the read
 // changes nothing, and a waiter must not give up its place in the queue
-// for a failure that passes. ctx and the session bound the retries.
-func (c *Client) readPredecessors(ctx context.Context, s *session, t *ticket, rev int64, backoff *backoff) ([]*mvccpb.KeyValue, error) {
+// for a failure that passes. ctx and the session bound the retries. (An
+// optimistic claim sent with it is sent again, and each is decisive: see
+// secondKey.read.)
+func (c *Client) readPredecessors(ctx context.Context, s *session, t *ticket, rev int64, claim bool, backoff *backoff) ([]*mvccpb.KeyValue, int64, error) {
 	for {
-		preds, err := c.predecessors(ctx, s, t, rev)
+		preds, at, err := c.predecessors(ctx, s, t, rev, claim)
 		if !unavailable(err) {
-			return preds, err
+			return preds, at, err
 		}
 		if err := s.pause(ctx, backoff); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 }
@@ -85,27 +96,34 @@ func (s *session) pause(ctx context.Context, b *backoff) error {
 }
 
 // predecessors returns the t.need blockers queued nearest before ours (or
-// all, when fewer), and checks in the same linearizable read that our own
-// key still exists: a waiter whose lease expired, or whose key was
-// deleted, must never be handed the lock, also when its view of the queue
-// (the watch event that woke it) lags.
-func (c *Client) predecessors(ctx context.Context, s *session, t *ticket, rev int64) ([]*mvccpb.KeyValue, error) {
+// all, when fewer), and the revision it read them at, and checks in the
+// same linearizable read that our own key still exists: a waiter whose
+// lease expired, or whose key was deleted, must never be handed the lock,
+// also when its view of the queue (the watch event that woke it) lags.
+// With claim, t's second key (if any) claims optimistically in the same
+// transaction (see secondKey.read).
+func (c *Client) predecessors(ctx context.Context, s *session, t *ticket, rev int64, claim bool) ([]*mvccpb.KeyValue, int64, error) {
 	ctx, cancel := t.request(ctx)
 	defer cancel()
+	var tn *turn
+	if claim && t.second != nil {
+		optimistic := c.turn(s, t, rev, 0)
+		tn = &optimistic
+	}
 	ops, second := t.readSecond([]clientv3.Op{t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-		clientv3.WithLimit(int64(t.need())), clientv3.WithMaxCreateRev(rev-1))})
+		clientv3.WithLimit(int64(t.need())), clientv3.WithMaxCreateRev(rev-1))}, tn)
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
 		Then(ops...).
 		Commit()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if !resp.Succeeded {
-		return nil, c.lostWhileWaiting(s)
+		return nil, 0, c.lostWhileWaiting(s)
 	}
-	t.sawSecond(resp, second)
-	return resp.Responses[0].GetResponseRange().Kvs, nil
+	t.sawSecond(resp, second, 0)
+	return resp.Responses[0].GetResponseRange().Kvs, resp.Header.Revision, nil
 }
 
 // waitDeleted returns once one of the keys preds is gone (true), or a
