@@ -85,6 +85,11 @@ var ErrNoLeader = errors.New("etcdlock: election has no leader")
 // Nothing was deleted.
 var ErrNotHolder = errors.New("etcdlock: token is not the holder's")
 
+// ErrPermits is matched by the error of an acquisition whose semaphore is
+// used by others with another number of permits: callers of one name must
+// agree on it.
+var ErrPermits = errors.New("etcdlock: callers disagree on the semaphore's permits")
+
 // ErrUnhealthy is what [LeaderHealth.Check] returns, wrapped with the
 // election, the term and the reason, when a lead function runs past its
 // term's validity deadline or after its context was cancelled.

@@ -2,17 +2,11 @@ package etcdlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
 // MaxPermits is the most permits a semaphore may have.
 const MaxPermits = 1024
-
-// ErrPermits is matched by the error of an acquisition whose semaphore is
-// used by others with another number of permits: callers of one name must
-// agree on it.
-var ErrPermits = errors.New("etcdlock: callers disagree on the semaphore's permits")
 
 // Semaphore is a counting semaphore on etcd: at most its number of permits
 // are held at once, by holders whose leases are alive, served in arrival
