@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // groupRuns records the work calls of a group's workers: which are
@@ -361,6 +362,7 @@ func memberOf(st etcdlock.GroupStatus, lease clientv3.LeaseID) string {
 // the grace when the work does not return (then the two works overlap,
 // which only the resource's fence makes safe).
 func TestGroupHandoffWaitsForWork(t *testing.T) {
+	testenv.Long(t, "a handoff waiting out work (TestGroupWorkReturnsAtOnce stays in the fast loop)")
 	t.Parallel()
 	cli := etcdClient(t)
 	for _, tc := range []struct {

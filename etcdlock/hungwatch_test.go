@@ -10,6 +10,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A term's key deleted by someone else while the watch stream delivers
@@ -73,6 +74,7 @@ func clientv3WithPrefix() []clientv3.OpOption { return []clientv3.OpOption{clien
 // and reads the queue: it reports the next leader within two thirds of the
 // TTL or so, not never. (Before: Observe stayed silent on a hung stream.)
 func TestObserveHungStream(t *testing.T) {
+	testenv.Long(t, "a hung watch stream waited out (TestKeyWatchHungStream stays in the fast loop)")
 	t.Parallel()
 	fcli, in := faulty(t, 208)
 	watcher := newLocker(t, fcli, etcdlock.WithTTL(3*time.Second))

@@ -136,6 +136,7 @@ func TestMinHoldInvalid(t *testing.T) {
 
 // A reader's minimum hold keeps writers out until it has passed.
 func TestMinHoldReader(t *testing.T) {
+	testenv.Long(t, "a reader's minimum hold waited out (TestMinHoldRunsOncePerPeriod stays in the fast loop)")
 	t.Parallel()
 	cli := etcdClient(t)
 	a, b := newLocker(t, cli), newLocker(t, cli)

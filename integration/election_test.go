@@ -14,6 +14,7 @@ import (
 	"github.com/fencelock/fencelock/etcdlock/etcdlocktest"
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // electLocks returns an etcdlock client with a 1 s lease, like the
@@ -104,6 +105,7 @@ func waitQueued(t *testing.T, c *etcdlock.Client, name string, n int) {
 // Fenced, PostgreSQL refuses A's write; in the control (a plain UPDATE)
 // it lands over B's.
 func TestElectionPausedLeader(t *testing.T) {
+	testenv.Long(t, "a frozen leader, seconds of lease (etcdlock's election tests stay in the fast loop)")
 	t.Parallel() // its own etcd, database (or bucket) and names; it mostly waits on a lease
 	etcd := etcdlocktest.New(t)
 	dsn := pgtest.New(t).NewDatabase(t)

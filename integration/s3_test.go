@@ -16,6 +16,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	s3fence "github.com/fencelock/fencelock/fence/s3"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // TestS3PausedHolder plays the failure fencing exists for, with real
@@ -28,6 +29,7 @@ import (
 // conditional PUT (412: B's write changed the ETag) and the object holds B's
 // data; in the control, a store that ignores tokens, A's stale write lands.
 func TestS3PausedHolder(t *testing.T) {
+	testenv.Long(t, "a frozen S3 holder, seconds of lease (TestPostgresPausedHolder stays in the fast loop)")
 	t.Parallel() // its own etcd, database (or bucket) and names; it mostly waits on a lease
 	etcd := etcdlocktest.New(t)
 	srv := s3test.New(t)

@@ -12,6 +12,7 @@ import (
 	"github.com/fencelock/fencelock/fence/postgres"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // TestTransferPausedHolder is issue 36's lost transfer, with real
@@ -27,6 +28,7 @@ import (
 // and then fenced writes, loses T1's acknowledged transfer with no error
 // on either side: A = 990, B = 1010.
 func TestTransferPausedHolder(t *testing.T) {
+	testenv.Long(t, "a frozen holder's transfer, seconds of lease (TestPostgresPausedHolder stays in the fast loop)")
 	t.Parallel() // its own etcd, database (or bucket) and names; it mostly waits on a lease
 	etcd := etcdlocktest.New(t)
 	dsn := pgtest.New(t).NewDatabase(t)
