@@ -65,17 +65,7 @@ func BenchmarkReadModifyWrite(b *testing.B) {
 		}
 		sel := "SELECT balance FROM accounts WHERE id = " + ph(srv.d, 1)
 		upd := fmt.Sprintf("UPDATE accounts SET balance = %s WHERE id = %s", ph(srv.d, 1), ph(srv.d, 2))
-		inTx := func(body func(tx *sql.Tx) error) error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			if err := body(tx); err != nil {
-				_ = tx.Rollback()
-				return err
-			}
-			return tx.Commit()
-		}
+		inTx := func(body func(tx *sql.Tx) error) error { return commitTx(ctx, db, body) }
 		plain := func(sel, upd string) func(int) error {
 			return func(int) error {
 				return inTx(func(tx *sql.Tx) error {

@@ -424,6 +424,20 @@ func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 	return fn(tx)
 }
 
+// commitTx runs fn in a transaction of db, committed when fn returns nil
+// and rolled back otherwise.
+func commitTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
 // With interpolateParams=true the driver sends unprepared statements as
 // text with the arguments spliced in, and the statements kept prepared in
 // the binary protocol: both read the counts and insert ids the fence

@@ -42,17 +42,7 @@ func TestRoundTripsMariaDB(t *testing.T) {
 				t.Fatal(err)
 			}
 			var bal int64
-			inTx := func(body func(tx *sql.Tx) error) error {
-				tx, err := db.BeginTx(ctx, nil)
-				if err != nil {
-					return err
-				}
-				if err := body(tx); err != nil {
-					_ = tx.Rollback()
-					return err
-				}
-				return tx.Commit()
-			}
+			inTx := func(body func(tx *sql.Tx) error) error { return commitTx(ctx, db, body) }
 			count := func(op func() error) int64 {
 				t.Helper()
 				if err := op(); err != nil { // the first prepares
