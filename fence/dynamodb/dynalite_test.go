@@ -28,12 +28,15 @@ import (
 // dynamotest's Need, naming what dynalite lacks (dynamotest.Lacks, the
 // one list); any other skip fails this test, except the long tier's under
 // -short. Left out: the examples (they print what transactions write),
-// TestPageTryIt (it starts a dynalite of its own) and
+// TestPageTryIt (it starts a dynalite of its own),
 // TestConformanceNarrowClient (the suite again, through a client of
-// another shape: nothing of the server's).
+// another shape: nothing of the server's) and TestLargeReplyNotLost (the
+// race it guards against needs a reply that comes within microseconds of
+// the request's last byte, a server in the process: on dynalite its
+// control sees none in 5,000 claims).
 func TestOnDynalite(t *testing.T) {
 	testenv.Long(t, "the package's tests again, against dynalite (a node process): about 5 s")
-	args := []string{"-test.count=1", "-test.v", "-test.skip=^(TestOnDynalite|TestPageTryIt|TestConformanceNarrowClient|Example.*)$", "-test.timeout=5m"}
+	args := []string{"-test.count=1", "-test.v", "-test.skip=^(TestOnDynalite|TestPageTryIt|TestConformanceNarrowClient|TestLargeReplyNotLost|Example.*)$", "-test.timeout=5m"}
 	if testing.Short() {
 		args = append(args, "-test.short")
 	}

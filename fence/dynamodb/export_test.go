@@ -14,6 +14,14 @@ func ResendForTest() (undo func()) {
 	return func() { resendForTest.Store(false) }
 }
 
+// KeepWriteToForTest sends the package's requests with the SDK's body as
+// it is, for the control of TestLargeReplyNotLost, and returns a function
+// that undoes it.
+func KeepWriteToForTest() (undo func()) {
+	keepWriteToForTest.Store(true)
+	return func() { keepWriteToForTest.Store(false) }
+}
+
 // EffectItem returns the item o records e as, pending, for the control
 // of TestOutboxStaleWriteRecordsNothing.
 func (o *Outbox) EffectItem(e outbox.Effect) map[string]types.AttributeValue {

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -25,12 +29,57 @@ type Client interface {
 // request whose reply was lost (a broken connection, a 5xx); a resent
 // conditional write whose first copy landed would be refused by its own
 // floor, or after a newer token's write, and say stale of a write that
-// landed. Sent once, a lost reply is an unknown outcome instead.
+// landed. Sent once, a lost reply is an unknown outcome instead, so a
+// reply must not be lost to the client itself: sendOnce also hides the
+// request body's WriteTo (see [hideWriteTo]).
 func sendOnce(o *dynamodb.Options) {
 	if !resendForTest.Load() {
 		o.Retryer = aws.NopRetryer{}
 	}
+	if !keepWriteToForTest.Load() {
+		o.APIOptions = append(slices.Clip(o.APIOptions), addHideWriteTo)
+	}
 }
+
+// keepWriteToForTest leaves the body's WriteTo in place, for the control
+// of TestLargeReplyNotLost (export_test.go).
+var keepWriteToForTest atomic.Bool
+
+// addHideWriteTo adds [hideWriteTo] at the end of a call's finalize step,
+// after the body is signed and before it is sent.
+func addHideWriteTo(stack *middleware.Stack) error {
+	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("fencelock:HideWriteTo", hideWriteTo), middleware.After)
+}
+
+// hideWriteTo sends a request's body as a reader without WriteTo. The SDK
+// closes the body as soon as the reply's headers arrive, and its body's
+// WriteTo, called after that by net/http for the last, empty read of a
+// body it has already sent in full, returns io.EOF as an error; net/http
+// then takes the write as failed and closes the connection under the
+// reply still being read. The call fails with "use of closed network
+// connection" after the server answered (aws/aws-sdk-go-v2#2737). With
+// the SDK's retries that costs a resend; sent once, it is an unknown
+// outcome, the write's effect not knowable, and a reply of a few hundred
+// KB (an Update's claim of a large item) met it about once in a hundred
+// calls against a server on the same machine. Read alone returns io.EOF
+// on a closed body as the end, which net/http takes as one.
+func hideWriteTo(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+	if req, ok := in.Request.(*smithyhttp.Request); ok {
+		if s, ok := req.GetStream().(io.ReadSeeker); ok {
+			if _, ok := s.(io.WriterTo); ok {
+				r, err := req.SetStream(readSeeker{s})
+				if err != nil {
+					return middleware.FinalizeOutput{}, middleware.Metadata{}, err
+				}
+				in.Request = r
+			}
+		}
+	}
+	return next.HandleFinalize(ctx, in)
+}
+
+// readSeeker is an io.ReadSeeker and no more.
+type readSeeker struct{ io.ReadSeeker }
 
 // resendForTest keeps the SDK's retries, for the control of the test that
 // shows why they are off (export_test.go).
