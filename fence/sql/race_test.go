@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fencelock/fencelock/fence"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
@@ -137,17 +138,45 @@ func waitersOnRolledBackInsert(t *testing.T, db *sql.DB, tbl *sqlfence.Table, id
 	return errs
 }
 
-// waitLockWaits waits until n upserts of accounts are in flight and
-// InnoDB shows one waiting for a row lock (MariaDB shows one lock waiter
-// per row).
+// waitLockWaits waits until n upserts of accounts are in flight in this
+// test's database and InnoDB shows one waiting for a row lock (MariaDB
+// shows one lock waiter per row). Near the poll's end it logs what the
+// server runs, so that a wait that never ends says why.
 func waitLockWaits(t *testing.T, db *sql.DB, n int) {
 	t.Helper()
+	start, logged := time.Now(), false
 	poll.Until(t, "upserts waiting for the row", func() bool {
 		var inFlight int
 		err := db.QueryRowContext(context.Background(),
-			"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'INSERT INTO %'").Scan(&inFlight)
-		return err == nil && inFlight >= n && innodbLockWaits(t, db) >= 1
+			"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND INFO LIKE 'INSERT INTO %'").Scan(&inFlight)
+		waits := innodbLockWaits(t, db)
+		if ok := err == nil && inFlight >= n && waits >= 1; ok || logged || time.Since(start) < poll.Timeout*9/10 {
+			return ok
+		}
+		logged = true
+		t.Logf("after %v: %d upserts in flight (err %v), %d lock waits; the server runs:\n%s", time.Since(start), inFlight, err, waits, processList(db))
+		return false
 	})
+}
+
+// processList is the server's PROCESSLIST, a line per connection, for a
+// wait's failure.
+func processList(db *sql.DB) string {
+	rows, err := db.QueryContext(context.Background(), "SELECT ID, COALESCE(DB, ''), COMMAND, TIME, COALESCE(STATE, ''), COALESCE(INFO, '') FROM information_schema.PROCESSLIST")
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, secs int64
+		var dbName, cmd, state, info string
+		if err := rows.Scan(&id, &dbName, &cmd, &secs, &state, &info); err != nil {
+			return err.Error()
+		}
+		fmt.Fprintf(&b, "%d %s %s %ds %q %q\n", id, dbName, cmd, secs, state, info)
+	}
+	return b.String()
 }
 
 // innodbLockWaits counts the transactions InnoDB shows waiting for a lock.
