@@ -36,6 +36,17 @@ func bucket(t testing.TB) (jetstream.KeyValue, string) {
 	return kv, name
 }
 
+// key returns a key named after the test, in the characters a bucket's
+// keys may have.
+func key(t testing.TB) string {
+	return strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-/_=", r) {
+			return r
+		}
+		return '_'
+	}, t.Name())
+}
+
 // open returns the bucket name on a new connection to the shared server.
 func open(t testing.TB, name string) jetstream.KeyValue {
 	t.Helper()
