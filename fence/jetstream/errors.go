@@ -28,6 +28,6 @@ var ErrCorrupt = errors.New("jsfence: entry not in the format this package write
 
 // ErrRevisionsIgnored means the server applied a write whose expected
 // revision (Nats-Expected-Last-Subject-Sequence) did not hold
-// ([Store.CheckRevisions]): it cannot fence anything. A nats-server older
-// than 2.3, which does not know the header, behaves so.
+// ([Store.CheckRevisions]): it cannot fence anything. A server too old to
+// know the header, or a proxy that drops it, behaves so.
 var ErrRevisionsIgnored = errors.New("jsfence: server does not honour the expected revision of a write")

@@ -15,9 +15,9 @@ const ProbeKey = "fencelock-probe"
 // revision does not hold: it writes ProbeKey on its last revision (or
 // creates it), then writes it again on the revision before that write,
 // and creates it again, and returns an error matching
-// [ErrRevisionsIgnored] if either landed. nats-server honours the
-// expected revision from 2.3 on (KV itself needs 2.6.2); run it once
-// against a server you have not checked, or one behind a proxy. Several
+// [ErrRevisionsIgnored] if either landed. The tests' nats-server (2.9)
+// honours it; run it once against a server you have not checked, or one
+// behind a proxy. Several
 // stores may run it at once. Its writes stay in the bucket, one key's
 // history.
 func (s *Store) CheckRevisions(ctx context.Context) error {

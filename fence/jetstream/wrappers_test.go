@@ -9,7 +9,7 @@ import (
 )
 
 // ignoring is a bucket on a server that ignores the expected revision of
-// a write (as a nats-server older than 2.3 does): every write lands. It
+// a write (as a server too old to know the header does): every write lands. It
 // is the controls' store with the protection off.
 type ignoring struct{ jetstream.KeyValue }
 
