@@ -52,4 +52,3 @@ func TestPageTryIt(t *testing.T) {
 		t.Fatalf("Get: got token %d %q %v, want token 34 \"B\"", rec.Token, rec.Value, err)
 	}
 }
-
