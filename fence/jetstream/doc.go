@@ -72,6 +72,13 @@
 //     bucket removes it. A bucket deleted and created again also starts
 //     its revisions over: a running Store's cached revision may then name
 //     another entry, so make new Stores after recreating a bucket.
+//   - Reads may be stale in a cluster: a bucket with direct gets
+//     (AllowDirect, which nats.go sets on the buckets it creates) may be
+//     read from a replica that lags. Writes stay fenced (the stream's
+//     leader checks the revision, and a write on a stale revision is
+//     refused and read again), but [Store.Get], and [Store.GetForUpdate]
+//     of a key the token has claimed already (which writes nothing), may
+//     return an older value. Turn AllowDirect off where that matters.
 //   - A server that ignores the expected revision (one too old to know
 //     the header, or something in between that drops it) fences nothing:
 //     [Store.CheckRevisions] detects it; run it once against a server you
