@@ -97,6 +97,53 @@ func TestReplyLostRecognised(t *testing.T) {
 	})
 }
 
+// An Update whose final write's reply is lost (the proxy holds replies
+// from the moment fn returns) reads the key back, finds its write, and
+// returns nil without calling fn again. The control turns the recognition
+// off: the outcome is unknown, and the caller's retry appends twice.
+func TestUpdateReplyLostRecognised(t *testing.T) {
+	kv, name := bucket(t)
+	other := mustNew(t, kv)
+	run := func(t *testing.T, recognise bool) (calls int, err error) {
+		pkv, p := proxied(t, name)
+		s := mustNew(t, pkv, jsfence.WithRequestTimeout(500*time.Millisecond))
+		if !recognise {
+			jsfence.WithoutRecognition(s)
+		}
+		k := key(t)
+		mustPut(t, s, k, 7, "a")
+		errc := make(chan error, 1)
+		go func() {
+			errc <- s.Update(t.Context(), k, 7, func(old fence.Record) ([]byte, error) {
+				calls++
+				p.CutReplies()
+				return append(old.Value, '+'), nil
+			})
+		}()
+		poll.Until(t, "the write to land", func() bool {
+			r, err := other.Get(t.Context(), k)
+			return err == nil && string(r.Value) == "a+"
+		})
+		p.Reset()
+		p.Heal()
+		err = <-errc // fn's calls are over
+		return calls, err
+	}
+	if calls, err := run(t, true); err != nil || calls != 1 {
+		t.Fatalf("Update with its reply lost: got %v after %d calls of fn, want nil after 1", err, calls)
+	}
+	wantRecord(t, other, key(t), 7, "a+")
+	t.Run("control: not recognised", func(t *testing.T) {
+		k := key(t)
+		_, err := run(t, false)
+		fencewant.Unknown(t, err, 7)
+		if err := other.Update(t.Context(), k, 7, func(old fence.Record) ([]byte, error) { return append(old.Value, '+'), nil }); err != nil {
+			t.Fatal(err) // the caller's retry
+		}
+		wantRecord(t, other, k, 7, "a++")
+	})
+}
+
 // A Put whose reply is lost while a newer token writes after it says its
 // outcome is unknown: its write landed, so it is not stale, and it is no
 // longer the key's last, so it is not recognised either.
