@@ -24,11 +24,18 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(natstest.Main(m)) }
 // ends. It returns the bucket on a connection of its own, and its name.
 func bucket(t testing.TB) (jetstream.KeyValue, string) {
 	t.Helper()
+	return bucketKeeping(t, 10)
+}
+
+// bucketKeeping is bucket, keeping history revisions of each key (64 at
+// most).
+func bucketKeeping(t testing.TB, history uint8) (jetstream.KeyValue, string) {
+	t.Helper()
 	js := natstest.New(t).JetStream(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	name := strings.NewReplacer("/", "_", ".", "_", " ", "_", "#", "_").Replace(t.Name()) + "_" + hex.EncodeToString(b[:])
-	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: name, History: 10})
+	name := strings.ReplaceAll(key(t), "/", "_") + "_" + hex.EncodeToString(b[:])
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: name, History: history})
 	if err != nil {
 		t.Fatal(err)
 	}
