@@ -134,7 +134,7 @@ func TestNoBucket(t *testing.T) {
 	if err := js.DeleteKeyValue(t.Context(), name); err != nil {
 		t.Fatal(err)
 	}
-	err := s.Put(t.Context(), "k", 2, []byte("b"))
+	err := s.Put(t.Context(), "k", 2, []byte("b")) // on the cached revision: a write first
 	if !errors.Is(err, jsfence.ErrNoBucket) || errors.Is(err, fence.ErrUnknownOutcome) {
 		t.Fatalf("Put after the bucket's deletion: got %v, want an error matching ErrNoBucket alone", err)
 	}

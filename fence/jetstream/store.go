@@ -110,10 +110,12 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 // [fence.ErrConflict]. So a late write is refused by the revision it did
 // not read, and then by the token.
 //
-// When no answer comes to the write (within the request timeout, or
-// ctx), Put reads the key: if it holds this write (its id), Put returns
-// nil; else the error matches [fence.ErrUnknownOutcome], and the key
-// holds the old record or the new one, whole. Bad arguments are refused
+// When no answer comes to the write within the request timeout
+// ([WithRequestTimeout]), Put reads the key, if ctx has not ended: if it
+// holds this write (its id), Put returns nil; else the error matches
+// [fence.ErrUnknownOutcome], and the key holds the old record or the new
+// one, whole. A write to a bucket that no longer exists gives
+// [ErrNoBucket]. Bad arguments are refused
 // before any I/O.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
 	return s.write(ctx, opPut, key, token, false, value)
