@@ -68,6 +68,7 @@ func loseReply(t *testing.T, p *netproxy.Proxy, s, other *jsfence.Store, key str
 // the Put says its outcome is unknown, and the caller, retrying it as it
 // must, makes the write land twice.
 func TestReplyLostRecognised(t *testing.T) {
+	t.Parallel() // waits out request timeouts
 	kv, name := bucket(t)
 	other := mustNew(t, kv)
 	run := func(t *testing.T, recognise bool) error {
@@ -102,6 +103,7 @@ func TestReplyLostRecognised(t *testing.T) {
 // returns nil without calling fn again. The control turns the recognition
 // off: the outcome is unknown, and the caller's retry appends twice.
 func TestUpdateReplyLostRecognised(t *testing.T) {
+	t.Parallel() // waits out request timeouts
 	kv, name := bucket(t)
 	other := mustNew(t, kv)
 	run := func(t *testing.T, recognise bool) (calls int, err error) {
@@ -148,6 +150,7 @@ func TestUpdateReplyLostRecognised(t *testing.T) {
 // outcome is unknown: its write landed, so it is not stale, and it is no
 // longer the key's last, so it is not recognised either.
 func TestReplyLostNewerBetween(t *testing.T) {
+	t.Parallel() // waits out request timeouts
 	kv, name := bucket(t)
 	other := mustNew(t, kv)
 	pkv, p := proxied(t, name)

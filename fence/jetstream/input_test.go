@@ -127,6 +127,7 @@ func TestForeignEntry(t *testing.T) {
 // A bucket deleted under a Store: a write says so (ErrNoBucket), as a
 // definite refusal, not an unknown outcome.
 func TestNoBucket(t *testing.T) {
+	t.Parallel() // waits out request timeouts
 	kv, name := bucket(t)
 	s := mustNew(t, kv)
 	mustPut(t, s, "k", 1, "a")
