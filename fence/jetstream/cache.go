@@ -6,7 +6,8 @@ import "sync"
 // Store last wrote or read it, so that a holder's next Put writes at once
 // on that revision, in one request: if the key's last revision is still
 // that one, it holds those bytes and that token (a stream's sequence
-// numbers never repeat); if not, the write is refused and Put reads the
+// numbers never repeat, unless the bucket is deleted and created again:
+// see the package documentation); if not, the write is refused and Put reads the
 // key. The cache holds at most maxCached keys, and is emptied when full.
 type revisions struct {
 	mu sync.Mutex // guards m

@@ -38,7 +38,8 @@
 // only if the key's last revision is still that one
 // (Nats-Expected-Last-Subject-Sequence); else it refuses, and the write
 // reads the key and decides again, up to [fence.UpdateAttempts] times.
-// Revisions are the stream's sequence numbers, which never repeat, so a
+// Revisions are the stream's sequence numbers, which never repeat while
+// the bucket lives (see below for a bucket recreated), so a
 // write cannot land on an entry that changed and changed back, and a
 // write arriving late finds its revision gone, and then the newer token.
 //
