@@ -7,8 +7,9 @@ import "sync"
 // on that revision, in one request: if the key's last revision is still
 // that one, it holds those bytes and that token (a stream's sequence
 // numbers never repeat, unless the bucket is deleted and created again:
-// see the package documentation); if not, the write is refused and Put reads the
-// key. The cache holds at most maxCached keys, and is emptied when full.
+// see [WithoutRevisionCache]); if not, the write is refused and Put reads
+// the key. The cache holds at most maxCached keys, and is emptied when
+// full. A nil *revisions caches nothing.
 type revisions struct {
 	mu sync.Mutex // guards m
 	m  map[string]entry
@@ -19,6 +20,9 @@ const maxCached = 10000
 func newRevisions() *revisions { return &revisions{m: map[string]entry{}} }
 
 func (r *revisions) get(key string) (entry, bool) {
+	if r == nil {
+		return entry{}, false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.m[key]
@@ -26,6 +30,9 @@ func (r *revisions) get(key string) (entry, bool) {
 }
 
 func (r *revisions) put(key string, e entry) {
+	if r == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.m) >= maxCached {
@@ -36,6 +43,9 @@ func (r *revisions) put(key string, e entry) {
 }
 
 func (r *revisions) drop(key string) {
+	if r == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.m, key)

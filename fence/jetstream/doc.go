@@ -72,7 +72,8 @@
 //     other means, the bucket's MaxAge, or deleting and recreating the
 //     bucket removes it. A bucket deleted and created again also starts
 //     its revisions over: a running Store's cached revision may then name
-//     another entry, so make new Stores after recreating a bucket.
+//     another entry, and a stale write land on it; make new Stores after
+//     recreating a bucket, or use [WithoutRevisionCache].
 //   - Reads may be stale in a cluster: a bucket with direct gets
 //     (AllowDirect, which nats.go sets on the buckets it creates) may be
 //     read from a replica that lags. Writes stay fenced (the stream's

@@ -21,6 +21,7 @@ type Option interface {
 type options struct {
 	prefix      string
 	timeout     time.Duration
+	noCache     bool
 	meters      metric.MeterProvider
 	tracers     trace.TracerProvider
 	nilProvider bool
@@ -37,6 +38,16 @@ const DefaultRequestTimeout = 5 * time.Second
 // WithPrefix puts the store's entries under prefix in the bucket: resource
 // key K is the bucket's key prefix+K. Default: none.
 func WithPrefix(prefix string) Option { return optionFunc(func(o *options) { o.prefix = prefix }) }
+
+// WithoutRevisionCache has every Put and Delete read the key before it
+// writes (two requests), instead of writing at once on the revision the
+// Store last wrote or read (one request, and a read only when that
+// revision is gone). The cache is safe while the bucket lives, since a
+// stream's sequence numbers never repeat; a bucket deleted and created
+// again starts them over, so a cached revision may then name another
+// writer's entry, and a stale write land on it. Use it where buckets are
+// recreated under running Stores. Default: the cache is on.
+func WithoutRevisionCache() Option { return optionFunc(func(o *options) { o.noCache = true }) }
 
 // WithRequestTimeout bounds the wait for the answer to each request (a
 // read, a write) within the call's context. A write whose answer does not

@@ -44,7 +44,7 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 	tel     *tel.Recorder
-	cache   *revisions
+	cache   *revisions // nil: WithoutRevisionCache
 	// noRecognise turns off the recognition of the Store's own writes by
 	// their ids (set before use, by the tests' controls only).
 	noRecognise bool
@@ -72,7 +72,11 @@ func New(kv KeyValue, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: creating instruments: %w", ErrInvalidOption, err)
 	}
-	return &Store{kv: kv, prefix: o.prefix, timeout: o.timeout, tel: r, cache: newRevisions()}, nil
+	s := &Store{kv: kv, prefix: o.prefix, timeout: o.timeout, tel: r}
+	if !o.noCache {
+		s.cache = newRevisions()
+	}
+	return s, nil
 }
 
 // Key returns the bucket's key holding resource key.

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/fencelock/fencelock/fence"
 	jsfence "github.com/fencelock/fencelock/fence/jetstream"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/natstest"
 )
 
 // Delete leaves the floor: the record is gone, a lower token is refused,
@@ -61,4 +64,42 @@ func TestPrefix(t *testing.T) {
 		t.Fatalf("the entry a/k: got %v, want the value \"a\"", err)
 	}
 	wantRecord(t, b, "k", 3, "b")
+}
+
+// A bucket deleted and created again starts its revisions over: a Store
+// made before, with its revision cache, writes token 3 on the revision it
+// cached, which is now token 9's entry, and lands (the hazard the package
+// documentation names). WithoutRevisionCache reads first, and refuses.
+func TestRecreatedBucket(t *testing.T) {
+	run := func(t *testing.T, opts ...jsfence.Option) (fence.Record, error) {
+		kv, name := bucket(t)
+		s := mustNew(t, kv, opts...)
+		mustPut(t, s, "k", 3, "a") // revision 1, cached
+		js := natstest.New(t).JetStream(t)
+		if err := js.DeleteKeyValue(t.Context(), name); err != nil {
+			t.Fatal(err)
+		}
+		again, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: name, History: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := mustNew(t, again)
+		mustPut(t, other, "k", 9, "b") // revision 1 again
+		err = s.Put(t.Context(), "k", 3, []byte("late"))
+		r, gerr := other.Get(t.Context(), "k")
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		return r, err
+	}
+	r, err := run(t, jsfence.WithoutRevisionCache())
+	fencewant.Stale(t, err, 3, 9)
+	if r.Token != 9 {
+		t.Fatalf("after the refused Put: token %d, want 9", r.Token)
+	}
+	t.Run("control: the cache", func(t *testing.T) {
+		if r, err := run(t); err != nil || r.Token != 3 || string(r.Value) != "late" {
+			t.Fatalf("Put on the cached revision: got %v, token %d %q, want nil, token 3 \"late\" (landed over token 9)", err, r.Token, r.Value)
+		}
+	})
 }
