@@ -5,12 +5,17 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/fencetest"
+	jsfence "github.com/fencelock/fencelock/fence/jetstream"
 )
 
 func TestConformance(t *testing.T) {
 	kv, _ := bucket(t)
 	s := mustNew(t, kv)
 	fencetest.Run(t, func(t *testing.T) fence.Store { return s })
+	t.Run("WithoutRevisionCache", func(t *testing.T) {
+		s := mustNew(t, kv, jsfence.WithoutRevisionCache())
+		fencetest.Run(t, func(t *testing.T) fence.Store { return s })
+	})
 }
 
 // TestContention: many writers, each with a connection of its own, on one
