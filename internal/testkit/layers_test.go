@@ -134,7 +134,7 @@ var sdks = map[string][]string{
 	"github.com/jackc/pgx/":                          {"fence/postgres"},
 	"github.com/go-sql-driver/mysql":                 {"fence/sql"},
 	"go.etcd.io/etcd/client/v3":                      {"etcdlock", "fence/etcd"},
-	"github.com/nats-io/":                            {"fence/outbox/jetstream"},
+	"github.com/nats-io/":                            {"fence/outbox/jetstream", "fence/jetstream"},
 }
 
 // TestSDKsLinkedOnlyByTheirAdapter checks that rule for every library
