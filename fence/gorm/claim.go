@@ -10,8 +10,8 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/nilcheck"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // Claim is the first touch of a row by a holder: it raises the row's fence

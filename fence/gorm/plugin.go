@@ -47,11 +47,21 @@ func (Plugin) Initialize(db *gorm.DB) error {
 		name string
 		reg  func(func(*gorm.DB)) error
 	}{
-		{"create", func(f func(*gorm.DB)) error { return db.Callback().Create().Before("*").Register("gormfence:refuse_create", f) }},
-		{"delete", func(f func(*gorm.DB)) error { return db.Callback().Delete().Before("*").Register("gormfence:refuse_delete", f) }},
-		{"query", func(f func(*gorm.DB)) error { return db.Callback().Query().Before("*").Register("gormfence:refuse_query", f) }},
-		{"raw", func(f func(*gorm.DB)) error { return db.Callback().Raw().Before("*").Register("gormfence:refuse_raw", f) }},
-		{"row", func(f func(*gorm.DB)) error { return db.Callback().Row().Before("*").Register("gormfence:refuse_row", f) }},
+		{"create", func(f func(*gorm.DB)) error {
+			return db.Callback().Create().Before("*").Register("gormfence:refuse_create", f)
+		}},
+		{"delete", func(f func(*gorm.DB)) error {
+			return db.Callback().Delete().Before("*").Register("gormfence:refuse_delete", f)
+		}},
+		{"query", func(f func(*gorm.DB)) error {
+			return db.Callback().Query().Before("*").Register("gormfence:refuse_query", f)
+		}},
+		{"raw", func(f func(*gorm.DB)) error {
+			return db.Callback().Raw().Before("*").Register("gormfence:refuse_raw", f)
+		}},
+		{"row", func(f func(*gorm.DB)) error {
+			return db.Callback().Row().Before("*").Register("gormfence:refuse_row", f)
+		}},
 	} {
 		if err := r.reg(refuse(r.name)); err != nil {
 			return err
