@@ -46,6 +46,45 @@ func (p predicate) Build(b clause.Builder) {
 	b.AddVar(b, p.token)
 }
 
+// checkUpdate refuses, before gorm's default transaction begins (before
+// any I/O), a fenced update of a model with no fence column, or one that
+// names no row. beforeUpdate checks the conditions again once gorm has
+// added the model's primary key to them.
+func (c *callbacks) checkUpdate(db *gorm.DB) {
+	if _, ok := markOf(db.Statement); !ok || db.Error != nil {
+		return
+	}
+	if _, err := fenceField(db.Statement.Schema); err != nil {
+		_ = db.AddError(err)
+		return
+	}
+	if !namesRow(db.Statement) {
+		_ = db.AddError(noRow(db.Statement))
+	}
+}
+
+// namesRow reports whether an update has conditions, or a model whose
+// primary key gorm will add to them.
+func namesRow(stmt *gorm.Statement) bool {
+	if w, ok := stmt.Clauses["WHERE"].Expression.(clause.Where); ok && len(w.Exprs) > 0 {
+		return true
+	}
+	v := reflect.Indirect(reflect.ValueOf(stmt.Model))
+	if v.Kind() != reflect.Struct || len(stmt.Schema.PrimaryFields) == 0 {
+		return false
+	}
+	for _, f := range stmt.Schema.PrimaryFields {
+		if _, zero := f.ValueOf(stmt.Context, v); zero {
+			return false
+		}
+	}
+	return true
+}
+
+func noRow(stmt *gorm.Statement) error {
+	return fmt.Errorf("%w: a fenced update of %s names no row: set the model's primary key or add a Where (the fence predicate alone would update every row below the token)", ErrInvalidArgument, stmt.Schema.Table)
+}
+
 // beforeUpdate turns a fenced update's values into its SET clause with the
 // fence column set to the token, and adds the fence predicate to its
 // conditions, which must name a row already.
@@ -68,7 +107,7 @@ func (c *callbacks) beforeUpdate(db *gorm.DB) {
 	set := c.assignments(stmt, f, tok)
 	where, _ := stmt.Clauses["WHERE"].Expression.(clause.Where)
 	if len(where.Exprs) == 0 {
-		_ = db.AddError(fmt.Errorf("%w: a fenced update of %s names no row: set the model's primary key or add a Where (the fence predicate alone would update every row below the token)", ErrInvalidArgument, stmt.Schema.Table))
+		_ = db.AddError(noRow(stmt))
 		return
 	}
 	stmt.AddClause(set)

@@ -37,6 +37,9 @@ func (Plugin) Initialize(db *gorm.DB) error {
 	}
 	c := &callbacks{d: d}
 	u := db.Callback().Update()
+	if err := u.Before("gorm:begin_transaction").Register("gormfence:check_update", c.checkUpdate); err != nil {
+		return err
+	}
 	if err := u.Before("gorm:update").Register("gormfence:before_update", c.beforeUpdate); err != nil {
 		return err
 	}
