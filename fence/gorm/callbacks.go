@@ -30,6 +30,7 @@ type state struct {
 	field    *schema.Field
 	where    []clause.Expression // the update's own conditions, for the read back
 	resource string
+	landed   bool // the update landed; what is left is gorm's COMMIT, if it began a transaction
 }
 
 // predicate is the fence's condition, column <= token: a type of its own,
@@ -149,7 +150,7 @@ func (c *callbacks) assignments(stmt *gorm.Statement, f *schema.Field, tok fence
 // field is set to the token), refused by a higher fence, no such row, or,
 // when the statement failed, the failure as fence/sql classifies it.
 func (c *callbacks) afterUpdate(db *gorm.DB) {
-	v, ok := db.Statement.Settings.LoadAndDelete(stateKey)
+	v, ok := db.Statement.Settings.Load(stateKey)
 	if !ok {
 		return
 	}
@@ -164,12 +165,27 @@ func (c *callbacks) afterUpdate(db *gorm.DB) {
 		return
 	}
 	if c.landed(db, st.token) {
+		st.landed = true
 		if rv := stmt.ReflectValue; rv.Kind() == reflect.Struct && rv.CanAddr() {
 			_ = db.AddError(st.field.Set(stmt.Context, rv, int64(st.token)))
 		}
 		return
 	}
 	_ = db.AddError(c.readBack(db, st))
+}
+
+// afterCommit classifies the failure of the COMMIT of the transaction gorm
+// began for a fenced update that landed in it (its default transaction):
+// one whose answer was lost is an unknown outcome.
+func (c *callbacks) afterCommit(db *gorm.DB) {
+	v, ok := db.Statement.Settings.LoadAndDelete(stateKey)
+	if !ok {
+		return
+	}
+	st := v.(*state)
+	if _, began := db.InstanceGet("gorm:started_transaction"); began && st.landed && db.Error != nil {
+		db.Error = c.d.CommitError(st.resource, st.token, db.Error)
+	}
 }
 
 // landed reports whether the update matched its row: in MySQL its insert

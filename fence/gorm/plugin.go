@@ -46,6 +46,9 @@ func (Plugin) Initialize(db *gorm.DB) error {
 	if err := u.After("gorm:update").Before("gorm:save_after_associations").Register("gormfence:after_update", c.afterUpdate); err != nil {
 		return err
 	}
+	if err := u.After("gorm:commit_or_rollback_transaction").Register("gormfence:after_commit", c.afterCommit); err != nil {
+		return err
+	}
 	for _, r := range []struct {
 		name string
 		reg  func(func(*gorm.DB)) error
