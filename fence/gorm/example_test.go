@@ -115,3 +115,58 @@ func ExampleClaim() {
 	// Output:
 	// true false
 }
+
+// Wallet is a model whose fence column is named by the gorm:"fence" tag.
+type Wallet struct {
+	ID      string `gorm:"primaryKey;size:64"`
+	Balance int64
+	Holder  int64 `gorm:"not null;default:0;fence"`
+}
+
+// errInsufficientFunds is withdraw's refusal.
+var errInsufficientFunds = errors.New("insufficient funds")
+
+// withdraw takes amount from a wallet under the holder's token: the claim
+// refuses a stale holder before the read, and holds the row until the
+// fenced write commits. docs/gorm.md shows this function as it is here.
+func withdraw(ctx context.Context, db *gorm.DB, token fence.Token, id string, amount int64) error {
+	w := Wallet{ID: id}
+	err := gormfence.Update(ctx, db, token, &w, func(tx *gorm.DB) error {
+		if w.Balance < amount {
+			return errInsufficientFunds
+		}
+		w.Balance -= amount
+		return nil
+	})
+	switch {
+	case errors.Is(err, fence.ErrStale):
+		return fmt.Errorf("a newer holder has the wallet: %w", err)
+	case errors.Is(err, fence.ErrUnknownOutcome):
+		return fmt.Errorf("read the wallet back before deciding: %w", err)
+	}
+	return err
+}
+
+// Example_withdraw: two withdrawals by the holder with token 4, then one
+// by an older holder (token 3), refused before it reads.
+func Example_withdraw() {
+	db, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	if err := db.AutoMigrate(&Wallet{}); err != nil {
+		log.Fatal(err)
+	}
+	db.Create(&Wallet{ID: "w-1", Balance: 100})
+
+	fmt.Println(withdraw(ctx, db, 4, "w-1", 30))
+	fmt.Println(withdraw(ctx, db, 4, "w-1", 80))
+	fmt.Println(withdraw(ctx, db, 3, "w-1", 10))
+	var w Wallet
+	db.Take(&w, "id = ?", "w-1")
+	fmt.Println(w.Balance, w.Holder)
+	// Output:
+	// <nil>
+	// insufficient funds
+	// a newer holder has the wallet: fence: stale token 3 for "wallets/w-1": the resource has accepted 4
+	// 70 4
+}
