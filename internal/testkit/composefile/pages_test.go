@@ -175,6 +175,7 @@ func TestPageCode(t *testing.T) {
 		"docs/redis.md fence/redis/example_test.go withdraw",
 		"docs/dynamodb.md fence/dynamodb/example_test.go transfer",
 		"docs/gcs.md fence/gcs/example_test.go advanceCheckpoint",
+		"docs/gorm.md fence/gorm/example_test.go withdraw",
 		"docs/reading.md docs/reading/schema.sql ",
 		"docs/effects.md docs/effects/main.go payOrder",
 		"docs/effects.md docs/effects/main.go dispatch",
