@@ -54,11 +54,17 @@ func TestCommitLost(t *testing.T) {
 			return fencedUpdate(db, "k", 7, 70)
 		}},
 		{"Update", func(db *gorm.DB, beforeWrite, beforeCommit func()) error {
+			armed := false // set by fn: the next update is the fenced write
+			_ = db.Callback().Update().Before("gorm:commit_or_rollback_transaction").Register("test:before_commit", func(*gorm.DB) {
+				if armed {
+					beforeCommit() // after the write, before Update's COMMIT
+				}
+			})
 			a := Account{ID: "k"}
 			return gormfence.Update(t.Context(), db, 7, &a, func(*gorm.DB) error {
 				beforeWrite()
 				a.Balance = 70
-				beforeCommit() // the write and the COMMIT are both held
+				armed = true
 				return nil
 			})
 		}},
