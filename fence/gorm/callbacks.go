@@ -3,6 +3,7 @@ package gormfence
 import (
 	"fmt"
 	"reflect"
+	"slices"
 
 	"gorm.io/gorm"
 	gormcb "gorm.io/gorm/callbacks"
@@ -31,7 +32,14 @@ type state struct {
 	where    []clause.Expression // the update's own conditions, for the read back
 	resource string
 	landed   bool // the update landed; what is left is gorm's COMMIT, if it began a transaction
+	// returning: the statement has a RETURNING clause the dialect builds,
+	// so a landed update has read its row into the model.
+	returning bool
 }
+
+// returnedKey is the Statement setting by which a fenced update that
+// landed says it read its row back (RETURNING), for [Claim].
+const returnedKey = "fencelock:gormfence:returned"
 
 // predicate is the fence's condition, column <= token: a type of its own,
 // so that the read back can leave it out of the update's conditions.
@@ -116,8 +124,10 @@ func (c *callbacks) beforeUpdate(db *gorm.DB) {
 	if c.d == sqlfence.MySQL && stmt.Result == nil {
 		stmt.Result = gorm.WithResult()
 	}
+	_, returning := stmt.Clauses["RETURNING"]
 	stmt.Settings.Store(stateKey, &state{token: tok, field: f, where: where.Exprs,
-		resource: resource(stmt.Context, stmt.Schema, stmt.Table, stmt.ReflectValue)})
+		resource:  resource(stmt.Context, stmt.Schema, stmt.Table, stmt.ReflectValue),
+		returning: returning && slices.Contains(stmt.BuildClauses, "RETURNING")})
 }
 
 // assignments are the update's SET: what gorm would set (a SET clause of
@@ -166,6 +176,9 @@ func (c *callbacks) afterUpdate(db *gorm.DB) {
 	}
 	if c.landed(db, st.token) {
 		st.landed = true
+		if st.returning {
+			stmt.Settings.Store(returnedKey, true)
+		}
 		if rv := stmt.ReflectValue; rv.Kind() == reflect.Struct && rv.CanAddr() {
 			_ = db.AddError(st.field.Set(stmt.Context, rv, int64(st.token)))
 		}

@@ -17,8 +17,11 @@ import (
 // Claim is the first touch of a row by a holder: it raises the row's fence
 // to token, then reads the row into model, whose primary key names it:
 //
-//	UPDATE accounts SET fence = ? WHERE id = ? AND fence <= ?
-//	SELECT * FROM accounts WHERE id = ? (FOR UPDATE in MySQL)
+//	UPDATE accounts SET fence = ? WHERE id = ? AND fence <= ? RETURNING *
+//
+// (in MySQL and MariaDB, which have no RETURNING, the UPDATE and then
+// SELECT * FROM accounts WHERE id = ? FOR UPDATE; the same on a dialector
+// that builds no RETURNING).
 //
 // Once it returns nil, no write with an older token lands on the row, so
 // what the holder computes from model cannot be overwritten by an older
@@ -30,8 +33,9 @@ import (
 //
 // A higher fence refuses the claim with an error matching [fence.ErrStale]
 // and changes nothing; no such row is [ErrRowNotFound]. Outside a
-// transaction a newer holder's claim may come between the two statements:
-// the read then finds its fence and the claim fails as stale. Hooks
+// transaction, where the claim is two statements a newer holder's claim
+// may come between them: the read then finds its fence and the claim
+// fails as stale. Hooks
 // (BeforeUpdate, AfterUpdate) do not run for the claim, and UpdatedAt is
 // not touched. ctx bounds both statements. Errors are those of [Fenced],
 // and a nil db, ctx or model, a token <= 0, a model with no fence column
@@ -48,12 +52,27 @@ func Claim(ctx context.Context, db *gorm.DB, token fence.Token, model any) error
 	return claim(ctx, db, d, token, model, s.Table, f.DBName)
 }
 
-// claim is Claim after its checks.
+// claim is Claim after its checks. In PostgreSQL and SQLite (3.35.0 and
+// later) the UPDATE returns the row (RETURNING *): one statement, and no
+// other holder can come between the claim and the read.
 func claim(ctx context.Context, db *gorm.DB, d sqlfence.Dialect, token fence.Token, model any, table, column string) error {
-	tx := db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipHooks: true})
-	if err := tx.Model(model).Scopes(Fenced(token)).Updates(map[string]any{}).Error; err != nil {
-		return err
+	tx := db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipHooks: true}).Model(model)
+	if d != sqlfence.MySQL {
+		tx = tx.Clauses(clause.Returning{})
 	}
+	r := tx.Scopes(Fenced(token)).Updates(map[string]any{})
+	if r.Error != nil {
+		return r.Error
+	}
+	if _, ok := r.Statement.Settings.Load(returnedKey); ok {
+		return nil
+	}
+	return readClaimed(ctx, db, d, token, model, table, column)
+}
+
+// readClaimed reads the row a claim raised: in MySQL, or where the
+// dialector builds no RETURNING.
+func readClaimed(ctx context.Context, db *gorm.DB, d sqlfence.Dialect, token fence.Token, model any, table, column string) error {
 	q := db.Session(&gorm.Session{NewDB: true, Context: ctx})
 	if d == sqlfence.MySQL {
 		// A locking read reads the newest committed row, not the

@@ -1,10 +1,14 @@
 package gormfence_test
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"github.com/fencelock/fencelock/fence"
 	gormfence "github.com/fencelock/fencelock/fence/gorm"
@@ -72,6 +76,38 @@ func TestClaimKeepsReadFenced(t *testing.T) {
 				}
 				wantAccount(t, db, "r", 110, 2) // holder 1's acknowledged +50 is lost
 			})
+		})
+	}
+}
+
+// counter is a gorm logger that counts the statements sent.
+type counter struct {
+	logger.Interface
+	n atomic.Int64
+}
+
+func (c *counter) Trace(context.Context, time.Time, func() (string, int64), error) { c.n.Add(1) }
+
+// TestClaimStatements: a claim is one statement where the dialect returns
+// the updated row (PostgreSQL, SQLite: UPDATE ... RETURNING), two in
+// MariaDB (the UPDATE, then SELECT ... FOR UPDATE).
+func TestClaimStatements(t *testing.T) {
+	want := map[string]int64{"MariaDB": 2, "PostgreSQL": 1, "SQLite": 1}
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			db := srv.open(t)
+			mustCreate(t, db, "a", 70)
+			c := &counter{Interface: logger.Discard}
+			a := Account{ID: "a"}
+			if err := gormfence.Claim(t.Context(), db.Session(&gorm.Session{Logger: c}), 5, &a); err != nil {
+				t.Fatalf("Claim: got error %v, want nil", err)
+			}
+			if a.Balance != 70 || a.Fence != 5 {
+				t.Fatalf("Claim read: got balance %d fence %d, want 70 and 5", a.Balance, a.Fence)
+			}
+			if got := c.n.Load(); got != want[srv.name] {
+				t.Errorf("statements: got %d, want %d", got, want[srv.name])
+			}
 		})
 	}
 }
