@@ -176,6 +176,11 @@ func (c *callbacks) afterUpdate(db *gorm.DB) {
 	}
 	if c.landed(db, st.token) {
 		st.landed = true
+		if db.RowsAffected == 0 {
+			// MySQL counted no row changed (the same values again): the
+			// row matched, and Save must not go on to insert it.
+			db.RowsAffected = 1
+		}
 		if st.returning {
 			stmt.Settings.Store(returnedKey, true)
 		}

@@ -68,5 +68,6 @@
 // github.com/glebarez/sqlite, a pure-Go SQLite dialector over the same
 // SQLite as modernc.org/sqlite; gorm.io/driver/sqlite links
 // github.com/mattn/go-sqlite3, which needs cgo, even when given a
-// *sql.DB of another driver.
+// *sql.DB of another driver; with it, a busy database is not matched as
+// [sqlfence.ErrRetryable] (its error has no Code method).
 package gormfence

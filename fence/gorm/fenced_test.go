@@ -2,12 +2,15 @@ package gormfence_test
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
 
+	"github.com/glebarez/sqlite"
 	"gorm.io/gorm"
 
 	"github.com/fencelock/fencelock/fence"
 	gormfence "github.com/fencelock/fencelock/fence/gorm"
+	sqlfence "github.com/fencelock/fencelock/fence/sql"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
@@ -62,6 +65,11 @@ func TestFencedStruct(t *testing.T) {
 			t.Fatalf("Save: got error %v, want nil", err)
 		}
 		wantAccount(t, db, "s", 40, 6)
+		// Save of the same values with the same token: MySQL counts no row
+		// changed, and Save must not take that for a missing row and insert.
+		if err := db.Scopes(gormfence.Fenced(6)).Save(&a).Error; err != nil {
+			t.Fatalf("Save of the same values: got error %v, want nil", err)
+		}
 		old := Account{ID: "s", Balance: 1}
 		fencewant.Stale(t, db.Scopes(gormfence.Fenced(2)).Save(&old).Error, 2, 6)
 		wantAccount(t, db, "s", 40, 6)
@@ -98,4 +106,25 @@ func TestFencingControl(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestFencedBusyRetryable: on SQLite with no busy_timeout, a fenced update
+// that finds another connection's write lock fails at once, and the error
+// is classified as fence/sql classifies its own: ErrRetryable, nothing
+// written, never an unknown outcome.
+func TestFencedBusyRetryable(t *testing.T) {
+	dsn := "file:" + filepath.Join(t.TempDir(), "busy.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(0)"
+	db := openGorm(t, sqlite.Open(dsn))
+	mustCreate(t, db, "b", 0)
+	holder := db.Begin()
+	if err := holder.Exec("UPDATE accounts SET note = 'held' WHERE id = 'b'").Error; err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	err := fencedUpdate(db.Session(&gorm.Session{SkipDefaultTransaction: true}), "b", 3, 30)
+	if !errors.Is(err, sqlfence.ErrRetryable) || errors.Is(err, fence.ErrUnknownOutcome) {
+		t.Fatalf("got %v, want an error matching sqlfence.ErrRetryable, not fence.ErrUnknownOutcome", err)
+	}
+	holder.Rollback()
+	wantAccount(t, db, "b", 0, 0)
 }
