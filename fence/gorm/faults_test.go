@@ -115,3 +115,40 @@ func TestCommitLost(t *testing.T) {
 		}
 	}
 }
+
+// TestFencedAnswerLost: a Fenced update outside any transaction (GORM's
+// SkipDefaultTransaction) reaches the server, which applies it, and its
+// answer is lost: the outcome is unknown, and the write did land. (The
+// driver's error alone, an invalid connection, would read as a failure.)
+func TestFencedAnswerLost(t *testing.T) {
+	testenv.Long(t, "it waits out an UPDATE held by a proxy")
+	srv := mysqltest.New(t)
+	cfg := srv.NewDatabase(t)
+	p, err := netproxy.Start(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	direct := openGorm(t, mysql.New(mysql.Config{Conn: mysqltest.Open(t, cfg)}))
+	pcfg := cfg.Clone()
+	pcfg.Addr = p.Addr()
+	pcfg.InterpolateParams = true // the UPDATE is one round trip, not prepare and execute
+	viaProxy := openGorm(t, mysql.New(mysql.Config{Conn: mysqltest.Open(t, pcfg)}))
+	mustCreate(t, direct, "k", 0)
+	// The UPDATE and its answer are each held this long: the row is seen
+	// written, and the connection reset, while the answer is held.
+	_ = viaProxy.Callback().Update().Before("gorm:update").Register("test:hold", func(*gorm.DB) { p.Delay(2 * time.Second) })
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		poll.Until(t, "the update to be applied", func() bool {
+			var a Account
+			return direct.Session(&gorm.Session{NewDB: true}).Take(&a, "id = ?", "k").Error == nil && a.Fence == 7
+		})
+		p.Reset()
+	}()
+	err = fencedUpdate(viaProxy.Session(&gorm.Session{SkipDefaultTransaction: true}), "k", 7, 70)
+	<-applied
+	fencewant.Unknown(t, err, 7)
+	wantAccount(t, direct, "k", 70, 7)
+}
