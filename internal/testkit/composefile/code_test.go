@@ -57,6 +57,7 @@ var goPackages = map[string]string{
 	"etcdlocktest": "etcdlock/etcdlocktest",
 	"fence":        "fence",
 	"fencetest":    "fence/fencetest",
+	"gormfence":    "fence/gorm",
 	"postgres":     "fence/postgres",
 	"s3fence":      "fence/s3",
 	"propagate":    "fence/propagate",
@@ -163,7 +164,7 @@ func typeMembers(e ast.Expr) []string {
 }
 
 var (
-	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc|sqlfence|outbox)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc|sqlfence|outbox|gormfence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	memberRe    = regexp.MustCompile(`^\*?([A-Z]\w*)\.([A-Z]\w*)(?:\(|$)`)
 )
 

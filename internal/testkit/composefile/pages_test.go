@@ -176,6 +176,7 @@ func TestPageCode(t *testing.T) {
 		"docs/dynamodb.md fence/dynamodb/example_test.go transfer",
 		"docs/gcs.md fence/gcs/example_test.go advanceCheckpoint",
 		"docs/jetstream.md fence/jetstream/example_test.go newBucket",
+		"docs/gorm.md fence/gorm/example_test.go withdraw",
 		"docs/reading.md docs/reading/schema.sql ",
 		"docs/effects.md docs/effects/main.go payOrder",
 		"docs/effects.md docs/effects/main.go dispatch",
