@@ -43,6 +43,11 @@
 //		// Read back before deciding.
 //	}
 //
+// A lock from another library fences writes too: [NewHolder] makes a
+// Holder of a token the caller takes with its lock and a channel closed
+// when the lock ends; fence/redisholder does it for bsm/redislock and
+// fence/pgadvisory for a PostgreSQL advisory lock (docs/holders.md).
+//
 // The guard's own check ([Guard.Check]) is only an optimisation that saves a
 // round trip when the holder already knows its lock is gone. The resource's
 // check is the guarantee.
