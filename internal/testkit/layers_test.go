@@ -126,7 +126,8 @@ func moduleDeps(t *testing.T) map[string][]string {
 // of them or imports one, so that a program links an SDK only by
 // importing its adapter (go list -deps shows it).
 var sdks = map[string][]string{
-	"github.com/redis/go-redis/":                     {"fence/redis"},
+	"github.com/redis/go-redis/":                     {"fence/redis", "fence/redisholder"},
+	"github.com/bsm/redislock":                       {"fence/redisholder"},
 	"github.com/aws/aws-sdk-go-v2/service/s3":        {"fence/s3"},
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb":  {"fence/dynamodb"},
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/": {"fence/dynamodb"},

@@ -1,0 +1,46 @@
+package redisholder
+
+import (
+	"fmt"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
+)
+
+// Option configures [Obtain] and [New]. The interface is sealed: the
+// options are this package's With… functions. They are checked before any
+// I/O; an invalid one fails the call with [ErrInvalidArgument].
+type Option interface{ apply(*options) }
+
+type options struct {
+	tokenKey  string // "": TokenKey(key)
+	badKey    bool   // WithTokenKey was given ""
+	unchecked bool   // test only: issue without checking the lock's value
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithTokenKey names the key of the counter the tokens come from. Default:
+// [TokenKey] of the lock's key, which is in the lock key's hash slot.
+// Every client of one lock must use the same counter, or their tokens
+// are not comparable; in a Redis Cluster it must be in the lock key's
+// slot (Redis refuses the script otherwise). An empty name is refused.
+func WithTokenKey(name string) Option {
+	return optionFunc(func(o *options) { o.tokenKey, o.badKey = name, name == "" })
+}
+
+// buildOptions applies and checks opts.
+func buildOptions(opts []Option) (options, error) {
+	var o options
+	for _, opt := range opts {
+		if nilcheck.IsNil(opt) {
+			return o, fmt.Errorf("%w: nil Option", ErrInvalidArgument)
+		}
+		opt.apply(&o)
+	}
+	if o.badKey {
+		return o, fmt.Errorf("%w: WithTokenKey: empty name", ErrInvalidArgument)
+	}
+	return o, nil
+}
