@@ -132,7 +132,7 @@ var sdks = map[string][]string{
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb":  {"fence/dynamodb"},
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/": {"fence/dynamodb"},
 	"cloud.google.com/go/storage":                    {"fence/gcs"},
-	"github.com/jackc/pgx/":                          {"fence/postgres"},
+	"github.com/jackc/pgx/":                          {"fence/postgres", "fence/pgadvisory"},
 	"github.com/go-sql-driver/mysql":                 {"fence/sql"},
 	"go.etcd.io/etcd/client/v3":                      {"etcdlock", "fence/etcd"},
 	"github.com/nats-io/":                            {"fence/outbox/jetstream"},

@@ -1,0 +1,77 @@
+package pgadvisory
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencelock/fencelock/internal/nilcheck"
+)
+
+// Option configures [Acquire], [TryAcquire] and [CreateSequence]. The
+// interface is sealed: the options are this package's With… functions.
+// They are checked before any I/O; an invalid one fails the call with
+// [ErrInvalidArgument].
+type Option interface{ apply(*options) }
+
+type options struct {
+	sequence pgx.Identifier
+	interval time.Duration
+	bad      string // why an option is invalid; "" if none is
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// DefaultSequence is the sequence the tokens come from unless
+// [WithSequence] names another.
+var DefaultSequence = pgx.Identifier{"fencelock_advisory_token"}
+
+// DefaultPingInterval is how often a Lock checks its session unless
+// [WithPingInterval] says otherwise.
+const DefaultPingInterval = time.Second
+
+// WithSequence names the sequence the tokens come from (created by
+// [CreateSequence] with the same option). Every client of one lock key
+// must use the same sequence. Default: [DefaultSequence]. An empty
+// identifier is refused.
+func WithSequence(seq pgx.Identifier) Option {
+	return optionFunc(func(o *options) {
+		o.sequence = seq
+		if len(seq) == 0 {
+			o.bad = "WithSequence: empty identifier"
+		}
+	})
+}
+
+// WithPingInterval sets how often the Lock checks that its session is
+// alive (a ping, which must answer within the interval); between pings
+// it waits on the connection, so a session the server ends is noticed at
+// once. Done closes at the latest about two intervals after the server
+// becomes unreachable. Default: [DefaultPingInterval]. A duration that is
+// not positive is refused.
+func WithPingInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		o.interval = d
+		if d <= 0 {
+			o.bad = fmt.Sprintf("WithPingInterval: %v (must be positive)", d)
+		}
+	})
+}
+
+// buildOptions applies and checks opts.
+func buildOptions(opts []Option) (options, error) {
+	o := options{sequence: DefaultSequence, interval: DefaultPingInterval}
+	for _, opt := range opts {
+		if nilcheck.IsNil(opt) {
+			return o, fmt.Errorf("%w: nil Option", ErrInvalidArgument)
+		}
+		opt.apply(&o)
+	}
+	if o.bad != "" {
+		return o, fmt.Errorf("%w: %s", ErrInvalidArgument, o.bad)
+	}
+	return o, nil
+}
