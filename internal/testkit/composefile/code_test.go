@@ -66,6 +66,8 @@ var goPackages = map[string]string{
 	"dynamofence":  "fence/dynamodb",
 	"gcsfence":     "fence/gcs",
 	"outbox":       "fence/outbox",
+	"redisholder":  "fence/redisholder",
+	"pgadvisory":   "fence/pgadvisory",
 }
 
 // api is what a package declares: its exported top-level names, and the
