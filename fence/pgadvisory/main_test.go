@@ -16,6 +16,22 @@ import (
 // TestMain starts the PostgreSQL server every test in this package shares.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(m)) }
 
+// pgtestDSN returns the connection string of a fresh database.
+func pgtestDSN(t testing.TB) string {
+	t.Helper()
+	return pgtest.New(t).NewDatabase(t)
+}
+
+// createSequence creates the token sequence in cfg's database.
+func createSequence(t testing.TB, cfg *pgx.ConnConfig) error {
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(t.Context())
+	return pgadvisory.CreateSequence(t.Context(), conn)
+}
+
 // database returns the config of a fresh database with the token
 // sequence, and a pool on it for the test's own statements.
 func database(t *testing.T) (*pgx.ConnConfig, *pgxpool.Pool) {
