@@ -89,6 +89,19 @@
 // S3 and GCS have none; docs/reading.md has the shapes that are safe
 // there.
 //
+// # Tokens from two issuers
+//
+// Tokens of two sources (two lock services, two counters) cannot be
+// ordered against each other. A holder that names its source
+// ([IssuerNamer]: [NewHolder] with [WithIssuer], fence/redisholder,
+// fence/pgadvisory) has its Guard pass the name with each write; the
+// stores that check it record a key's issuer and refuse another's tokens
+// with [ErrIssuerMismatch] instead of comparing them. [MemoryStore]
+// checks it on every write and claim, and fence/postgres's Store on Put
+// when made with its issuer column; the other stores ignore it, and a
+// write or a floor that names none is not checked.
+// fencetest.RunIssuers is the check.
+//
 // # Writing an adapter
 //
 // The read-modify-write loop is written once, here: [RunUpdate] runs the

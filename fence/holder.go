@@ -14,6 +14,8 @@ type HolderOption interface{ applyHolder(*holderOptions) }
 type holderOptions struct {
 	validUntil time.Time
 	hasUntil   bool // WithValidUntil was given
+	issuer     string
+	hasIssuer  bool // WithIssuer was given
 }
 
 type holderOptionFunc func(*holderOptions)
@@ -47,7 +49,8 @@ func WithValidUntil(t time.Time) HolderOption {
 // NewHolder fails, with an error matching [ErrInvalidArgument], when t is
 // not positive ([ErrInvalidToken]), done is nil, or an option is
 // invalid. The holder it returns is immutable and safe for concurrent
-// use; it is an [Expirer] when [WithValidUntil] was given.
+// use; it is an [Expirer] when [WithValidUntil] was given, and an
+// [IssuerNamer] (naming none without [WithIssuer]).
 func NewHolder(t Token, done <-chan struct{}, opts ...HolderOption) (Holder, error) {
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("fence: NewHolder: %w", err)
@@ -62,7 +65,10 @@ func NewHolder(t Token, done <-chan struct{}, opts ...HolderOption) (Holder, err
 		}
 		opt.applyHolder(&o)
 	}
-	h := tokenHolder{token: t, done: done}
+	if o.hasIssuer && o.issuer == "" {
+		return nil, fmt.Errorf("%w: NewHolder: WithIssuer: empty name", ErrInvalidArgument)
+	}
+	h := tokenHolder{token: t, done: done, issuer: o.issuer}
 	switch {
 	case !o.hasUntil:
 		return h, nil
@@ -74,12 +80,14 @@ func NewHolder(t Token, done <-chan struct{}, opts ...HolderOption) (Holder, err
 
 // tokenHolder is NewHolder's holder without a deadline. Set once.
 type tokenHolder struct {
-	token Token
-	done  <-chan struct{}
+	token  Token
+	done   <-chan struct{}
+	issuer string // "": none
 }
 
 func (h tokenHolder) Token() Token          { return h.token }
 func (h tokenHolder) Done() <-chan struct{} { return h.done }
+func (h tokenHolder) Issuer() string        { return h.issuer }
 
 // expiringHolder is NewHolder's holder with a deadline: an Expirer. A
 // separate type, since a Guard takes any Expirer's deadline as binding.

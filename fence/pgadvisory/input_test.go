@@ -43,6 +43,10 @@ func TestBadInput(t *testing.T) {
 			_, err := pgadvisory.Acquire(t.Context(), cfg, 1, pgadvisory.WithPingInterval(0))
 			return err
 		}, pgadvisory.ErrInvalidArgument},
+		{"empty issuer", func() error {
+			_, err := pgadvisory.Acquire(t.Context(), cfg, 1, pgadvisory.WithIssuer(""))
+			return err
+		}, pgadvisory.ErrInvalidArgument},
 		{"CreateSequence nil DB", func() error { return pgadvisory.CreateSequence(t.Context(), nilPool) }, pgadvisory.ErrInvalidArgument},
 		//lint:ignore SA1012 a nil context is what is tested
 		{"CreateSequence nil context", func() error { return pgadvisory.CreateSequence(nil, nilPool) }, pgadvisory.ErrInvalidArgument},

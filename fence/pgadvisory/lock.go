@@ -24,6 +24,7 @@ type Lock struct {
 	// Set once before use.
 	key    int64
 	token  fence.Token
+	issuer string
 	conn   *pgx.Conn // used by watch alone until it has returned
 	done   chan struct{}
 	stop   context.CancelFunc // ends watch
@@ -34,7 +35,10 @@ type Lock struct {
 	release sync.Once
 }
 
-var _ fence.Holder = (*Lock)(nil)
+var (
+	_ fence.Holder      = (*Lock)(nil)
+	_ fence.IssuerNamer = (*Lock)(nil)
+)
 
 // Acquire connects to PostgreSQL with cfg (a connection of the Lock's
 // own, for as long as it is held), waits for the advisory lock key
@@ -80,7 +84,11 @@ func acquire(ctx context.Context, cfg *pgx.ConnConfig, key int64, wait bool, opt
 		closeConn(conn)
 		return nil, err
 	}
-	return start(conn, key, tok, o.interval), nil
+	issuer := o.issuer
+	if issuer == "" {
+		issuer = "postgres:" + cfg.Database + ":" + o.sequence.Sanitize()
+	}
+	return start(conn, key, tok, issuer, o.interval), nil
 }
 
 // lockAndIssue takes the advisory lock on conn and then a token. The
@@ -153,6 +161,12 @@ func closeConn(conn *pgx.Conn) {
 // Token returns the lock's fencing token, taken from the sequence while
 // the lock was held: each acquisition gets a higher one.
 func (l *Lock) Token() fence.Token { return l.token }
+
+// Issuer names the source of the lock's tokens ([fence.IssuerNamer]):
+// "postgres:", the database's name and the sequence's, or the name
+// [WithIssuer] gave. A store that checks issuers refuses its tokens on a
+// key that accepted another issuer's.
+func (l *Lock) Issuer() string { return l.issuer }
 
 // Key returns the advisory lock's key.
 func (l *Lock) Key() int64 { return l.key }

@@ -168,3 +168,17 @@ type stillHeld struct{ l *pgadvisory.Lock }
 
 func (h stillHeld) Token() fence.Token    { return h.l.Token() }
 func (h stillHeld) Done() <-chan struct{} { return make(chan struct{}) }
+
+// A Lock names its database and sequence as its tokens' issuer, or the
+// name given.
+func TestIssuer(t *testing.T) {
+	cfg, _ := database(t)
+	a := acquire(t, cfg, lockKey())
+	if want := "postgres:" + cfg.Database + `:"fencelock_advisory_token"`; a.Issuer() != want {
+		t.Fatalf("Issuer: got %q, want %q", a.Issuer(), want)
+	}
+	b := acquire(t, cfg, lockKey(), pgadvisory.WithIssuer("pg-b"))
+	if b.Issuer() != "pg-b" {
+		t.Fatalf("Issuer: got %q, want pg-b", b.Issuer())
+	}
+}

@@ -18,6 +18,7 @@ type Option interface{ apply(*options) }
 type options struct {
 	sequence pgx.Identifier
 	interval time.Duration
+	issuer   string // "": the database's and the sequence's names
 	bad      string // why an option is invalid; "" if none is
 }
 
@@ -57,6 +58,21 @@ func WithPingInterval(d time.Duration) Option {
 		o.interval = d
 		if d <= 0 {
 			o.bad = fmt.Sprintf("WithPingInterval: %v (must be positive)", d)
+		}
+	})
+}
+
+// WithIssuer names the source of the lock's tokens for the stores that
+// check it ([fence.IssuerNamer]). Default: "postgres:", the database's
+// name (as the config gives it) and the sequence's, which does not tell
+// two servers with databases of the same name apart: name the server here
+// when several could fence one resource. Every client of one lock must
+// give the same name. An empty name is refused.
+func WithIssuer(name string) Option {
+	return optionFunc(func(o *options) {
+		o.issuer = name
+		if name == "" {
+			o.bad = "WithIssuer: empty name"
 		}
 	})
 }

@@ -12,9 +12,9 @@ import (
 )
 
 // start returns the Lock of a session holding key, and starts watching it.
-func start(conn *pgx.Conn, key int64, tok fence.Token, interval time.Duration) *Lock {
+func start(conn *pgx.Conn, key int64, tok fence.Token, issuer string, interval time.Duration) *Lock {
 	ctx, stop := context.WithCancel(context.Background())
-	l := &Lock{key: key, token: tok, conn: conn, done: make(chan struct{}), stop: stop, exited: make(chan struct{})}
+	l := &Lock{key: key, token: tok, issuer: issuer, conn: conn, done: make(chan struct{}), stop: stop, exited: make(chan struct{})}
 	go l.watch(ctx, interval)
 	return l
 }

@@ -124,3 +124,9 @@ func (l *Lock) isEnded() bool {
 	defer l.mu.Unlock()
 	return l.ended
 }
+
+// Issuer names the source of the lock's tokens ([fence.IssuerNamer]):
+// "redis:" and the counter's key, or the name [WithIssuer] gave. A store
+// that checks issuers refuses its tokens on a key that accepted another
+// issuer's.
+func (l *Lock) Issuer() string { return l.issuer }

@@ -39,6 +39,10 @@ func TestBadInput(t *testing.T) {
 			_, err := redisholder.Obtain(t.Context(), c, "k", time.Second, nil, redisholder.WithTokenKey(""))
 			return err
 		}, redisholder.ErrInvalidArgument},
+		{"empty issuer", func() error {
+			_, err := redisholder.Obtain(t.Context(), c, "k", time.Second, nil, redisholder.WithIssuer(""))
+			return err
+		}, redisholder.ErrInvalidArgument},
 		{"nil lock", func() error { _, err := redisholder.New(t.Context(), c, (*redislock.Lock)(nil)); return err }, redisholder.ErrInvalidArgument},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

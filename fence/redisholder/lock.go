@@ -32,6 +32,7 @@ type Lock struct {
 	client Client
 	lock   *redislock.Lock
 	token  fence.Token
+	issuer string
 	done   chan struct{}
 
 	mu    sync.Mutex // guards the fields below
@@ -41,8 +42,9 @@ type Lock struct {
 }
 
 var (
-	_ fence.Holder  = (*Lock)(nil)
-	_ fence.Expirer = (*Lock)(nil)
+	_ fence.Holder      = (*Lock)(nil)
+	_ fence.Expirer     = (*Lock)(nil)
+	_ fence.IssuerNamer = (*Lock)(nil)
 )
 
 // Obtain takes the lock key for ttl with redislock (opt as
@@ -136,7 +138,11 @@ func issue(ctx context.Context, client Client, rl *redislock.Lock, o options, fl
 	case len(res) != 2 || res[0] <= 0:
 		return nil, fmt.Errorf("redisholder: issuing a token for %q: unexpected reply %v", rl.Key(), res)
 	}
-	l := &Lock{client: client, lock: rl, token: fence.Token(res[0]), done: make(chan struct{})}
+	issuer := o.issuer
+	if issuer == "" {
+		issuer = "redis:" + tokenKey
+	}
+	l := &Lock{client: client, lock: rl, token: fence.Token(res[0]), issuer: issuer, done: make(chan struct{})}
 	until := floor
 	if pttl := time.Duration(res[1]) * time.Millisecond; res[1] >= 0 && before.Add(pttl).After(until) {
 		until = before.Add(pttl)

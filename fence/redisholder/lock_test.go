@@ -190,3 +190,26 @@ func TestGuardLateWriteRefused(t *testing.T) {
 		t.Fatalf("got %q, want B's write", r.Value)
 	}
 }
+
+// A Lock names its counter as its tokens' issuer, or the name given; a
+// store that checks issuers refuses the other's tokens.
+func TestIssuer(t *testing.T) {
+	c, k := client(t), key(t)
+	a := obtain(t, c, k, time.Minute)
+	if want := "redis:" + redisholder.TokenKey(k); a.Issuer() != want {
+		t.Fatalf("Issuer: got %q, want %q", a.Issuer(), want)
+	}
+	store := fence.NewMemoryStore()
+	ga, _ := fence.NewGuard(a)
+	if err := ga.Put(t.Context(), store, "report", []byte("A")); err != nil {
+		t.Fatal(err)
+	}
+	other := obtain(t, c, key(t), time.Minute, redisholder.WithIssuer("redis-b"))
+	if other.Issuer() != "redis-b" {
+		t.Fatalf("Issuer: got %q, want redis-b", other.Issuer())
+	}
+	gb, _ := fence.NewGuard(other)
+	if err := gb.Put(t.Context(), store, "report", []byte("B")); !errors.Is(err, fence.ErrIssuerMismatch) {
+		t.Fatalf("another issuer's write: got %v, want ErrIssuerMismatch", err)
+	}
+}

@@ -14,6 +14,8 @@ type Option interface{ apply(*options) }
 type options struct {
 	tokenKey  string // "": TokenKey(key)
 	badKey    bool   // WithTokenKey was given ""
+	issuer    string // "": "redis:" and the token key
+	badIssuer bool   // WithIssuer was given ""
 	unchecked bool   // test only: issue without checking the lock's value
 }
 
@@ -30,6 +32,16 @@ func WithTokenKey(name string) Option {
 	return optionFunc(func(o *options) { o.tokenKey, o.badKey = name, name == "" })
 }
 
+// WithIssuer names the source of the lock's tokens for the stores that
+// check it ([fence.IssuerNamer]). Default: "redis:" and the counter's key,
+// which does not tell two Redis servers with a counter of the same name
+// apart: name the server (or cluster) here when several could fence one
+// resource. Every client of one lock must give the same name. An empty
+// name is refused.
+func WithIssuer(name string) Option {
+	return optionFunc(func(o *options) { o.issuer, o.badIssuer = name, name == "" })
+}
+
 // buildOptions applies and checks opts.
 func buildOptions(opts []Option) (options, error) {
 	var o options
@@ -38,6 +50,9 @@ func buildOptions(opts []Option) (options, error) {
 			return o, fmt.Errorf("%w: nil Option", ErrInvalidArgument)
 		}
 		opt.apply(&o)
+	}
+	if o.badIssuer {
+		return o, fmt.Errorf("%w: WithIssuer: empty name", ErrInvalidArgument)
 	}
 	if o.badKey {
 		return o, fmt.Errorf("%w: WithTokenKey: empty name", ErrInvalidArgument)
