@@ -45,13 +45,17 @@ func (l *Lock) Lock() *redislock.Lock { return l.lock }
 // closes Done, since the lock may be gone: redislock.ErrNotObtained (the
 // key is no longer ours) is returned wrapped with [ErrNotHeld]. After Done
 // is closed Refresh returns [ErrEnded] and sends nothing. ctx bounds the
-// request.
+// request; one that has ended already gives its error, and Done stays
+// as it was.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	switch {
 	case ctx == nil:
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	case ttl <= 0:
 		return fmt.Errorf("%w: TTL %v (must be positive)", ErrInvalidArgument, ttl)
+	}
+	if err := ctx.Err(); err != nil {
+		return err // before any I/O: the lock is as it was
 	}
 	if l.isEnded() {
 		return ErrEnded

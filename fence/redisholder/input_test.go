@@ -78,3 +78,29 @@ func TestTokenKeySameSlot(t *testing.T) {
 		}
 	}
 }
+
+// A Refresh refused for its arguments, or its context already ended,
+// sends nothing and leaves Done open.
+func TestRefreshBadInput(t *testing.T) {
+	c := client(t)
+	l := obtain(t, c, key(t), time.Minute)
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, tt := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		//lint:ignore SA1012 a nil context is what is tested
+		{"nil context", l.Refresh(nil, time.Minute), redisholder.ErrInvalidArgument},
+		{"zero TTL", l.Refresh(t.Context(), 0), redisholder.ErrInvalidArgument},
+		{"cancelled context", l.Refresh(cancelled, time.Minute), context.Canceled},
+	} {
+		if !errors.Is(tt.err, tt.want) {
+			t.Errorf("%s: got %v, want %v", tt.name, tt.err, tt.want)
+		}
+	}
+	if closed(l.Done()) {
+		t.Fatal("Done closed by a Refresh that sent nothing")
+	}
+}
