@@ -49,7 +49,9 @@ func (l *Lock) waitOnce(ctx context.Context, interval time.Duration) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, interval)
+	// Not ended by Release (ctx): a ping cut short breaks the connection,
+	// and Release's unlock needs it; Release waits for it instead.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
 	defer cancel()
 	return l.conn.Ping(pctx)
 }
