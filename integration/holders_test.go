@@ -25,8 +25,9 @@ import (
 // and is stopped with SIGSTOP. Its lock ends: the redislock key's 1 s TTL
 // runs out; the advisory lock's session, which a frozen process keeps
 // open, is ended by B (pg_terminate_backend, as docs/holders.md says a
-// next holder or an operator must). Holder B takes the lock and writes the
-// job row. A is resumed with SIGCONT and writes. Fenced, PostgreSQL
+// next holder or an operator must), or, made WithSessionTimeout, by the
+// server once it has been idle 1 s. Holder B takes the lock (waiting for
+// it) and writes the job row. A is resumed with SIGCONT and writes. Fenced, PostgreSQL
 // refuses A's write (fence.ErrStale) and the row holds B's; in the
 // control, a plain UPDATE, A's late write lands.
 func TestHoldersPausedHolder(t *testing.T) {
@@ -39,7 +40,7 @@ func TestHoldersPausedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	i := 0
-	for _, kind := range []holderKind{kindRedislock, kindAdvisory} {
+	for _, kind := range []holderKind{kindRedislock, kindAdvisory, kindAdvisoryLease} {
 		for _, tt := range []struct {
 			mode       pgMode
 			wantResult string
@@ -56,7 +57,7 @@ func TestHoldersPausedHolder(t *testing.T) {
 				}
 				cfg := holdersWorkerConfig{Kind: kind, Redis: rdb.Addr(), DSN: dsn, Job: job, Mode: tt.mode,
 					Lock: "fencelock-it:holders:" + job}
-				if kind == kindAdvisory {
+				if kind != kindRedislock {
 					cfg.Lock = strconv.FormatInt(rand.Int64(), 10)
 				}
 				a := startWorker(t, holdersWorkerEnv, cfg)

@@ -36,9 +36,13 @@ type holderKind string
 const (
 	kindRedislock holderKind = "redislock"
 	kindAdvisory  holderKind = "advisory"
+	// kindAdvisoryLease is an advisory lock whose session the server ends
+	// once it is idle for holdersTTL (pgadvisory.WithSessionTimeout).
+	kindAdvisoryLease holderKind = "advisory with a session timeout"
 )
 
-// holdersTTL is the redislock holders' TTL.
+// holdersTTL is the redislock holders' TTL, and the advisory lease's
+// session timeout.
 const holdersTTL = time.Second
 
 // The worker runs from init, before any TestMain in this package, so that
@@ -88,7 +92,7 @@ func takeHolder(ctx context.Context, cfg holdersWorkerConfig) (fence.Holder, fun
 			return nil, nil, err
 		}
 		return l, func() { _ = l.Release(context.WithoutCancel(ctx)); rdb.Close() }, nil
-	case kindAdvisory:
+	case kindAdvisory, kindAdvisoryLease:
 		pcfg, err := pgx.ParseConfig(cfg.DSN)
 		if err != nil {
 			return nil, nil, err
@@ -97,7 +101,11 @@ func takeHolder(ctx context.Context, cfg holdersWorkerConfig) (fence.Holder, fun
 		if _, err := fmt.Sscan(cfg.Lock, &key); err != nil {
 			return nil, nil, err
 		}
-		l, err := pgadvisory.Acquire(ctx, pcfg, key)
+		var opts []pgadvisory.Option
+		if cfg.Kind == kindAdvisoryLease {
+			opts = append(opts, pgadvisory.WithSessionTimeout(holdersTTL))
+		}
+		l, err := pgadvisory.Acquire(ctx, pcfg, key, opts...)
 		if err != nil {
 			return nil, nil, err
 		}

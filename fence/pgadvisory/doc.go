@@ -34,13 +34,15 @@
 // it may end the session, and another client take the lock, without this
 // one hearing of it), and on [Lock.Release]. [Lock.Err] says why.
 //
-// A Lock has no validity deadline (it is not a [fence.Expirer]): its
-// session does not expire while the process is paused, so a frozen
-// holder keeps the lock, and the next one waits, until the process runs
-// again or the server ends the session. A holder whose session the
-// server ended while it was paused learns of it when it runs again, maybe
-// after its write was sent: the resource's check, with the token, is what
-// refuses that write.
+// By default a session does not expire while its process is paused, so a
+// frozen holder keeps the lock, and the next one waits, until the process
+// runs again or something ends the session (pg_terminate_backend). With
+// [WithSessionTimeout] the session is a lease: the server ends it once it
+// has been idle that long (idle_session_timeout, PostgreSQL 14 and
+// later), the Lock's pings keep a live one going, and [Lock.ValidUntil]
+// is its deadline. A holder whose session the server ended while it was
+// paused learns of it when it runs again, maybe after its write was sent:
+// the resource's check, with the token, is what refuses that write.
 //
 // # What the token is worth
 //

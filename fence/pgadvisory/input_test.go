@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -45,6 +46,14 @@ func TestBadInput(t *testing.T) {
 		}, pgadvisory.ErrInvalidArgument},
 		{"empty issuer", func() error {
 			_, err := pgadvisory.Acquire(t.Context(), cfg, 1, pgadvisory.WithIssuer(""))
+			return err
+		}, pgadvisory.ErrInvalidArgument},
+		{"session timeout under 1ms", func() error {
+			_, err := pgadvisory.Acquire(t.Context(), cfg, 1, pgadvisory.WithSessionTimeout(0))
+			return err
+		}, pgadvisory.ErrInvalidArgument},
+		{"ping interval over half the session timeout", func() error {
+			_, err := pgadvisory.Acquire(t.Context(), cfg, 1, pgadvisory.WithSessionTimeout(time.Second), pgadvisory.WithPingInterval(600*time.Millisecond))
 			return err
 		}, pgadvisory.ErrInvalidArgument},
 		{"CreateSequence nil DB", func() error { return pgadvisory.CreateSequence(t.Context(), nilPool) }, pgadvisory.ErrInvalidArgument},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,8 +19,10 @@ import (
 // [fence.Guard].
 //
 // Its Done is closed when its session ends or cannot be reached (see
-// [Lock.Err]), and on [Lock.Release]. Once closed it stays closed. A
-// Lock is safe for concurrent use.
+// [Lock.Err]), and on [Lock.Release]. Once closed it stays closed. Made
+// [WithSessionTimeout], its session is a lease the server ends when it
+// goes quiet, and [Lock.ValidUntil] its deadline. A Lock is safe for
+// concurrent use.
 type Lock struct {
 	// Set once before use.
 	key    int64
@@ -30,15 +33,35 @@ type Lock struct {
 	stop   context.CancelFunc // ends watch
 	exited chan struct{}      // closed when watch has returned
 
-	mu      sync.Mutex // guards the fields below
-	err     error      // why Done closed
-	release sync.Once
+	timeout time.Duration // idle_session_timeout; 0: none. Set once.
+
+	mu       sync.Mutex // guards the fields below
+	err      error      // why Done closed
+	lastSent time.Time  // before the last statement that answered was sent
+	release  sync.Once
 }
 
 var (
 	_ fence.Holder      = (*Lock)(nil)
+	_ fence.Expirer     = (*Lock)(nil)
 	_ fence.IssuerNamer = (*Lock)(nil)
 )
+
+// ValidUntil returns the deadline of a Lock made [WithSessionTimeout]:
+// the timeout after its last ping (or its token's statement) was sent,
+// before which the server does not end an idle session. Without it, far
+// in the future: the session does not expire.
+func (l *Lock) ValidUntil() time.Time {
+	if l.timeout == 0 {
+		return farFuture
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastSent.Add(l.timeout)
+}
+
+// farFuture is the deadline of a Lock without a session timeout.
+var farFuture = time.Now().Add(100 * 365 * 24 * time.Hour)
 
 // Acquire connects to PostgreSQL with cfg (a connection of the Lock's
 // own, for as long as it is held), waits for the advisory lock key
@@ -79,7 +102,11 @@ func acquire(ctx context.Context, cfg *pgx.ConnConfig, key int64, wait bool, opt
 	if err != nil {
 		return nil, fmt.Errorf("pgadvisory: connecting: %w", err)
 	}
-	tok, err := lockAndIssue(ctx, conn, key, wait, o)
+	if err := setTimeout(ctx, conn, o.timeout); err != nil {
+		closeConn(conn)
+		return nil, err
+	}
+	tok, sent, err := lockAndIssue(ctx, conn, key, wait, o)
 	if err != nil {
 		closeConn(conn)
 		return nil, err
@@ -88,14 +115,29 @@ func acquire(ctx context.Context, cfg *pgx.ConnConfig, key int64, wait bool, opt
 	if issuer == "" {
 		issuer = "postgres:" + cfg.Database + ":" + o.sequence.Sanitize()
 	}
-	return start(conn, key, tok, issuer, o.interval), nil
+	return start(conn, key, tok, issuer, o, sent), nil
+}
+
+// setTimeout sets the session's idle_session_timeout to d (none when 0).
+func setTimeout(ctx context.Context, conn *pgx.Conn, d time.Duration) error {
+	if d == 0 {
+		return nil
+	}
+	ms := strconv.FormatInt(d.Milliseconds(), 10)
+	if _, err := conn.Exec(ctx, "SELECT set_config('idle_session_timeout', $1, false)", ms); err != nil {
+		return fmt.Errorf("pgadvisory: WithSessionTimeout: setting idle_session_timeout (PostgreSQL 14 or later): %w", err)
+	}
+	return nil
 }
 
 // lockAndIssue takes the advisory lock on conn and then a token. The
 // statements run without pgx's own context handling (which would close
 // the connection and leave the server's wait queued): a cancel request
 // ends them when ctx does.
-func lockAndIssue(ctx context.Context, conn *pgx.Conn, key int64, wait bool, o options) (fence.Token, error) {
+//
+// It also returns the time before its last statement was sent: the
+// session is idle from that statement's end.
+func lockAndIssue(ctx context.Context, conn *pgx.Conn, key int64, wait bool, o options) (fence.Token, time.Time, error) {
 	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() { defer close(fired); cancelRequest(conn) })
 	defer func() {
@@ -106,7 +148,7 @@ func lockAndIssue(ctx context.Context, conn *pgx.Conn, key int64, wait bool, o o
 	bg := context.WithoutCancel(ctx)
 	if wait {
 		if _, err := conn.Exec(bg, "SELECT pg_advisory_lock($1)", key); err != nil {
-			return 0, errorOf(ctx, fmt.Errorf("pgadvisory: pg_advisory_lock(%d): %w", key, err))
+			return 0, time.Time{}, errorOf(ctx, fmt.Errorf("pgadvisory: pg_advisory_lock(%d): %w", key, err))
 		}
 	}
 	// Without the wait, one statement: the CASE takes no token unless
@@ -116,16 +158,17 @@ func lockAndIssue(ctx context.Context, conn *pgx.Conn, key int64, wait bool, o o
 		q, args = "SELECT nextval($1::regclass)", args[:1]
 	}
 	var tok *int64
+	sent := time.Now()
 	if err := conn.QueryRow(bg, q, args...).Scan(&tok); err != nil {
-		return 0, errorOf(ctx, fmt.Errorf("pgadvisory: taking a token from %s (created by CreateSequence?): %w", o.sequence.Sanitize(), err))
+		return 0, time.Time{}, errorOf(ctx, fmt.Errorf("pgadvisory: taking a token from %s (created by CreateSequence?): %w", o.sequence.Sanitize(), err))
 	}
 	if tok == nil {
-		return 0, ErrNotAcquired
+		return 0, time.Time{}, ErrNotAcquired
 	}
 	if err := ctx.Err(); err != nil { // ended as the lock was taken: the caller is gone
-		return 0, err
+		return 0, time.Time{}, err
 	}
-	return fence.Token(*tok), nil
+	return fence.Token(*tok), sent, nil
 }
 
 // errorOf returns ctx's error when ctx ended (the cancel request is why

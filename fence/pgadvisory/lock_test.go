@@ -11,6 +11,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/pgadvisory"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 // Each acquisition gets a higher token; another session's TryAcquire of
@@ -180,5 +181,33 @@ func TestIssuer(t *testing.T) {
 	b := acquire(t, cfg, lockKey(), pgadvisory.WithIssuer("pg-b"))
 	if b.Issuer() != "pg-b" {
 		t.Fatalf("Issuer: got %q, want pg-b", b.Issuer())
+	}
+}
+
+// Made WithSessionTimeout, a live Lock's pings keep its session going past
+// many timeouts, and move its deadline on.
+func TestSessionTimeoutKeepsLiveSession(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	cfg, _ := database(t)
+	start := time.Now()
+	l := acquire(t, cfg, lockKey(), pgadvisory.WithSessionTimeout(timeout))
+	if u := l.ValidUntil(); u.Before(start.Add(timeout)) || u.After(time.Now().Add(timeout)) {
+		t.Fatalf("ValidUntil: got %v after the start, want about %v", u.Sub(start), timeout)
+	}
+	poll.Until(t, "the deadline moved 4 timeouts on", func() bool {
+		return closed(l.Done()) || l.ValidUntil().After(start.Add(4*timeout))
+	})
+	if closed(l.Done()) {
+		t.Fatalf("Done closed: %v", l.Err())
+	}
+}
+
+// Without WithSessionTimeout a Lock has no deadline to keep: ValidUntil is
+// far off.
+func TestNoSessionTimeoutNoDeadline(t *testing.T) {
+	cfg, _ := database(t)
+	l := acquire(t, cfg, lockKey())
+	if u := l.ValidUntil(); u.Before(time.Now().Add(24 * time.Hour)) {
+		t.Fatalf("ValidUntil: got %v from now, want far off", time.Until(u))
 	}
 }

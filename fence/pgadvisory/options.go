@@ -18,8 +18,10 @@ type Option interface{ apply(*options) }
 type options struct {
 	sequence pgx.Identifier
 	interval time.Duration
-	issuer   string // "": the database's and the sequence's names
-	bad      string // why an option is invalid; "" if none is
+	setIntvl bool          // WithPingInterval was given
+	timeout  time.Duration // idle_session_timeout; 0: none
+	issuer   string        // "": the database's and the sequence's names
+	bad      string        // why an option is invalid; "" if none is
 }
 
 type optionFunc func(*options)
@@ -55,9 +57,28 @@ func WithSequence(seq pgx.Identifier) Option {
 // not positive is refused.
 func WithPingInterval(d time.Duration) Option {
 	return optionFunc(func(o *options) {
-		o.interval = d
+		o.interval, o.setIntvl = d, true
 		if d <= 0 {
 			o.bad = fmt.Sprintf("WithPingInterval: %v (must be positive)", d)
+		}
+	})
+}
+
+// WithSessionTimeout makes the lock a lease: the lock's session gets
+// idle_session_timeout d (PostgreSQL 14 and later), so the server ends it,
+// and frees the lock, once it has sent nothing for d: a holder frozen by
+// a GC pause, SIGSTOP or a suspended VM no longer keeps the next one
+// waiting for as long as it is frozen. The Lock's pings keep a live
+// session going: the ping interval defaults to d/3 (at most
+// [DefaultPingInterval]) and must be at most d/2. The Lock is then an
+// [fence.Expirer] whose deadline is d after its last ping was sent.
+// Default: none (the session lasts as long as its connection). A
+// duration under a millisecond is refused.
+func WithSessionTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		o.timeout = d
+		if d < time.Millisecond {
+			o.bad = fmt.Sprintf("WithSessionTimeout: %v (must be at least 1ms)", d)
 		}
 	})
 }
@@ -88,6 +109,13 @@ func buildOptions(opts []Option) (options, error) {
 	}
 	if o.bad != "" {
 		return o, fmt.Errorf("%w: %s", ErrInvalidArgument, o.bad)
+	}
+	switch {
+	case o.timeout == 0:
+	case !o.setIntvl:
+		o.interval = min(DefaultPingInterval, o.timeout/3)
+	case o.interval > o.timeout/2:
+		return o, fmt.Errorf("%w: WithPingInterval %v is over half of WithSessionTimeout %v: a live session could be ended", ErrInvalidArgument, o.interval, o.timeout)
 	}
 	return o, nil
 }

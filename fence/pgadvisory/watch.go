@@ -12,10 +12,11 @@ import (
 )
 
 // start returns the Lock of a session holding key, and starts watching it.
-func start(conn *pgx.Conn, key int64, tok fence.Token, issuer string, interval time.Duration) *Lock {
+func start(conn *pgx.Conn, key int64, tok fence.Token, issuer string, o options, sent time.Time) *Lock {
 	ctx, stop := context.WithCancel(context.Background())
-	l := &Lock{key: key, token: tok, issuer: issuer, conn: conn, done: make(chan struct{}), stop: stop, exited: make(chan struct{})}
-	go l.watch(ctx, interval)
+	l := &Lock{key: key, token: tok, issuer: issuer, conn: conn, done: make(chan struct{}), stop: stop, exited: make(chan struct{}),
+		timeout: o.timeout, lastSent: sent}
+	go l.watch(ctx, o.interval)
 	return l
 }
 
@@ -53,7 +54,14 @@ func (l *Lock) waitOnce(ctx context.Context, interval time.Duration) error {
 	// and Release's unlock needs it; Release waits for it instead.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
 	defer cancel()
-	return l.conn.Ping(pctx)
+	sent := time.Now()
+	if err := l.conn.Ping(pctx); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.lastSent = sent
+	l.mu.Unlock()
+	return nil
 }
 
 // end closes Done with err as its cause, once.
