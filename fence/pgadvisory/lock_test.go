@@ -79,6 +79,7 @@ func TestDoneWhenSessionEnds(t *testing.T) {
 // Done closes when the server cannot be reached (a partition: the
 // connection stays open and nothing arrives), by the ping's bound.
 func TestDoneWhenServerUnreachable(t *testing.T) {
+	t.Parallel() // it waits on timers
 	cfg, _ := database(t)
 	proxy, err := netproxy.Start(cfg.Host + ":" + itoa(cfg.Port))
 	if err != nil {
@@ -105,6 +106,7 @@ func TestDoneWhenServerUnreachable(t *testing.T) {
 // queued on the server: the lock's next holder after the first gets it
 // at once.
 func TestAcquireCancelledWait(t *testing.T) {
+	t.Parallel() // it waits on timers
 	cfg, pool := database(t)
 	key := lockKey()
 	a := acquire(t, cfg, key)
@@ -187,6 +189,7 @@ func TestIssuer(t *testing.T) {
 // Made WithSessionTimeout, a live Lock's pings keep its session going past
 // many timeouts, and move its deadline on.
 func TestSessionTimeoutKeepsLiveSession(t *testing.T) {
+	t.Parallel() // it waits on timers
 	const timeout = 300 * time.Millisecond
 	cfg, _ := database(t)
 	start := time.Now()

@@ -103,6 +103,7 @@ func TestNewOfHeldLock(t *testing.T) {
 // Done closes at the deadline, which is measured from before Obtain sent
 // its request: never later than the key's end.
 func TestDoneAtDeadline(t *testing.T) {
+	t.Parallel() // it waits on timers
 	const ttl = 300 * time.Millisecond
 	c, k := client(t), key(t)
 	before := time.Now()
