@@ -2,9 +2,10 @@
 // a [Lock] is a redislock lock with a fencing token, a [fence.Holder] for a
 // [fence.Guard].
 //
-// redislock v0.9.4, the latest the Go module proxy serves, hands out no
-// fencing token (its Lock.Token is a random string, which cannot be
-// ordered). So the token comes from a counter in Redis, beside the lock's
+// redislock v0.9.4, the latest version the Go module proxy lists, hands
+// out no fencing token (its Lock.Token is a random string, which cannot
+// be ordered; the FenceToken of its pull request #94 is in no tagged
+// version yet). So the token comes from a counter in Redis, beside the lock's
 // key ([TokenKey]), incremented by a script that first checks that the
 // lock's key still holds this lock's value: a token is issued only while
 // the lock is held, so the holders' tokens grow in the order they held the
