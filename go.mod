@@ -12,6 +12,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/aws/smithy-go v1.28.9
+	github.com/bsm/redislock v0.9.4
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/fsouza/fake-gcs-server v1.56.1
 	github.com/glebarez/sqlite v1.11.0

@@ -68,6 +68,8 @@ var goPackages = map[string]string{
 	"gcsfence":     "fence/gcs",
 	"jsfence":      "fence/jetstream",
 	"outbox":       "fence/outbox",
+	"redisholder":  "fence/redisholder",
+	"pgadvisory":   "fence/pgadvisory",
 }
 
 // api is what a package declares: its exported top-level names, and the
