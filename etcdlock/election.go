@@ -74,6 +74,10 @@ func (tm *Term) Key() string { return tm.l.Key() }
 // strictly greater than every earlier leader's.
 func (tm *Term) Token() fence.Token { return tm.l.Token() }
 
+// Issuer returns the name of the source of the term's token ([WithIssuer]);
+// "" by default. It makes a Term a [fence.IssuerNamer].
+func (tm *Term) Issuer() string { return tm.l.Issuer() }
+
 // Lease returns the ID of the session lease the term's key is attached to.
 func (tm *Term) Lease() clientv3.LeaseID { return tm.l.Lease() }
 

@@ -94,6 +94,11 @@ func (p *Partition) Index() int { return p.index }
 // earlier owner of the same partition.
 func (p *Partition) Token() fence.Token { return p.l.Token() }
 
+// Issuer returns the name of the source of the partition's token
+// ([WithIssuer]); "" by default. It makes a Partition a
+// [fence.IssuerNamer].
+func (p *Partition) Issuer() string { return p.l.Issuer() }
+
 // Done is closed once the worker has lost the partition, or may have lost
 // it (see [Lock.Done]). A partition taken away by a rebalance ends the
 // work's context first, and Done closes only once it is released.

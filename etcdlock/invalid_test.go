@@ -53,6 +53,8 @@ func TestInvalidInputMatchesFamily(t *testing.T) {
 		{"New, nil Option", func() error { _, err := etcdlock.New(cli, nil); return err }, etcdlock.ErrInvalidOption},
 		{"New, zero TTL", func() error { _, err := etcdlock.New(cli, etcdlock.WithTTL(0)); return err }, etcdlock.ErrInvalidOption},
 		{"New, empty owner", func() error { _, err := etcdlock.New(cli, etcdlock.WithOwner("")); return err }, etcdlock.ErrInvalidOption},
+		{"New, empty issuer", func() error { _, err := etcdlock.New(cli, etcdlock.WithIssuer("")); return err }, etcdlock.ErrInvalidOption},
+		{"New, issuer not UTF-8", func() error { _, err := etcdlock.New(cli, etcdlock.WithIssuer("\xff")); return err }, etcdlock.ErrInvalidOption},
 		{"New, negative cleanup timeout", func() error {
 			_, err := etcdlock.New(cli, etcdlock.WithCleanupTimeout(-time.Second))
 			return err

@@ -102,6 +102,17 @@ func (l *Lock) Key() string { return l.t.key }
 // slot (see [Semaphore]).
 func (l *Lock) Token() fence.Token { return l.token }
 
+// Issuer returns the name of the source of the lock's token, as
+// [WithIssuer] set it on its Client; "" (none) by default. It makes a
+// Lock a [fence.IssuerNamer].
+func (l *Lock) Issuer() string { return l.c.o.issuer }
+
+var (
+	_ fence.IssuerNamer = (*Lock)(nil)
+	_ fence.IssuerNamer = (*Term)(nil)
+	_ fence.IssuerNamer = (*Partition)(nil)
+)
+
 // Lease returns the ID of the session lease the lock's key is attached to.
 func (l *Lock) Lease() clientv3.LeaseID { return l.s.id }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -24,6 +25,8 @@ type options struct {
 	prefix         string
 	cleanupTimeout time.Duration
 	owner          string
+	issuer         string // WithIssuer; "": none
+	hasIssuer      bool   // WithIssuer was given (an empty name is refused)
 	meterProvider  metric.MeterProvider
 	tracerProvider trace.TracerProvider
 	logger         *slog.Logger
@@ -110,6 +113,27 @@ func WithCleanupTimeout(d time.Duration) Option {
 // for safety: two clients with one owner still exclude each other.
 func WithOwner(owner string) Option { return optionFunc(func(o *options) { o.owner = owner }) }
 
+// WithIssuer names the source of the client's fencing tokens: every
+// [Lock], [Term] and [Partition] it hands out is then a
+// [fence.IssuerNamer] with this name, and a [fence.Guard] over one passes
+// it with each write, so that the stores that check issuers
+// ([fence.MemoryStore], fence/postgres's Store with its issuer column)
+// refuse, with [fence.ErrIssuerMismatch], tokens of another source on a
+// key that has accepted this one's, and this one's on a key of another.
+// Name the etcd cluster's role ("orders-etcd"), the same in every Client
+// of the cluster; two clusters, or one and another lock service, fencing
+// one resource need two names.
+//
+// Default: none, and floors written without a name keep working with a
+// name given later. The name is not derived from the cluster's ID: a
+// cluster restored from a snapshot gets a new one, while docs/restore.md's
+// revision bump keeps its tokens comparable with the old cluster's, so a
+// name from the ID would refuse every write after a restore. An empty
+// name, or one that is not UTF-8, makes [New] fail.
+func WithIssuer(name string) Option {
+	return optionFunc(func(o *options) { o.issuer, o.hasIssuer = name, true })
+}
+
 // WithMeterProvider sets the OpenTelemetry meter provider the client's
 // metrics go to. Default: the global one (otel.GetMeterProvider), which
 // records nothing until the application installs an SDK. nil makes [New]
@@ -151,6 +175,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("%w: TTL %v is not in (0, %v]", ErrInvalidOption, o.ttl, MaxTTL)
 	case o.prefix == "":
 		return fmt.Errorf("%w: empty prefix", ErrInvalidOption)
+	case o.hasIssuer && (o.issuer == "" || !utf8.ValidString(o.issuer)):
+		return fmt.Errorf("%w: issuer %q is empty or not UTF-8: name the cluster's role, as \"orders-etcd\"", ErrInvalidOption, o.issuer)
 	case o.cleanupTimeout <= 0:
 		return fmt.Errorf("%w: cleanup timeout %v is not positive", ErrInvalidOption, o.cleanupTimeout)
 	case nilcheck.IsNil(o.meterProvider) || nilcheck.IsNil(o.tracerProvider):

@@ -6,7 +6,8 @@ import "context"
 // tokens: tokens of two sources (two counters, two lock services) are not
 // comparable, and a resource that has accepted one source's tokens must
 // not order another's against them. [NewHolder] with [WithIssuer],
-// fence/redisholder's and fence/pgadvisory's locks implement it.
+// fence/redisholder's and fence/pgadvisory's locks, and etcdlock's locks
+// of a Client with its WithIssuer, implement it.
 //
 // A [Guard] whose holder is one passes the name to the resource with each
 // write, in the write's context ([ContextWithIssuer]). The stores that
