@@ -1,10 +1,12 @@
 // Package httpfault is an http.RoundTripper for fault injection in tests
-// of adapters whose store speaks HTTP (fence/dynamodb, fence/gcs): it
-// loses the next reply after the server answered, or holds the next
-// request before it is sent, and counts the requests it sent.
+// of adapters whose store speaks HTTP (fence/dynamodb, fence/gcs,
+// fence/azblob): it loses the next reply after the server answered, holds
+// the next request before it is sent, or sends the next request twice,
+// and counts the requests it sent.
 package httpfault
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"sync"
@@ -18,6 +20,7 @@ type Transport struct {
 
 	mu   sync.Mutex
 	lose func() // armed: called once the reply has arrived, before the loss
+	dup  bool   // armed: the next request is sent twice
 	held chan struct{}
 	hold chan struct{}
 	sent int
@@ -29,13 +32,16 @@ func (f *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return f.Next.RoundTrip(r)
 	}
 	f.mu.Lock()
-	lose, held, hold := f.lose, f.held, f.hold
-	f.lose, f.held, f.hold = nil, nil, nil
+	lose, held, hold, dup := f.lose, f.held, f.hold, f.dup
+	f.lose, f.held, f.hold, f.dup = nil, nil, nil, false
 	f.sent++
 	f.mu.Unlock()
 	if hold != nil {
 		close(held)
 		<-hold
+	}
+	if dup {
+		return f.twice(r)
 	}
 	resp, err := f.Next.RoundTrip(r)
 	if lose != nil && err == nil {
@@ -70,4 +76,47 @@ func (f *Transport) Sent() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.sent
+}
+
+// DuplicateNextRequest arms a duplicate of the next matching request: it
+// is sent and answered, then sent again, and the client gets the second
+// copy's reply, as after a resend by a client's own retry or by a proxy
+// whose first reply was lost. Both copies count as sent.
+func (f *Transport) DuplicateNextRequest() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dup = true
+}
+
+// twice sends r, then a copy of it, and returns the copy's reply. The body
+// is read whole first, so that both copies carry it.
+func (f *Transport) twice(r *http.Request) (*http.Response, error) {
+	var body []byte
+	hasBody := r.Body != nil && r.Body != http.NoBody
+	if hasBody {
+		var err error
+		body, err = io.ReadAll(r.Body)
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	send := func() (*http.Response, error) {
+		c := r.Clone(r.Context())
+		if hasBody {
+			c.Body = io.NopCloser(bytes.NewReader(body))
+			c.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		}
+		return f.Next.RoundTrip(c)
+	}
+	first, err := send()
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, first.Body)
+	first.Body.Close()
+	f.mu.Lock()
+	f.sent++
+	f.mu.Unlock()
+	return send()
 }
