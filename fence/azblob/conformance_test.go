@@ -6,6 +6,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	azblobfence "github.com/fencelock/fencelock/fence/azblob"
 	"github.com/fencelock/fencelock/fence/fencetest"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 func TestConformance(t *testing.T) {
@@ -16,6 +17,7 @@ func TestConformance(t *testing.T) {
 // with values of 1 MiB: a condition check and a write that were not
 // atomic would let two writers of one ETag both land.
 func TestContention(t *testing.T) {
+	testenv.Long(t, "8 writers of 1 MiB values on one blob, 8 rounds: about 1 s")
 	p := prefix(t)
 	fencetest.RunContention(t, func(t *testing.T) fence.Store { return newStore(t, azblobfence.WithPrefix(p)) },
 		fencetest.WithValueSize(1<<20), fencetest.WithWriters(8))

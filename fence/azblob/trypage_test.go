@@ -29,6 +29,7 @@ var pageClient = regexp.MustCompile("`c, err := newAzuriteClient\\(ctx, \"([^\"]
 // page's client, newAzuriteClient with the page's endpoint and
 // container, gives a Store that writes with token 34 and refuses 33.
 func TestPageTryIt(t *testing.T) {
+	testenv.Long(t, "starts a second Azurite (a node process) as docs/azblob.md does: about 2 s")
 	if _, _, err := azuritetest.Find(); err != nil {
 		testenv.Unavailable(t, err.Error(), azuritetest.HowToEnable)
 	}
