@@ -50,8 +50,9 @@
 // between, Azure refuses it (412 ConditionNotMet, 409 BlobAlreadyExists),
 // and Put reads again and decides again, up to [fence.UpdateAttempts]
 // times. A write arriving late finds its ETag gone, and then the newer
-// token. ETags never repeat on Azure, so a write cannot land on a blob
-// that changed and changed back.
+// token. Azure gives every write a new ETag, so a write cannot land on a
+// blob that changed and changed back (Azurite's ETags can repeat within a
+// millisecond: see docs/azblob.md).
 //
 // Each write is one request, sent once: the SDK's retries are off for it
 // (policy.WithRetryOptions with MaxRetries -1, on the write's context
@@ -72,6 +73,9 @@
 // older holder's late write is refused from then on. It writes the value
 // again, so claim a large blob once. [Store.Update] claims, calls your
 // function, and writes its result on the claim's ETag.
+//
+// There is no UpdateAll ([fence.AllUpdater]): Azure Blob Storage has no
+// write of several blobs all or none (a blob batch is not atomic).
 //
 // # Compatible servers
 //
