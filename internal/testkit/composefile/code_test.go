@@ -65,6 +65,7 @@ var goPackages = map[string]string{
 	"redisfence":   "fence/redis",
 	"dynamofence":  "fence/dynamodb",
 	"gcsfence":     "fence/gcs",
+	"azblobfence":  "fence/azblob",
 	"outbox":       "fence/outbox",
 }
 
