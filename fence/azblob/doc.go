@@ -92,7 +92,9 @@
 // client or context, an empty key, a token that is not positive) are
 // refused before any I/O, never with a panic.
 //
-// This package depends on github.com/Azure/azure-sdk-for-go/sdk/storage/azblob;
+// This package depends on github.com/Azure/azure-sdk-for-go/sdk/storage/azblob
+// (its blob and blockblob packages: a Store takes any [Container], so
+// that it does not link the container package's Apache Arrow itself);
 // package fence does not, and a program that does not import this package
 // does not link it.
 package azblobfence

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/fencelock/fencelock/fence"
 	azblobfence "github.com/fencelock/fencelock/fence/azblob"
@@ -29,6 +30,7 @@ func TestBadInput(t *testing.T) {
 		want error
 	}{
 		{"New nil client", second(azblobfence.New(nil)), fence.ErrInvalidArgument},
+		{"New typed nil client", second(azblobfence.New((*container.Client)(nil))), azblobfence.ErrInvalidArgument},
 		{"New nil option", second(azblobfence.New(c, nil)), azblobfence.ErrInvalidOption},
 		{"New nil meter provider", second(azblobfence.New(c, azblobfence.WithMeterProvider(nil))), azblobfence.ErrInvalidOption},
 		{"New nil tracer provider", second(azblobfence.New(c, azblobfence.WithTracerProvider(nil))), azblobfence.ErrInvalidOption},

@@ -68,3 +68,5 @@ func wantRecord(t testing.TB, s *azblobfence.Store, key string, token fence.Toke
 		t.Fatalf("Get(%q): got token %d %q, want token %d %q", key, r.Token, r.Value, token, value)
 	}
 }
+
+var _ azblobfence.Container = (*container.Client)(nil)

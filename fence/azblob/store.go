@@ -6,9 +6,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/nilcheck"
 	"github.com/fencelock/fencelock/internal/tel"
 )
 
@@ -33,7 +33,7 @@ const maxNameLen = 1024
 // methods fail with [ErrInvalidArgument]); create one with [New].
 type Store struct {
 	// Set once, by New.
-	c      *container.Client
+	c      Container
 	name   string // the container's URL, for messages
 	prefix string
 	tel    *tel.Recorder
@@ -46,14 +46,15 @@ var (
 	_ fence.Updater = (*Store)(nil)
 )
 
-// New returns a Store on the container c is a client of. It does no I/O:
-// a missing container shows up as [ErrNoContainer] on first use, and a
-// server that ignores conditional headers as [ErrConditionalUnsupported]
-// on the first write. It fails, before any I/O, for a nil client
-// ([ErrInvalidArgument]) or an invalid option ([ErrInvalidOption]).
-func New(c *container.Client, opts ...Option) (*Store, error) {
-	if c == nil {
-		return nil, fmt.Errorf("%w: New: nil container client", ErrInvalidArgument)
+// New returns a Store on the container c is a client of (a
+// *container.Client). It does no I/O: a missing container shows up as
+// [ErrNoContainer] on first use, and a server that ignores conditional
+// headers as [ErrConditionalUnsupported] on the first write. It fails,
+// before any I/O, for a nil client, a typed nil too
+// ([ErrInvalidArgument]), or an invalid option ([ErrInvalidOption]).
+func New(c Container, opts ...Option) (*Store, error) {
+	if nilcheck.IsNil(c) {
+		return nil, fmt.Errorf("%w: New: nil container client (%T)", ErrInvalidArgument, c)
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
