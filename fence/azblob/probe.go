@@ -32,14 +32,19 @@ const neverMatches = azcore.ETag(`"0x0FE4CE10C4000000"`)
 // two writes the server must refuse, one with If-None-Match: * and one
 // with an If-Match no blob has, and returns an error matching
 // [ErrConditionalUnsupported] if either landed. A Store runs it before
-// its first write ([WithConditionalCheck]) and keeps a verdict of
-// ErrConditionalUnsupported; other failures (the network) are returned,
-// and the next write checks again. Azure Storage always passes; Azurite
-// does.
+// its first write ([WithConditionalCheck]); its verdict is kept, once it
+// passed or found the server ignores the conditions, for every later
+// write of the Store. Other failures (the network) are returned, and the
+// next write checks again. Azure Storage always passes; Azurite does.
 func (s *Store) CheckConditionalWrites(ctx context.Context) error {
 	if err := s.checkCall(ctx, ProbeKey); err != nil {
 		return err
 	}
+	return s.check.run(ctx, s.probe)
+}
+
+// probe sends the check's three writes.
+func (s *Store) probe(ctx context.Context) error {
 	if err := s.probePut(ctx, ptrETag(azcore.ETagAny), nil); err != nil && classify(err) != putRefused {
 		return s.probeFailure(err)
 	}
@@ -81,6 +86,7 @@ func (s *Store) probeFailure(err error) error {
 // one check at a time, its verdict kept once it passed, or once it found
 // the server ignores the conditions.
 type checkState struct {
+	on  bool          // set once: WithConditionalCheck's
 	sem chan struct{} // held while a check runs
 
 	mu      sync.Mutex // guards passed and verdict
@@ -89,7 +95,7 @@ type checkState struct {
 }
 
 func newCheckState(on bool) *checkState {
-	return &checkState{sem: make(chan struct{}, 1), passed: !on}
+	return &checkState{on: on, sem: make(chan struct{}, 1), passed: !on}
 }
 
 // kept returns the kept verdict: done when there is one.
@@ -99,22 +105,27 @@ func (c *checkState) kept() (done bool, err error) {
 	return c.passed || c.verdict != nil, c.verdict
 }
 
-// ensureChecked runs the check unless it has a kept verdict.
+// ensureChecked runs the check unless it has a kept verdict, or is off.
 func (s *Store) ensureChecked(ctx context.Context) error {
-	c := s.check
-	if done, err := c.kept(); done {
+	if done, err := s.check.kept(); done {
 		return err
 	}
+	return s.check.run(ctx, s.probe)
+}
+
+// run runs probe, one at a time, and keeps its verdict; a kept verdict
+// found meanwhile is returned instead.
+func (c *checkState) run(ctx context.Context, probe func(context.Context) error) error {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
 		return fmt.Errorf("azblobfence: waiting for the conditional-write check: %w", ctx.Err())
 	}
 	defer func() { <-c.sem }()
-	if done, err := c.kept(); done {
+	if done, err := c.kept(); done && (err != nil || c.on) {
 		return err
 	}
-	err := s.CheckConditionalWrites(ctx)
+	err := probe(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {

@@ -3,6 +3,8 @@ package azblobfence_test
 import (
 	"errors"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,4 +80,38 @@ func (e editor) RoundTrip(r *http.Request) (*http.Response, error) {
 		e.edit(r)
 	}
 	return e.next.RoundTrip(r)
+}
+
+// A Store checks the server once, before its first write, and not again
+// once the check passed; with the check off, never.
+func TestConditionalWritesCheckedOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		opts   []azblobfence.Option
+		probes int
+	}{
+		{"on", nil, 3},
+		{"off", []azblobfence.Option{azblobfence.WithConditionalCheck(false)}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var probes atomic.Int32
+			c := client(t, func(next http.RoundTripper) http.RoundTripper {
+				return editor{next: next, edit: func(r *http.Request) {
+					if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "fencelock-probe") {
+						probes.Add(1)
+					}
+				}}
+			})
+			s := mustNew(t, c, append(tt.opts, azblobfence.WithPrefix(prefix(t)))...)
+			for i := range 3 {
+				mustPut(t, s, "k", fence.Token(5+i), "v")
+				if _, err := s.GetForUpdate(t.Context(), "k", fence.Token(5+i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := probes.Load(); int(got) != tt.probes {
+				t.Fatalf("probe writes: got %d, want %d", got, tt.probes)
+			}
+		})
+	}
 }
