@@ -36,7 +36,7 @@ const neverMatches = azcore.ETag(`"0x0FE4CE10C4000000"`)
 // passed or found the server ignores the conditions, for every later
 // write of the Store. Other failures (the network) are returned, and the
 // next write checks again. Azure Storage honours the conditions;
-// Azurite 3.35.0 passes (every Store of the tests runs it).
+// Azurite 3.33.0 passes (every Store of the tests runs it).
 func (s *Store) CheckConditionalWrites(ctx context.Context) error {
 	if err := s.checkCall(ctx, ProbeKey); err != nil {
 		return err

@@ -19,7 +19,7 @@ import (
 const EnvAzurite = "FENCELOCK_AZURITE"
 
 // Version is the Azurite .ci/install-azurite.sh installs.
-const Version = "3.35.0"
+const Version = "3.33.0"
 
 // ErrNoAzurite means Azurite or node was not found.
 var ErrNoAzurite = errors.New("azuritetest: Azurite not installed")
@@ -46,12 +46,13 @@ func Find() (dir, node string, err error) {
 
 // Args returns azurite-blob's arguments for a server on 127.0.0.1:port:
 // in memory (Azurite refuses --location with it: the process's working
-// directory is its workspace), with no telemetry (CI has no network), any
-// API version (the SDK's may be newer than Azurite's), quiet.
+// directory is its workspace), taking any API version (the SDK's is newer
+// than Azurite's), quiet. [Version] has no telemetry to turn off (3.34
+// and later collect it unless given --disableTelemetry).
 func Args(port int) []string {
 	return []string{
 		"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port),
-		"--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry", "--silent",
+		"--inMemoryPersistence", "--skipApiVersionCheck", "--silent",
 	}
 }
 
