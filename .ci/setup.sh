@@ -29,7 +29,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 #   embedded etcd (TestEngineOnOtherEtcd).
 # - redis-server: fence/redis's tests and the lessons in examples/
 #   (naivelock, holderdies) start their own server from it.
-# - nats-server 2.9: fence/outbox/jetstream's tests start their own server
+# - nats-server 2.9: fence/outbox/jetstream's and fence/jetstream's tests start their own server
 #   from it, with JetStream on (internal/testkit/natstest).
 # - mariadb-server: fence/sql's MySQL tests start their own throwaway
 #   server from its binaries (internal/testkit/mysqltest).

@@ -36,6 +36,14 @@ func WithoutGiveBackRetryForTest() Option {
 	return optionFunc(func(o *options) { o.ctl.noGiveBackRetry = true })
 }
 
+// WithoutClaimRetryForTest reverts the read again after a semaphore's
+// claim (after its turn) failed for a failure that passes (a lost reply, a
+// leader change): the acquisition gives up, for the control of
+// TestSemaphoreClaimLostReplyAcquires.
+func WithoutClaimRetryForTest() Option {
+	return optionFunc(func(o *options) { o.ctl.noClaimRetry = true })
+}
+
 // WritersIgnoreReadersForTest reverts the writer's wait for the readers
 // queued before it, for the read/write property test's control run.
 func WritersIgnoreReadersForTest() Option {

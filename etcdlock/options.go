@@ -41,6 +41,7 @@ type controls struct {
 	unconditionalSlotRelease bool // a semaphore's release deletes every slot key it tried, whoever's it is now (permit.release)
 	unconditionalGiveBack    bool // a semaphore's give-back deletes the slot's key, whoever's it is now (permit.giveBack)
 	noGiveBackRetry          bool // a semaphore's give-back is not sent again after a failure that passes (permit.giveBack)
+	noClaimRetry             bool // a semaphore's failed claim after its turn ends the acquisition, even for a failure that passes (permit.claimSlot)
 	writersIgnoreReaders     bool // a writer waits only for the writers queued before it (ticket.blockers)
 	unconditionalMove        bool // the minimum hold's move skips its compare of the key's create revision (Lock.releaseKey)
 }

@@ -42,6 +42,7 @@ type permit struct {
 	// whoever's it is now (the controls of the request-fault tests)
 	unconditional, unconditionalGiveBack bool
 	noGiveBackRetry                      bool         // a give-back is not sent again (the control of TestSemaphoreGiveBackLostReplyKeepsPlace)
+	noClaimRetry                         bool         // a failed claim ends the acquisition (the control of TestSemaphoreClaimLostReplyAcquires)
 	dir                                  string       // the prefix of the slots' keys
 	id                                   string       // a slot key's value while ours; set once our key is created
 	tried                                map[int]bool // slots whose claim was sent and may have landed
@@ -60,7 +61,8 @@ type permit struct {
 // acquisition of the semaphore name, of permits, claims once its turn has come.
 func newPermit(p layout, name string, permits int, ctl controls) secondKey {
 	return &permit{name: name, permits: permits, unconditional: ctl.unconditionalSlotRelease,
-		unconditionalGiveBack: ctl.unconditionalGiveBack, noGiveBackRetry: ctl.noGiveBackRetry, dir: p.semPermits(name), tried: map[int]bool{}}
+		unconditionalGiveBack: ctl.unconditionalGiveBack, noGiveBackRetry: ctl.noGiveBackRetry,
+		noClaimRetry: ctl.noClaimRetry, dir: p.semPermits(name), tried: map[int]bool{}}
 }
 
 // read is a read of the slots' keys, sent with each read of the queue, so

@@ -230,6 +230,13 @@ func (p *permit) ours(ctx context.Context, tn turn, e secondCalls, kvs []*mvccpb
 }
 
 // claimSlot claims slot, after the turn, and reports whether it landed.
+// A claim that failed for a failure that passes (a lost reply, a leader
+// change) may have landed: after the pause the waiter's reads of the
+// queue take, claimSlot reports it did not, and the next read tells
+// (ours keeps a slot of ours claimed after the turn). Of the claims sent
+// with one mod revision of our queue key at most one lands, as each moves
+// it and compares it, and a release deletes every slot tried while its
+// value is ours (PROTOCOL.md, step 5).
 func (p *permit) claimSlot(ctx context.Context, tn turn, e secondCalls, slot int) (bool, error) {
 	p.tried[slot] = true
 	cr, err := e.txn(ctx).
@@ -237,6 +244,9 @@ func (p *permit) claimSlot(ctx context.Context, tn turn, e secondCalls, slot int
 			clientv3.Compare(clientv3.CreateRevision(permitKey(p.dir, slot)), "=", 0)).
 		Then(p.claimOps(tn, slot)...).
 		Commit()
+	if err != nil && !p.noClaimRetry {
+		return false, e.again(ctx, err)
+	}
 	if err != nil || !cr.Succeeded {
 		return false, err
 	}

@@ -383,3 +383,61 @@ func TestSemaphoreGiveBackLostReplyKeepsPlace(t *testing.T) {
 		})
 	}
 }
+
+// slotClaims matches a semaphore's claims after the turn (permit.claimSlot):
+// transactions that put a slot's key under dir at their top level.
+func slotClaims(dir string) func(string, any) bool {
+	return func(_ string, req any) bool {
+		txn, ok := req.(*pb.TxnRequest)
+		if !ok {
+			return false
+		}
+		for _, op := range txn.Success {
+			if p := op.GetRequestPut(); p != nil && strings.HasPrefix(string(p.Key), dir) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestSemaphoreClaimLostReplyAcquires loses the reply of a semaphore's
+// claim after its turn, as a leader change does (codes.Unavailable; the
+// claim landed): the acquisition reads again, as it does after a read
+// that failed so, finds the slot its own and acquires, with the slot's
+// token. The control, WithoutClaimRetryForTest, gives up with the error.
+func TestSemaphoreClaimLostReplyAcquires(t *testing.T) {
+	t.Parallel()
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fixed", true: "control"}[control], func(t *testing.T) {
+			var opts []etcdlock.Option
+			if control {
+				opts = append(opts, etcdlock.WithoutClaimRetryForTest())
+			}
+			cli, in := faulty(t, 3)
+			in.Next(slotClaims(keysOf(t).Permits("n")), reqfault.LostReply)
+			l, err := semaphore(t, newLocker(t, cli, opts...), "n", 1).Acquire(t.Context())
+			if n := in.Counts()[reqfault.LostReply]; n != 1 {
+				t.Fatalf("lost replies: got %d, want 1 (the acquisition sent no claim after its turn)", n)
+			}
+			if control {
+				if err == nil {
+					l.Unlock(t.Context())
+					t.Fatal("control: acquired after its claim's reply was lost; want it to give up")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Acquire, its claim's reply lost: %v; want it to read again and acquire", err)
+			}
+			defer l.Unlock(t.Context())
+			resp, err := etcdClient(t).Get(t.Context(), keysOf(t).Permits("n"), clientv3.WithPrefix())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Kvs) != 1 || fence.Token(resp.Kvs[0].CreateRevision) != l.Token() {
+				t.Fatalf("slots' keys %v: want one, created at the token %d", resp.Kvs, l.Token())
+			}
+		})
+	}
+}

@@ -43,6 +43,11 @@
 //		// Read back before deciding.
 //	}
 //
+// A lock from another library fences writes too: [NewHolder] makes a
+// Holder of a token the caller takes with its lock and a channel closed
+// when the lock ends; fence/redisholder does it for bsm/redislock and
+// fence/pgadvisory for a PostgreSQL advisory lock (docs/holders.md).
+//
 // The guard's own check ([Guard.Check]) is only an optimisation that saves a
 // round trip when the holder already knows its lock is gone. The resource's
 // check is the guarantee.
@@ -83,6 +88,19 @@
 //
 // S3 and GCS have none; docs/reading.md has the shapes that are safe
 // there.
+//
+// # Tokens from two issuers
+//
+// Tokens of two sources (two lock services, two counters) cannot be
+// ordered against each other. A holder that names its source
+// ([IssuerNamer]: [NewHolder] with [WithIssuer], fence/redisholder,
+// fence/pgadvisory) has its Guard pass the name with each write; the
+// stores that check it record a key's issuer and refuse another's tokens
+// with [ErrIssuerMismatch] instead of comparing them. [MemoryStore]
+// checks it on every write and claim, and fence/postgres's Store on Put
+// when made with its issuer column; the other stores ignore it, and a
+// write or a floor that names none is not checked.
+// fencetest.RunIssuers is the check.
 //
 // # Writing an adapter
 //

@@ -37,6 +37,15 @@ var ErrStale = errors.New("fence: stale token: the resource has accepted a newer
 // token, or move the resource's floor knowingly).
 var ErrTokenRegressed = errors.New("fence: the resource has accepted a token the lock service never issued (replaced or restored from a snapshot)")
 
+// ErrIssuerMismatch means a resource refused a write whose token comes
+// from another issuer than the tokens it has accepted for that key (see
+// [IssuerNamer]): two lock services, or two counters, fence one resource,
+// and their tokens cannot be ordered against each other. The write
+// changed nothing. It does not match [ErrStale]: no newer holder is known
+// to exist. Fence each resource with one issuer's tokens, or move the
+// resource to the other knowingly.
+var ErrIssuerMismatch = errors.New("fence: the token's issuer is not the one whose tokens the resource has accepted")
+
 // ErrLockLost means a [Guard] refused a write locally, before any I/O, because
 // its holder already knows the lock is lost or its validity deadline has
 // passed. Nothing was sent to the resource.

@@ -88,3 +88,29 @@ func ExampleUpdateHeld() {
 	// acct/A: 70, token 7
 	// acct/B: 30, token 9
 }
+
+// A token of the caller's own, from a lock this module does not provide:
+// NewHolder makes it a Holder, whose done channel the caller closes when
+// its lock ends.
+func ExampleNewHolder() {
+	ctx := context.Background()
+	store := fence.NewMemoryStore()
+	_ = store.Put(ctx, "report", 8, []byte("by the holder of token 8"))
+
+	done := make(chan struct{}) // closed when the caller's lock ends
+	h, err := fence.NewHolder(7, done)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	g, _ := fence.NewGuard(h)
+	err = g.Put(ctx, store, "report", []byte("late"))
+	fmt.Println(errors.Is(err, fence.ErrStale))
+
+	close(done)
+	err = g.Put(ctx, store, "report", []byte("later"))
+	fmt.Println(errors.Is(err, fence.ErrLockLost))
+	// Output:
+	// true
+	// true
+}

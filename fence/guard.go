@@ -71,6 +71,7 @@ type Guard struct {
 	obs   RefusalObserver // nil: h is not one
 	iss   TokenIssuer     // nil: h is not one
 	token Token
+	named string // h's IssuerNamer name; "": none
 }
 
 // NewGuard returns a guard for h. It fails if h is nil (also a nil pointer
@@ -85,7 +86,11 @@ func NewGuard(h Holder) (*Guard, error) {
 	}
 	obs, _ := h.(RefusalObserver)
 	iss, _ := h.(TokenIssuer)
-	return &Guard{h: h, obs: obs, iss: iss, token: t}, nil
+	var named string
+	if n, ok := h.(IssuerNamer); ok {
+		named = n.Issuer()
+	}
+	return &Guard{h: h, obs: obs, iss: iss, token: t, named: named}, nil
 }
 
 // Token returns the holder's fencing token.
@@ -116,7 +121,9 @@ func (g *Guard) Check() error {
 // because the lock was lost, as etcdlock's Client.Do ends fn's context) or
 // ctx's error without calling write (telling a holder that is a [RefusalObserver] of the latter), and
 // otherwise whatever write returns. write must send the token to
-// the resource, which makes the decision that counts.
+// the resource, which makes the decision that counts. When the holder is
+// an [IssuerNamer], write's context carries its issuer's name
+// ([ContextWithIssuer]) for the stores that check it.
 func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token Token) error) error {
 	if err := g.usable(); err != nil {
 		return err
@@ -139,7 +146,11 @@ func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token To
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return g.explain(ctx, write(ctx, g.token))
+	wctx := ctx
+	if g.named != "" {
+		wctx = ContextWithIssuer(ctx, g.named)
+	}
+	return g.explain(ctx, write(wctx, g.token))
 }
 
 // explain adds [ErrTokenRegressed] to a staleness refusal whose highest

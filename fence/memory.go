@@ -23,6 +23,7 @@ type entry struct {
 	rec     Record
 	set     bool
 	version uint64 // counts the key's changes, claims included
+	issuer  string // of the tokens the key accepted ("": none named)
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -39,10 +40,23 @@ func (m *MemoryStore) Put(ctx context.Context, key string, token Token, value []
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if cur := m.recs[key].rec.Token; token < cur {
-		return &StaleError{Resource: key, Token: token, Current: cur}
+	if err := admit(ctx, key, token, m.recs[key]); err != nil {
+		return err
 	}
-	m.store(key, entry{rec: Record{Value: bytes.Clone(value), Token: token}, set: true})
+	m.store(key, entry{rec: Record{Value: bytes.Clone(value), Token: token}, set: true, issuer: IssuerFromContext(ctx)})
+	return nil
+}
+
+// admit refuses a write of token to key, whose entry is cur, for its
+// issuer ([ErrIssuerMismatch]) or for staleness, in that order: tokens of
+// two issuers are not compared.
+func admit(ctx context.Context, key string, token Token, cur entry) error {
+	if iss := IssuerFromContext(ctx); iss != "" && cur.issuer != "" && iss != cur.issuer {
+		return fmt.Errorf("%w: %q has accepted tokens of %q; this write's token %d is of %q", ErrIssuerMismatch, key, cur.issuer, token, iss)
+	}
+	if token < cur.rec.Token {
+		return &StaleError{Resource: key, Token: token, Current: cur.rec.Token}
+	}
 	return nil
 }
 
@@ -52,6 +66,9 @@ func (m *MemoryStore) store(key string, e entry) {
 		m.recs = make(map[string]entry)
 	}
 	e.version = m.recs[key].version + 1
+	if e.issuer == "" { // a write that names none keeps the key's
+		e.issuer = m.recs[key].issuer
+	}
 	m.recs[key] = e
 }
 
@@ -64,17 +81,17 @@ func (m *MemoryStore) GetForUpdate(ctx context.Context, key string, token Token)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.claim(key, token)
+	return m.claim(ctx, key, token)
 }
 
 // claim is GetForUpdate with m.mu held.
-func (m *MemoryStore) claim(key string, token Token) (Record, error) {
+func (m *MemoryStore) claim(ctx context.Context, key string, token Token) (Record, error) {
 	e := m.recs[key]
-	if token < e.rec.Token {
-		return Record{}, &StaleError{Resource: key, Token: token, Current: e.rec.Token}
+	if err := admit(ctx, key, token, e); err != nil {
+		return Record{}, err
 	}
-	if token > e.rec.Token {
-		e.rec.Token = token
+	if iss := IssuerFromContext(ctx); token > e.rec.Token || iss != "" && e.issuer == "" {
+		e.rec.Token, e.issuer = token, iss
 		m.store(key, e)
 	}
 	if !e.set {
@@ -96,27 +113,27 @@ func (m *MemoryStore) Update(ctx context.Context, key string, token Token, fn Up
 type memoryRounds MemoryStore
 
 // ClaimRead claims key and returns its record and its entry as read.
-func (r *memoryRounds) ClaimRead(_ context.Context, key string, token Token) (Record, entry, error) {
+func (r *memoryRounds) ClaimRead(ctx context.Context, key string, token Token) (Record, entry, error) {
 	m := (*MemoryStore)(r)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rec, err := m.claim(key, token)
+	rec, err := m.claim(ctx, key, token)
 	return rec, m.recs[key], err
 }
 
 // WriteIf stores v under key with token if key's entry is still seen.
-func (r *memoryRounds) WriteIf(_ context.Context, key string, token Token, seen entry, v []byte) error {
+func (r *memoryRounds) WriteIf(ctx context.Context, key string, token Token, seen entry, v []byte) error {
 	m := (*MemoryStore)(r)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.recs[key]
-	if token < cur.rec.Token {
-		return &StaleError{Resource: key, Token: token, Current: cur.rec.Token}
+	if err := admit(ctx, key, token, cur); err != nil {
+		return err
 	}
 	if cur.version != seen.version {
 		return ErrChanged
 	}
-	m.store(key, entry{rec: Record{Value: bytes.Clone(v), Token: token}, set: true})
+	m.store(key, entry{rec: Record{Value: bytes.Clone(v), Token: token}, set: true, issuer: IssuerFromContext(ctx)})
 	return nil
 }
 

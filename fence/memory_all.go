@@ -18,19 +18,19 @@ func (m *MemoryStore) UpdateAll(ctx context.Context, claims []Claim, fn UpdateAl
 
 // ClaimReadAll claims every key of set, or none if one is refused, and
 // returns their records and entries as read.
-func (r *memoryRounds) ClaimReadAll(_ context.Context, set []Claim) (map[string]Record, []entry, error) {
+func (r *memoryRounds) ClaimReadAll(ctx context.Context, set []Claim) (map[string]Record, []entry, error) {
 	m := (*MemoryStore)(r)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range set {
-		if cur := m.recs[c.Resource].rec.Token; c.Token < cur {
-			return nil, nil, &StaleError{Resource: c.Resource, Token: c.Token, Current: cur}
+		if err := admit(ctx, c.Resource, c.Token, m.recs[c.Resource]); err != nil {
+			return nil, nil, err
 		}
 	}
 	old := make(map[string]Record, len(set))
 	seen := make([]entry, len(set))
 	for i, c := range set {
-		r, err := m.claim(c.Resource, c.Token)
+		r, err := m.claim(ctx, c.Resource, c.Token)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return nil, nil, err
 		}
@@ -42,15 +42,15 @@ func (r *memoryRounds) ClaimReadAll(_ context.Context, set []Claim) (map[string]
 // WriteAllIf stores next's values if every key of set still has its entry
 // seen: [ErrChanged] when one changed, an error matching [ErrStale] when a
 // higher token is on one now.
-func (r *memoryRounds) WriteAllIf(_ context.Context, set []Claim, seen []entry, next map[string][]byte) error {
+func (r *memoryRounds) WriteAllIf(ctx context.Context, set []Claim, seen []entry, next map[string][]byte) error {
 	m := (*MemoryStore)(r)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	changed := false
 	for i, c := range set {
 		cur := m.recs[c.Resource]
-		if c.Token < cur.rec.Token {
-			return &StaleError{Resource: c.Resource, Token: c.Token, Current: cur.rec.Token}
+		if err := admit(ctx, c.Resource, c.Token, cur); err != nil {
+			return err
 		}
 		changed = changed || cur.version != seen[i].version
 	}
@@ -59,7 +59,7 @@ func (r *memoryRounds) WriteAllIf(_ context.Context, set []Claim, seen []entry, 
 	}
 	for _, c := range set {
 		if v, ok := next[c.Resource]; ok {
-			m.store(c.Resource, entry{rec: Record{Value: bytes.Clone(v), Token: c.Token}, set: true})
+			m.store(c.Resource, entry{rec: Record{Value: bytes.Clone(v), Token: c.Token}, set: true, issuer: IssuerFromContext(ctx)})
 		}
 	}
 	return nil

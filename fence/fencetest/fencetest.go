@@ -17,6 +17,10 @@
 // [RunContention] is a separate, heavier case (large values, many writers at
 // once) for stores whose compare-and-swap is the server's, such as S3's
 // conditional PUT: it catches a check and a store that are not atomic.
+//
+// [RunIssuers] is another, for the stores that check the issuer of a
+// write's token ([fence.IssuerNamer]): [fence.MemoryStore], and
+// fence/postgres's Store with its issuer column.
 package fencetest
 
 import (

@@ -150,6 +150,14 @@
 // Table and column names are quoted with pgx.Identifier; values are always
 // sent as parameters.
 //
+// A Store's table may also record the issuer of each key's tokens
+// ([IssuerColumn]: ALTER TABLE fencelock_store ADD COLUMN issuer text).
+// Its Put and Delete then refuse, with [fence.ErrIssuerMismatch], a token
+// from another issuer than the key's ([fence.IssuerNamer]); a table
+// without the column, a key whose issuer is NULL and a write that names
+// none are not checked. The other forms (Table, RunInTx, Exec, Fences)
+// and the Store's GetForUpdate and Update do not check issuers.
+//
 // # One floor per resource
 //
 // Each form keeps its own floor: a [Table] row's fence column, or a fence

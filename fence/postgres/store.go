@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,6 +32,9 @@ type Store struct {
 	table *Table
 	// The statements, set once by NewStore (storeSQL).
 	getSQL, createSQL, claimSQL, swapSQL, floorSQL string
+	// issuerCol says whether the table has the IssuerColumn, once a write
+	// naming an issuer has looked (issuerUnknown until then).
+	issuerCol atomic.Int32
 }
 
 var (
@@ -132,13 +136,27 @@ func (s *Store) write(ctx context.Context, key string, token fence.Token, value 
 	if value == nil {
 		op = t.tel.Delete
 	}
-	sql, args, err := t.prepare(ctx, s.db, key, token, []Assignment{Set("value", value)}, t.upsertSQL)
+	if err := checkWrite(ctx, s.db, key, token); err != nil {
+		return err // before issuerOf's I/O
+	}
+	set, build := []Assignment{Set("value", value)}, t.upsertSQL
+	iss, err := s.issuerOf(ctx)
+	if err != nil {
+		return err
+	}
+	if iss != "" {
+		set, build = append(set, Set(IssuerColumn, iss)), t.issuerSQL
+	}
+	sql, args, err := t.prepare(ctx, s.db, key, token, set, build)
 	if err != nil {
 		return err
 	}
 	resource := func() string { return key }
 	return t.tel.write(ctx, op, token, resource, func(ctx context.Context) error {
 		err := t.upsert(ctx, s.db, key, token, resource, sql, args, false) // CreateTable makes the columns
+		if iss != "" {
+			err = s.mismatch(ctx, key, token, iss, err)
+		}
 		if value == nil {
 			return s.tombstoneErr(err)
 		}

@@ -23,11 +23,26 @@ import (
 // rolls the transaction back when its context ends, and a transaction
 // whose connection broke cannot commit. Its failure is a definite one.
 func (d Dialect) writeError(db DB, what, resource string, token fence.Token, err error) error {
+	return d.WriteError(inTx(db), what, resource, token, err)
+}
+
+// WriteError is the rule this package's own writes follow, for a fenced
+// statement another layer ran (an ORM such as GORM, through fence/gorm):
+// it turns the error of one write statement of dialect d into the error
+// to return. inTx says whether the statement ran in the caller's
+// transaction, where every failure is a definite one (that transaction
+// cannot commit it now); otherwise a statement that may have reached the
+// server with no answer back (the connection broke, the context ended)
+// gives an [*fence.UnknownOutcomeError], and the server's answers are
+// classified ([ErrRetryable], [ErrSchema], [ErrDialect]) with the
+// driver's error still reachable. what and resource name the write in
+// the message.
+func (d Dialect) WriteError(inTx bool, what, resource string, token fence.Token, err error) error {
 	if unconvertible(err) {
 		return fmt.Errorf("%w: %s %s: %w", ErrInvalidArgument, what, resource, err)
 	}
 	if _, answered := d.serverError(err); !answered && !notSent(err) {
-		if inTx(db) {
+		if inTx {
 			return fmt.Errorf("sqlfence: %s %s failed inside the caller's transaction, which cannot commit it now; nothing was written: %w",
 				what, resource, err)
 		}
@@ -38,6 +53,16 @@ func (d Dialect) writeError(db DB, what, resource string, token fence.Token, err
 
 // commitError turns the error of a COMMIT into the error to return.
 func (d Dialect) commitError(resource string, token fence.Token, err error) error {
+	return d.CommitError(resource, token, err)
+}
+
+// CommitError turns the error of the COMMIT of a fenced transaction of
+// dialect d, run by another layer (fence/gorm's Update), into the error
+// to return, as this package's own transactions do: a COMMIT that may
+// have reached the server with no answer back gives an
+// [*fence.UnknownOutcomeError] (matching [ErrTerminated] too when the
+// server ended the session); a server's answer is classified.
+func (d Dialect) CommitError(resource string, token fence.Token, err error) error {
 	if _, answered := d.serverError(err); !answered && !notSent(err) {
 		if d.terminated(err) || lostInTx(err) {
 			err = fmt.Errorf("%w: %w", ErrTerminated, err)

@@ -126,16 +126,17 @@ func moduleDeps(t *testing.T) map[string][]string {
 // of them or imports one, so that a program links an SDK only by
 // importing its adapter (go list -deps shows it).
 var sdks = map[string][]string{
-	"github.com/redis/go-redis/":                     {"fence/redis"},
+	"github.com/redis/go-redis/":                     {"fence/redis", "fence/redisholder"},
+	"github.com/bsm/redislock":                       {"fence/redisholder"},
 	"github.com/aws/aws-sdk-go-v2/service/s3":        {"fence/s3"},
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb":  {"fence/dynamodb"},
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/": {"fence/dynamodb"},
 	"cloud.google.com/go/storage":                    {"fence/gcs"},
 	"github.com/Azure/azure-sdk-for-go/":             {"fence/azblob"},
-	"github.com/jackc/pgx/":                          {"fence/postgres"},
+	"github.com/jackc/pgx/":                          {"fence/postgres", "fence/pgadvisory"},
 	"github.com/go-sql-driver/mysql":                 {"fence/sql"},
 	"go.etcd.io/etcd/client/v3":                      {"etcdlock", "fence/etcd"},
-	"github.com/nats-io/":                            {"fence/outbox/jetstream"},
+	"github.com/nats-io/":                            {"fence/outbox/jetstream", "fence/jetstream"},
 }
 
 // TestSDKsLinkedOnlyByTheirAdapter checks that rule for every library

@@ -57,6 +57,7 @@ var goPackages = map[string]string{
 	"etcdlocktest": "etcdlock/etcdlocktest",
 	"fence":        "fence",
 	"fencetest":    "fence/fencetest",
+	"gormfence":    "fence/gorm",
 	"postgres":     "fence/postgres",
 	"s3fence":      "fence/s3",
 	"propagate":    "fence/propagate",
@@ -65,8 +66,11 @@ var goPackages = map[string]string{
 	"redisfence":   "fence/redis",
 	"dynamofence":  "fence/dynamodb",
 	"gcsfence":     "fence/gcs",
+	"jsfence":      "fence/jetstream",
 	"azblobfence":  "fence/azblob",
 	"outbox":       "fence/outbox",
+	"redisholder":  "fence/redisholder",
+	"pgadvisory":   "fence/pgadvisory",
 }
 
 // api is what a package declares: its exported top-level names, and the
@@ -163,7 +167,7 @@ func typeMembers(e ast.Expr) []string {
 }
 
 var (
-	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc|sqlfence|outbox|azblobfence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc|sqlfence|outbox|gormfence|azblobfence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	memberRe    = regexp.MustCompile(`^\*?([A-Z]\w*)\.([A-Z]\w*)(?:\(|$)`)
 )
 

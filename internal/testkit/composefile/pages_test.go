@@ -175,6 +175,8 @@ func TestPageCode(t *testing.T) {
 		"docs/redis.md fence/redis/example_test.go withdraw",
 		"docs/dynamodb.md fence/dynamodb/example_test.go transfer",
 		"docs/gcs.md fence/gcs/example_test.go advanceCheckpoint",
+		"docs/jetstream.md fence/jetstream/example_test.go newBucket",
+		"docs/gorm.md fence/gorm/example_test.go withdraw",
 		"docs/azblob.md fence/azblob/example_test.go newAzuriteClient",
 		"docs/azblob.md fence/azblob/example_test.go advanceWatermark",
 		"docs/reading.md docs/reading/schema.sql ",

@@ -22,6 +22,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	cut    bool
+	mute   bool // replies (target to client) stalled: CutReplies
 	delay  time.Duration
 	conns  map[net.Conn]struct{}
 	healed *sync.Cond
@@ -53,6 +54,15 @@ func (p *Proxy) Cut() {
 	p.cut = true
 }
 
+// CutReplies stalls traffic from the target back to its clients until
+// Heal, and lets requests through: a request is applied and its reply is
+// held, as when a reply is lost. Reset then drops what was held.
+func (p *Proxy) CutReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mute = true
+}
+
 // Delay holds every chunk of data for d before forwarding it (0 to stop).
 func (p *Proxy) Delay(d time.Duration) {
 	p.mu.Lock()
@@ -60,11 +70,11 @@ func (p *Proxy) Delay(d time.Duration) {
 	p.delay = d
 }
 
-// Heal ends a Cut and a Delay; held data then flows.
+// Heal ends a Cut, a CutReplies and a Delay; held data then flows.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut, p.delay = false, 0
+	p.cut, p.mute, p.delay = false, false, 0
 	p.healed.Broadcast()
 }
 
@@ -81,7 +91,7 @@ func (p *Proxy) Reset() {
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	p.cut = false
+	p.cut, p.mute = false, false
 	p.healed.Broadcast()
 	p.mu.Unlock()
 	err := p.ln.Close()
@@ -106,8 +116,8 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.wg.Add(2)
-		go p.pipe(u, c)
-		go p.pipe(c, u)
+		go p.pipe(u, c, false)
+		go p.pipe(c, u, true)
 	}
 }
 
@@ -126,14 +136,15 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 	return true
 }
 
-// pipe copies src to dst, honouring cuts and delays, until either side ends.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, honouring cuts and delays, until either side
+// ends; reply is true for the target-to-client direction.
+func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	defer p.wg.Done()
 	defer p.untrack(dst, src)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.hold() {
+		if n > 0 && !p.hold(reply) {
 			return
 		}
 		if n > 0 {
@@ -153,11 +164,11 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	}
 }
 
-// hold blocks while traffic is cut and sleeps for the delay; it returns
-// false once the proxy is closed.
-func (p *Proxy) hold() bool {
+// hold blocks while traffic (or, for a reply, replies) is cut and sleeps
+// for the delay; it returns false once the proxy is closed.
+func (p *Proxy) hold(reply bool) bool {
 	p.mu.Lock()
-	for p.cut && !p.closed {
+	for (p.cut || reply && p.mute) && !p.closed {
 		p.healed.Wait()
 	}
 	d, closed := p.delay, p.closed

@@ -100,16 +100,24 @@ type FaultDesc struct {
 
 // NewReport returns the report of a run of wl from its events and
 // attempts: the write counts (for the bank, transfers per store) and lock
-// waits, the rest left for the caller to fill in.
+// waits, the rest left for the caller to fill in. A write to a resource
+// kind wl does not list is counted under its kind all the same, so that a
+// workload's list falling behind its workers hides no write.
 func NewReport(wl Workload, events []Event, atts []Attempt) *Report {
 	r := &Report{Workload: wl, Writes: map[ResKind]*Counts{}, Events: events}
 	for _, k := range wl.or().Kinds {
 		r.Writes[k] = &Counts{}
 	}
 	for _, a := range atts {
-		if !a.Read {
-			r.Writes[a.Res].add(a)
+		if a.Read {
+			continue
 		}
+		c := r.Writes[a.Res]
+		if c == nil {
+			c = &Counts{}
+			r.Writes[a.Res] = c
+		}
+		c.add(a)
 	}
 	waits := lockWaits(events)
 	r.Locks, r.LockP50, r.LockP99 = len(waits), percentile(waits, 50), percentile(waits, 99)

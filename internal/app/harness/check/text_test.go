@@ -139,3 +139,14 @@ func TestWrap(t *testing.T) {
 		})
 	}
 }
+
+// TestNewReportUnlistedKind: a write to a resource kind the workload does
+// not list is counted under its kind, not dropped, and is no panic.
+func TestNewReportUnlistedKind(t *testing.T) {
+	atts := []Attempt{{Worker: "w1.1", Res: ResRedis, Key: "k", Token: 5, Outcome: OutOK}}
+	r := NewReport(Workload{Kinds: []ResKind{ResRow}}, nil, atts)
+	c := r.Writes[ResRedis]
+	if c == nil || c.Accepted != 1 {
+		t.Fatalf("got %+v for %s, want 1 accepted", c, ResRedis)
+	}
+}

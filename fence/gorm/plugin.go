@@ -1,0 +1,105 @@
+package gormfence
+
+import (
+	"fmt"
+
+	"gorm.io/gorm"
+
+	sqlfence "github.com/fencelock/fencelock/fence/sql"
+)
+
+// pluginName is the name the plugin is registered under (gorm.Config's
+// Plugins map).
+const pluginName = "fencelock:gormfence"
+
+// Plugin adds fencing to a *gorm.DB: register it once, after gorm.Open,
+// with db.Use(gormfence.Plugin{}). Its callbacks act only on statements
+// marked by [Fenced] (and so [Claim] and [Update]); every other statement
+// runs as before. The zero Plugin is ready to use.
+//
+// It works with the MySQL (and MariaDB), PostgreSQL and SQLite
+// dialectors (gorm.io/driver/mysql, gorm.io/driver/postgres, and
+// github.com/glebarez/sqlite or gorm.io/driver/sqlite); Initialize fails
+// on another.
+type Plugin struct{}
+
+var _ gorm.Plugin = Plugin{}
+
+// Name returns the plugin's name.
+func (Plugin) Name() string { return pluginName }
+
+// Initialize registers the plugin's callbacks on db. gorm calls it from
+// db.Use. It fails on a dialector other than MySQL, PostgreSQL or SQLite.
+func (Plugin) Initialize(db *gorm.DB) error {
+	d, err := dialectOf(db)
+	if err != nil {
+		return err
+	}
+	c := &callbacks{d: d}
+	u := db.Callback().Update()
+	if err := u.Before("gorm:begin_transaction").Register("gormfence:check_update", c.checkUpdate); err != nil {
+		return err
+	}
+	if err := u.Before("gorm:update").Register("gormfence:before_update", c.beforeUpdate); err != nil {
+		return err
+	}
+	if err := u.After("gorm:update").Before("gorm:save_after_associations").Register("gormfence:after_update", c.afterUpdate); err != nil {
+		return err
+	}
+	if err := u.After("gorm:commit_or_rollback_transaction").Register("gormfence:after_commit", c.afterCommit); err != nil {
+		return err
+	}
+	for _, r := range []struct {
+		name string
+		reg  func(func(*gorm.DB)) error
+	}{
+		{"create", func(f func(*gorm.DB)) error {
+			return db.Callback().Create().Before("*").Register("gormfence:refuse_create", f)
+		}},
+		{"delete", func(f func(*gorm.DB)) error {
+			return db.Callback().Delete().Before("*").Register("gormfence:refuse_delete", f)
+		}},
+		{"query", func(f func(*gorm.DB)) error {
+			return db.Callback().Query().Before("*").Register("gormfence:refuse_query", f)
+		}},
+		{"raw", func(f func(*gorm.DB)) error {
+			return db.Callback().Raw().Before("*").Register("gormfence:refuse_raw", f)
+		}},
+		{"row", func(f func(*gorm.DB)) error {
+			return db.Callback().Row().Before("*").Register("gormfence:refuse_row", f)
+		}},
+	} {
+		if err := r.reg(refuse(r.name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dialectOf maps the dialector's name to fence/sql's dialect, whose
+// rules (error classes, unknown outcomes) this package reuses.
+func dialectOf(db *gorm.DB) (sqlfence.Dialect, error) {
+	if db == nil || db.Dialector == nil {
+		return 0, fmt.Errorf("%w: a *gorm.DB with no dialector; open it with gorm.Open", ErrInvalidArgument)
+	}
+	switch n := db.Dialector.Name(); n {
+	case "mysql":
+		return sqlfence.MySQL, nil
+	case "postgres":
+		return sqlfence.PostgreSQL, nil
+	case "sqlite":
+		return sqlfence.SQLite, nil
+	default:
+		return 0, fmt.Errorf("%w: dialector %q (gormfence works with mysql, postgres and sqlite)", ErrInvalidArgument, n)
+	}
+}
+
+// refuse is a callback that fails a statement marked by [Fenced] that is
+// not an update: a fenced create, delete or query would run unfenced.
+func refuse(what string) func(*gorm.DB) {
+	return func(db *gorm.DB) {
+		if _, ok := markOf(db.Statement); ok {
+			_ = db.AddError(fmt.Errorf("%w: Fenced marks updates (Update, Updates, UpdateColumn(s), Save of an existing row), not a %s; nothing was sent", ErrInvalidArgument, what))
+		}
+	}
+}
