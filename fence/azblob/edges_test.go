@@ -1,13 +1,11 @@
 package azblobfence_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -173,28 +171,23 @@ func to(s string) *string { return &s }
 // unknown outcome when it did not.
 func TestServerErrorReadBack(t *testing.T) {
 	for _, tt := range []struct {
-		name    string
-		forward bool // the request reaches the server before the 503
+		name string
+		sent bool // the request reaches the server before the 503
 	}{
 		{"landed", true},
 		{"not landed", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := prefix(t)
-			var armed atomic.Bool
+			var f httpfault.Transport
 			c := client(t, func(next http.RoundTripper) http.RoundTripper {
-				return gateway{next: next, fail: func(r *http.Request) (bool, bool) {
-					if r.Method != http.MethodPut || !armed.CompareAndSwap(true, false) {
-						return false, false
-					}
-					return true, tt.forward
-				}}
+				f.Next, f.Match = next, func(r *http.Request) bool { return r.Method == http.MethodPut }
+				return &f
 			})
-			s := mustNew(t, c, azblobfence.WithPrefix(p))
+			s := mustNew(t, c, azblobfence.WithPrefix(prefix(t)))
 			mustPut(t, s, "k", 5, "a")
-			armed.Store(true)
+			f.FailNext(http.StatusServiceUnavailable, tt.sent)
 			err := s.Put(t.Context(), "k", 7, []byte("b"))
-			if tt.forward {
+			if tt.sent {
 				if err != nil {
 					t.Fatalf("Put answered 503 after it landed: got %v, want nil", err)
 				}
@@ -205,32 +198,4 @@ func TestServerErrorReadBack(t *testing.T) {
 			wantRecord(t, s, "k", 5, "a")
 		})
 	}
-}
-
-// gateway answers 503 to the requests fail says to, after sending them
-// on when it says so too.
-type gateway struct {
-	next http.RoundTripper
-	fail func(*http.Request) (fail, forward bool)
-}
-
-func (g gateway) RoundTrip(r *http.Request) (*http.Response, error) {
-	fail, forward := g.fail(r)
-	if !fail {
-		return g.next.RoundTrip(r)
-	}
-	if forward {
-		resp, err := g.next.RoundTrip(r)
-		if err != nil {
-			return nil, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	} else if r.Body != nil {
-		r.Body.Close()
-	}
-	return &http.Response{
-		StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"X-Ms-Error-Code": {"ServerBusy"}}, Body: io.NopCloser(bytes.NewReader(nil)), Request: r,
-	}, nil
 }

@@ -1,12 +1,14 @@
 // Package httpfault is an http.RoundTripper for fault injection in tests
 // of adapters whose store speaks HTTP (fence/dynamodb, fence/gcs,
 // fence/azblob): it loses the next reply after the server answered, holds
-// the next request before it is sent, or sends the next request twice,
-// and counts the requests it sent.
+// the next request before it is sent, sends the next request twice, or
+// answers it with an error status of its own (a gateway's 503), and
+// counts the requests it sent.
 package httpfault
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -21,6 +23,7 @@ type Transport struct {
 	mu   sync.Mutex
 	lose func() // armed: called once the reply has arrived, before the loss
 	dup  bool   // armed: the next request is sent twice
+	fail *failure
 	held chan struct{}
 	hold chan struct{}
 	sent int
@@ -32,8 +35,8 @@ func (f *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return f.Next.RoundTrip(r)
 	}
 	f.mu.Lock()
-	lose, held, hold, dup := f.lose, f.held, f.hold, f.dup
-	f.lose, f.held, f.hold, f.dup = nil, nil, nil, false
+	lose, held, hold, dup, fail := f.lose, f.held, f.hold, f.dup, f.fail
+	f.lose, f.held, f.hold, f.dup, f.fail = nil, nil, nil, false, nil
 	f.sent++
 	f.mu.Unlock()
 	if hold != nil {
@@ -42,6 +45,9 @@ func (f *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if dup {
 		return f.twice(r)
+	}
+	if fail != nil {
+		return f.answer(r, *fail)
 	}
 	resp, err := f.Next.RoundTrip(r)
 	if lose != nil && err == nil {
@@ -119,4 +125,39 @@ func (f *Transport) twice(r *http.Request) (*http.Response, error) {
 	f.sent++
 	f.mu.Unlock()
 	return send()
+}
+
+// failure is an armed FailNext.
+type failure struct {
+	status int
+	sent   bool
+}
+
+// FailNext arms an answer of status to the next matching request, with an
+// empty body, as a gateway in front of the server would give: after
+// sending the request on and discarding the server's reply when sent is
+// true (the request reached the store: a 503 after the write), without
+// sending it when false.
+func (f *Transport) FailNext(status int, sent bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = &failure{status: status, sent: sent}
+}
+
+func (f *Transport) answer(r *http.Request, fail failure) (*http.Response, error) {
+	if fail.sent {
+		resp, err := f.Next.RoundTrip(r)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	} else if r.Body != nil {
+		r.Body.Close()
+	}
+	return &http.Response{
+		StatusCode: fail.status, Status: fmt.Sprintf("%d %s", fail.status, http.StatusText(fail.status)),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(nil)), ContentLength: 0, Request: r,
+	}, nil
 }
