@@ -5,7 +5,7 @@
 # tests and the lessons in examples/ start one), nats-server (the JetStream
 # sender's tests) and versitygw (the S3-compatible server the
 # S3 tests run), node and dynalite (a second DynamoDB server for fence/dynamodb's
-# tests), Chromium and tmux (tests that look at the harness's
+# tests) and Azurite (fence/azblob's), Chromium and tmux (tests that look at the harness's
 # report and at fencelock status --watch as a person would).
 # It installs only what is missing, so running it again is cheap.
 set -euo pipefail
@@ -38,7 +38,8 @@ have() { command -v "$1" >/dev/null 2>&1; }
 #   under tmux, in tests that check what a person would see.
 # - nodejs and npm: dynalite, from npm (.ci/install-dynalite.sh), a second
 #   DynamoDB implementation fence/dynamodb's tests run against
-#   (TestOnDynalite).
+#   (TestOnDynalite), and Azurite, from npm (.ci/install-azurite.sh), the
+#   Azure Blob Storage emulator fence/azblob's tests run against.
 # The tests start their own servers: each package's service, which Debian
 # starts on install, is stopped. All of them come in one apt-get run, in
 # the background while the Go builds below take the CPU.
@@ -95,5 +96,6 @@ have_chromium || { echo "setup: chromium still missing" >&2; exit 1; }
 have tmux || { echo "setup: tmux still missing" >&2; exit 1; }
 have node || { echo "setup: node still missing" >&2; exit 1; }
 dynalite="$(sh "$here/install-dynalite.sh")"
+azurite="$(sh "$here/install-azurite.sh")"
 
-echo "setup: PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | head -1)  versitygw: $gw  dynalite: $dynalite" >&2
+echo "setup: PostgreSQL: $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | head -1)  versitygw: $gw  dynalite: $dynalite  azurite: $azurite" >&2

@@ -132,6 +132,7 @@ var sdks = map[string][]string{
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb":  {"fence/dynamodb"},
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/": {"fence/dynamodb"},
 	"cloud.google.com/go/storage":                    {"fence/gcs"},
+	"github.com/Azure/azure-sdk-for-go/":             {"fence/azblob"},
 	"github.com/jackc/pgx/":                          {"fence/postgres", "fence/pgadvisory"},
 	"github.com/go-sql-driver/mysql":                 {"fence/sql"},
 	"go.etcd.io/etcd/client/v3":                      {"etcdlock", "fence/etcd"},
@@ -169,7 +170,7 @@ func TestSDKsLinkedOnlyByTheirAdapter(t *testing.T) {
 			t.Errorf("%s links %v, which only its adapter may link", pkg, bad)
 		}
 	}
-	for _, pkg := range []string{"fence", "fence/redis", "fence/dynamodb", "fence/gcs", "fence/s3", "fence/postgres", "fence/sql", "etcdlock"} {
+	for _, pkg := range []string{"fence", "fence/redis", "fence/dynamodb", "fence/gcs", "fence/azblob", "fence/s3", "fence/postgres", "fence/sql", "etcdlock"} {
 		if _, ok := mod[pkg]; !ok || !isLibrary(pkg) {
 			t.Fatalf("%s: not among the library packages checked", pkg)
 		}

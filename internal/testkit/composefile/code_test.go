@@ -67,6 +67,7 @@ var goPackages = map[string]string{
 	"dynamofence":  "fence/dynamodb",
 	"gcsfence":     "fence/gcs",
 	"jsfence":      "fence/jetstream",
+	"azblobfence":  "fence/azblob",
 	"outbox":       "fence/outbox",
 	"redisholder":  "fence/redisholder",
 	"pgadvisory":   "fence/pgadvisory",
@@ -166,7 +167,7 @@ func typeMembers(e ast.Expr) []string {
 }
 
 var (
-	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc|sqlfence|outbox|gormfence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc|sqlfence|outbox|gormfence|azblobfence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	memberRe    = regexp.MustCompile(`^\*?([A-Z]\w*)\.([A-Z]\w*)(?:\(|$)`)
 )
 

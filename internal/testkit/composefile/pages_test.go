@@ -177,6 +177,8 @@ func TestPageCode(t *testing.T) {
 		"docs/gcs.md fence/gcs/example_test.go advanceCheckpoint",
 		"docs/jetstream.md fence/jetstream/example_test.go newBucket",
 		"docs/gorm.md fence/gorm/example_test.go withdraw",
+		"docs/azblob.md fence/azblob/example_test.go newAzuriteClient",
+		"docs/azblob.md fence/azblob/example_test.go advanceWatermark",
 		"docs/reading.md docs/reading/schema.sql ",
 		"docs/effects.md docs/effects/main.go payOrder",
 		"docs/effects.md docs/effects/main.go dispatch",
