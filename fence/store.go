@@ -17,9 +17,11 @@ type Record struct {
 }
 
 // Store is a resource that enforces fencing itself. Every adapter in this
-// module (the in-memory [MemoryStore], fence/postgres, fence/s3,
-// fence/etcd) implements it and passes the conformance suite in
-// fence/fencetest.
+// module implements it and passes the conformance suite in fence/fencetest
+// against the real server: the in-memory [MemoryStore], fence/postgres,
+// fence/sql (MySQL and MariaDB, SQLite, PostgreSQL), fence/s3, fence/gcs,
+// fence/azblob, fence/dynamodb, fence/etcd, fence/redis and
+// fence/jetstream (NATS JetStream KV); fence/gorm passes it through GORM.
 //
 // The contract (the adapters' other fenced writes, such as fence/postgres's
 // Table.Update, obey its rules for Put too):
