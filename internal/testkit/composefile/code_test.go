@@ -4,9 +4,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -167,7 +169,9 @@ func typeMembers(e ast.Expr) []string {
 }
 
 var (
-	qualifiedRe = regexp.MustCompile(`\b(etcdlock|etcdlocktest|fence|fencetest|postgres|s3fence|propagate|fencegrpc|sqlfence|outbox|gormfence|azblobfence)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	// qualifiedRe matches pkg.Name and pkg.Type.Member for every package
+	// of goPackages, so that a package added there is checked here too.
+	qualifiedRe = regexp.MustCompile(`\b(` + strings.Join(slices.Sorted(maps.Keys(goPackages)), "|") + `)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	memberRe    = regexp.MustCompile(`^\*?([A-Z]\w*)\.([A-Z]\w*)(?:\(|$)`)
 )
 
