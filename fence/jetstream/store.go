@@ -259,6 +259,9 @@ func (s *Store) checkCall(ctx context.Context, key string) error {
 	if s == nil || s.kv == nil {
 		return fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
 	}
+	if n := len(s.prefix + key); n > MaxKeyLen {
+		return fmt.Errorf("%w: a key of %d bytes (with the prefix), more than %d", fence.ErrInvalidKey, n, MaxKeyLen)
+	}
 	if key == "" || !keyValid(s.prefix+key) {
 		return fmt.Errorf("%w: %q: a bucket's key is letters, digits and -/_=. (no leading, trailing or double dot)", fence.ErrInvalidKey, s.prefix+key)
 	}
