@@ -2,7 +2,6 @@ package jsfence
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -198,10 +197,12 @@ func conflictError(key string, token fence.Token) error {
 }
 
 // GetForUpdate returns the record under key, claiming key for token (see
-// [fence.Updater]): it reads the entry, and unless its token is token
-// already, writes it back with token (the same value) on the revision
-// read, so from then on a write with a lower token is refused; a change
-// in between makes it read again. A key with no value is claimed with a
+// [fence.Updater]): it reads the entry and writes it back with token (the
+// same value) on the revision read, so from then on a write with a lower
+// token is refused; a change in between makes it read again. It writes
+// even when the key holds token already: the write landing is what shows
+// the read was the key's last, since on a replicated bucket a follower
+// may answer a read before it has the last write. A key with no value is claimed with a
 // header alone, and the error matches [fence.ErrNotFound]. Errors are
 // those of Put.
 func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token) (fence.Record, error) {
@@ -215,14 +216,8 @@ func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token)
 	var got entry
 	err := s.loop(ctx, opGetForUpdate, key, token, true, func(e entry) (bool, []byte, error) {
 		got = e
-		if e.rev != 0 && e.token == token {
-			return false, nil, errClaimed // claimed already: nothing to write
-		}
 		return !e.found(), e.value, nil
 	})
-	if err == errClaimed {
-		err = nil
-	}
 	w.End(err)
 	if err != nil {
 		return fence.Record{}, err
@@ -232,9 +227,6 @@ func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token)
 	}
 	return fence.Record{Token: token, Value: got.value}, nil
 }
-
-// errClaimed stops loop when the entry holds the claim's token already.
-var errClaimed = errors.New("jsfence: claimed already")
 
 // Update is a read-modify-write of key with token (see [fence.Updater]):
 // it reads the entry, refuses a higher token, claims the key (writes it
