@@ -27,3 +27,25 @@ func TestHugeKey(t *testing.T) {
 	}
 	mustPut(t, s, "k", 1, "v") // the connection still works
 }
+
+// A value over the server's max_payload (1 MiB by default) is refused by
+// the client before it is sent: the error says the argument is bad
+// (ErrInvalidArgument), not that the write's outcome is unknown, and the
+// key keeps its record.
+func TestValueTooLarge(t *testing.T) {
+	s := newStore(t)
+	mustPut(t, s, "k", 1, "a")
+	big := []byte(strings.Repeat("v", 2<<20))
+	for name, err := range map[string]error{
+		"Put":    s.Put(t.Context(), "k", 2, big),
+		"Update": s.Update(t.Context(), "k", 2, func(fence.Record) ([]byte, error) { return big, nil }),
+	} {
+		if !errors.Is(err, fence.ErrInvalidArgument) || errors.Is(err, fence.ErrUnknownOutcome) {
+			t.Errorf("%s of %d bytes: got %v, want an error matching ErrInvalidArgument alone", name, len(big), err)
+		}
+	}
+	r, err := s.Get(t.Context(), "k")
+	if err != nil || string(r.Value) != "a" {
+		t.Fatalf("Get after: got %q, %v, want \"a\"", r.Value, err)
+	}
+}

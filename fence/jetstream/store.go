@@ -119,7 +119,9 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 // [fence.ErrUnknownOutcome], and the key holds the old record or the new
 // one, whole. A write to a bucket that no longer exists gives
 // [ErrNoBucket]. Bad arguments are refused
-// before any I/O.
+// before any I/O, but for a value over the server's max_payload, which
+// the client refuses before sending it, with an error matching
+// [ErrInvalidArgument].
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
 	return s.write(ctx, opPut, key, token, false, value)
 }
