@@ -9,9 +9,9 @@ import (
 
 // ErrInvalidArgument means a call was given something it cannot use: a nil
 // KeyValue, a nil context, a key JetStream does not allow, a value over
-// the server's max_payload. Nothing was
-// sent. It matches [fence.ErrInvalidArgument], and [ErrInvalidOption] and
-// [ErrNoBucket] match it.
+// the server's max_payload. Nothing was sent. It matches
+// [fence.ErrInvalidArgument], and [ErrInvalidOption] and [ErrNoBucket]
+// match it.
 var ErrInvalidArgument = errfamily.New("jsfence: invalid argument", fence.ErrInvalidArgument)
 
 // ErrInvalidOption means an [Option] given to [New] was nil or invalid.
