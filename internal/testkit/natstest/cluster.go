@@ -37,7 +37,7 @@ func NewCluster(t testing.TB, n int) []*Server {
 	}
 	servers := make([]*Server, n)
 	for i := range n {
-		s, err := startNode(t, bin, dir, i, ports[i], ports[n+i], routes)
+		s, err := startNode(t, bin, dir, i, ports[i], ports[n+i], routes, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,11 +53,15 @@ func NewCluster(t testing.TB, n int) []*Server {
 	return servers
 }
 
-// startNode starts node i of a cluster, client port port, route port
-// route, stopped when t ends.
-func startNode(t testing.TB, bin, dir string, i, port, route int, routes []string) (*Server, error) {
-	conf := fmt.Sprintf("server_name: n%d\nlisten: 127.0.0.1:%d\njetstream { store_dir: %q }\ncluster { name: c, listen: 127.0.0.1:%d, routes: [%s] }\n",
-		i, port, filepath.Join(dir, "n"+strconv.Itoa(i)), route, strings.Join(routes, ", "))
+// startNode starts node i of a cluster (of none, for route 0), client
+// port port, route port route, with more configuration extra, stopped
+// when t ends.
+func startNode(t testing.TB, bin, dir string, i, port, route int, routes []string, extra string) (*Server, error) {
+	conf := fmt.Sprintf("server_name: n%d\nlisten: 127.0.0.1:%d\njetstream { store_dir: %q }\n%s\n",
+		i, port, filepath.Join(dir, "n"+strconv.Itoa(i)), extra)
+	if route != 0 {
+		conf += fmt.Sprintf("cluster { name: c, listen: 127.0.0.1:%d, routes: [%s] }\n", route, strings.Join(routes, ", "))
+	}
 	file := filepath.Join(dir, "n"+strconv.Itoa(i)+".conf")
 	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
 		return nil, err
