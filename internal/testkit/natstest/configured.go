@@ -57,4 +57,3 @@ func pingWith(ctx context.Context, url string, opts []nats.Option) error {
 	_, err = js.AccountInfo(ctx)
 	return err
 }
-
