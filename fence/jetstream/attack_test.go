@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
+	jsfence "github.com/fencelock/fencelock/fence/jetstream"
 )
 
 // A key too long for the server's control line (4 KiB by default) is
@@ -47,5 +48,27 @@ func TestValueTooLarge(t *testing.T) {
 	r, err := s.Get(t.Context(), "k")
 	if err != nil || string(r.Value) != "a" {
 		t.Fatalf("Get after: got %q, %v, want \"a\"", r.Value, err)
+	}
+}
+
+// ProbeKey is CheckRevisions': a Store refuses it as a resource key.
+// Taken as one, CheckRevisions (run by any process on the bucket) wrote
+// a floor of token 1 over the record, and a stale token's Put landed.
+func TestProbeKeyReserved(t *testing.T) {
+	s := newStore(t)
+	err := s.Put(t.Context(), jsfence.ProbeKey, 7, []byte("a"))
+	if err == nil {
+		if err := s.CheckRevisions(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(t.Context(), jsfence.ProbeKey, 2, []byte("stale")); err == nil {
+			t.Errorf("Put(ProbeKey, 2) after Put(ProbeKey, 7) and CheckRevisions: landed")
+		}
+	}
+	if !errors.Is(err, fence.ErrInvalidKey) {
+		t.Fatalf("Put(ProbeKey, 7): got %v, want an error matching ErrInvalidKey", err)
+	}
+	if err := s.CheckRevisions(t.Context()); err != nil {
+		t.Fatalf("CheckRevisions: got %v, want nil", err)
 	}
 }

@@ -8,7 +8,9 @@ import (
 )
 
 // ProbeKey is the resource key [Store.CheckRevisions] writes (under the
-// store's prefix): a floor alone, token 1, no record.
+// store's prefix): a floor alone, token 1, no record, whatever the key
+// held. A Store's writes refuse it, with an error matching
+// [fence.ErrInvalidKey].
 const ProbeKey = "fencelock-probe"
 
 // CheckRevisions makes sure the server refuses a write whose expected

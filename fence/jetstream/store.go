@@ -269,6 +269,9 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token) e
 	if err := token.Validate(); err != nil {
 		return fmt.Errorf("jsfence: %q: %w", key, err)
 	}
+	if key == ProbeKey {
+		return fmt.Errorf("%w: %q is CheckRevisions' (a floor of token 1, whatever the key held)", fence.ErrInvalidKey, key)
+	}
 	return s.checkCall(ctx, key)
 }
 
