@@ -74,6 +74,12 @@
 //     its revisions over: a running Store's cached revision may then name
 //     another entry, and a stale write land on it; make new Stores after
 //     recreating a bucket, or use [WithoutRevisionCache].
+//   - A replicated bucket (Replicas > 1) on nats-server 2.9 is not
+//     fenced: the stream's leader checks a write's expected revision
+//     against the writes it has applied, not those in flight, so writes
+//     sent together on one revision all land. [Store.CheckRevisions]
+//     fails on it with [ErrRevisionsIgnored]. Use a bucket of one replica
+//     there.
 //   - Reads may be stale in a cluster: a bucket with direct gets
 //     (AllowDirect, which nats.go sets on the buckets it creates) may be
 //     read from a replica that lags. Writes stay fenced (the stream's

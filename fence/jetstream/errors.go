@@ -30,5 +30,6 @@ var ErrCorrupt = errors.New("jsfence: entry not in the format this package write
 // ErrRevisionsIgnored means the server applied a write whose expected
 // revision (Nats-Expected-Last-Subject-Sequence) did not hold
 // ([Store.CheckRevisions]): it cannot fence anything. A server too old to
-// know the header, or a proxy that drops it, behaves so.
+// know the header, or a proxy that drops it, behaves so; so does
+// nats-server 2.9 with a replicated bucket, for writes in flight together.
 var ErrRevisionsIgnored = errors.New("jsfence: server does not honour the expected revision of a write")
