@@ -72,3 +72,24 @@ func TestProbeKeyReserved(t *testing.T) {
 		t.Fatalf("CheckRevisions: got %v, want nil", err)
 	}
 }
+
+// Another Store's ProbeKey is refused too: a Store with prefix "app-" probes
+// the bucket's key "app-fencelock-probe", which a Store with no prefix
+// names as resource "app-fencelock-probe".
+func TestProbeKeyOfAnotherPrefix(t *testing.T) {
+	kv, _ := bucket(t)
+	s := mustNew(t, kv)
+	k := "app-" + jsfence.ProbeKey
+	err := s.Put(t.Context(), k, 7, []byte("a"))
+	if err == nil {
+		if err := mustNew(t, kv, jsfence.WithPrefix("app-")).CheckRevisions(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Put(t.Context(), k, 2, []byte("stale")); err == nil {
+			t.Errorf("Put(%q, 2) after Put(%q, 7) and CheckRevisions with prefix \"app-\": landed", k, k)
+		}
+	}
+	if !errors.Is(err, fence.ErrInvalidKey) {
+		t.Fatalf("Put(%q, 7): got %v, want an error matching ErrInvalidKey", k, err)
+	}
+}

@@ -11,8 +11,9 @@ import (
 
 // ProbeKey is the resource key [Store.CheckRevisions] writes (under the
 // store's prefix): a floor alone, token 1, no record, whatever the key
-// held. A Store's writes refuse it, with an error matching
-// [fence.ErrInvalidKey].
+// held. A Store's writes refuse a key whose bucket key ends with it
+// (another Store's prefix may make it a probe key), with an error
+// matching [fence.ErrInvalidKey].
 const ProbeKey = "fencelock-probe"
 
 // CheckRevisions makes sure the server refuses a write whose expected

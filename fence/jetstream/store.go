@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -269,8 +270,9 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token) e
 	if err := token.Validate(); err != nil {
 		return fmt.Errorf("jsfence: %q: %w", key, err)
 	}
-	if key == ProbeKey {
-		return fmt.Errorf("%w: %q is CheckRevisions' (a floor of token 1, whatever the key held)", fence.ErrInvalidKey, key)
+	if strings.HasSuffix(s.Key(key), ProbeKey) {
+		// Some Store's probe key, whatever its prefix.
+		return fmt.Errorf("%w: %q ends with ProbeKey, which CheckRevisions writes (a floor of token 1, whatever the key held)", fence.ErrInvalidKey, key)
 	}
 	return s.checkCall(ctx, key)
 }
