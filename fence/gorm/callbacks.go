@@ -55,6 +55,16 @@ func (p predicate) Build(b clause.Builder) {
 	b.AddVar(b, p.token)
 }
 
+// grouped is conditions in parentheses, however gorm would join them.
+type grouped []clause.Expression
+
+// Build writes the conditions in parentheses.
+func (g grouped) Build(b clause.Builder) {
+	b.WriteByte('(')
+	clause.Where{Exprs: g}.Build(b)
+	b.WriteByte(')')
+}
+
 // checkUpdate refuses, before gorm's default transaction begins (before
 // any I/O), a fenced update of a model with no fence column, or one that
 // names no row. beforeUpdate checks the conditions again once gorm has
@@ -120,7 +130,12 @@ func (c *callbacks) beforeUpdate(db *gorm.DB) {
 		return
 	}
 	stmt.AddClause(set)
-	stmt.AddClause(clause.Where{Exprs: []clause.Expression{predicate{column: f.DBName, token: int64(tok)}}})
+	// The caller's conditions in parentheses, then the predicate: gorm
+	// joins an Or, and a raw OR it does not see, without them, and the
+	// predicate would bind to the last condition only.
+	wc := stmt.Clauses["WHERE"]
+	wc.Expression = clause.Where{Exprs: []clause.Expression{grouped(where.Exprs), predicate{column: f.DBName, token: int64(tok)}}}
+	stmt.Clauses["WHERE"] = wc
 	if c.d == sqlfence.MySQL && stmt.Result == nil {
 		stmt.Result = gorm.WithResult()
 	}
