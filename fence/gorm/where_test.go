@@ -41,3 +41,23 @@ func TestFencedWhereOr(t *testing.T) {
 		})
 	}
 }
+
+// TestFencedWhereSeveralRows: a fenced update whose Where matches two
+// rows, one of them at a higher fence, changes neither and is stale.
+//
+// Known failure, skipped: the update lands on the row it may write, the
+// other is left as it was, and the caller gets nil, told of no refusal.
+func TestFencedWhereSeveralRows(t *testing.T) {
+	t.Skip("known: an update whose Where matches several rows lands on those at or below the token and returns nil, the refused rows untold")
+	eachServer(t, func(t *testing.T, db *gorm.DB) {
+		mustCreate(t, db, "hi", 0)
+		mustCreate(t, db, "lo", 0)
+		if err := fencedUpdate(db, "hi", 9, 0); err != nil {
+			t.Fatal(err)
+		}
+		err := db.Scopes(gormfence.Fenced(5)).Model(&Account{}).Where("id IN ?", []string{"hi", "lo"}).Update("balance", 5).Error
+		fencewant.Stale(t, err, 5, 9)
+		wantAccount(t, db, "lo", 0, 0)
+		wantAccount(t, db, "hi", 0, 9)
+	})
+}
