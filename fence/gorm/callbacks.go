@@ -80,6 +80,12 @@ func (c *callbacks) checkUpdate(db *gorm.DB) {
 		_ = db.AddError(err)
 		return
 	}
+	if ctx := db.Statement.Context; ctx != nil && ctx.Err() != nil {
+		// database/sql would refuse it unsent, which outside a
+		// transaction would read as an unknown outcome.
+		_ = db.AddError(fmt.Errorf("gormfence: the context ended before the fenced update of %s was sent; nothing was written: %w", db.Statement.Table, ctx.Err()))
+		return
+	}
 	if !namesRow(db.Statement) {
 		_ = db.AddError(noRow(db.Statement))
 	}
