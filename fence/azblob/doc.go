@@ -89,7 +89,8 @@
 //
 // The credentials need to read, create and write blobs (a SAS with r, c
 // and w; a role with Storage Blob Data Contributor). Bad arguments (a nil
-// client or context, an empty key, a token that is not positive) are
+// client or context, an empty key, a key with a backslash, which Azure
+// stores as a slash, a token that is not positive) are
 // refused before any I/O, never with a panic.
 //
 // This package depends on github.com/Azure/azure-sdk-for-go/sdk/storage/azblob

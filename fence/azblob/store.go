@@ -3,6 +3,7 @@ package azblobfence
 import (
 	"context"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
@@ -194,6 +195,9 @@ func (s *Store) checkCall(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: key %q is not valid UTF-8", fence.ErrInvalidKey, key)
 	case n > maxNameLen:
 		return fmt.Errorf("%w: blob name of %d characters (Azure allows %d)", fence.ErrInvalidKey, n, maxNameLen)
+	case strings.ContainsRune(s.prefix+key, '\\'):
+		// Azure stores a backslash as a slash: `a\b` is the blob of "a/b".
+		return fmt.Errorf("%w: blob name %q has a backslash, which Azure turns into a slash", fence.ErrInvalidKey, s.prefix+key)
 	}
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
