@@ -1,0 +1,50 @@
+package azblobfence_test
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/fencelock/fencelock/fence"
+	azblobfence "github.com/fencelock/fencelock/fence/azblob"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/httpfault"
+)
+
+// An Update whose final write is delivered twice (the first copy lands,
+// the second is refused by it) and whose read back after the refusal gets
+// no answer cannot tell its own write from another writer's: the outcome
+// is unknown, and fn is not called again. Were the refusal taken for
+// another writer's change, the next round would find the key claimed,
+// with fn's result in it, and apply fn to its own output.
+func TestDuplicatedWriteReadBackLost(t *testing.T) {
+	var puts, heads httpfault.Transport
+	c := client(t, func(next http.RoundTripper) http.RoundTripper {
+		heads.Next, heads.Match = next, func(r *http.Request) bool { return r.Method == http.MethodHead }
+		puts.Next, puts.Match = &heads, func(r *http.Request) bool { return r.Method == http.MethodPut }
+		return &puts
+	})
+	s := mustNew(t, c, azblobfence.WithPrefix(prefix(t)))
+	mustPut(t, s, "k", 5, "10")
+	if _, err := s.GetForUpdate(t.Context(), "k", 7); err != nil {
+		t.Fatal(err) // claimed: the Update's next write is its final one
+	}
+	puts.DuplicateNextRequest()
+	heads.LoseNextReply(func() {})
+	// One try per request, so that the lost reply of the read back is
+	// the read's error rather than a retry's delay.
+	ctx := policy.WithRetryOptions(t.Context(), policy.RetryOptions{MaxRetries: -1})
+	calls := 0
+	err := s.Update(ctx, "k", 7, func(old fence.Record) ([]byte, error) {
+		calls++
+		n, err := strconv.Atoi(string(old.Value))
+		return []byte(strconv.Itoa(n + 1)), err
+	})
+	if calls != 1 {
+		t.Errorf("fn called %d times, want 1", calls)
+	}
+	wantRecord(t, s, "k", 7, "11")
+	fencewant.Unknown(t, err, 7)
+}
