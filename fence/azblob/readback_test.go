@@ -48,3 +48,24 @@ func TestDuplicatedWriteReadBackLost(t *testing.T) {
 	wantRecord(t, s, "k", 7, "11")
 	fencewant.Unknown(t, err, 7)
 }
+
+// A Put delivered twice whose read back after the refusal of its second
+// copy gets no answer may have landed (it did): the error matches
+// fence.ErrUnknownOutcome, not a read's error, which says nothing was
+// written.
+func TestDuplicatedPutReadBackLost(t *testing.T) {
+	var puts, heads httpfault.Transport
+	c := client(t, func(next http.RoundTripper) http.RoundTripper {
+		heads.Next, heads.Match = next, func(r *http.Request) bool { return r.Method == http.MethodHead }
+		puts.Next, puts.Match = &heads, func(r *http.Request) bool { return r.Method == http.MethodPut }
+		return &puts
+	})
+	s := mustNew(t, c, azblobfence.WithPrefix(prefix(t)))
+	mustPut(t, s, "k", 5, "a")
+	puts.DuplicateNextRequest()
+	heads.LoseNextReply(func() {})
+	ctx := policy.WithRetryOptions(t.Context(), policy.RetryOptions{MaxRetries: -1})
+	err := s.Put(ctx, "k", 7, []byte("b"))
+	wantRecord(t, s, "k", 7, "b")
+	fencewant.Unknown(t, err, 7)
+}

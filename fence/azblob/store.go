@@ -110,7 +110,9 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 // answer comes (or a 5xx), Put reads the blob back: if it holds this
 // write, Put returns nil; otherwise the error matches
 // [fence.ErrUnknownOutcome] (a *[fence.UnknownOutcomeError]) and the blob
-// is the old one or the new one, whole. Another error of the server's is
+// is the old one or the new one, whole; so does a read that fails after a
+// refusal (the refusal may be of a copy of the write, delivered twice,
+// after the first landed). Another error of the server's is
 // a refusal, nothing written ([ErrNoContainer] for a container that does
 // not exist, [ErrForeignBlob] for a blob this package did not write).
 // Before a Store's first write it checks the server
@@ -153,7 +155,13 @@ func (s *Store) put(ctx context.Context, key string, w version, value []byte) er
 	for attempt, contended := 0, 0; ; attempt++ {
 		if !known {
 			var err error
-			if base, err = s.head(ctx, key); err != nil {
+			base, err = s.head(ctx, key)
+			switch {
+			case err != nil && attempt > 0:
+				// After a refusal, which may have been this write's
+				// own copy, delivered twice, after the first landed.
+				return &fence.UnknownOutcomeError{Resource: key, Token: w.token, Err: err}
+			case err != nil:
 				return err
 			}
 		}
