@@ -69,3 +69,32 @@ func TestDuplicatedPutReadBackLost(t *testing.T) {
 	wantRecord(t, s, "k", 7, "b")
 	fencewant.Unknown(t, err, 7)
 }
+
+// A Put delivered twice, whose first copy lands and whose second is
+// refused by it, and a newer token's write before the read back: the
+// read finds token 9 and no trace of the write, and Put says stale of a
+// write that landed. Known: a refusal cannot be told from one of the
+// write's own copies once a newer write replaced the blob (Azure keeps no
+// history without blob versioning); only a network that duplicates
+// requests does this.
+func TestDuplicatedPutThenNewer(t *testing.T) {
+	t.Skip("known: a duplicated Put overwritten by a newer token before the read back is reported stale, though it landed")
+	var puts, heads httpfault.Transport
+	p := prefix(t)
+	c := client(t, func(next http.RoundTripper) http.RoundTripper {
+		heads.Next, heads.Match = next, func(r *http.Request) bool { return r.Method == http.MethodHead }
+		puts.Next, puts.Match = &heads, func(r *http.Request) bool { return r.Method == http.MethodPut }
+		return &puts
+	})
+	s := mustNew(t, c, azblobfence.WithPrefix(p))
+	other := newStore(t, azblobfence.WithPrefix(p))
+	mustPut(t, s, "k", 5, "a")
+	puts.DuplicateNextRequest()
+	held, release := heads.HoldNextRequest()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Put(t.Context(), "k", 7, []byte("b")) }()
+	<-held
+	mustPut(t, other, "k", 9, "c")
+	close(release)
+	fencewant.Unknown(t, <-errc, 7)
+}
