@@ -2,10 +2,12 @@ package azblobfence_test
 
 import (
 	"errors"
+	"net/http"
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
 	azblobfence "github.com/fencelock/fencelock/fence/azblob"
+	"github.com/fencelock/fencelock/internal/testkit/httpfault"
 )
 
 // Azure (and Azurite) turn a backslash in a blob's name into a slash, so
@@ -34,4 +36,35 @@ func TestBackslashKeyRefused(t *testing.T) {
 		t.Errorf(`Put under a prefix ending in \: got %v, want ErrInvalidKey`, err)
 	}
 	wantRecord(t, s, "a/b", 5, "a/b's")
+}
+
+// Azure's rules for blob names: avoid a name that ends in a dot or a
+// slash, and a path segment that ends in a dot. Azure may strip the dot
+// (so "k." would be the blob of "k", or the request's signature would not
+// match the name it stored), so such a key, or a prefix making one, is
+// refused before any I/O; Azurite keeps them, which is why only the
+// refusal can be tested here. Names that merely contain dots pass.
+func TestDotAndSlashNamesRefused(t *testing.T) {
+	var f httpfault.Transport // counts every request
+	c := client(t, func(next http.RoundTripper) http.RoundTripper { f.Next = next; return &f })
+	p := prefix(t)
+	s := mustNew(t, c, azblobfence.WithPrefix(p))
+	for _, k := range []string{"k.", "k/", ".", "..", "a/..", "a/../b", "a/./b", "a./b", "k./"} {
+		if err := s.Put(t.Context(), k, 5, []byte("v")); !errors.Is(err, fence.ErrInvalidKey) {
+			t.Errorf("Put(%q): got %v, want ErrInvalidKey", k, err)
+		}
+		if _, err := s.Get(t.Context(), k); !errors.Is(err, fence.ErrInvalidKey) {
+			t.Errorf("Get(%q): got %v, want ErrInvalidKey", k, err)
+		}
+	}
+	if err := mustNew(t, c, azblobfence.WithPrefix("v1./")).Put(t.Context(), "k", 5, []byte("v")); !errors.Is(err, fence.ErrInvalidKey) {
+		t.Errorf(`Put under prefix "v1./": got %v, want ErrInvalidKey`, err)
+	}
+	if n := f.Sent(); n != 0 {
+		t.Fatalf("requests sent by refused calls: %d, want 0", n)
+	}
+	for _, k := range []string{"k.v", ".k", "a/.b", "v1.2/k", "a.b/c"} {
+		mustPut(t, s, k, 5, k)
+		wantRecord(t, s, k, 5, k)
+	}
 }

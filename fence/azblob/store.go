@@ -206,6 +206,8 @@ func (s *Store) checkCall(ctx context.Context, key string) error {
 	case strings.ContainsRune(s.prefix+key, '\\'):
 		// Azure stores a backslash as a slash: `a\b` is the blob of "a/b".
 		return fmt.Errorf("%w: blob name %q has a backslash, which Azure turns into a slash", fence.ErrInvalidKey, s.prefix+key)
+	case endsBadly(s.prefix + key):
+		return fmt.Errorf("%w: blob name %q ends in a slash or has a segment ending in a dot, which Azure's naming rules say to avoid", fence.ErrInvalidKey, s.prefix+key)
 	}
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -221,4 +223,19 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token) e
 		return fmt.Errorf("%w: token %d for %q", fence.ErrInvalidToken, token, key)
 	}
 	return nil
+}
+
+// endsBadly reports whether name is one Azure's naming rules say to
+// avoid: it ends in a slash, or a path segment ends in a dot ("k.",
+// "a/../b"). Azure may strip such a dot, making two keys one blob.
+func endsBadly(name string) bool {
+	if strings.HasSuffix(name, "/") {
+		return true
+	}
+	for seg := range strings.SplitSeq(name, "/") {
+		if strings.HasSuffix(seg, ".") {
+			return true
+		}
+	}
+	return false
 }
