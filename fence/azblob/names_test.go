@@ -8,6 +8,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	azblobfence "github.com/fencelock/fencelock/fence/azblob"
 	"github.com/fencelock/fencelock/internal/testkit/httpfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Azure (and Azurite) turn a backslash in a blob's name into a slash, so
@@ -67,4 +68,31 @@ func TestDotAndSlashNamesRefused(t *testing.T) {
 		mustPut(t, s, k, 5, k)
 		wantRecord(t, s, k, 5, k)
 	}
+}
+
+// A value longer than one Put Blob takes is refused before it is sent,
+// by Put and as an Update's result (the claim stays). The slice is never
+// written to, so it costs address space, not memory.
+func TestTooLargeRefused(t *testing.T) {
+	testenv.Long(t, "a value of 5000 MiB + 1, address space only")
+	var f httpfault.Transport
+	c := client(t, func(next http.RoundTripper) http.RoundTripper {
+		f.Next, f.Match = next, func(r *http.Request) bool { return r.Method == http.MethodPut }
+		return &f
+	})
+	s := mustNew(t, c, azblobfence.WithPrefix(prefix(t)))
+	mustPut(t, s, "k", 5, "a")
+	huge := make([]byte, azblobfence.MaxValueSize+1)
+	before := f.Sent()
+	if err := s.Put(t.Context(), "k", 7, huge); !errors.Is(err, azblobfence.ErrTooLarge) || !errors.Is(err, fence.ErrInvalidArgument) {
+		t.Errorf("Put of %d bytes: got %v, want ErrTooLarge", len(huge), err)
+	}
+	if n := f.Sent() - before; n != 0 {
+		t.Errorf("Put Blob requests for the refused Put: %d, want 0", n)
+	}
+	err := s.Update(t.Context(), "k", 7, func(fence.Record) ([]byte, error) { return huge, nil })
+	if !errors.Is(err, azblobfence.ErrTooLarge) {
+		t.Errorf("Update returning %d bytes: got %v, want ErrTooLarge", len(huge), err)
+	}
+	wantRecord(t, s, "k", 7, "a") // claimed, value unchanged
 }

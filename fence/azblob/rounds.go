@@ -31,6 +31,9 @@ func (r *rounds) ClaimRead(ctx context.Context, key string, token fence.Token) (
 // WriteIf writes value with token on v's ETag.
 func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, v version, value []byte) error {
 	s := (*Store)(r)
+	if err := checkSize(key, value); err != nil {
+		return err // fn's value, not sent; the claim stays
+	}
 	w := version{token: token, id: newWriteID()}
 	refused, err := s.attempt(ctx, key, &w, value, v)
 	if !refused {

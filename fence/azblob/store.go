@@ -23,6 +23,12 @@ const (
 // maxNameLen is Azure's limit on a blob's name, in characters.
 const maxNameLen = 1024
 
+// MaxValueSize is the length, in bytes, of the largest value a Store
+// writes: the most one Put Blob takes (5000 MiB, in Azure's API versions
+// since 2019-12-12). A longer value is refused with [ErrTooLarge] before
+// any I/O.
+const MaxValueSize = 5000 << 20
+
 // Store is a [fence.Store] whose records are block blobs of one Azure
 // Blob Storage container: resource key K is the blob prefix+K
 // ([WithPrefix]), its bytes the value and its metadata the token
@@ -117,7 +123,8 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 // not exist, [ErrForeignBlob] for a blob this package did not write).
 // Before a Store's first write it checks the server
 // ([Store.CheckConditionalWrites]). Bad arguments are refused before any
-// I/O, as every Store's; ctx bounds the whole call.
+// I/O, as every Store's, and so is a value longer than [MaxValueSize]
+// ([ErrTooLarge]); ctx bounds the whole call.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
 	return s.write(ctx, opPut, key, token, false, value)
 }
@@ -133,6 +140,9 @@ func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error
 
 func (s *Store) write(ctx context.Context, op, key string, token fence.Token, floor bool, value []byte) error {
 	if err := s.checkWrite(ctx, key, token); err != nil {
+		return err
+	}
+	if err := checkSize(key, value); err != nil {
 		return err
 	}
 	ctx, tw := s.tel.Op(op).Start(ctx, token)
@@ -238,4 +248,12 @@ func endsBadly(name string) bool {
 		}
 	}
 	return false
+}
+
+// checkSize refuses a value longer than MaxValueSize, before it is sent.
+func checkSize(key string, value []byte) error {
+	if len(value) > MaxValueSize {
+		return fmt.Errorf("%w: %q: %d bytes, more than %d", ErrTooLarge, key, len(value), MaxValueSize)
+	}
+	return nil
 }
