@@ -2,11 +2,16 @@ package azblobfence_test
 
 import (
 	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 
 	"github.com/fencelock/fencelock/fence"
 	azblobfence "github.com/fencelock/fencelock/fence/azblob"
@@ -84,5 +89,46 @@ func TestInterleavedWriters(t *testing.T) {
 	r, err := newStore(t, azblobfence.WithPrefix(p)).Get(t.Context(), "k")
 	if err != nil || int64(r.Token) != highest.Load() {
 		t.Fatalf("after the race: got token %d, %v; want %d", r.Token, err, highest.Load())
+	}
+}
+
+// A SAS without the permissions a Store needs (read, create and write)
+// makes its calls fail with the server's 403, neither stale nor an
+// unknown outcome, and writes nothing.
+func TestSASWithoutPermissions(t *testing.T) {
+	p := prefix(t)
+	c := client(t)
+	full := mustNew(t, c, azblobfence.WithPrefix(p))
+	mustPut(t, full, "k", 5, "a")
+	for _, tt := range []struct {
+		name string
+		perm sas.ContainerPermissions
+	}{
+		{"no read", sas.ContainerPermissions{Create: true, Write: true}},
+		{"read only", sas.ContainerPermissions{Read: true}},
+		{"no write", sas.ContainerPermissions{Read: true, Create: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u, err := c.GetSASURL(tt.perm, time.Now().Add(time.Hour), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, err := container.NewClientWithNoCredential(u, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := mustNew(t, sc, azblobfence.WithPrefix(p))
+			for _, k := range []string{"k", "new"} {
+				err := s.Put(t.Context(), k, 7, []byte("b"))
+				var re *azcore.ResponseError
+				if !errors.As(err, &re) || re.StatusCode != http.StatusForbidden || errors.Is(err, fence.ErrStale) || errors.Is(err, fence.ErrUnknownOutcome) {
+					t.Errorf("Put(%q): got %v, want the server's 403, neither stale nor unknown", k, err)
+				}
+			}
+			wantRecord(t, full, "k", 5, "a")
+			if _, err := full.Get(t.Context(), "new"); !errors.Is(err, fence.ErrNotFound) {
+				t.Errorf(`Get("new"): got %v, want ErrNotFound`, err)
+			}
+		})
 	}
 }
