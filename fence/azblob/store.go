@@ -133,7 +133,9 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 // is replaced by an empty one with token and no record (MetadataKind
 // "floor"), so the floor stays and a later Put with a lower token is
 // refused. Deleting the blob by other means (or a lifecycle rule)
-// removes the floor.
+// removes the floor; copying an older snapshot or version over the blob
+// (a restore) brings back its older token, and a write between the two
+// then lands.
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
 	return s.write(ctx, opDelete, key, token, true, nil)
 }
