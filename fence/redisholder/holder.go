@@ -46,7 +46,7 @@ func (l *Lock) Lock() *redislock.Lock { return l.lock }
 // key is no longer ours) is returned wrapped with [ErrNotHeld]. After Done
 // is closed Refresh returns [ErrEnded] and sends nothing. ctx bounds the
 // request; one that has ended already gives its error, and Done stays
-// as it was.
+// as it was. Concurrent Refreshes take turns.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	switch {
 	case ctx == nil:
@@ -57,6 +57,8 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err // before any I/O: the lock is as it was
 	}
+	l.refreshing.Lock()
+	defer l.refreshing.Unlock()
 	if l.isEnded() {
 		return ErrEnded
 	}

@@ -35,6 +35,11 @@ type Lock struct {
 	issuer string
 	done   chan struct{}
 
+	// refreshing serialises Refresh: the key's TTL is the last refresh
+	// Redis ran, and two at once on two connections may run in either
+	// order, whatever order their replies come in.
+	refreshing sync.Mutex
+
 	mu    sync.Mutex // guards the fields below
 	until time.Time
 	timer *time.Timer // nil once ended, or when the key has no TTL
