@@ -85,7 +85,9 @@ func WithSessionTimeout(d time.Duration) Option {
 
 // WithIssuer names the source of the lock's tokens for the stores that
 // check it ([fence.IssuerNamer]). Default: "postgres:", the database's
-// name (as the config gives it) and the sequence's, which does not tell
+// name and the sequence's, schema-qualified, as the server found them
+// (current_database(), and the search_path for an unqualified
+// [WithSequence]), which does not tell
 // two servers with databases of the same name apart: name the server here
 // when several could fence one resource. Every client of one lock must
 // give the same name. An empty name is refused.
