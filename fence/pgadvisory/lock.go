@@ -220,7 +220,9 @@ func (l *Lock) Issuer() string { return l.issuer }
 func (l *Lock) Key() int64 { return l.key }
 
 // Done returns a channel closed once the lock's session has ended or
-// could not be reached, or [Lock.Release] was called.
+// could not be reached, or [Lock.Release] was called. Made
+// [WithSessionTimeout], a Lock that cannot reach its server closes it by
+// [Lock.ValidUntil].
 func (l *Lock) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while Done is open; then why it closed: an error

@@ -39,9 +39,11 @@ func (l *Lock) watch(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// waitOnce waits on the connection for interval, then pings it.
+// waitOnce waits on the connection for interval, then pings it. Neither
+// goes past the Lock's deadline: a ping that has not answered by then
+// fails, so Done closes at the deadline, not an interval after.
 func (l *Lock) waitOnce(ctx context.Context, interval time.Duration) error {
-	wctx, cancel := context.WithTimeout(ctx, interval)
+	wctx, cancel := context.WithDeadline(ctx, l.bound(interval))
 	err := l.conn.PgConn().WaitForNotification(wctx)
 	cancel()
 	if err != nil && !pgconn.Timeout(err) {
@@ -52,7 +54,7 @@ func (l *Lock) waitOnce(ctx context.Context, interval time.Duration) error {
 	}
 	// Not ended by Release (ctx): a ping cut short breaks the connection,
 	// and Release's unlock needs it; Release waits for it instead.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
+	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), l.bound(interval))
 	defer cancel()
 	sent := time.Now()
 	if err := l.conn.Ping(pctx); err != nil {
@@ -62,6 +64,18 @@ func (l *Lock) waitOnce(ctx context.Context, interval time.Duration) error {
 	l.lastSent = sent
 	l.mu.Unlock()
 	return nil
+}
+
+// bound returns d from now, or the Lock's deadline if that is sooner.
+func (l *Lock) bound(d time.Duration) time.Time {
+	t := time.Now().Add(d)
+	if l.timeout == 0 {
+		return t
+	}
+	if until := l.ValidUntil(); until.Before(t) {
+		return until
+	}
+	return t
 }
 
 // end closes Done with err as its cause, once.
