@@ -26,14 +26,16 @@ type Client interface {
 //
 // Its Done is closed when its validity deadline passes (a timer), when a
 // [Lock.Refresh] fails, or when it is released. Once closed it stays
-// closed. A Lock is safe for concurrent use.
+// closed. It is a [fence.TokenIssuer] too: it reads its counter. A Lock
+// is safe for concurrent use.
 type Lock struct {
 	// Set once before use.
-	client Client
-	lock   *redislock.Lock
-	token  fence.Token
-	issuer string
-	done   chan struct{}
+	client   Client
+	lock     *redislock.Lock
+	token    fence.Token
+	issuer   string
+	tokenKey string // the counter's key
+	done     chan struct{}
 
 	// refreshing serialises Refresh: the key's TTL is the last refresh
 	// Redis ran, and two at once on two connections may run in either
@@ -50,6 +52,7 @@ var (
 	_ fence.Holder      = (*Lock)(nil)
 	_ fence.Expirer     = (*Lock)(nil)
 	_ fence.IssuerNamer = (*Lock)(nil)
+	_ fence.TokenIssuer = (*Lock)(nil)
 )
 
 // Obtain takes the lock key for ttl with redislock (opt as
@@ -147,7 +150,7 @@ func issue(ctx context.Context, client Client, rl *redislock.Lock, o options, fl
 	if issuer == "" {
 		issuer = "redis:" + tokenKey
 	}
-	l := &Lock{client: client, lock: rl, token: fence.Token(res[0]), issuer: issuer, done: make(chan struct{})}
+	l := &Lock{client: client, lock: rl, token: fence.Token(res[0]), issuer: issuer, tokenKey: tokenKey, done: make(chan struct{})}
 	until := floor
 	if pttl := time.Duration(res[1]) * time.Millisecond; res[1] >= 0 && before.Add(pttl).After(until) {
 		until = before.Add(pttl)
