@@ -1,12 +1,16 @@
 package pgadvisory_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/fencelock/fencelock/fence/pgadvisory"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Made WithSessionTimeout, a Lock cut off from its server closes Done at
@@ -17,14 +21,7 @@ import (
 func TestDoneByDeadlineWhenCutOff(t *testing.T) {
 	t.Parallel() // it waits on timers
 	cfg, _ := database(t)
-	proxy, err := netproxy.Start(cfg.Host + ":" + itoa(cfg.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	viaProxy := cfg.Copy()
-	viaProxy.Host, viaProxy.Port = "127.0.0.1", port(t, proxy.Addr())
-	viaProxy.Fallbacks = nil
+	viaProxy, proxy := proxied(t, cfg)
 	l := acquire(t, viaProxy, lockKey(), pgadvisory.WithSessionTimeout(400*time.Millisecond), pgadvisory.WithPingInterval(200*time.Millisecond))
 	proxy.Delay(70 * time.Millisecond) // each way
 	slow := time.Now().Add(400 * time.Millisecond)
@@ -39,4 +36,45 @@ func TestDoneByDeadlineWhenCutOff(t *testing.T) {
 		t.Fatalf("Done closed %v after the deadline, want at it (%v)", late, l.Err())
 	}
 	proxy.Reset()
+}
+
+// A Release whose unlock gets no reply (the server cut off before the
+// watch noticed) returns, with an error, however long its context: the
+// session's end frees the lock, and the caller's defer must not hang.
+func TestReleaseUnanswered(t *testing.T) {
+	testenv.Long(t, "waits for the unlock's bound (5 s)")
+	t.Parallel() // it waits on timers
+	cfg, _ := database(t)
+	viaProxy, proxy := proxied(t, cfg)
+	l, err := pgadvisory.Acquire(t.Context(), viaProxy, lockKey(), pgadvisory.WithPingInterval(time.Hour)) // no ping notices
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.CutReplies()
+	released := make(chan error, 1)
+	go func() { released <- l.Release(context.Background()) }()
+	select {
+	case err := <-released:
+		if err == nil {
+			t.Fatal("Release: got nil, want the unlock's error")
+		}
+	case <-time.After(15 * time.Second):
+		proxy.Reset() // let the Release end, for goleak
+		t.Fatalf("Release still waiting 15 s after the server stopped answering: %v", <-released)
+	}
+	proxy.Reset()
+}
+
+// proxied returns cfg through a netproxy, closed when t ends.
+func proxied(t *testing.T, cfg *pgx.ConnConfig) (*pgx.ConnConfig, *netproxy.Proxy) {
+	t.Helper()
+	proxy, err := netproxy.Start(cfg.Host + ":" + itoa(cfg.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	c := cfg.Copy()
+	c.Host, c.Port = "127.0.0.1", port(t, proxy.Addr())
+	c.Fallbacks = nil
+	return c, proxy
 }

@@ -91,8 +91,9 @@ func (l *Lock) end(err error) {
 
 // Release closes Done and releases the lock: it stops the watch, unlocks
 // (pg_advisory_unlock_all, so that the lock is free when it returns) and
-// closes the connection, ending the session. ctx bounds the unlock; the
-// session's end frees the lock anyway. A Lock whose session was lost has
+// closes the connection, ending the session. ctx bounds the unlock, and
+// so does a timeout of a few seconds; the session's end frees the lock
+// anyway. A Lock whose session was lost has
 // nothing to unlock. Calls after the first return nil.
 func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
@@ -104,7 +105,12 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.stop()
 		<-l.exited
 		if !l.conn.IsClosed() {
-			if _, uerr := l.conn.Exec(ctx, "SELECT pg_advisory_unlock_all()"); uerr != nil {
+			// Bounded whatever ctx: closing the connection frees the
+			// lock anyway, and a server that stopped answering must not
+			// hold the caller (a deferred Release) for ever.
+			uctx, cancel := context.WithTimeout(ctx, cancelTimeout)
+			defer cancel()
+			if _, uerr := l.conn.Exec(uctx, "SELECT pg_advisory_unlock_all()"); uerr != nil {
 				err = fmt.Errorf("pgadvisory: unlocking %d (the session's end frees it): %w", l.key, uerr)
 			}
 		}
