@@ -77,7 +77,7 @@ func Obtain(ctx context.Context, client Client, key string, ttl time.Duration, o
 	if err != nil {
 		return nil, fmt.Errorf("redisholder: obtaining %q: %w", key, err)
 	}
-	l, err := issue(ctx, client, rl, o, before.Add(ttl))
+	l, err := issue(ctx, client, rl, o, before.Add(ttl.Truncate(time.Millisecond))) // as redislock sends it
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
@@ -118,8 +118,8 @@ func checkObtain(ctx context.Context, client Client, key string, ttl time.Durati
 		return fmt.Errorf("%w: nil client", ErrInvalidArgument)
 	case key == "":
 		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
-	case ttl <= 0:
-		return fmt.Errorf("%w: TTL %v (must be positive)", ErrInvalidArgument, ttl)
+	case ttl < time.Millisecond:
+		return fmt.Errorf("%w: TTL %v (must be at least 1ms: redislock sends whole milliseconds)", ErrInvalidArgument, ttl)
 	}
 	return ctx.Err()
 }
