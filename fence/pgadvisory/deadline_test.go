@@ -78,3 +78,15 @@ func proxied(t *testing.T, cfg *pgx.ConnConfig) (*pgx.ConnConfig, *netproxy.Prox
 	c.Fallbacks = nil
 	return c, proxy
 }
+
+// The server's idle_session_timeout is in whole milliseconds: a Lock's
+// deadline counts the timeout the server got, never the fraction it
+// dropped.
+func TestSessionTimeoutWholeMilliseconds(t *testing.T) {
+	cfg, _ := database(t)
+	const d = 300*time.Millisecond + 999*time.Microsecond
+	l := acquire(t, cfg, lockKey(), pgadvisory.WithSessionTimeout(d))
+	if got, want := pgadvisory.SessionTimeoutOf(l), 300*time.Millisecond; got != want {
+		t.Fatalf("the deadline's timeout: got %v, want %v, the server's", got, want)
+	}
+}

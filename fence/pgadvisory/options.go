@@ -73,10 +73,11 @@ func WithPingInterval(d time.Duration) Option {
 // [DefaultPingInterval]) and must be at most d/2. The Lock is then an
 // [fence.Expirer] whose deadline is d after its last ping was sent.
 // Default: none (the session lasts as long as its connection). A
-// duration under a millisecond is refused.
+// duration under a millisecond is refused; a fraction of one is dropped,
+// as the server drops it.
 func WithSessionTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) {
-		o.timeout = d
+		o.timeout = d.Truncate(time.Millisecond) // as the server takes it
 		if d < time.Millisecond {
 			o.bad = fmt.Sprintf("WithSessionTimeout: %v (must be at least 1ms)", d)
 		}
