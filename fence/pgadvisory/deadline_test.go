@@ -90,3 +90,25 @@ func TestSessionTimeoutWholeMilliseconds(t *testing.T) {
 		t.Fatalf("the deadline's timeout: got %v, want %v, the server's", got, want)
 	}
 }
+
+// A session that has an idle_session_timeout already (set by the role,
+// the database or the connection's parameters) is a lease without
+// WithSessionTimeout: the Lock pings often enough to keep it, and its
+// deadline is the timeout's, not far off.
+func TestServerSessionTimeoutIsALease(t *testing.T) {
+	t.Parallel() // it waits on timers
+	cfg, _ := database(t)
+	withTimeout := cfg.Copy()
+	withTimeout.RuntimeParams["idle_session_timeout"] = "600"
+	start := time.Now()
+	l := acquire(t, withTimeout, lockKey())
+	if u := l.ValidUntil(); u.After(time.Now().Add(600 * time.Millisecond)) {
+		t.Fatalf("ValidUntil: got %v after the start, want at most 600ms after the token's statement", u.Sub(start))
+	}
+	poll.Until(t, "the deadline moved 3 timeouts on", func() bool {
+		return closed(l.Done()) || l.ValidUntil().After(start.Add(1800*time.Millisecond))
+	})
+	if closed(l.Done()) {
+		t.Fatalf("Done closed: %v", l.Err())
+	}
+}

@@ -49,7 +49,8 @@ var (
 
 // ValidUntil returns the deadline of a Lock made [WithSessionTimeout]:
 // the timeout after its last ping (or its token's statement) was sent,
-// before which the server does not end an idle session. Without it, far
+// before which the server does not end an idle session (or of one whose
+// session has an idle_session_timeout already). Without either, far
 // in the future: the session does not expire.
 func (l *Lock) ValidUntil() time.Time {
 	if l.timeout == 0 {
@@ -101,6 +102,10 @@ func acquire(ctx context.Context, cfg *pgx.ConnConfig, key int64, wait bool, opt
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgadvisory: connecting: %w", err)
+	}
+	if o, err = serverTimeout(ctx, conn, o); err != nil {
+		closeConn(conn)
+		return nil, err
 	}
 	if err := setTimeout(ctx, conn, o.timeout); err != nil {
 		closeConn(conn)

@@ -72,7 +72,10 @@ func WithPingInterval(d time.Duration) Option {
 // session going: the ping interval defaults to d/3 (at most
 // [DefaultPingInterval]) and must be at most d/2. The Lock is then an
 // [fence.Expirer] whose deadline is d after its last ping was sent.
-// Default: none (the session lasts as long as its connection). A
+// Default: the session's own idle_session_timeout, if the role, the
+// database or the connection's parameters set one (the Lock is then a
+// lease all the same, and Acquire fails if WithPingInterval is over half
+// of it); otherwise none (the session lasts as long as its connection). A
 // duration under a millisecond is refused; a fraction of one is dropped,
 // as the server drops it.
 func WithSessionTimeout(d time.Duration) Option {
