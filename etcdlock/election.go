@@ -78,6 +78,8 @@ func (tm *Term) Token() fence.Token { return tm.l.Token() }
 // "" by default. It makes a Term a [fence.IssuerNamer].
 func (tm *Term) Issuer() string { return tm.l.Issuer() }
 
+var _ fence.IssuerNamer = (*Term)(nil)
+
 // Lease returns the ID of the session lease the term's key is attached to.
 func (tm *Term) Lease() clientv3.LeaseID { return tm.l.Lease() }
 

@@ -99,6 +99,8 @@ func (p *Partition) Token() fence.Token { return p.l.Token() }
 // [fence.IssuerNamer].
 func (p *Partition) Issuer() string { return p.l.Issuer() }
 
+var _ fence.IssuerNamer = (*Partition)(nil)
+
 // Done is closed once the worker has lost the partition, or may have lost
 // it (see [Lock.Done]). A partition taken away by a rebalance ends the
 // work's context first, and Done closes only once it is released.

@@ -107,11 +107,7 @@ func (l *Lock) Token() fence.Token { return l.token }
 // Lock a [fence.IssuerNamer].
 func (l *Lock) Issuer() string { return l.c.o.issuer }
 
-var (
-	_ fence.IssuerNamer = (*Lock)(nil)
-	_ fence.IssuerNamer = (*Term)(nil)
-	_ fence.IssuerNamer = (*Partition)(nil)
-)
+var _ fence.IssuerNamer = (*Lock)(nil)
 
 // Lease returns the ID of the session lease the lock's key is attached to.
 func (l *Lock) Lease() clientv3.LeaseID { return l.s.id }

@@ -123,7 +123,8 @@ func (g *Guard) Check() error {
 // otherwise whatever write returns. write must send the token to
 // the resource, which makes the decision that counts. When the holder is
 // an [IssuerNamer], write's context carries its issuer's name
-// ([ContextWithIssuer]) for the stores that check it.
+// ([ContextWithIssuer]) for the stores that check it; otherwise it
+// carries none, even if ctx did.
 func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token Token) error) error {
 	if err := g.usable(); err != nil {
 		return err
@@ -147,7 +148,7 @@ func (g *Guard) Do(ctx context.Context, write func(ctx context.Context, token To
 		return err
 	}
 	wctx := ctx
-	if g.named != "" {
+	if IssuerFromContext(ctx) != g.named { // none clears a caller's (another Guard's write)
 		wctx = ContextWithIssuer(ctx, g.named)
 	}
 	return g.explain(ctx, write(wctx, g.token))

@@ -69,3 +69,27 @@ func TestMemoryStoreIssuerOnUpdates(t *testing.T) {
 		t.Fatalf("Update by the key's issuer: got %v, want nil", err)
 	}
 }
+
+// An UpdateAll whose claims span keys of two issuers is refused whole,
+// before fn runs: no floor moves, not even the matching key's.
+func TestMemoryStoreUpdateAllMixedIssuers(t *testing.T) {
+	ctxA := fence.ContextWithIssuer(t.Context(), "a")
+	s := fence.NewMemoryStore()
+	if err := s.Put(ctxA, "ka", 5, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(fence.ContextWithIssuer(t.Context(), "b"), "kb", 5, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	err := s.UpdateAll(ctxA, []fence.Claim{{Resource: "ka", Token: 9}, {Resource: "kb", Token: 9}},
+		func(map[string]fence.Record) (map[string][]byte, error) { ran = true; return nil, nil })
+	if !errors.Is(err, fence.ErrIssuerMismatch) || ran {
+		t.Fatalf("UpdateAll across two issuers' keys: got %v (fn ran: %v), want ErrIssuerMismatch before fn", err, ran)
+	}
+	for _, k := range []string{"ka", "kb"} {
+		if r, _ := s.Get(t.Context(), k); r.Token != 5 {
+			t.Errorf("%s: got token %d, want 5: a refused UpdateAll moved a floor", k, r.Token)
+		}
+	}
+}

@@ -84,3 +84,31 @@ func TestGuardTokenRegressedServiceHangs(t *testing.T) {
 		t.Fatalf("got %v, want ErrStale alone", err)
 	}
 }
+
+// A Guard whose holder names no issuer sends writes that name none, even
+// inside another Guard's write, whose context names that Guard's issuer:
+// its tokens must not be taken for the other issuer's (admitted on, or
+// refused by, that issuer's keys).
+func TestGuardOfUnnamedHolderClearsIssuer(t *testing.T) {
+	done := make(chan struct{})
+	named, err := fence.NewHolder(3, done, fence.WithIssuer("redis:a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unnamed, err := fence.NewHolder(100, done) // an etcd lock's, say
+	if err != nil {
+		t.Fatal(err)
+	}
+	gn, _ := fence.NewGuard(named)
+	gu, _ := fence.NewGuard(unnamed)
+	s := fence.NewMemoryStore()
+	if err := s.Put(fence.ContextWithIssuer(t.Context(), "redis:b"), "b", 7, nil); err != nil {
+		t.Fatal(err)
+	}
+	err = gn.Do(t.Context(), func(ctx context.Context, _ fence.Token) error {
+		return gu.Put(ctx, s, "b", []byte("unnamed")) // nested in gn's write
+	})
+	if err != nil {
+		t.Fatalf("unnamed holder's write inside a named one's: got %v, want nil (a write naming no issuer is not checked)", err)
+	}
+}

@@ -117,9 +117,10 @@ func (c changed) Is(target error) bool { return target == fence.ErrChanged }
 // round reads and calls fn again, up to [fence.UpdateAttempts] rounds,
 // then Update fails with an error matching [fence.ErrConflict]. fn's
 // error is returned as it is, and fn's value is not written, though the
-// claim stays; a panic is passed on. A final write delivered twice (its
+// claim stays (so too for a value longer than [MaxValueSize]: [ErrTooLarge]); a panic is passed on. A final write delivered twice (its
 // copy refused by the write's own ETag) is told apart by its id in the
-// metadata: Update does not call fn again for it. Other errors are those
+// metadata: Update does not call fn again for it (nor when the read back
+// fails: the error then matches [fence.ErrUnknownOutcome]). Other errors are those
 // of Put; a nil fn is refused with [ErrInvalidArgument] before any I/O.
 func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
 	if err := s.checkWrite(ctx, key, token); err != nil {

@@ -89,8 +89,10 @@
 //
 // The credentials need to read, create and write blobs (a SAS with r, c
 // and w; a role with Storage Blob Data Contributor). Bad arguments (a nil
-// client or context, an empty key, a token that is not positive) are
-// refused before any I/O, never with a panic.
+// client or context, an empty key, a key with a backslash, which Azure
+// stores as a slash, a key ending in a slash or with a path segment
+// ending in a dot, which Azure's naming rules say to avoid, a token that
+// is not positive) are refused before any I/O, never with a panic.
 //
 // This package depends on github.com/Azure/azure-sdk-for-go/sdk/storage/azblob
 // (its blob and blockblob packages: a Store takes any [Container], so

@@ -35,3 +35,8 @@ var ErrForeignBlob = errors.New("azblobfence: blob has no fencelock metadata (no
 // refuses to write through it. Nothing was written but the check's probe
 // blob. Retrying cannot help.
 var ErrConditionalUnsupported = errors.New("azblobfence: server does not honour If-Match and If-None-Match on Put Blob")
+
+// ErrTooLarge means a value is longer than [MaxValueSize], more than one
+// Put Blob takes. It is returned before the value is sent; nothing was
+// written. It matches [ErrInvalidArgument].
+var ErrTooLarge = errfamily.New("azblobfence: value too large for one Put Blob", ErrInvalidArgument)

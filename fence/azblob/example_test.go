@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"strconv"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -53,6 +54,10 @@ func newAzuriteClient(ctx context.Context, endpoint, name string, opts *containe
 	return c, nil
 }
 
+// examplePrefix is the Example's prefix, one per run, so that it starts
+// with no watermark on a server the tests reuse (FENCELOCK_AZURITE_ENDPOINT).
+var examplePrefix = "example/" + strconv.FormatInt(time.Now().UnixNano(), 36) + "/"
+
 // lockHolding stands for an *etcdlock.Lock holding a token.
 type lockHolding fence.Token
 
@@ -68,7 +73,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := azblobfence.New(c, azblobfence.WithPrefix("example/"))
+	store, err := azblobfence.New(c, azblobfence.WithPrefix(examplePrefix))
 	if err != nil {
 		log.Fatal(err)
 	}

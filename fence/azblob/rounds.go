@@ -2,6 +2,7 @@ package azblobfence
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/fencelock/fencelock/fence"
 )
@@ -30,14 +31,23 @@ func (r *rounds) ClaimRead(ctx context.Context, key string, token fence.Token) (
 // WriteIf writes value with token on v's ETag.
 func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, v version, value []byte) error {
 	s := (*Store)(r)
+	if err := checkSize(key, value); err != nil {
+		return err // fn's value, not sent; the claim stays
+	}
 	w := version{token: token, id: newWriteID()}
 	refused, err := s.attempt(ctx, key, &w, value, v)
 	if !refused {
 		return err
 	}
 	// Refused: by another write, or by this one's first copy, delivered
-	// twice (its id is then in the blob's metadata).
-	if got, rerr := s.head(ctx, key); rerr == nil && got.exists() && got.id == w.id && !ignoreOwnForTest.Load() {
+	// twice (its id is then in the blob's metadata). Without the read
+	// back there is no telling: another round would apply fn again over
+	// a write of fn's that may have landed.
+	got, rerr := s.head(ctx, key)
+	switch {
+	case rerr != nil:
+		return &fence.UnknownOutcomeError{Resource: key, Token: token, Err: fmt.Errorf("refused (%w), then reading back: %w", err, rerr)}
+	case got.exists() && got.id == w.id && !ignoreOwnForTest.Load():
 		return nil
 	}
 	return changed{err}

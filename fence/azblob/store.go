@@ -3,6 +3,7 @@ package azblobfence
 import (
 	"context"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
@@ -21,6 +22,12 @@ const (
 
 // maxNameLen is Azure's limit on a blob's name, in characters.
 const maxNameLen = 1024
+
+// MaxValueSize is the length, in bytes, of the largest value a Store
+// writes: the most one Put Blob takes (5000 MiB, in Azure's API versions
+// since 2019-12-12). A longer value is refused with [ErrTooLarge] before
+// any I/O.
+const MaxValueSize = 5000 << 20
 
 // Store is a [fence.Store] whose records are block blobs of one Azure
 // Blob Storage container: resource key K is the blob prefix+K
@@ -109,12 +116,15 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 // answer comes (or a 5xx), Put reads the blob back: if it holds this
 // write, Put returns nil; otherwise the error matches
 // [fence.ErrUnknownOutcome] (a *[fence.UnknownOutcomeError]) and the blob
-// is the old one or the new one, whole. Another error of the server's is
+// is the old one or the new one, whole; so does a read that fails after a
+// refusal (the refusal may be of a copy of the write, delivered twice,
+// after the first landed). Another error of the server's is
 // a refusal, nothing written ([ErrNoContainer] for a container that does
 // not exist, [ErrForeignBlob] for a blob this package did not write).
 // Before a Store's first write it checks the server
 // ([Store.CheckConditionalWrites]). Bad arguments are refused before any
-// I/O, as every Store's; ctx bounds the whole call.
+// I/O, as every Store's, and so is a value longer than [MaxValueSize]
+// ([ErrTooLarge]); ctx bounds the whole call.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
 	return s.write(ctx, opPut, key, token, false, value)
 }
@@ -123,13 +133,18 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 // is replaced by an empty one with token and no record (MetadataKind
 // "floor"), so the floor stays and a later Put with a lower token is
 // refused. Deleting the blob by other means (or a lifecycle rule)
-// removes the floor.
+// removes the floor; copying an older snapshot or version over the blob
+// (a restore) brings back its older token, and a write between the two
+// then lands.
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
 	return s.write(ctx, opDelete, key, token, true, nil)
 }
 
 func (s *Store) write(ctx context.Context, op, key string, token fence.Token, floor bool, value []byte) error {
 	if err := s.checkWrite(ctx, key, token); err != nil {
+		return err
+	}
+	if err := checkSize(key, value); err != nil {
 		return err
 	}
 	ctx, tw := s.tel.Op(op).Start(ctx, token)
@@ -152,7 +167,13 @@ func (s *Store) put(ctx context.Context, key string, w version, value []byte) er
 	for attempt, contended := 0, 0; ; attempt++ {
 		if !known {
 			var err error
-			if base, err = s.head(ctx, key); err != nil {
+			base, err = s.head(ctx, key)
+			switch {
+			case err != nil && attempt > 0:
+				// After a refusal, which may have been this write's
+				// own copy, delivered twice, after the first landed.
+				return &fence.UnknownOutcomeError{Resource: key, Token: w.token, Err: err}
+			case err != nil:
 				return err
 			}
 		}
@@ -194,6 +215,11 @@ func (s *Store) checkCall(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: key %q is not valid UTF-8", fence.ErrInvalidKey, key)
 	case n > maxNameLen:
 		return fmt.Errorf("%w: blob name of %d characters (Azure allows %d)", fence.ErrInvalidKey, n, maxNameLen)
+	case strings.ContainsRune(s.prefix+key, '\\'):
+		// Azure stores a backslash as a slash: `a\b` is the blob of "a/b".
+		return fmt.Errorf("%w: blob name %q has a backslash, which Azure turns into a slash", fence.ErrInvalidKey, s.prefix+key)
+	case endsBadly(s.prefix + key):
+		return fmt.Errorf("%w: blob name %q ends in a slash or has a segment ending in a dot, which Azure's naming rules say to avoid", fence.ErrInvalidKey, s.prefix+key)
 	}
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -207,6 +233,29 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token) e
 	}
 	if token <= 0 {
 		return fmt.Errorf("%w: token %d for %q", fence.ErrInvalidToken, token, key)
+	}
+	return nil
+}
+
+// endsBadly reports whether name is one Azure's naming rules say to
+// avoid: it ends in a slash, or a path segment ends in a dot ("k.",
+// "a/../b"). Azure may strip such a dot, making two keys one blob.
+func endsBadly(name string) bool {
+	if strings.HasSuffix(name, "/") {
+		return true
+	}
+	for seg := range strings.SplitSeq(name, "/") {
+		if strings.HasSuffix(seg, ".") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSize refuses a value longer than MaxValueSize, before it is sent.
+func checkSize(key string, value []byte) error {
+	if len(value) > MaxValueSize {
+		return fmt.Errorf("%w: %q: %d bytes, more than %d", ErrTooLarge, key, len(value), MaxValueSize)
 	}
 	return nil
 }

@@ -32,6 +32,9 @@ type state struct {
 	where    []clause.Expression // the update's own conditions, for the read back
 	resource string
 	landed   bool // the update landed; what is left is gorm's COMMIT, if it began a transaction
+	// several: the conditions are not the model's primary key, and may
+	// match several rows, some of which the fence refused.
+	several bool
 	// returning: the statement has a RETURNING clause the dialect builds,
 	// so a landed update has read its row into the model.
 	returning bool
@@ -55,6 +58,16 @@ func (p predicate) Build(b clause.Builder) {
 	b.AddVar(b, p.token)
 }
 
+// grouped is conditions in parentheses, however gorm would join them.
+type grouped []clause.Expression
+
+// Build writes the conditions in parentheses.
+func (g grouped) Build(b clause.Builder) {
+	b.WriteByte('(')
+	clause.Where{Exprs: g}.Build(b)
+	b.WriteByte(')')
+}
+
 // checkUpdate refuses, before gorm's default transaction begins (before
 // any I/O), a fenced update of a model with no fence column, or one that
 // names no row. beforeUpdate checks the conditions again once gorm has
@@ -65,6 +78,12 @@ func (c *callbacks) checkUpdate(db *gorm.DB) {
 	}
 	if _, err := fenceField(db.Statement.Schema); err != nil {
 		_ = db.AddError(err)
+		return
+	}
+	if ctx := db.Statement.Context; ctx != nil && ctx.Err() != nil {
+		// database/sql would refuse it unsent, which outside a
+		// transaction would read as an unknown outcome.
+		_ = db.AddError(fmt.Errorf("gormfence: the context ended before the fenced update of %s was sent; nothing was written: %w", db.Statement.Table, ctx.Err()))
 		return
 	}
 	if !namesRow(db.Statement) {
@@ -78,6 +97,12 @@ func namesRow(stmt *gorm.Statement) bool {
 	if w, ok := stmt.Clauses["WHERE"].Expression.(clause.Where); ok && len(w.Exprs) > 0 {
 		return true
 	}
+	return keyed(stmt)
+}
+
+// keyed reports whether an update's model has its primary key set, which
+// gorm adds to the conditions: the update then names one row at most.
+func keyed(stmt *gorm.Statement) bool {
 	v := reflect.Indirect(reflect.ValueOf(stmt.Model))
 	if v.Kind() != reflect.Struct || len(stmt.Schema.PrimaryFields) == 0 {
 		return false
@@ -120,12 +145,17 @@ func (c *callbacks) beforeUpdate(db *gorm.DB) {
 		return
 	}
 	stmt.AddClause(set)
-	stmt.AddClause(clause.Where{Exprs: []clause.Expression{predicate{column: f.DBName, token: int64(tok)}}})
+	// The caller's conditions in parentheses, then the predicate: gorm
+	// joins an Or, and a raw OR it does not see, without them, and the
+	// predicate would bind to the last condition only.
+	wc := stmt.Clauses["WHERE"]
+	wc.Expression = clause.Where{Exprs: []clause.Expression{grouped(where.Exprs), predicate{column: f.DBName, token: int64(tok)}}}
+	stmt.Clauses["WHERE"] = wc
 	if c.d == sqlfence.MySQL && stmt.Result == nil {
 		stmt.Result = gorm.WithResult()
 	}
 	_, returning := stmt.Clauses["RETURNING"]
-	stmt.Settings.Store(stateKey, &state{token: tok, field: f, where: where.Exprs,
+	stmt.Settings.Store(stateKey, &state{token: tok, field: f, where: where.Exprs, several: !keyed(stmt),
 		resource:  resource(stmt.Context, stmt.Schema, stmt.Table, stmt.ReflectValue),
 		returning: returning && slices.Contains(stmt.BuildClauses, "RETURNING")})
 }
@@ -175,6 +205,12 @@ func (c *callbacks) afterUpdate(db *gorm.DB) {
 		return
 	}
 	if c.landed(db, st.token) {
+		if st.several {
+			if err := c.refusedAny(db, st); err != nil {
+				_ = db.AddError(err) // gorm's transaction, or the caller's, rolls back
+				return
+			}
+		}
 		st.landed = true
 		if db.RowsAffected == 0 {
 			// MySQL counted no row changed (the same values again): the
@@ -245,6 +281,24 @@ func (c *callbacks) readBack(db *gorm.DB, st *state) error {
 	}
 	return fmt.Errorf("%w: %s: its row's fence %d is not above the token %d, yet the update matched no row (the model's soft delete, or a change in between)",
 		ErrRowNotFound, st.resource, top, st.token)
+}
+
+// refusedAny tells whether an update that landed, and whose conditions may
+// match several rows, left some of them for their higher fence: it
+// landed on the others, and is stale all the same.
+func (c *callbacks) refusedAny(db *gorm.DB, st *state) error {
+	stmt := db.Statement
+	q := db.Session(&gorm.Session{NewDB: true, Context: stmt.Context}).Table(stmt.Table).
+		Clauses(clause.Where{Exprs: []clause.Expression{grouped(st.where),
+			clause.Gt{Column: clause.Column{Name: st.field.DBName}, Value: int64(st.token)}}})
+	var top *int64
+	if err := q.Select("MAX(?)", clause.Column{Name: st.field.DBName}).Scan(&top).Error; err != nil {
+		return fmt.Errorf("gormfence: the fenced update of %s landed, and reading whether it left rows at a higher fence failed: %w", st.resource, err)
+	}
+	if top != nil {
+		return &fence.StaleError{Resource: st.resource, Token: st.token, Current: fence.Token(*top)}
+	}
+	return nil
 }
 
 // inTx reports whether pool is a transaction (*sql.Tx, or gorm's prepared

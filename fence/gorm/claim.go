@@ -106,13 +106,14 @@ func fenceOf(db *gorm.DB, model any, column string) fence.Token {
 	}
 	f := stmt.Schema.LookUpField(column)
 	v, _ := f.ValueOf(context.Background(), reflect.ValueOf(model).Elem())
-	switch n := v.(type) {
-	case int64:
-		return fence.Token(n)
-	case uint64:
-		return fence.Token(n)
+	// Any integer, or a pointer to one (a nil one reads as 0).
+	switch n := reflect.Indirect(reflect.ValueOf(v)); {
+	case n.CanInt():
+		return fence.Token(n.Int())
+	case n.CanUint():
+		return fence.Token(n.Uint())
 	}
-	return fence.Token(reflect.ValueOf(v).Convert(reflect.TypeFor[int64]()).Int())
+	return 0
 }
 
 // check refuses what every call needs before any I/O: a db with the

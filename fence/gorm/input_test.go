@@ -73,6 +73,9 @@ func TestBadInput(t *testing.T) {
 		{"Fenced names no row", func() error {
 			return db.Scopes(gormfence.Fenced(1)).Model(&Account{}).Update("balance", 1).Error
 		}, gormfence.ErrInvalidArgument, "names no row"},
+		{"Fenced cancelled context, outside a transaction", func() error {
+			return fencedUpdate(db.Session(&gorm.Session{SkipDefaultTransaction: true}).WithContext(cancelled), "a", 1, 1)
+		}, context.Canceled, "nothing was written"},
 		{"Fenced create", func() error { return db.Scopes(gormfence.Fenced(1)).Create(&Account{ID: "n"}).Error }, gormfence.ErrInvalidArgument, "not a create"},
 		{"Fenced delete", func() error { return db.Scopes(gormfence.Fenced(1)).Delete(&Account{ID: "a"}).Error }, gormfence.ErrInvalidArgument, "not a delete"},
 		{"Fenced query", func() error { return db.Scopes(gormfence.Fenced(1)).Take(&Account{ID: "a"}).Error }, gormfence.ErrInvalidArgument, "not a query"},
@@ -89,6 +92,9 @@ func TestBadInput(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.says) {
 				t.Errorf("got %q, want it to say %q", err, tt.says)
+			}
+			if errors.Is(err, fence.ErrUnknownOutcome) {
+				t.Errorf("got %v, want no unknown outcome: nothing was sent", err)
 			}
 			if strings.Contains(err.Error(), "closed") {
 				t.Errorf("got %q: a statement was sent", err)

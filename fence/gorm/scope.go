@@ -33,7 +33,11 @@ const markKey = "fencelock:gormfence:token"
 // The update must name its row (the model's primary key, or Where
 // conditions): Fenced refuses an update with no condition, which the
 // fence predicate would otherwise turn into an update of every row below
-// the token. The fence column is set by Fenced whatever the values say.
+// the token. Conditions that are not the model's primary key may match
+// several rows: the update is then stale if it left any of them at a
+// higher fence (a read after it lands tells), and GORM's default
+// transaction rolls back the rows it changed. The fence column is set by
+// Fenced whatever the values say.
 // A failure of the statement is classified as fence/sql classifies its
 // own ([sqlfence.ErrRetryable], [sqlfence.ErrSchema]); one whose outcome
 // cannot be known (the connection broke, or the context ended, after it

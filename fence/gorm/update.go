@@ -3,8 +3,10 @@ package gormfence
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
 
 	"github.com/fencelock/fencelock/fence"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
@@ -26,6 +28,9 @@ import (
 // holds the row's lock until the commit, so nothing comes between the read
 // and the write. fn's error is returned as it is, after a rollback; a
 // panic in fn rolls back and is passed on. Either way nothing is written.
+// fn must not change model's primary key: the write would land on a row
+// never claimed, so Update fails with [ErrInvalidArgument] instead, and
+// writes nothing.
 // A COMMIT whose answer was lost matches [fence.ErrUnknownOutcome]; a
 // deadlock or busy lock matches [sqlfence.ErrRetryable], and running the
 // whole Update again with the same token is safe.
@@ -51,8 +56,13 @@ func Update(ctx context.Context, db *gorm.DB, token fence.Token, model any, fn f
 		if err := claim(ctx, tx, d, token, model, s.Table, f.DBName); err != nil {
 			return err
 		}
+		key := primaryKey(ctx, s, model)
 		if err := fn(tx.Session(&gorm.Session{NewDB: true, Context: ctx})); err != nil {
 			return err
+		}
+		if !reflect.DeepEqual(primaryKey(ctx, s, model), key) {
+			// The write would land on another row, one never claimed.
+			return fmt.Errorf("%w: fn changed %s's primary key; Update writes back the row it claimed (nothing was written)", ErrInvalidArgument, s.Name)
 		}
 		w := tx.Session(&gorm.Session{NewDB: true, Context: ctx})
 		return w.Model(model).Scopes(Fenced(token)).Select("*").Updates(model).Error
@@ -61,6 +71,17 @@ func Update(ctx context.Context, db *gorm.DB, token fence.Token, model any, fn f
 		return body(db.WithContext(ctx))
 	}
 	return inTransaction(ctx, db, d, token, s.Table, body)
+}
+
+// primaryKey returns the values of model's primary key (s is its schema).
+func primaryKey(ctx context.Context, s *schema.Schema, model any) []any {
+	v := reflect.ValueOf(model).Elem()
+	key := make([]any, 0, len(s.PrimaryFields))
+	for _, f := range s.PrimaryFields {
+		pv, _ := f.ValueOf(ctx, v)
+		key = append(key, pv)
+	}
+	return key
 }
 
 // inTransaction runs body in a transaction of its own and commits it,

@@ -88,3 +88,20 @@ func TestUpdateConcurrent(t *testing.T) {
 		wantAccount(t, db, "race", n, n)
 	})
 }
+
+// TestUpdateKeyChanged: fn that changes the model's primary key makes
+// Update fail and write nothing; without the check, the fenced write went
+// to the row the new key names, never claimed nor read, and overwrote it.
+func TestUpdateKeyChanged(t *testing.T) {
+	eachServer(t, func(t *testing.T, db *gorm.DB) {
+		mustCreate(t, db, "mine", 10)
+		mustCreate(t, db, "other", 77)
+		a := Account{ID: "mine"}
+		err := gormfence.Update(t.Context(), db, 4, &a, func(*gorm.DB) error { a.ID, a.Balance = "other", 1; return nil })
+		if !errors.Is(err, gormfence.ErrInvalidArgument) {
+			t.Fatalf("Update whose fn changed the key: got %v, want gormfence.ErrInvalidArgument", err)
+		}
+		wantAccount(t, db, "other", 77, 0)
+		wantAccount(t, db, "mine", 10, 0) // the claim was rolled back too
+	})
+}

@@ -57,8 +57,8 @@
 //
 // # Reading before you write
 //
-// [Store.GetForUpdate] reads the key and, unless it holds the token
-// already, writes it back with the token on the revision read: the claim;
+// [Store.GetForUpdate] reads the key and writes it back with the token
+// on the revision read (even when it holds the token already): the claim;
 // an older holder's late write is refused from then on. [Store.Update]
 // claims, calls your function, and writes its result on the claim's
 // revision.
@@ -74,13 +74,19 @@
 //     its revisions over: a running Store's cached revision may then name
 //     another entry, and a stale write land on it; make new Stores after
 //     recreating a bucket, or use [WithoutRevisionCache].
+//   - A replicated bucket (Replicas > 1) on nats-server 2.9 is not
+//     fenced: the stream's leader checks a write's expected revision
+//     against the writes it has applied, not those in flight, so writes
+//     sent together on one revision all land. [Store.CheckRevisions]
+//     fails on it with [ErrRevisionsIgnored]. Use a bucket of one replica
+//     there.
 //   - Reads may be stale in a cluster: a bucket with direct gets
 //     (AllowDirect, which nats.go sets on the buckets it creates) may be
 //     read from a replica that lags. Writes stay fenced (the stream's
 //     leader checks the revision, and a write on a stale revision is
-//     refused and read again), but [Store.Get], and [Store.GetForUpdate]
-//     of a key the token has claimed already (which writes nothing), may
-//     return an older value. Turn AllowDirect off where that matters.
+//     refused and read again), and so is [Store.GetForUpdate], which
+//     writes back what it read; but [Store.Get] may return an older
+//     value. Turn AllowDirect off where that matters.
 //   - A server that ignores the expected revision (one too old to know
 //     the header, or something in between that drops it) fences nothing:
 //     [Store.CheckRevisions] detects it; run it once against a server you

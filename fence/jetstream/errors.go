@@ -8,9 +8,10 @@ import (
 )
 
 // ErrInvalidArgument means a call was given something it cannot use: a nil
-// KeyValue, a nil context, a key JetStream does not allow. Nothing was
-// sent. It matches [fence.ErrInvalidArgument], and [ErrInvalidOption] and
-// [ErrNoBucket] match it.
+// KeyValue, a nil context, a key JetStream does not allow, a value over
+// the server's max_payload. Nothing was sent. It matches
+// [fence.ErrInvalidArgument], and [ErrInvalidOption] and [ErrNoBucket]
+// match it.
 var ErrInvalidArgument = errfamily.New("jsfence: invalid argument", fence.ErrInvalidArgument)
 
 // ErrInvalidOption means an [Option] given to [New] was nil or invalid.
@@ -29,5 +30,6 @@ var ErrCorrupt = errors.New("jsfence: entry not in the format this package write
 // ErrRevisionsIgnored means the server applied a write whose expected
 // revision (Nats-Expected-Last-Subject-Sequence) did not hold
 // ([Store.CheckRevisions]): it cannot fence anything. A server too old to
-// know the header, or a proxy that drops it, behaves so.
+// know the header, or a proxy that drops it, behaves so; so does
+// nats-server 2.9 with a replicated bucket, for writes in flight together.
 var ErrRevisionsIgnored = errors.New("jsfence: server does not honour the expected revision of a write")

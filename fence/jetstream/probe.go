@@ -2,24 +2,33 @@ package jsfence
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/fencelock/fencelock/fence"
 )
 
 // ProbeKey is the resource key [Store.CheckRevisions] writes (under the
-// store's prefix): a floor alone, token 1, no record.
+// store's prefix): a floor alone, token 1, no record, whatever the key
+// held. A Store's writes refuse a key whose bucket key ends with it
+// (another Store's prefix may make it a probe key), with an error
+// matching [fence.ErrInvalidKey].
 const ProbeKey = "fencelock-probe"
 
 // CheckRevisions makes sure the server refuses a write whose expected
 // revision does not hold: it writes ProbeKey on its last revision (or
 // creates it), then writes it again on the revision before that write,
 // and creates it again, and returns an error matching
-// [ErrRevisionsIgnored] if either landed. The tests' nats-server (2.9)
-// honours it; run it once against a server you have not checked, or one
-// behind a proxy. Several
-// stores may run it at once. Its writes stay in the bucket, one key's
-// history.
+// [ErrRevisionsIgnored] if either landed. Then, three times, it sends
+// eight writes expecting the key's last revision at once, and returns
+// that error if more than one of them landed: nats-server 2.9 checks the
+// revision of a write to a replicated bucket (Replicas > 1) against the
+// writes it has applied only, and lands all of those in flight together,
+// so nothing is fenced there (a single server's bucket is fenced). Run it
+// once against a server or bucket you have not checked, or one behind a
+// proxy. Several stores may run it at once. Its writes stay in the
+// bucket, one key's history.
 func (s *Store) CheckRevisions(ctx context.Context) error {
 	if err := s.checkCall(ctx, ProbeKey); err != nil {
 		return err
@@ -51,6 +60,48 @@ func (s *Store) CheckRevisions(ctx context.Context) error {
 		if again.ok {
 			return fmt.Errorf("%w: a write expecting revision %d landed after revision %d (key %q)", ErrRevisionsIgnored, rev, w.rev, s.prefix+ProbeKey)
 		}
+	}
+	for range probeRaces {
+		if err := s.race(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// probeRaces and probeRacers: how many times CheckRevisions sends how
+// many writes expecting one revision at once.
+const probeRaces, probeRacers = 3, 8
+
+// race reads ProbeKey and sends probeRacers writes of it expecting the
+// revision read at once, and returns an error matching [ErrRevisionsIgnored] if more than
+// one landed. A server that checks the revision only against the writes
+// it has applied, not those in flight, lands several: nats-server 2.9
+// does so on a replicated bucket.
+func (s *Store) race(ctx context.Context) error {
+	e, err := s.read(ctx, ProbeKey)
+	if err != nil {
+		return fmt.Errorf("jsfence: revision probe: %w", err)
+	}
+	rev := e.rev
+	var wg sync.WaitGroup
+	ws := make([]written, probeRacers)
+	errs := make([]error, probeRacers)
+	for i := range probeRacers {
+		wg.Go(func() { ws[i], errs[i] = s.writeIf(ctx, opPut, ProbeKey, rev, 1, true, nil) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("jsfence: revision probe: %w", err)
+	}
+	n := 0
+	for _, w := range ws {
+		if w.ok {
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("%w: %d of %d writes expecting revision %d at once landed (key %q): a replicated bucket on a server that checks the revision against applied writes only", ErrRevisionsIgnored, n, probeRacers, rev, s.prefix+ProbeKey)
 	}
 	return nil
 }

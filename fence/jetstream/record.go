@@ -67,6 +67,14 @@ func decode(key string, rev uint64, b []byte) (entry, error) {
 	return e, nil
 }
 
+// MaxKeyLen is the longest bucket key (prefix and resource key) a Store
+// sends. A request names the key in its subject, and a server closes the
+// connection of a client whose control line is longer than its
+// max_control_line (4 KiB by default): every request then in flight on
+// it is lost, and the connection stays closed. A longer key is refused
+// before any I/O, with an error matching [fence.ErrInvalidKey].
+const MaxKeyLen = 1024
+
 // validKey is the keys a JetStream bucket takes (nats.go's own check).
 var validKey = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]+$`)
 

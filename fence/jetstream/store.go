@@ -2,9 +2,9 @@ package jsfence
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -120,7 +120,9 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 // [fence.ErrUnknownOutcome], and the key holds the old record or the new
 // one, whole. A write to a bucket that no longer exists gives
 // [ErrNoBucket]. Bad arguments are refused
-// before any I/O.
+// before any I/O, but for a value over the server's max_payload, which
+// the client refuses before sending it, with an error matching
+// [ErrInvalidArgument].
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
 	return s.write(ctx, opPut, key, token, false, value)
 }
@@ -198,10 +200,12 @@ func conflictError(key string, token fence.Token) error {
 }
 
 // GetForUpdate returns the record under key, claiming key for token (see
-// [fence.Updater]): it reads the entry, and unless its token is token
-// already, writes it back with token (the same value) on the revision
-// read, so from then on a write with a lower token is refused; a change
-// in between makes it read again. A key with no value is claimed with a
+// [fence.Updater]): it reads the entry and writes it back with token (the
+// same value) on the revision read, so from then on a write with a lower
+// token is refused; a change in between makes it read again. It writes
+// even when the key holds token already: the write landing is what shows
+// the read was the key's last, since on a replicated bucket a follower
+// may answer a read before it has the last write. A key with no value is claimed with a
 // header alone, and the error matches [fence.ErrNotFound]. Errors are
 // those of Put.
 func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token) (fence.Record, error) {
@@ -215,14 +219,8 @@ func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token)
 	var got entry
 	err := s.loop(ctx, opGetForUpdate, key, token, true, func(e entry) (bool, []byte, error) {
 		got = e
-		if e.rev != 0 && e.token == token {
-			return false, nil, errClaimed // claimed already: nothing to write
-		}
 		return !e.found(), e.value, nil
 	})
-	if err == errClaimed {
-		err = nil
-	}
 	w.End(err)
 	if err != nil {
 		return fence.Record{}, err
@@ -232,9 +230,6 @@ func (s *Store) GetForUpdate(ctx context.Context, key string, token fence.Token)
 	}
 	return fence.Record{Token: token, Value: got.value}, nil
 }
-
-// errClaimed stops loop when the entry holds the claim's token already.
-var errClaimed = errors.New("jsfence: claimed already")
 
 // Update is a read-modify-write of key with token (see [fence.Updater]):
 // it reads the entry, refuses a higher token, claims the key (writes it
@@ -259,6 +254,9 @@ func (s *Store) checkCall(ctx context.Context, key string) error {
 	if s == nil || s.kv == nil {
 		return fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
 	}
+	if n := len(s.prefix + key); n > MaxKeyLen {
+		return fmt.Errorf("%w: a key of %d bytes (with the prefix), more than %d", fence.ErrInvalidKey, n, MaxKeyLen)
+	}
 	if key == "" || !keyValid(s.prefix+key) {
 		return fmt.Errorf("%w: %q: a bucket's key is letters, digits and -/_=. (no leading, trailing or double dot)", fence.ErrInvalidKey, s.prefix+key)
 	}
@@ -271,6 +269,10 @@ func (s *Store) checkCall(ctx context.Context, key string) error {
 func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token) error {
 	if err := token.Validate(); err != nil {
 		return fmt.Errorf("jsfence: %q: %w", key, err)
+	}
+	if strings.HasSuffix(s.Key(key), ProbeKey) {
+		// Some Store's probe key, whatever its prefix.
+		return fmt.Errorf("%w: %q ends with ProbeKey, which CheckRevisions writes (a floor of token 1, whatever the key held)", fence.ErrInvalidKey, key)
 	}
 	return s.checkCall(ctx, key)
 }

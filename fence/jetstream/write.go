@@ -47,6 +47,8 @@ func (s *Store) writeIf(ctx context.Context, what, key string, rev uint64, token
 		return w, fmt.Errorf("%w: %s %q: %w", ErrNoBucket, what, key, err)
 	case refused:
 		return w, fmt.Errorf("jsfence: %s %q: refused, nothing written: %w", what, key, err)
+	case invalid:
+		return w, fmt.Errorf("%w: %s %q: not sent: %w", ErrInvalidArgument, what, key, err)
 	}
 	s.cache.drop(key)
 	return s.reconcile(ctx, key, token, w, err)
@@ -75,7 +77,8 @@ const (
 	landed                  // no error
 	changed                 // refused: the expected revision was not the key's last
 	noStream                // no stream listens on the bucket's subjects: not written
-	refused                 // the server (or the client, before sending) refused it
+	refused                 // the server refused it
+	invalid                 // the client refused it before sending: a bad argument
 )
 
 func outcomeOf(err error) outcome {
@@ -93,7 +96,7 @@ func outcomeOf(err error) outcome {
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
 		return noStream
 	case errors.Is(err, jetstream.ErrInvalidKey), errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject):
-		return refused // the client's own check, before sending
+		return invalid // the client's own check, before sending
 	}
 	return unknown
 }

@@ -49,7 +49,8 @@ var (
 
 // ValidUntil returns the deadline of a Lock made [WithSessionTimeout]:
 // the timeout after its last ping (or its token's statement) was sent,
-// before which the server does not end an idle session. Without it, far
+// before which the server does not end an idle session (or of one whose
+// session has an idle_session_timeout already). Without either, far
 // in the future: the session does not expire.
 func (l *Lock) ValidUntil() time.Time {
 	if l.timeout == 0 {
@@ -102,18 +103,22 @@ func acquire(ctx context.Context, cfg *pgx.ConnConfig, key int64, wait bool, opt
 	if err != nil {
 		return nil, fmt.Errorf("pgadvisory: connecting: %w", err)
 	}
+	if o, err = serverTimeout(ctx, conn, o); err != nil {
+		closeConn(conn)
+		return nil, err
+	}
 	if err := setTimeout(ctx, conn, o.timeout); err != nil {
 		closeConn(conn)
 		return nil, err
 	}
-	tok, sent, err := lockAndIssue(ctx, conn, key, wait, o)
+	tok, sent, found, err := lockAndIssue(ctx, conn, key, wait, o)
 	if err != nil {
 		closeConn(conn)
 		return nil, err
 	}
 	issuer := o.issuer
 	if issuer == "" {
-		issuer = "postgres:" + cfg.Database + ":" + o.sequence.Sanitize()
+		issuer = "postgres:" + found
 	}
 	return start(conn, key, tok, issuer, o, sent), nil
 }
@@ -135,9 +140,11 @@ func setTimeout(ctx context.Context, conn *pgx.Conn, d time.Duration) error {
 // the connection and leave the server's wait queued): a cancel request
 // ends them when ctx does.
 //
-// It also returns the time before its last statement was sent: the
-// session is idle from that statement's end.
-func lockAndIssue(ctx context.Context, conn *pgx.Conn, key int64, wait bool, o options) (fence.Token, time.Time, error) {
+// It also returns the time before its last statement was sent (the
+// session is idle from that statement's end), and the database's and the
+// sequence's names as the server found them ("db:schema.sequence"): the
+// config may name no database, and two search_paths two sequences.
+func lockAndIssue(ctx context.Context, conn *pgx.Conn, key int64, wait bool, o options) (fence.Token, time.Time, string, error) {
 	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() { defer close(fired); cancelRequest(conn) })
 	defer func() {
@@ -148,7 +155,7 @@ func lockAndIssue(ctx context.Context, conn *pgx.Conn, key int64, wait bool, o o
 	bg := context.WithoutCancel(ctx)
 	if wait {
 		if _, err := conn.Exec(bg, "SELECT pg_advisory_lock($1)", key); err != nil {
-			return 0, time.Time{}, errorOf(ctx, fmt.Errorf("pgadvisory: pg_advisory_lock(%d): %w", key, err))
+			return 0, time.Time{}, "", errorOf(ctx, fmt.Errorf("pgadvisory: pg_advisory_lock(%d): %w", key, err))
 		}
 	}
 	// Without the wait, one statement: the CASE takes no token unless
@@ -157,18 +164,20 @@ func lockAndIssue(ctx context.Context, conn *pgx.Conn, key int64, wait bool, o o
 	if wait {
 		q, args = "SELECT nextval($1::regclass)", args[:1]
 	}
+	q += ", current_database() || ':' || (pg_identify_object('pg_class'::regclass, $1::regclass, 0)).identity"
 	var tok *int64
+	var found string
 	sent := time.Now()
-	if err := conn.QueryRow(bg, q, args...).Scan(&tok); err != nil {
-		return 0, time.Time{}, errorOf(ctx, fmt.Errorf("pgadvisory: taking a token from %s (created by CreateSequence?): %w", o.sequence.Sanitize(), err))
+	if err := conn.QueryRow(bg, q, args...).Scan(&tok, &found); err != nil {
+		return 0, time.Time{}, "", errorOf(ctx, fmt.Errorf("pgadvisory: taking a token from %s (created by CreateSequence?): %w", o.sequence.Sanitize(), err))
 	}
 	if tok == nil {
-		return 0, time.Time{}, ErrNotAcquired
+		return 0, time.Time{}, "", ErrNotAcquired
 	}
 	if err := ctx.Err(); err != nil { // ended as the lock was taken: the caller is gone
-		return 0, time.Time{}, err
+		return 0, time.Time{}, "", err
 	}
-	return fence.Token(*tok), sent, nil
+	return fence.Token(*tok), sent, found, nil
 }
 
 // errorOf returns ctx's error when ctx ended (the cancel request is why
@@ -206,7 +215,8 @@ func closeConn(conn *pgx.Conn) {
 func (l *Lock) Token() fence.Token { return l.token }
 
 // Issuer names the source of the lock's tokens ([fence.IssuerNamer]):
-// "postgres:", the database's name and the sequence's, or the name
+// "postgres:", the database's name and the sequence's, as the server
+// found them ("postgres:app:public.fencelock_advisory_token"), or the name
 // [WithIssuer] gave. A store that checks issuers refuses its tokens on a
 // key that accepted another issuer's.
 func (l *Lock) Issuer() string { return l.issuer }
@@ -215,7 +225,9 @@ func (l *Lock) Issuer() string { return l.issuer }
 func (l *Lock) Key() int64 { return l.key }
 
 // Done returns a channel closed once the lock's session has ended or
-// could not be reached, or [Lock.Release] was called.
+// could not be reached, or [Lock.Release] was called. Made
+// [WithSessionTimeout], a Lock that cannot reach its server closes it by
+// [Lock.ValidUntil].
 func (l *Lock) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while Done is open; then why it closed: an error

@@ -177,7 +177,7 @@ func (h stillHeld) Done() <-chan struct{} { return make(chan struct{}) }
 func TestIssuer(t *testing.T) {
 	cfg, _ := database(t)
 	a := acquire(t, cfg, lockKey())
-	if want := "postgres:" + cfg.Database + `:"fencelock_advisory_token"`; a.Issuer() != want {
+	if want := "postgres:" + cfg.Database + ":public.fencelock_advisory_token"; a.Issuer() != want {
 		t.Fatalf("Issuer: got %q, want %q", a.Issuer(), want)
 	}
 	b := acquire(t, cfg, lockKey(), pgadvisory.WithIssuer("pg-b"))

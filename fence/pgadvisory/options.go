@@ -72,11 +72,15 @@ func WithPingInterval(d time.Duration) Option {
 // session going: the ping interval defaults to d/3 (at most
 // [DefaultPingInterval]) and must be at most d/2. The Lock is then an
 // [fence.Expirer] whose deadline is d after its last ping was sent.
-// Default: none (the session lasts as long as its connection). A
-// duration under a millisecond is refused.
+// Default: the session's own idle_session_timeout, if the role, the
+// database or the connection's parameters set one (the Lock is then a
+// lease all the same, and Acquire fails if WithPingInterval is over half
+// of it); otherwise none (the session lasts as long as its connection). A
+// duration under a millisecond is refused; a fraction of one is dropped,
+// as the server drops it.
 func WithSessionTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) {
-		o.timeout = d
+		o.timeout = d.Truncate(time.Millisecond) // as the server takes it
 		if d < time.Millisecond {
 			o.bad = fmt.Sprintf("WithSessionTimeout: %v (must be at least 1ms)", d)
 		}
@@ -85,7 +89,9 @@ func WithSessionTimeout(d time.Duration) Option {
 
 // WithIssuer names the source of the lock's tokens for the stores that
 // check it ([fence.IssuerNamer]). Default: "postgres:", the database's
-// name (as the config gives it) and the sequence's, which does not tell
+// name and the sequence's, schema-qualified, as the server found them
+// (current_database(), and the search_path for an unqualified
+// [WithSequence]), which does not tell
 // two servers with databases of the same name apart: name the server here
 // when several could fence one resource. Every client of one lock must
 // give the same name. An empty name is refused.

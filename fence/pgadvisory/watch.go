@@ -39,9 +39,11 @@ func (l *Lock) watch(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// waitOnce waits on the connection for interval, then pings it.
+// waitOnce waits on the connection for interval, then pings it. Neither
+// goes past the Lock's deadline: a ping that has not answered by then
+// fails, so Done closes at the deadline, not an interval after.
 func (l *Lock) waitOnce(ctx context.Context, interval time.Duration) error {
-	wctx, cancel := context.WithTimeout(ctx, interval)
+	wctx, cancel := context.WithDeadline(ctx, l.bound(interval))
 	err := l.conn.PgConn().WaitForNotification(wctx)
 	cancel()
 	if err != nil && !pgconn.Timeout(err) {
@@ -52,7 +54,7 @@ func (l *Lock) waitOnce(ctx context.Context, interval time.Duration) error {
 	}
 	// Not ended by Release (ctx): a ping cut short breaks the connection,
 	// and Release's unlock needs it; Release waits for it instead.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
+	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), l.bound(interval))
 	defer cancel()
 	sent := time.Now()
 	if err := l.conn.Ping(pctx); err != nil {
@@ -62,6 +64,18 @@ func (l *Lock) waitOnce(ctx context.Context, interval time.Duration) error {
 	l.lastSent = sent
 	l.mu.Unlock()
 	return nil
+}
+
+// bound returns d from now, or the Lock's deadline if that is sooner.
+func (l *Lock) bound(d time.Duration) time.Time {
+	t := time.Now().Add(d)
+	if l.timeout == 0 {
+		return t
+	}
+	if until := l.ValidUntil(); until.Before(t) {
+		return until
+	}
+	return t
 }
 
 // end closes Done with err as its cause, once.
@@ -77,8 +91,9 @@ func (l *Lock) end(err error) {
 
 // Release closes Done and releases the lock: it stops the watch, unlocks
 // (pg_advisory_unlock_all, so that the lock is free when it returns) and
-// closes the connection, ending the session. ctx bounds the unlock; the
-// session's end frees the lock anyway. A Lock whose session was lost has
+// closes the connection, ending the session. ctx bounds the unlock, and
+// so does a timeout of a few seconds; the session's end frees the lock
+// anyway. A Lock whose session was lost has
 // nothing to unlock. Calls after the first return nil.
 func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
@@ -90,7 +105,12 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.stop()
 		<-l.exited
 		if !l.conn.IsClosed() {
-			if _, uerr := l.conn.Exec(ctx, "SELECT pg_advisory_unlock_all()"); uerr != nil {
+			// Bounded whatever ctx: closing the connection frees the
+			// lock anyway, and a server that stopped answering must not
+			// hold the caller (a deferred Release) for ever.
+			uctx, cancel := context.WithTimeout(ctx, cancelTimeout)
+			defer cancel()
+			if _, uerr := l.conn.Exec(uctx, "SELECT pg_advisory_unlock_all()"); uerr != nil {
 				err = fmt.Errorf("pgadvisory: unlocking %d (the session's end frees it): %w", l.key, uerr)
 			}
 		}

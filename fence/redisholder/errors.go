@@ -9,8 +9,9 @@ import (
 
 // ErrInvalidArgument means a call was given something it cannot use: a
 // nil context, a nil client or lock (a typed nil too), an empty key, a
-// TTL that is not positive, a nil or invalid option. Nothing was sent to
-// Redis. It matches [fence.ErrInvalidArgument].
+// TTL under a millisecond (redislock sends whole milliseconds), a nil or
+// invalid option. Nothing was sent to Redis. It matches
+// [fence.ErrInvalidArgument].
 var ErrInvalidArgument = errfamily.New("redisholder: invalid argument", fence.ErrInvalidArgument)
 
 // ErrNotHeld means the lock's key no longer holds the lock's value when a

@@ -46,17 +46,19 @@ func (l *Lock) Lock() *redislock.Lock { return l.lock }
 // key is no longer ours) is returned wrapped with [ErrNotHeld]. After Done
 // is closed Refresh returns [ErrEnded] and sends nothing. ctx bounds the
 // request; one that has ended already gives its error, and Done stays
-// as it was.
+// as it was. Concurrent Refreshes take turns.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	switch {
 	case ctx == nil:
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	case ttl <= 0:
-		return fmt.Errorf("%w: TTL %v (must be positive)", ErrInvalidArgument, ttl)
+	case ttl < time.Millisecond: // redislock would send PEXPIRE 0, which deletes the key
+		return fmt.Errorf("%w: TTL %v (must be at least 1ms: redislock sends whole milliseconds)", ErrInvalidArgument, ttl)
 	}
 	if err := ctx.Err(); err != nil {
 		return err // before any I/O: the lock is as it was
 	}
+	l.refreshing.Lock()
+	defer l.refreshing.Unlock()
 	if l.isEnded() {
 		return ErrEnded
 	}
@@ -70,7 +72,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		l.end()
 		return fmt.Errorf("redisholder: refreshing %q (the lock is given up): %w", l.lock.Key(), err)
 	}
-	if !l.setUntil(before.Add(ttl)) {
+	if !l.setUntil(before.Add(ttl.Truncate(time.Millisecond))) { // as redislock sends it
 		return fmt.Errorf("%w: the deadline passed before the refresh's reply", ErrEnded)
 	}
 	return nil

@@ -31,6 +31,8 @@ func TestBadInput(t *testing.T) {
 		{"untyped nil client", func() error { _, err := redisholder.Obtain(t.Context(), nil, "k", time.Second, nil); return err }, redisholder.ErrInvalidArgument},
 		{"empty key", func() error { _, err := redisholder.Obtain(t.Context(), c, "", time.Second, nil); return err }, redisholder.ErrInvalidArgument},
 		{"zero TTL", func() error { _, err := redisholder.Obtain(t.Context(), c, "k", 0, nil); return err }, redisholder.ErrInvalidArgument},
+		// redislock sends whole milliseconds: SET PX 0, which Redis refuses.
+		{"sub-millisecond TTL", func() error { _, err := redisholder.Obtain(t.Context(), c, "k", 999*time.Microsecond, nil); return err }, redisholder.ErrInvalidArgument},
 		//lint:ignore SA1012 a nil context is what is tested
 		{"nil context", func() error { _, err := redisholder.Obtain(nil, c, "k", time.Second, nil); return err }, redisholder.ErrInvalidArgument},
 		{"cancelled context", func() error { _, err := redisholder.Obtain(cancelled, c, "k", time.Second, nil); return err }, context.Canceled},
@@ -94,6 +96,8 @@ func TestRefreshBadInput(t *testing.T) {
 		//lint:ignore SA1012 a nil context is what is tested
 		{"nil context", l.Refresh(nil, time.Minute), redisholder.ErrInvalidArgument},
 		{"zero TTL", l.Refresh(t.Context(), 0), redisholder.ErrInvalidArgument},
+		// PEXPIRE 0, which deletes the key: the lock released, Done open.
+		{"sub-millisecond TTL", l.Refresh(t.Context(), 999*time.Microsecond), redisholder.ErrInvalidArgument},
 		{"cancelled context", l.Refresh(cancelled, time.Minute), context.Canceled},
 	} {
 		if !errors.Is(tt.err, tt.want) {

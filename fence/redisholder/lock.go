@@ -26,14 +26,21 @@ type Client interface {
 //
 // Its Done is closed when its validity deadline passes (a timer), when a
 // [Lock.Refresh] fails, or when it is released. Once closed it stays
-// closed. A Lock is safe for concurrent use.
+// closed. It is a [fence.TokenIssuer] too: it reads its counter. A Lock
+// is safe for concurrent use.
 type Lock struct {
 	// Set once before use.
-	client Client
-	lock   *redislock.Lock
-	token  fence.Token
-	issuer string
-	done   chan struct{}
+	client   Client
+	lock     *redislock.Lock
+	token    fence.Token
+	issuer   string
+	tokenKey string // the counter's key
+	done     chan struct{}
+
+	// refreshing serialises Refresh: the key's TTL is the last refresh
+	// Redis ran, and two at once on two connections may run in either
+	// order, whatever order their replies come in.
+	refreshing sync.Mutex
 
 	mu    sync.Mutex // guards the fields below
 	until time.Time
@@ -45,6 +52,7 @@ var (
 	_ fence.Holder      = (*Lock)(nil)
 	_ fence.Expirer     = (*Lock)(nil)
 	_ fence.IssuerNamer = (*Lock)(nil)
+	_ fence.TokenIssuer = (*Lock)(nil)
 )
 
 // Obtain takes the lock key for ttl with redislock (opt as
@@ -69,7 +77,7 @@ func Obtain(ctx context.Context, client Client, key string, ttl time.Duration, o
 	if err != nil {
 		return nil, fmt.Errorf("redisholder: obtaining %q: %w", key, err)
 	}
-	l, err := issue(ctx, client, rl, o, before.Add(ttl))
+	l, err := issue(ctx, client, rl, o, before.Add(ttl.Truncate(time.Millisecond))) // as redislock sends it
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
@@ -110,8 +118,8 @@ func checkObtain(ctx context.Context, client Client, key string, ttl time.Durati
 		return fmt.Errorf("%w: nil client", ErrInvalidArgument)
 	case key == "":
 		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
-	case ttl <= 0:
-		return fmt.Errorf("%w: TTL %v (must be positive)", ErrInvalidArgument, ttl)
+	case ttl < time.Millisecond:
+		return fmt.Errorf("%w: TTL %v (must be at least 1ms: redislock sends whole milliseconds)", ErrInvalidArgument, ttl)
 	}
 	return ctx.Err()
 }
@@ -142,7 +150,7 @@ func issue(ctx context.Context, client Client, rl *redislock.Lock, o options, fl
 	if issuer == "" {
 		issuer = "redis:" + tokenKey
 	}
-	l := &Lock{client: client, lock: rl, token: fence.Token(res[0]), issuer: issuer, done: make(chan struct{})}
+	l := &Lock{client: client, lock: rl, token: fence.Token(res[0]), issuer: issuer, tokenKey: tokenKey, done: make(chan struct{})}
 	until := floor
 	if pttl := time.Duration(res[1]) * time.Millisecond; res[1] >= 0 && before.Add(pttl).After(until) {
 		until = before.Add(pttl)
