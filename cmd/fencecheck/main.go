@@ -53,6 +53,7 @@ func main() {
 	report := flag.String("report", "", "write the HTML report of the runs to this file: each write at its token and time, the lock holds, the faults and the violations, fenced and control side by side (default: to a temporary file when the verdict fails)")
 	liveness := flag.Bool("liveness", false, "with -kind bank: also run the liveness control, the fenced bank run built without preemption (the library before issue 47) with its holders frozen 5 s, which must show a stall past the liveness bound and no safety violation")
 	freeze := flag.Int("freeze", 0, "make one pause in N of the fenced run a freeze of three leases and 2 s (5 s), instead of the lease and up to 1.2 s more: long enough that a next holder waiting for the frozen one stalls past the liveness bound (default: one in 2 for -kind bank, none for the others)")
+	allStores := flag.Bool("all-stores", false, "write every resource kind, JetStream's and Azure's too (needs nats-server and Azurite), as -long does; the short mode leaves those two out (harness.ShortResKinds)")
 	faults := flag.Int("faults", 0, "faults of each kind the run goes on until (default: the mode's); the verdict still wants the short mode's minimums")
 	flag.Parse()
 	if *seed == 0 {
@@ -63,6 +64,9 @@ func main() {
 		cfg = harness.Long(*seed)
 	}
 	cfg.Election = *election
+	if *allStores {
+		cfg.ResKinds = check.ResKinds
+	}
 	cfg.SetKind(*kind)
 	if *faults > 0 {
 		cfg.Until.Faults = harness.FaultsEach(*faults)

@@ -29,6 +29,13 @@
 //     a compacted history fails the read), and SQLite's log, written by
 //     triggers in the same statement as each write.
 //
+// The register's resources also include a Redis hash (checked against the
+// run's redis-server's append-only file) and, in runs whose
+// [Config.ResKinds] have them (long runs: [Long]), an entry of a NATS
+// JetStream key-value bucket (checked against the bucket's stream) and an
+// Azure block blob on Azurite (checked against a log of what Azurite
+// stored, kept by a proxy in the runner: Azurite keeps no blob versions).
+//
 // With Config.Kind [KindBank] the workers run Jepsen's bank workload
 // instead: the keys are accounts in PostgreSQL rows, a fence/etcd Store
 // and a fence/s3 Store, each worker section moves money between two of

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +75,33 @@ func TestVerdictMinimums(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A short run writes ShortResKinds, and its control must catch on each of
+// them only; a long run writes, and must catch on, every kind, the
+// JetStream and Azure ones included, and starts their servers.
+func TestPresetResKinds(t *testing.T) {
+	for name, tt := range map[string]struct {
+		cfg  Config
+		want []check.ResKind
+	}{
+		"short": {Short(1), ShortResKinds},
+		"long":  {Long(1), check.ResKinds},
+	} {
+		wl := workloadOf(tt.cfg).desc()
+		if !slices.Equal(wl.Kinds, tt.want) || !slices.Equal(wl.MustCatch, tt.want) {
+			t.Errorf("%s: kinds %v, must catch %v; want %v", name, wl.Kinds, wl.MustCatch, tt.want)
+		}
+		r := &runner{cfg: tt.cfg, wl: workloadOf(tt.cfg)}
+		long := slices.Contains(tt.want, check.ResJetStream)
+		if r.uses(check.ResJetStream) != long || r.uses(check.ResAzure) != long {
+			t.Errorf("%s: uses jetstream %v, azblob %v; want %v", name, r.uses(check.ResJetStream), r.uses(check.ResAzure), long)
+		}
+	}
+	bad := Short(1)
+	bad.ResKinds = []check.ResKind{"nosuch"}
+	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("ResKinds with an unknown kind: got %v, want an error naming it", err)
 	}
 }

@@ -20,10 +20,11 @@ import (
 
 // resources is what a worker writes to: for every key a PostgreSQL row, a
 // PostgreSQL transaction's register, an S3 object, an etcd key, a SQLite
-// row and a Redis hash. Fenced, each write goes through the fence/postgres,
-// fence/s3, fence/etcd, fence/sql and fence/redis adapters; in the
-// control, through plain statements, PutObject, Put and HSET that check
-// nothing.
+// row, a Redis hash, a JetStream key-value entry and an Azure block blob.
+// Fenced, each write goes through the fence/postgres, fence/s3,
+// fence/etcd, fence/sql, fence/redis, fence/jetstream and fence/azblob
+// adapters; in the control, through plain statements, PutObject, Put,
+// HSET, kv.Put and Put Blob that check nothing.
 type resources struct {
 	fenced    bool
 	preempt   []postgres.PreemptOption // the fenced PostgreSQL writes' (Config.WithoutPreemption)
@@ -36,6 +37,8 @@ type resources struct {
 	etcd      etcdResource
 	sql       sqlResource
 	redis     redisResource
+	js        jsResource
+	az        azResource
 	bank      *bankStores // a bank run's (KindBank) only
 	fx        *fxStores   // an effects run's (KindEffects) only
 	// hold is where a nemesis pause or kill lands for S3 writes: just
@@ -100,6 +103,10 @@ func openResources(ctx context.Context, cfg workerConfig, cli *clientv3.Client, 
 		r.close()
 		return nil, err
 	}
+	if err := r.openLongStores(ctx, cfg); err != nil {
+		r.close()
+		return nil, err
+	}
 	if cfg.Kind == KindBank {
 		if r.bank, err = newBankStores(r, cli); err != nil {
 			r.close()
@@ -113,6 +120,21 @@ func openResources(ctx context.Context, cfg workerConfig, cli *clientv3.Client, 
 		}
 	}
 	return r, nil
+}
+
+// openLongStores opens the JetStream and Azure resources, if the run has
+// their servers (the kinds long runs write: ShortResKinds).
+func (r *resources) openLongStores(ctx context.Context, cfg workerConfig) error {
+	var err error
+	if cfg.NATS != "" {
+		if r.js, err = openJSResource(ctx, cfg.NATS, cfg.Bucket); err != nil {
+			return err
+		}
+	}
+	if cfg.Azure.URL != "" {
+		r.az, err = openAzResource(cfg.Azure)
+	}
+	return err
 }
 
 // tableOptions and txOptions are the options of the fenced PostgreSQL
@@ -140,6 +162,7 @@ func (r *resources) close() {
 		_ = r.sql.db.Close()
 	}
 	r.redis.close()
+	r.js.close()
 	if r.fx != nil {
 		r.fx.close()
 	}
@@ -163,6 +186,12 @@ func (r *resources) write(ctx context.Context, kind check.ResKind, key string, t
 	case check.ResRedis:
 		r.hold()
 		return r.redis.write(ctx, r.fenced, key, tok, val)
+	case check.ResJetStream:
+		r.hold()
+		return r.js.write(ctx, r.fenced, key, tok, val)
+	case check.ResAzure:
+		r.hold()
+		return r.az.write(ctx, r.fenced, key, tok, val)
 	}
 	return fmt.Errorf("harness: unknown resource kind %q", kind)
 }
@@ -227,6 +256,10 @@ func (r *resources) read(ctx context.Context, kind check.ResKind, key string) (s
 		return r.sql.read(ctx, key)
 	case check.ResRedis:
 		return r.redis.read(ctx, key)
+	case check.ResJetStream:
+		return r.js.read(ctx, key)
+	case check.ResAzure:
+		return r.az.read(ctx, key)
 	}
 	return "", fmt.Errorf("harness: unknown resource kind %q", kind)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/internal/app/harness/check"
+	"github.com/fencelock/fencelock/internal/testkit/azuritetest"
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/natstest"
 	"github.com/fencelock/fencelock/internal/testkit/redistest"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
@@ -61,6 +64,9 @@ type runner struct {
 	dir   string
 	etcd  *embedetcd.Cluster
 	redis *redistest.Server
+	nats  *natstest.Server    // a run that writes check.ResJetStream's
+	azure *azuritetest.Server // a run that writes check.ResAzure's
+	azLog *azLog              // the proxy in front of azure, and the blobs' history
 	pool  *pgxpool.Pool
 	fleet *fleet
 	wl    workload
@@ -101,6 +107,12 @@ func (r *runner) setUp(ctx context.Context) error {
 		"--auto-aof-rewrite-percentage", "0"); err != nil {
 		return fmt.Errorf("harness: starting redis-server: %w", err)
 	}
+	if err := r.startNATS(ctx); err != nil {
+		return err
+	}
+	if err := r.startAzure(ctx); err != nil {
+		return err
+	}
 	if r.pool, err = pgxpool.New(ctx, r.srv.PostgresDSN); err != nil {
 		return err
 	}
@@ -127,9 +139,12 @@ func (r *runner) sqlitePath() string { return filepath.Join(r.dir, "harness.db")
 
 func (r *runner) redisDir() string { return filepath.Join(r.dir, "redis") }
 
+// uses reports whether the run's workload writes kind.
+func (r *runner) uses(kind check.ResKind) bool { return slices.Contains(r.wl.desc().Kinds, kind) }
+
 func (r *runner) workerConfig() workerConfig {
 	return workerConfig{
-		DSN: r.srv.PostgresDSN, S3: r.srv.S3, SQLite: r.sqlitePath(), Redis: r.redis.Addr(), Keys: r.keys, Fenced: r.cfg.Fenced, NoPreempt: r.cfg.WithoutPreemption, Election: r.cfg.Election, Kind: r.cfg.Kind, TTL: r.cfg.TTL,
+		DSN: r.srv.PostgresDSN, S3: r.srv.S3, SQLite: r.sqlitePath(), Redis: r.redis.Addr(), NATS: r.natsURL(), Bucket: r.bucket(), Azure: r.azConfig(), Keys: r.keys, ResKinds: r.cfg.resKinds(), Fenced: r.cfg.Fenced, NoPreempt: r.cfg.WithoutPreemption, Election: r.cfg.Election, Kind: r.cfg.Kind, TTL: r.cfg.TTL,
 		LockTimeout: r.cfg.LockTimeout, WritesPerLock: r.cfg.WritesPerLock, Seed: r.cfg.Seed, Fx: r.fxConfig(),
 	}
 }
@@ -229,6 +244,14 @@ func (r *runner) readStorage(ctx context.Context) (*check.Storage, error) {
 	if err := readRedis(st, r.redisDir(), r.keys); err != nil {
 		return nil, err
 	}
+	if r.nats != nil {
+		if err := readJetStream(ctx, st, r.nats.URL(), r.bucket(), r.keys); err != nil {
+			return nil, err
+		}
+	}
+	if r.azLog != nil {
+		r.azLog.read(st, r.keys)
+	}
 	return st, nil
 }
 
@@ -259,6 +282,15 @@ func (r *runner) close() {
 	}
 	if r.redis != nil {
 		_ = r.redis.Close()
+	}
+	if r.nats != nil {
+		_ = r.nats.Close()
+	}
+	if r.azLog != nil {
+		r.azLog.close()
+	}
+	if r.azure != nil {
+		_ = r.azure.Close()
 	}
 	if r.dir != "" {
 		_ = os.RemoveAll(r.dir)

@@ -159,7 +159,7 @@ func (w *worker) work(ctx, tctx context.Context, holder fence.Holder, key string
 	if err != nil {
 		return
 	}
-	kinds := w.shuffled(check.ResKinds)
+	kinds := w.shuffled(w.cfg.ResKinds)
 	for _, kind := range kinds {
 		w.read(ctx, kind, key)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/fencelock/fencelock/internal/app/harness/check"
 	"github.com/fencelock/fencelock/internal/testkit/s3test"
 )
 
@@ -22,8 +23,14 @@ type workerConfig struct {
 	S3     s3test.Config // Bucket is versioned
 	SQLite string        // the run's SQLite database file, which every worker opens
 	Redis  string        // the run's redis-server, host:port
+	NATS   string        // the run's nats-server, nats://host:port
+	Bucket string        // the run's JetStream key-value bucket there
+	Azure  azConfig      // the run's Azurite, through its proxy (azLog)
 	Keys   []string
-	Fenced bool
+	// ResKinds are the register's resource kinds (Config.ResKinds, never
+	// nil).
+	ResKinds []check.ResKind
+	Fenced   bool
 	// NoPreempt builds the fenced PostgreSQL writes WithoutPreemption
 	// (Config.WithoutPreemption).
 	NoPreempt bool

@@ -42,7 +42,7 @@ func (w *worker) share(ctx context.Context, key string) {
 		return
 	}
 	defer w.unlock(ctx, lock, key)
-	for _, kind := range w.shuffled(check.ResKinds) {
+	for _, kind := range w.shuffled(w.cfg.ResKinds) {
 		w.read(ctx, kind, key)
 	}
 }

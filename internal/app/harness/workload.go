@@ -33,7 +33,7 @@ func workloadOf(cfg Config) workload {
 	case KindEffects:
 		return effectsWorkload{}
 	}
-	return registerWorkload{}
+	return registerWorkload{kinds: cfg.resKinds()}
 }
 
 // estimate tells, from the workers' events alone, whether a write (a done
@@ -47,9 +47,11 @@ type estimate interface {
 
 // registerWorkload is the register: every key's resources of each kind,
 // written with the lock's token.
-type registerWorkload struct{}
+type registerWorkload struct {
+	kinds []check.ResKind // Config.ResKinds
+}
 
-func (registerWorkload) desc() check.Workload { return check.Register }
+func (w registerWorkload) desc() check.Workload { return check.RegisterOf(w.kinds) }
 
 func (registerWorkload) newEstimate() estimate { return &registerEstimate{} }
 

@@ -58,11 +58,18 @@ const (
 	ResSQL ResKind = "sql"
 	// ResRedis is a hash of the run's redis-server: redisfence.Store.Put.
 	ResRedis ResKind = "redis"
+	// ResJetStream is an entry of the run's NATS JetStream key-value
+	// bucket: jsfence.Store.Put.
+	ResJetStream ResKind = "jetstream"
+	// ResAzure is a block blob of the run's container on Azurite:
+	// azblobfence.Store.Put.
+	ResAzure ResKind = "azblob"
 )
 
 // ResKinds lists the register's resource kinds, in report order (the
-// bank's are [BankKinds]).
-var ResKinds = []ResKind{ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResRedis}
+// bank's are [BankKinds]). A run may write some of them only
+// ([RegisterOf]).
+var ResKinds = []ResKind{ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResRedis, ResJetStream, ResAzure}
 
 // Event is one JSON line of a worker's log. Times are Unix nanoseconds of
 // the wall clock, which all processes of a run share.

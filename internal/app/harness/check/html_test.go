@@ -160,7 +160,7 @@ func TestSynthRun(t *testing.T) {
 		t.Fatal("fenced synthetic run: no stall measured after its kills, so the report's stall marks go untested")
 	}
 	if fenced.Writes[ResRow].Refused+fenced.Writes[ResTx].Refused+fenced.Writes[ResS3].Refused+
-		fenced.Writes[ResEtcd].Refused+fenced.Writes[ResSQL].Refused+fenced.Writes[ResRedis].Refused == 0 {
+		fenced.Writes[ResEtcd].Refused+fenced.Writes[ResSQL].Refused+fenced.Writes[ResRedis].Refused+fenced.Writes[ResJetStream].Refused+fenced.Writes[ResAzure].Refused == 0 {
 		t.Fatal("fenced synthetic run refused nothing")
 	}
 }

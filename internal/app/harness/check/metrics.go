@@ -34,7 +34,7 @@ var writeOutcomes = []string{tel.Accepted, tel.Stale, tel.LockLost, tel.Unknown,
 // adapterOf names the adapter that writes each resource kind, as its
 // metrics name it (tel.New's adapter): the rows of [PrintMetrics].
 var adapterOf = map[ResKind]string{
-	ResRow: "postgres", ResTx: "postgres", ResS3: "s3", ResEtcd: "etcd", ResSQL: "sql", ResRedis: "redis",
+	ResRow: "postgres", ResTx: "postgres", ResS3: "s3", ResEtcd: "etcd", ResSQL: "sql", ResRedis: "redis", ResJetStream: "jetstream", ResAzure: "azblob",
 	ResBankPG: "postgres", ResBankEtcd: "etcd", ResBankS3: "s3",
 	ResEffects: "postgres", // the transfer and its effects: postgres.RunInTxAll
 }

@@ -30,10 +30,12 @@ func TestVerdictControlPerKind(t *testing.T) {
 		control *Report
 		want    string // a substring of the one reason; none when ""
 	}{
-		{"every kind caught", control(ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResRedis), ""},
-		{"redis missed", control(ResRow, ResTx, ResS3, ResEtcd, ResSQL), "no stale write caught on [redis]"},
-		{"sql missed", control(ResRow, ResTx, ResS3, ResEtcd, ResRedis), "no stale write caught on [sql]"},
-		{"etcd and sql missed", control(ResRow, ResTx, ResS3, ResRedis), "no stale write caught on [etcd sql]"},
+		{"every kind caught", control(ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResRedis, ResJetStream, ResAzure), ""},
+		{"jetstream missed", control(ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResRedis, ResAzure), "no stale write caught on [jetstream]"},
+		{"azblob missed", control(ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResRedis, ResJetStream), "no stale write caught on [azblob]"},
+		{"redis missed", control(ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResJetStream, ResAzure), "no stale write caught on [redis]"},
+		{"sql missed", control(ResRow, ResTx, ResS3, ResEtcd, ResRedis, ResJetStream, ResAzure), "no stale write caught on [sql]"},
+		{"etcd and sql missed", control(ResRow, ResTx, ResS3, ResRedis, ResJetStream, ResAzure), "no stale write caught on [etcd sql]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -45,6 +47,12 @@ func TestVerdictControlPerKind(t *testing.T) {
 				t.Fatalf("Verdict: got %q, want one reason with %q", why, tt.want)
 			}
 		})
+	}
+	// A run of some kinds only (the short preset's) needs catches on those.
+	short := control(ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResRedis)
+	short.Workload = RegisterOf([]ResKind{ResRow, ResTx, ResS3, ResEtcd, ResSQL, ResRedis})
+	if why := Verdict(fenced, short, Minimums{}); len(why) != 0 {
+		t.Errorf("Verdict of a control of six kinds with a catch on each: got %q, want none", why)
 	}
 	var b strings.Builder
 	PrintSummary(&b, fenced, control(ResEtcd))

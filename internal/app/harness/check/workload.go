@@ -27,6 +27,15 @@ type Workload struct {
 var Register = Workload{Kinds: ResKinds, MustCatch: ResKinds,
 	catches: []ViolationKind{vioTokenOrder, vioLinearizable}, catchesSoFar: []ViolationKind{vioTokenOrder}}
 
+// RegisterOf is [Register] writing kinds (of [ResKinds], in its order)
+// only: a run of the short preset leaves out the kinds only long runs
+// write.
+func RegisterOf(kinds []ResKind) Workload {
+	w := Register
+	w.Kinds, w.MustCatch = kinds, kinds
+	return w
+}
+
 // Bank is the bank workload ([CheckBank]): the control must lose money on
 // PostgreSQL, where a newer holder's plain SELECT reads around the row
 // lock of a paused older holder's open transaction and its write, computed
