@@ -1,6 +1,9 @@
 package gormfence
 
 import (
+	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -21,7 +24,8 @@ const stateKey = "fencelock:gormfence:state"
 // callbacks are the plugin's callbacks for one *gorm.DB's dialect. Set
 // once by Initialize; safe for concurrent use.
 type callbacks struct {
-	d sqlfence.Dialect
+	d          sqlfence.Dialect
+	sharedPool bool // Plugin.sharedPool
 }
 
 // state is what the callback after gorm:update needs of one fenced
@@ -38,6 +42,11 @@ type state struct {
 	// returning: the statement has a RETURNING clause the dialect builds,
 	// so a landed update has read its row into the model.
 	returning bool
+	// conn: the connection of its own an update outside any transaction
+	// runs on, on PostgreSQL (see dedicate); pool: the statement's pool
+	// before it, given back with conn's release.
+	conn *sql.Conn
+	pool gorm.ConnPool
 }
 
 // returnedKey is the Statement setting by which a fenced update that
@@ -155,9 +164,36 @@ func (c *callbacks) beforeUpdate(db *gorm.DB) {
 		stmt.Result = gorm.WithResult()
 	}
 	_, returning := stmt.Clauses["RETURNING"]
-	stmt.Settings.Store(stateKey, &state{token: tok, field: f, where: where.Exprs, several: !keyed(stmt),
+	st := &state{token: tok, field: f, where: where.Exprs, several: !keyed(stmt),
 		resource:  resource(stmt.Context, stmt.Schema, stmt.Table, stmt.ReflectValue),
-		returning: returning && slices.Contains(stmt.BuildClauses, "RETURNING")})
+		returning: returning && slices.Contains(stmt.BuildClauses, "RETURNING")}
+	if err := c.dedicate(stmt, st); err != nil {
+		_ = db.AddError(err)
+		return
+	}
+	stmt.Settings.Store(stateKey, st)
+}
+
+// dedicate runs an update outside any transaction on PostgreSQL on a
+// connection of its own, taken from the statement's *sql.DB. There, pgx's
+// database/sql driver turns a lost answer into driver.ErrBadConn (pgx
+// calls the closed connection safe to retry), and *sql.DB answers that by
+// sending the statement again on another connection: an update applied
+// twice (balance + 70 adding 140) and reported as nil. A *sql.Conn sends
+// a statement once, and its ErrBadConn is then an unknown outcome
+// (afterUpdate). Other pools (gorm's prepared statements) are left as
+// they are: docs/gorm.md says to keep the default transaction there.
+func (c *callbacks) dedicate(stmt *gorm.Statement, st *state) error {
+	pool, ok := stmt.ConnPool.(*sql.DB)
+	if c.d != sqlfence.PostgreSQL || !ok || stmt.DryRun || c.sharedPool {
+		return nil
+	}
+	conn, err := pool.Conn(stmt.Context)
+	if err != nil {
+		return c.d.WriteError(false, "fenced update", st.resource, st.token, err)
+	}
+	st.conn, st.pool, stmt.ConnPool = conn, stmt.ConnPool, conn
+	return nil
 }
 
 // assignments are the update's SET: what gorm would set (a SET clause of
@@ -197,7 +233,16 @@ func (c *callbacks) afterUpdate(db *gorm.DB) {
 	st := v.(*state)
 	stmt := db.Statement
 	delete(stmt.Clauses, "SET") // as gorm:update does with the SET it builds
+	if st.conn != nil {
+		defer func() { stmt.ConnPool = st.pool; _ = st.conn.Close() }()
+	}
 	if db.Error != nil {
+		if st.conn != nil && errors.Is(db.Error, driver.ErrBadConn) {
+			// Sent once on its own connection, the statement may have
+			// been applied: see dedicate.
+			db.Error = &fence.UnknownOutcomeError{Resource: st.resource, Token: st.token, Err: db.Error}
+			return
+		}
 		db.Error = c.d.WriteError(inTx(stmt.ConnPool), "fenced update", st.resource, st.token, db.Error)
 		return
 	}

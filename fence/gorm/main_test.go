@@ -67,7 +67,7 @@ func openSQLite(t testing.TB) *gorm.DB {
 
 // openGorm opens d quietly, registers the plugin, creates the accounts
 // table, and closes the pool when t ends.
-func openGorm(t testing.TB, d gorm.Dialector) *gorm.DB {
+func openGorm(t testing.TB, d gorm.Dialector, plugin ...gorm.Plugin) *gorm.DB {
 	t.Helper()
 	db, err := gorm.Open(d, &gorm.Config{Logger: logger.Discard})
 	if err != nil {
@@ -78,7 +78,10 @@ func openGorm(t testing.TB, d gorm.Dialector) *gorm.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sqlDB.Close() })
-	if err := db.Use(gormfence.Plugin{}); err != nil {
+	if len(plugin) == 0 {
+		plugin = []gorm.Plugin{gormfence.Plugin{}}
+	}
+	if err := db.Use(plugin[0]); err != nil {
 		t.Fatalf("db.Use(Plugin): got error %v, want nil", err)
 	}
 	if err := db.AutoMigrate(&Account{}); err != nil {

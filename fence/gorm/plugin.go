@@ -21,7 +21,9 @@ const pluginName = "fencelock:gormfence"
 // dialectors (gorm.io/driver/mysql, gorm.io/driver/postgres, and
 // github.com/glebarez/sqlite or gorm.io/driver/sqlite); Initialize fails
 // on another.
-type Plugin struct{}
+type Plugin struct {
+	sharedPool bool // an update outside a transaction runs on the pool, not a connection of its own (the control of TestFencedAnswerLostPostgreSQL)
+}
 
 var _ gorm.Plugin = Plugin{}
 
@@ -30,12 +32,12 @@ func (Plugin) Name() string { return pluginName }
 
 // Initialize registers the plugin's callbacks on db. gorm calls it from
 // db.Use. It fails on a dialector other than MySQL, PostgreSQL or SQLite.
-func (Plugin) Initialize(db *gorm.DB) error {
+func (p Plugin) Initialize(db *gorm.DB) error {
 	d, err := dialectOf(db)
 	if err != nil {
 		return err
 	}
-	c := &callbacks{d: d}
+	c := &callbacks{d: d, sharedPool: p.sharedPool}
 	u := db.Callback().Update()
 	if err := u.Before("gorm:begin_transaction").Register("gormfence:check_update", c.checkUpdate); err != nil {
 		return err
