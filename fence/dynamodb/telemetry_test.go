@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
@@ -25,24 +24,7 @@ func TestTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := prefix(t) + "k"
-	ctx, parent := otel.Tracers.Tracer("test").Start(t.Context(), "caller")
-	if err := s.Put(ctx, k, 5, []byte("v5")); err != nil {
-		t.Fatal(err)
-	}
-	parent.End()
-	if err := s.Put(t.Context(), k, 3, []byte("v3")); !errors.Is(err, fence.ErrStale) {
-		t.Fatalf("Put(3) after 5: got %v", err)
-	}
-	if err := s.Delete(t.Context(), k, 7); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.GetForUpdate(t.Context(), prefix(t)+"new", 5); !errors.Is(err, fence.ErrNotFound) {
-		t.Fatalf("GetForUpdate of a key with no value: got %v", err)
-	}
-	if err := s.Update(t.Context(), k, 7, func(fence.Record) ([]byte, error) { return []byte("u"), nil }); err != nil {
-		t.Fatal(err)
-	}
+	parent := otel.StoreWrites(t, s, prefix(t))
 	a, b := account(t, 1), account(t, 2)
 	if err := tb.Update(t.Context(), a, 5, setBalance(1)); err != nil {
 		t.Fatal(err)
@@ -56,31 +38,9 @@ func TestTelemetry(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	op := func(name string) attribute.KeyValue { return attribute.String("fencelock.operation", name) }
-	outcome := func(name string) attribute.KeyValue { return attribute.String("fencelock.outcome", name) }
-	adapter := attribute.String("fencelock.adapter", "dynamodb")
-	for _, tt := range []struct {
-		want int64
-		attr []attribute.KeyValue
-	}{
-		{1, []attribute.KeyValue{adapter, op("put"), outcome("accepted")}},
-		{1, []attribute.KeyValue{adapter, op("put"), outcome("stale")}},
-		{1, []attribute.KeyValue{adapter, op("delete"), outcome("accepted")}},
-		{1, []attribute.KeyValue{adapter, op("get_for_update"), outcome("accepted")}},
-		{1, []attribute.KeyValue{adapter, op("update"), outcome("accepted")}},
-		{1, []attribute.KeyValue{adapter, op("table_update"), outcome("accepted")}},
-		{1, []attribute.KeyValue{adapter, op("table_get_for_update"), outcome("stale")}},
-		{1, []attribute.KeyValue{adapter, op("transact"), outcome("accepted")}},
-	} {
-		if got := otel.Sum(t, "fencelock.writes", tt.attr...); got != tt.want {
-			t.Errorf("fencelock.writes %v: got %d, want %d", tt.attr, got, tt.want)
-		}
-	}
-	first := otel.Span(t, "dynamodb.put")
-	if first.Parent().SpanID() != parent.SpanContext().SpanID() {
-		t.Fatalf("dynamodb.put span: %v, want a child of the caller's", first)
-	}
-	if tok, _ := oteltest.Attr(first, "fencelock.token"); tok.AsInt64() != 5 {
-		t.Fatalf("dynamodb.put span's token: got %v, want 5", tok)
-	}
+	otel.WantWrites(t, "dynamodb", append(oteltest.StoreWrites,
+		oteltest.Write{Op: "table_update", Outcome: "accepted"},
+		oteltest.Write{Op: "table_get_for_update", Outcome: "stale"},
+		oteltest.Write{Op: "transact", Outcome: "accepted"})...)
+	otel.WantPutSpan(t, "dynamodb", parent)
 }
