@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,14 +30,7 @@ const HowToEnable = "bash .ci/setup.sh (or sh .ci/install-azurite.sh) installs n
 // Find returns Azurite's package directory and node's path, or an error
 // matching [ErrNoAzurite].
 func Find() (dir, node string, err error) {
-	dir = os.Getenv(EnvAzurite)
-	if dir == "" {
-		dir = filepath.Join(filepath.SplitList(build.Default.GOPATH)[0], "azurite", Version, "node_modules", "azurite")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
-		return "", "", fmt.Errorf("%w: %v", ErrNoAzurite, err)
-	}
-	if node, err = exec.LookPath("node"); err != nil {
+	if dir, node, err = testenv.NodePackage(EnvAzurite, "azurite", Version); err != nil {
 		return "", "", fmt.Errorf("%w: %v", ErrNoAzurite, err)
 	}
 	return dir, node, nil

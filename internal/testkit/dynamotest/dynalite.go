@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/build"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/fencelock/fencelock/internal/testkit/childproc"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // Environment variables that choose dynalite.
@@ -53,14 +51,7 @@ require(dir)({createTableMs: 100, maxItemSizeKb: 400}).listen(+port, '127.0.0.1'
 // FindDynalite returns dynalite's package directory and node's path, or
 // an error matching [ErrNoDynalite].
 func FindDynalite() (dir, node string, err error) {
-	dir = os.Getenv(EnvDynalite)
-	if dir == "" {
-		dir = filepath.Join(filepath.SplitList(build.Default.GOPATH)[0], "dynalite", DynaliteVersion, "node_modules", "dynalite")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
-		return "", "", fmt.Errorf("%w: %v", ErrNoDynalite, err)
-	}
-	if node, err = exec.LookPath("node"); err != nil {
+	if dir, node, err = testenv.NodePackage(EnvDynalite, "dynalite", DynaliteVersion); err != nil {
 		return "", "", fmt.Errorf("%w: %v", ErrNoDynalite, err)
 	}
 	return dir, node, nil
