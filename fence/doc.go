@@ -97,10 +97,13 @@
 // fence/pgadvisory) has its Guard pass the name with each write; the
 // stores that check it record a key's issuer and refuse another's tokens
 // with [ErrIssuerMismatch] instead of comparing them. [MemoryStore]
-// checks it on every write and claim, and fence/postgres's Store on Put
-// when made with its issuer column; the other stores ignore it, and a
-// write or a floor that names none is not checked.
-// fencetest.RunIssuers is the check.
+// checks it on every write and claim, and fence/postgres's Store on its
+// writes and claims when made with its issuer column; the other stores
+// ignore it, and a write or a floor that names none is not checked,
+// unless the store requires issuers ([RequireIssuer], fence/postgres's
+// RequireIssuer): then a write that names none is refused before any I/O
+// with [ErrIssuerRequired]. fencetest.RunIssuers and
+// fencetest.RunRequiredIssuer are the checks.
 //
 // # Writing an adapter
 //

@@ -46,6 +46,15 @@ var ErrTokenRegressed = errors.New("fence: the resource has accepted a token the
 // resource to the other knowingly.
 var ErrIssuerMismatch = errors.New("fence: the token's issuer is not the one whose tokens the resource has accepted")
 
+// ErrIssuerRequired means a resource made to require issuers (fence's
+// [RequireIssuer] for a [MemoryStore], fence/postgres's RequireIssuer for
+// its Store) refused, before any I/O, a write that names none: its context
+// carries no issuer's name ([ContextWithIssuer]), because it was not made
+// through a [Guard] whose holder names its tokens' source
+// ([IssuerNamer]). The error matches [ErrInvalidArgument] too, and says
+// what to add. The write changed nothing.
+var ErrIssuerRequired = errors.New("fence: the write names no issuer, and the resource requires one")
+
 // ErrLockLost means a [Guard] refused a write locally, before any I/O, because
 // its holder already knows the lock is lost or its validity deadline has
 // passed. Nothing was sent to the resource.

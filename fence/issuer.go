@@ -1,6 +1,9 @@
 package fence
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // IssuerNamer is implemented by holders that name the source of their
 // tokens: tokens of two sources (two counters, two lock services) are not
@@ -54,4 +57,17 @@ func IssuerFromContext(ctx context.Context) string {
 // stores that check it. Default: none. An empty name is refused.
 func WithIssuer(name string) HolderOption {
 	return holderOptionFunc(func(o *holderOptions) { o.issuer, o.hasIssuer = name, true })
+}
+
+// NeedIssuer returns the issuer's name that ctx carries
+// ([IssuerFromContext]) or, when it carries none, an error matching
+// [ErrIssuerRequired] and [ErrInvalidArgument] that says what to add. A
+// store made to require issuers calls it before any I/O of a write.
+func NeedIssuer(ctx context.Context) (string, error) {
+	if iss := IssuerFromContext(ctx); iss != "" {
+		return iss, nil
+	}
+	return "", fmt.Errorf("%w: %w: write through a fence.Guard whose holder names its tokens' source "+
+		"(etcdlock's WithIssuer, fence.NewHolder's WithIssuer; fence/redisholder and fence/pgadvisory name theirs), "+
+		"or put the name in the write's context with fence.ContextWithIssuer", ErrInvalidArgument, ErrIssuerRequired)
 }

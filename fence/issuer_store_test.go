@@ -93,3 +93,35 @@ func TestMemoryStoreUpdateAllMixedIssuers(t *testing.T) {
 		}
 	}
 }
+
+// A MemoryStore made with RequireIssuer refuses writes that name none.
+func TestMemoryStoreRequiredIssuer(t *testing.T) {
+	fencetest.RunRequiredIssuer(t, func(*testing.T) fence.Store { return fence.NewMemoryStore(fence.RequireIssuer()) })
+}
+
+// TestRequiredIssuerCatchesPlainStore is RunRequiredIssuer's control: a
+// MemoryStore without RequireIssuer compares an unnamed write by token
+// alone, and must fail the cases of unnamed writes.
+func TestRequiredIssuerCatchesPlainStore(t *testing.T) {
+	if childtest.InChild() {
+		fencetest.RunRequiredIssuer(t, func(*testing.T) fence.Store { return fence.NewMemoryStore() })
+		return
+	}
+	out := childtest.FailingOutput(t)
+	for _, sub := range []string{"UnnamedPutRefused", "UnnamedGuardRefused", "UnnamedClaimRefused"} {
+		if !strings.Contains(out, "--- FAIL: TestRequiredIssuerCatchesPlainStore/"+sub) {
+			t.Errorf("subtest %s did not fail against a store that does not require issuers:\n%s", sub, out)
+		}
+	}
+}
+
+// The requirement's error says what to add, and a nil option is ignored.
+func TestRequireIssuerMessage(t *testing.T) {
+	s := fence.NewMemoryStore(nil, fence.RequireIssuer())
+	err := s.Put(t.Context(), "k", 1, nil)
+	for _, want := range []string{`"k"`, "names no issuer", "WithIssuer", "fence.ContextWithIssuer"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want an error saying %q", err, want)
+		}
+	}
+}

@@ -15,6 +15,26 @@ import (
 type MemoryStore struct {
 	mu   sync.Mutex
 	recs map[string]entry // guarded by mu
+	// needIssuer refuses writes that name no issuer (RequireIssuer).
+	needIssuer bool
+}
+
+// MemoryOption configures a [MemoryStore]. Create one with
+// [RequireIssuer].
+type MemoryOption interface{ applyMemory(*MemoryStore) }
+
+type memoryOptionFunc func(*MemoryStore)
+
+func (f memoryOptionFunc) applyMemory(m *MemoryStore) { f(m) }
+
+// RequireIssuer makes a [MemoryStore] refuse every write (Put,
+// GetForUpdate, Update, UpdateAll) whose context names no issuer, with
+// an error matching [ErrIssuerRequired] that says what to add, changing
+// nothing: a resource fenced by tokens of two sources cannot let a write
+// that names none be compared with either. Default: a write that names
+// none is compared by token alone, as before issuers.
+func RequireIssuer() MemoryOption {
+	return memoryOptionFunc(func(m *MemoryStore) { m.needIssuer = true })
 }
 
 // entry is a key's floor (rec.Token) and, when set, its value: a key
@@ -26,8 +46,17 @@ type entry struct {
 	issuer  string // of the tokens the key accepted ("": none named)
 }
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
+// NewMemoryStore returns an empty MemoryStore configured by opts (nil
+// options are ignored).
+func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
+	m := &MemoryStore{}
+	for _, o := range opts {
+		if o != nil {
+			o.applyMemory(m)
+		}
+	}
+	return m
+}
 
 // Put stores value under key if token is not lower than the highest token
 // accepted for key; see [Store] for the contract.
@@ -40,17 +69,23 @@ func (m *MemoryStore) Put(ctx context.Context, key string, token Token, value []
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := admit(ctx, key, token, m.recs[key]); err != nil {
+	if err := m.admit(ctx, key, token, m.recs[key]); err != nil {
 		return err
 	}
 	m.store(key, entry{rec: Record{Value: bytes.Clone(value), Token: token}, set: true, issuer: IssuerFromContext(ctx)})
 	return nil
 }
 
-// admit refuses a write of token to key, whose entry is cur, for its
-// issuer ([ErrIssuerMismatch]) or for staleness, in that order: tokens of
-// two issuers are not compared.
-func admit(ctx context.Context, key string, token Token, cur entry) error {
+// admit refuses a write of token to key, whose entry is cur, for naming
+// no issuer when m requires one ([ErrIssuerRequired]), for its issuer
+// ([ErrIssuerMismatch]) or for staleness, in that order: tokens of two
+// issuers are not compared.
+func (m *MemoryStore) admit(ctx context.Context, key string, token Token, cur entry) error {
+	if m.needIssuer {
+		if _, err := NeedIssuer(ctx); err != nil {
+			return fmt.Errorf("fence: MemoryStore: %q: %w", key, err)
+		}
+	}
 	if iss := IssuerFromContext(ctx); iss != "" && cur.issuer != "" && iss != cur.issuer {
 		return fmt.Errorf("%w: %q has accepted tokens of %q; this write's token %d is of %q", ErrIssuerMismatch, key, cur.issuer, token, iss)
 	}
@@ -87,7 +122,7 @@ func (m *MemoryStore) GetForUpdate(ctx context.Context, key string, token Token)
 // claim is GetForUpdate with m.mu held.
 func (m *MemoryStore) claim(ctx context.Context, key string, token Token) (Record, error) {
 	e := m.recs[key]
-	if err := admit(ctx, key, token, e); err != nil {
+	if err := m.admit(ctx, key, token, e); err != nil {
 		return Record{}, err
 	}
 	if iss := IssuerFromContext(ctx); token > e.rec.Token || iss != "" && e.issuer == "" {
@@ -127,7 +162,7 @@ func (r *memoryRounds) WriteIf(ctx context.Context, key string, token Token, see
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.recs[key]
-	if err := admit(ctx, key, token, cur); err != nil {
+	if err := m.admit(ctx, key, token, cur); err != nil {
 		return err
 	}
 	if cur.version != seen.version {

@@ -23,7 +23,7 @@ func (r *memoryRounds) ClaimReadAll(ctx context.Context, set []Claim) (map[strin
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range set {
-		if err := admit(ctx, c.Resource, c.Token, m.recs[c.Resource]); err != nil {
+		if err := m.admit(ctx, c.Resource, c.Token, m.recs[c.Resource]); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -49,7 +49,7 @@ func (r *memoryRounds) WriteAllIf(ctx context.Context, set []Claim, seen []entry
 	changed := false
 	for i, c := range set {
 		cur := m.recs[c.Resource]
-		if err := admit(ctx, c.Resource, c.Token, cur); err != nil {
+		if err := m.admit(ctx, c.Resource, c.Token, cur); err != nil {
 			return err
 		}
 		changed = changed || cur.version != seen[i].version

@@ -18,7 +18,8 @@ import (
 // issuers, or by a holder that names none) accepts the first issuer's
 // writes and then refuses another's; and when a write that names none is
 // not checked. Only Put is checked here: a store may check its reads for
-// update too, as MemoryStore does.
+// update too, as MemoryStore and fence/postgres's Store do
+// ([RunRequiredIssuer] checks them).
 func RunIssuers(t *testing.T, newStore NewStore) {
 	t.Helper()
 	cases := []struct {

@@ -152,11 +152,13 @@
 //
 // A Store's table may also record the issuer of each key's tokens
 // ([IssuerColumn]: ALTER TABLE fencelock_store ADD COLUMN issuer text).
-// Its Put and Delete then refuse, with [fence.ErrIssuerMismatch], a token
-// from another issuer than the key's ([fence.IssuerNamer]); a table
-// without the column, a key whose issuer is NULL and a write that names
-// none are not checked. The other forms (Table, RunInTx, Exec, Fences)
-// and the Store's GetForUpdate and Update do not check issuers.
+// Its Put, Delete, GetForUpdate and Update then refuse, with
+// [fence.ErrIssuerMismatch], a token from another issuer than the key's
+// ([fence.IssuerNamer]); a table without the column, a key whose issuer is
+// NULL and a write that names none are not checked, unless the Store is
+// made with [RequireIssuer], which refuses a write that names none before
+// any I/O ([fence.ErrIssuerRequired]). The other forms (Table, RunInTx,
+// Exec, Fences) do not check issuers.
 //
 // # One floor per resource
 //

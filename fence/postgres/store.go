@@ -32,9 +32,13 @@ type Store struct {
 	table *Table
 	// The statements, set once by NewStore (storeSQL).
 	getSQL, createSQL, claimSQL, swapSQL, floorSQL string
+	// The claim's statements for a write that names an issuer.
+	issuerGetSQL, issuerClaimSQL string
 	// issuerCol says whether the table has the IssuerColumn, once a write
 	// naming an issuer has looked (issuerUnknown until then).
 	issuerCol atomic.Int32
+	// needIssuer refuses writes that name no issuer (RequireIssuer).
+	needIssuer bool
 }
 
 var (
@@ -46,26 +50,27 @@ var (
 // (schema-qualified or not; [DefaultStoreTable] is the one [CreateSchema]
 // creates) and reads and writes them through db. As with [NewTable] and
 // [NewFences], the table is named by the constructor's argument; opts say
-// where its writes report ([WithMeterProvider], [WithTracerProvider]). It
+// where its writes report ([WithMeterProvider], [WithTracerProvider]) and
+// whether its writes must name their tokens' issuer ([RequireIssuer]). It
 // fails on a nil db ([ErrInvalidArgument]), an unusable name
 // ([ErrInvalidIdentifier]) or an invalid option ([ErrInvalidOption]),
 // before any I/O.
-func NewStore(db DB, table pgx.Identifier, opts ...Option) (*Store, error) {
+func NewStore(db DB, table pgx.Identifier, opts ...StoreOption) (*Store, error) {
 	if err := checkDB(db); err != nil {
 		return nil, err
 	}
-	tableOpts := []TableOption{WithKeyColumn("key"), WithFenceColumn("token")}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+	o := storeOptions{table: []TableOption{WithKeyColumn("key"), WithFenceColumn("token")}}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil StoreOption", ErrInvalidOption)
 		}
-		tableOpts = append(tableOpts, o)
+		opt.applyStore(&o)
 	}
-	t, err := NewTable(table, tableOpts...)
+	t, err := NewTable(table, o.table...)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, table: t}
+	s := &Store{db: db, table: t, needIssuer: o.needIssuer}
 	storeSQL(s, t.name)
 	return s, nil
 }
@@ -80,6 +85,7 @@ func storeSQL(s *Store, q string) {
 		" RETURNING value, value IS NULL"
 	s.swapSQL = "UPDATE " + q + " SET value = $3 WHERE key = $1 AND token = $2 AND value IS NOT DISTINCT FROM $4"
 	s.floorSQL = "SELECT token FROM " + q + " WHERE key = $1"
+	s.issuerGetSQL, s.issuerClaimSQL = issuerGetSQL(q), issuerClaimSQL(q)
 }
 
 // CreateTable creates the store's table if it does not exist. ctx bounds the
@@ -138,6 +144,9 @@ func (s *Store) write(ctx context.Context, key string, token fence.Token, value 
 	}
 	if err := checkWrite(ctx, s.db, key, token); err != nil {
 		return err // before issuerOf's I/O
+	}
+	if err := s.needsIssuer(ctx, key); err != nil {
+		return err
 	}
 	set, build := []Assignment{Set("value", value)}, t.upsertSQL
 	iss, err := s.issuerOf(ctx)

@@ -14,16 +14,45 @@ import (
 //
 //	ALTER TABLE fencelock_store ADD COLUMN issuer text;
 //
-// With it, a Put or Delete whose context names an issuer (a [fence.Guard]
-// of a holder that names one) is refused with [fence.ErrIssuerMismatch],
-// changing nothing, on a key whose issuer is another; a key whose issuer
-// is NULL (written before the column, or by writes that name none)
-// accepts it and records it. Without it, or for a write that names none,
-// nothing is checked, as before. Only Put and Delete check it:
-// GetForUpdate and Update compare tokens alone. A Store looks for the
-// column once, at its first write that names an issuer; restart it after
-// adding the column.
+// With it, a Put, Delete, GetForUpdate or Update whose context names an
+// issuer (a [fence.Guard] of a holder that names one) is refused with
+// [fence.ErrIssuerMismatch], changing nothing (an Update before its
+// function runs), on a key whose issuer is another; a key whose issuer is
+// NULL (written before the column, or by writes that name none) accepts
+// it and records it. Without it, or for a write that names none, nothing
+// is checked, as before, unless the Store was made with [RequireIssuer].
+// A Store looks for the column once, at its first write that names an
+// issuer; restart it after adding the column.
 const IssuerColumn = "issuer"
+
+// StoreOption configures a [Store]. Create one with [RequireIssuer] or
+// any [Option] ([WithMeterProvider], [WithTracerProvider]); the interface
+// is sealed.
+type StoreOption interface{ applyStore(*storeOptions) }
+
+// storeOptions are a Store's table options and its own.
+type storeOptions struct {
+	table      []TableOption
+	needIssuer bool
+}
+
+type storeOptionFunc func(*storeOptions)
+
+func (f storeOptionFunc) applyStore(o *storeOptions) { f(o) }
+
+// RequireIssuer makes a [Store] refuse, before any I/O, every Put, Delete,
+// GetForUpdate and Update whose context names no issuer: one not made
+// through a [fence.Guard] whose holder names its tokens' source
+// ([fence.IssuerNamer]). The error matches [fence.ErrIssuerRequired] and
+// [fence.ErrInvalidArgument] and says what to add; nothing changes. Use it
+// on a table that two lock services' holders may write, where a write
+// that names none could be compared with either's tokens. The table must
+// have the [IssuerColumn]: without it, the first write fails with an
+// error matching [ErrSchema] that says how to add it. Default: a write
+// that names none is compared by token alone.
+func RequireIssuer() StoreOption {
+	return storeOptionFunc(func(o *storeOptions) { o.needIssuer = true })
+}
 
 // Issuer-column states of a Store, found once.
 const (
@@ -32,8 +61,21 @@ const (
 	issuerAbsent
 )
 
+// needsIssuer refuses, before any I/O, a write of key whose ctx names no
+// issuer when the Store requires one ([RequireIssuer]).
+func (s *Store) needsIssuer(ctx context.Context, key string) error {
+	if !s.needIssuer {
+		return nil
+	}
+	if _, err := fence.NeedIssuer(ctx); err != nil {
+		return fmt.Errorf("postgres: %s/%s: %w", s.table.label, key, err)
+	}
+	return nil
+}
+
 // issuerOf returns the issuer the write's ctx names when the Store's
-// table records issuers, else "".
+// table records issuers, else "". A Store that requires issuers fails
+// when its table has no IssuerColumn.
 func (s *Store) issuerOf(ctx context.Context) (string, error) {
 	iss := fence.IssuerFromContext(ctx)
 	if iss == "" {
@@ -41,7 +83,7 @@ func (s *Store) issuerOf(ctx context.Context) (string, error) {
 	}
 	switch s.issuerCol.Load() {
 	case issuerAbsent:
-		return "", nil
+		return "", s.noIssuerColumn()
 	case issuerPresent:
 		return iss, nil
 	}
@@ -57,9 +99,20 @@ func (s *Store) issuerOf(ctx context.Context) (string, error) {
 	}
 	s.issuerCol.Store(state)
 	if !present {
-		return "", nil
+		return "", s.noIssuerColumn()
 	}
 	return iss, nil
+}
+
+// noIssuerColumn is the error of a write to a Store that requires
+// issuers on a table without the IssuerColumn, or nil when it does not
+// require them.
+func (s *Store) noIssuerColumn() error {
+	if !s.needIssuer {
+		return nil
+	}
+	return fmt.Errorf("%w: the Store requires issuers (RequireIssuer) and %s has no column %s to record them; ALTER TABLE %s ADD COLUMN %s text (nothing written)",
+		ErrSchema, s.table.label, IssuerColumn, s.table.name, IssuerColumn)
 }
 
 // issuerSQL is the upsert of cols that also refuses a key whose issuer is
@@ -80,4 +133,18 @@ func (s *Store) mismatch(ctx context.Context, key string, token fence.Token, iss
 		return err
 	}
 	return fmt.Errorf("%w: %s/%s has accepted tokens of %q; this write's token %d is of %q", fence.ErrIssuerMismatch, s.table.label, key, *cur, token, iss)
+}
+
+// issuerClaimSQL is the claim ([Store.GetForUpdate]) that also records
+// the claim's issuer ($3) and refuses a key whose issuer is another.
+func issuerClaimSQL(q string) string {
+	return "INSERT INTO " + q + " AS cur (key, token, value, " + IssuerColumn + ") VALUES ($1, $2, NULL, $3)" +
+		" ON CONFLICT (key) DO UPDATE SET token = EXCLUDED.token, " + IssuerColumn + " = EXCLUDED." + IssuerColumn +
+		" WHERE cur.token <= EXCLUDED.token AND (cur." + IssuerColumn + " IS NULL OR cur." + IssuerColumn + " = EXCLUDED." + IssuerColumn + ")" +
+		" RETURNING value, value IS NULL"
+}
+
+// issuerGetSQL is getSQL with the key's issuer ("" for NULL).
+func issuerGetSQL(q string) string {
+	return "SELECT value, token, value IS NULL, coalesce(" + IssuerColumn + ", '') FROM " + q + " WHERE key = $1"
 }

@@ -117,23 +117,38 @@ func (s *Store) checkUpdate(ctx context.Context, key string, token fence.Token, 
 	if fn == nil {
 		return fmt.Errorf("%w: Update: nil function", ErrInvalidArgument)
 	}
-	return nil
+	return s.needsIssuer(ctx, key)
 }
 
 // claim raises key's floor to token and returns its record, and whether
 // the key holds no value (the zero Record then). In autocommit a key whose
-// floor is token already is only read (see [Table.GetForUpdate]).
+// floor is token already is only read (see [Table.GetForUpdate]). A claim
+// whose ctx names an issuer, on a table with the IssuerColumn, records it,
+// and is refused on a key whose issuer is another.
 func (s *Store) claim(ctx context.Context, key string, token fence.Token) (rec fence.Record, absent bool, err error) {
+	iss, err := s.issuerOf(ctx)
+	if err != nil {
+		return fence.Record{}, false, err
+	}
 	err = withConn(ctx, s.db, func(c DB) error {
 		if autocommit(c) {
-			if done, err := s.readClaimed(ctx, c, key, token, &rec, &absent); done {
+			if done, err := s.readClaimed(ctx, c, key, token, iss, &rec, &absent); done {
 				return err
 			}
 		}
-		err := c.QueryRow(ctx, s.claimSQL, key, int64(token)).Scan(&rec.Value, &absent)
+		var err error
+		if iss != "" {
+			err = c.QueryRow(ctx, s.issuerClaimSQL, key, int64(token), iss).Scan(&rec.Value, &absent)
+		} else {
+			err = c.QueryRow(ctx, s.claimSQL, key, int64(token)).Scan(&rec.Value, &absent)
+		}
 		switch {
-		case isNoRows(err): // the conflict's WHERE refused: a higher floor
-			return s.stale(ctx, c, key, token)
+		case isNoRows(err): // the conflict's WHERE refused: a higher floor, or another issuer
+			err = s.stale(ctx, c, key, token)
+			if iss != "" {
+				err = s.mismatch(ctx, key, token, iss, err)
+			}
+			return err
 		case err != nil:
 			return s.tombstoneErr(writeError(c, "claim", key, token, err))
 		}
@@ -148,20 +163,31 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (rec f
 
 // readClaimed reads key's record into rec and absent when its floor is
 // token already, and reports whether it decided the claim: it did not when
-// the key has no row or a lower floor, which the claim then raises. A read
+// the key has no row or a lower floor, which the claim then raises, nor
+// when the claim names an issuer (iss) the key has not recorded. A read
 // claims nothing: its failure is a definite one.
-func (s *Store) readClaimed(ctx context.Context, c DB, key string, token fence.Token, rec *fence.Record, absent *bool) (bool, error) {
-	var cur int64
-	err := c.QueryRow(ctx, s.getSQL, key).Scan(&rec.Value, &cur, absent)
+func (s *Store) readClaimed(ctx context.Context, c DB, key string, token fence.Token, iss string, rec *fence.Record, absent *bool) (bool, error) {
+	var (
+		cur    int64
+		keyIss string
+		err    error
+	)
+	if iss != "" {
+		err = c.QueryRow(ctx, s.issuerGetSQL, key).Scan(&rec.Value, &cur, absent, &keyIss)
+	} else {
+		err = c.QueryRow(ctx, s.getSQL, key).Scan(&rec.Value, &cur, absent)
+	}
 	switch {
 	case isNoRows(err):
 		return false, nil
 	case err != nil:
 		return true, fmt.Errorf("postgres: fenced read of %q: %w", key, classify(err))
+	case keyIss != "" && keyIss != iss:
+		return true, fmt.Errorf("%w: %s/%s has accepted tokens of %q; this claim's token %d is of %q", fence.ErrIssuerMismatch, s.table.label, key, keyIss, token, iss)
 	case fence.Token(cur) > token:
 		return true, &fence.StaleError{Resource: key, Token: token, Current: fence.Token(cur)}
 	}
-	return fence.Token(cur) == token, nil
+	return fence.Token(cur) == token && keyIss == iss, nil
 }
 
 // swap writes v under key with token if the key still holds token and old

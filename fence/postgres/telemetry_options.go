@@ -17,6 +17,7 @@ import (
 // [ErrInvalidOption], on a nil Option or a nil provider.
 type Option interface {
 	TableOption
+	StoreOption
 	apply(*telemetryOptions)
 }
 
@@ -31,6 +32,7 @@ type telemetryOptionFunc func(*telemetryOptions)
 
 func (f telemetryOptionFunc) apply(o *telemetryOptions)  { f(o) }
 func (f telemetryOptionFunc) applyTable(o *tableOptions) { f(&o.tel) }
+func (f telemetryOptionFunc) applyStore(o *storeOptions) { o.table = append(o.table, f) }
 
 // WithMeterProvider sets the OpenTelemetry meter provider for the metrics
 // of the writes of a [Table], [Fences] or [Store]: fencelock.writes and

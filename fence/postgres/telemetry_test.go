@@ -29,7 +29,7 @@ func instrumented(t *testing.T, db postgres.DB) (*oteltest.SDK, *postgres.Table,
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.NewStore(db, pgx.Identifier{postgres.DefaultStoreTable}, providers...)
+	store, err := postgres.NewStore(db, pgx.Identifier{postgres.DefaultStoreTable}, providers[0], providers[1])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,19 @@ import (
 // are the variables the page's prose introduces; its suffix uses what the
 // block leaves unused (the page goes on with it).
 var snippetContexts = map[string]string{
+	"holders-require-issuer": `import (
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/fence/postgres"
+)
+
+func _(pool *pgxpool.Pool) error {
+SNIPPET
+	_, _ = store, pgStore
+	return err
+}`,
 	"election-run": `import (
 	"context"
 	"errors"
