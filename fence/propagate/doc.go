@@ -12,7 +12,7 @@
 // On the caller's side, put the lock's [Fencing] in the context, and send
 // calls with it through a [Transport]:
 //
-//	ctx, err := propagate.NewContext(ctx, propagate.Fencing{Name: lock.Name(), Token: lock.Token()})
+//	ctx, err := propagate.NewContext(ctx, propagate.FencingOf(lock.Name(), lock))
 //	...
 //	client := &http.Client{Transport: &propagate.Transport{}}
 //	resp, err := client.Do(req.WithContext(ctx)) // sends Fencing-Token: name="invoice-42"; token=812
@@ -39,6 +39,12 @@
 //		}
 //		...
 //	}))
+//
+// When the lock names its tokens' issuer ([fence.IssuerNamer]; FencingOf
+// takes it), the call carries it too, and [NewHandler] and the gRPC server
+// interceptors put it in the request's context
+// ([fence.ContextWithIssuer]), so that a store that checks issuers, or
+// requires them ([fence.RequireIssuer]), checks the caller's.
 //
 // The header's format is in [Parse]. The gRPC client and server
 // interceptors, which carry the same value in the "fencing-token"

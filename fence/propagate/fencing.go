@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/nilcheck"
 )
 
 // MaxNameLen is the longest lock name a [Fencing] may carry, in bytes
@@ -14,9 +15,12 @@ import (
 const MaxNameLen = 256
 
 // Fencing is what a call carries of the lock its caller holds: the lock's
-// name and its fencing token. The called service fences its writes with
-// them (the token, and the name as the resource or to check the caller
-// holds the lock the service expects).
+// name and its fencing token, and the name of the tokens' issuer when the
+// holder names one ([fence.IssuerNamer]). The called service fences its
+// writes with them (the token, and the name as the resource or to check
+// the caller holds the lock the service expects); [NewHandler] and the
+// gRPC server interceptors put the issuer in the request's context
+// ([fence.ContextWithIssuer]), for the stores that check it.
 //
 // The zero Fencing is not valid: see [Fencing.Validate].
 type Fencing struct {
@@ -25,6 +29,27 @@ type Fencing struct {
 	Name string
 	// Token is the lock's fencing token; it must be positive.
 	Token fence.Token
+	// Issuer names the token's source ([fence.IssuerNamer]): empty for
+	// none, or a name as Name's rules allow.
+	Issuer string
+}
+
+// FencingOf returns the Fencing of a holder of the lock called name: its
+// token, and its issuer when it names one ([fence.IssuerNamer]). A nil h
+// (a nil pointer too) gives a Fencing without a token, which
+// [NewContext] refuses.
+//
+//	ctx, err := propagate.NewContext(ctx, propagate.FencingOf(lock.Name(), lock))
+func FencingOf(name string, h fence.Holder) Fencing {
+	f := Fencing{Name: name}
+	if nilcheck.IsNil(h) {
+		return f
+	}
+	f.Token = h.Token()
+	if n, ok := h.(fence.IssuerNamer); ok {
+		f.Issuer = n.Issuer()
+	}
+	return f
 }
 
 // Validate returns an error matching [ErrInvalidName] or
@@ -36,6 +61,11 @@ func (f Fencing) Validate() error {
 	}
 	if err := f.Token.Validate(); err != nil {
 		return fmt.Errorf("propagate: %w", err)
+	}
+	if f.Issuer != "" {
+		if err := validateName(f.Issuer); err != nil {
+			return fmt.Errorf("%w (the issuer)", err)
+		}
 	}
 	return nil
 }
@@ -65,7 +95,7 @@ type contextKey struct{}
 // nil, with an error matching [fence.ErrInvalidArgument] when ctx is nil or
 // f is not valid ([Fencing.Validate]).
 //
-//	ctx, err := propagate.NewContext(ctx, propagate.Fencing{Name: lock.Name(), Token: lock.Token()})
+//	ctx, err := propagate.NewContext(ctx, propagate.FencingOf(lock.Name(), lock))
 func NewContext(ctx context.Context, f Fencing) (context.Context, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: NewContext: nil context", fence.ErrInvalidArgument)

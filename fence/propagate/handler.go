@@ -94,7 +94,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, "invalid", err)
 		return
 	}
-	ctx, _ := NewContext(r.Context(), f) // f parsed, so valid
+	ctx, _ := NewContext(r.Context(), f)         // f parsed, so valid
+	ctx = fence.ContextWithIssuer(ctx, f.Issuer) // none clears any
 	h.h.ServeHTTP(w, r.WithContext(ctx))
 }
 

@@ -83,6 +83,55 @@ func TestTransportToHandler(t *testing.T) {
 	}
 }
 
+// The handler's context names the call's issuer, so a store that checks
+// issuers checks the caller's: one that requires them takes the write
+// that carries one and refuses the one that does not (the control: the
+// same write, its Fencing without the issuer). FencingOf takes the issuer
+// from the holder.
+func TestHandlerCarriesIssuer(t *testing.T) {
+	store := fence.NewMemoryStore(fence.RequireIssuer())
+	h, err := propagate.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, _ := propagate.FromContext(r.Context())
+		if err := store.Put(r.Context(), "k", f.Token, []byte(f.Name)); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprint(w, fence.IssuerFromContext(r.Context()))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &propagate.Transport{}}
+	holder, err := fence.NewHolder(5, make(chan struct{}), fence.WithIssuer("etcd-prod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nilLock *etcdlockLike
+	if _, err := propagate.NewContext(t.Context(), propagate.FencingOf("job", nilLock)); !errors.Is(err, fence.ErrInvalidArgument) {
+		t.Fatalf("FencingOf a nil holder: NewContext got %v, want ErrInvalidArgument", err)
+	}
+	f := propagate.FencingOf("job", holder)
+	if f != (propagate.Fencing{Name: "job", Token: 5, Issuer: "etcd-prod"}) {
+		t.Fatalf("FencingOf: got %+v", f)
+	}
+	resp, body := get(t, withFencing(t, f), client, srv.URL)
+	if resp.StatusCode != http.StatusOK || body != "etcd-prod" {
+		t.Fatalf("with the issuer: got %s %q, want 200 \"etcd-prod\"", resp.Status, body)
+	}
+	// A caller's context naming another issuer is no help: the call's
+	// Fencing is what counts.
+	ctx := fence.ContextWithIssuer(withFencing(t, propagate.Fencing{Name: "job", Token: 6}), "etcd-prod")
+	resp, body = get(t, ctx, client, srv.URL)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "names no issuer") {
+		t.Fatalf("without the issuer: got %s %q, want 400 saying the write names no issuer", resp.Status, body)
+	}
+	if rec, err := store.Get(t.Context(), "k"); err != nil || rec.Token != 5 {
+		t.Fatalf("store: got %+v, %v; want token 5", rec, err)
+	}
+}
+
 // Refusals come before the handler runs: it is never called.
 func TestHandlerRefuses(t *testing.T) {
 	tests := []struct {
@@ -215,3 +264,6 @@ func TestInvalidArguments(t *testing.T) {
 		t.Fatal("FromContext(nil): got ok, want none")
 	}
 }
+
+// etcdlockLike is a holder type whose nil pointer FencingOf must not call.
+type etcdlockLike struct{ fence.Holder }

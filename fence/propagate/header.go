@@ -15,26 +15,38 @@ import (
 const Header = "Fencing-Token"
 
 // MaxValueLen is the longest Fencing-Token value [Parse] reads, in bytes:
-// a name of MaxNameLen bytes, each percent-encoded, and a token, with room
-// to spare. Longer values are refused before they are read.
-const MaxValueLen = 1024
+// a name and an issuer of MaxNameLen bytes each, every byte
+// percent-encoded, and a token, with room to spare. Longer values are
+// refused before they are read.
+const MaxValueLen = 2048
 
 // String returns f in the form of a Fencing-Token value (see [Parse]),
 // valid or not; use [Fencing.MarshalText] to send it.
 func (f Fencing) String() string {
 	var b strings.Builder
-	b.WriteString(`name="`)
-	for i := 0; i < len(f.Name); i++ {
-		c := f.Name[i]
+	b.WriteString(`name=`)
+	quote(&b, f.Name)
+	b.WriteString(`; token=`)
+	b.WriteString(strconv.FormatInt(int64(f.Token), 10))
+	if f.Issuer != "" {
+		b.WriteString(`; issuer=`)
+		quote(&b, f.Issuer)
+	}
+	return b.String()
+}
+
+// quote writes s quoted and percent-encoded (see Parse).
+func quote(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if literal(c) {
 			b.WriteByte(c)
 		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
+			fmt.Fprintf(b, "%%%02X", c)
 		}
 	}
-	b.WriteString(`"; token=`)
-	b.WriteString(strconv.FormatInt(int64(f.Token), 10))
-	return b.String()
+	b.WriteByte('"')
 }
 
 // literal reports whether c stands for itself in a quoted name: printable
@@ -67,19 +79,21 @@ func (f *Fencing) UnmarshalText(text []byte) error {
 // Parse reads a Fencing-Token value:
 //
 //	Fencing-Token: name="invoice-42"; token=812
+//	Fencing-Token: name="invoice-42"; token=812; issuer="etcd-prod"
 //
 // Its grammar (RFC 5234 ABNF; OWS is optional spaces and tabs):
 //
-//	value       = OWS param OWS ";" OWS param OWS   ; one name and one token, either order
-//	param       = "name=" DQUOTE *name-char DQUOTE / "token=" token
+//	value       = OWS param OWS *( ";" OWS param OWS ) ; one name, one token, at most one issuer, any order
+//	param       = "name=" DQUOTE *name-char DQUOTE / "token=" token / "issuer=" DQUOTE *name-char DQUOTE
 //	name-char   = %x20-21 / %x23-24 / %x26-5B / %x5D-7E / "%" HEXDIG HEXDIG
 //	token       = %x31-39 *18DIGIT                  ; 1 to 2^63-1, no leading zero
 //
-// The name is quoted, and within the quotes every byte other than
+// The name and the issuer are quoted, and within the quotes every byte other than
 // printable ASCII, and the quote, the backslash and the percent sign
 // themselves, is percent-encoded (%22, %5C, %25; [Fencing.String] writes
 // upper-case hex, Parse reads either case); the decoded name must be a
-// valid one ([Fencing.Validate]). So a value is printable ASCII, fits an
+// valid one ([Fencing.Validate]); an empty issuer is refused (leave the
+// parameter out for none). So a value is printable ASCII, fits an
 // HTTP field and gRPC metadata as it is, and a name may hold any
 // character, ';' and ',' included, without ambiguity.
 //
@@ -107,7 +121,7 @@ func Parse(value string) (Fencing, error) {
 // validated.
 func parse(value string) (Fencing, error) {
 	var f Fencing
-	var haveName, haveToken bool
+	var haveName, haveToken, haveIssuer bool
 	s := trimOWS(value)
 	for {
 		key, rest, ok := strings.Cut(s, "=")
@@ -122,7 +136,13 @@ func parse(value string) (Fencing, error) {
 		case key == "token" && !haveToken:
 			f.Token, rest, err = parseToken(rest)
 			haveToken = true
-		case key == "name" || key == "token":
+		case key == "issuer" && !haveIssuer:
+			f.Issuer, rest, err = parseName(rest)
+			if err == nil && f.Issuer == "" {
+				err = fmt.Errorf("issuer is empty")
+			}
+			haveIssuer = true
+		case key == "name" || key == "token" || key == "issuer":
 			return f, fmt.Errorf("%s given twice", key)
 		default:
 			return f, fmt.Errorf("unknown parameter %.32q", key)

@@ -21,6 +21,8 @@ func TestParse(t *testing.T) {
 		{"separators in the name", `name="a;b, c=d"; token=7`, propagate.Fencing{Name: "a;b, c=d", Token: 7}},
 		{"escapes", `name="%22%5c%25/caf%C3%A9"; token=7`, propagate.Fencing{Name: `"\%/café`, Token: 7}},
 		{"largest token", `name="a"; token=9223372036854775807`, propagate.Fencing{Name: "a", Token: 1<<63 - 1}},
+		{"issuer", `name="a"; token=7; issuer="etcd-prod"`, propagate.Fencing{Name: "a", Token: 7, Issuer: "etcd-prod"}},
+		{"issuer first, escaped", `issuer="redis:%22x%22";token=7;name="a"`, propagate.Fencing{Name: "a", Token: 7, Issuer: `redis:"x"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,6 +44,8 @@ func TestParseRefuses(t *testing.T) {
 		`name="%"; token=1`, `name="%4"; token=1`, `name="%zz"; token=1`, `name="%ff"; token=1`,
 		`name="%0a"; token=1`, "name=\"caf\xc3\xa9\"; token=1", "name=\"a\tb\"; token=1",
 		`name="a"; token=1, name="b"; token=2`, `name="a" token=1`, `name ="a"; token=1`,
+		`name="a"; token=1; issuer=""`, `name="a"; token=1; issuer="x"; issuer="x"`, `name="a"; token=1; issuer=x`,
+		`name="a"; token=1; Issuer="x"`, `name="a"; token=1; issuer="%0a"`, `name="a"; issuer="x"`,
 		`name="` + strings.Repeat("a", 257) + `"; token=1`, `name="` + strings.Repeat("%41", 400) + `"; token=1`,
 	} {
 		f, err := propagate.Parse(v)
@@ -61,7 +65,22 @@ func TestMarshal(t *testing.T) {
 	if err := g.UnmarshalText(b); err != nil || g != f {
 		t.Fatalf("UnmarshalText: got %+v, %v; want %+v", g, err, f)
 	}
-	for _, bad := range []propagate.Fencing{{Name: "", Token: 1}, {Name: "a", Token: 0}, {Name: "a\n", Token: 1}, {Name: "\xff", Token: 1}} {
+	f = propagate.Fencing{Name: "a", Token: 9, Issuer: "postgres:db:public.seq; 100%"}
+	b, err = f.MarshalText()
+	if want := `name="a"; token=9; issuer="postgres:db:public.seq; 100%25"`; err != nil || string(b) != want {
+		t.Fatalf("MarshalText with an issuer: got %q, %v; want %q", b, err, want)
+	}
+	if err := g.UnmarshalText(b); err != nil || g != f {
+		t.Fatalf("UnmarshalText with an issuer: got %+v, %v; want %+v", g, err, f)
+	}
+	// Every byte of both names percent-encoded: é is two bytes.
+	long := propagate.Fencing{Name: strings.Repeat("é", propagate.MaxNameLen/2), Token: 1<<63 - 1, Issuer: strings.Repeat("%", propagate.MaxNameLen)}
+	if b, err := long.MarshalText(); err != nil || len(b) > propagate.MaxValueLen {
+		t.Fatalf("the longest Fencing: %d bytes, %v; want at most MaxValueLen", len(b), err)
+	} else if g, err := propagate.Parse(string(b)); err != nil || g != long {
+		t.Fatalf("the longest Fencing read back: got %+v, %v", g, err)
+	}
+	for _, bad := range []propagate.Fencing{{Name: "", Token: 1}, {Name: "a", Token: 0}, {Name: "a\n", Token: 1}, {Name: "\xff", Token: 1}, {Name: "a", Token: 1, Issuer: "x\n"}} {
 		if _, err := bad.MarshalText(); !errors.Is(err, fence.ErrInvalidArgument) {
 			t.Errorf("MarshalText(%+v): got %v, want ErrInvalidArgument", bad, err)
 		}

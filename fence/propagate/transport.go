@@ -10,7 +10,7 @@ import (
 // otelhttp's Transport sends trace context:
 //
 //	client := &http.Client{Transport: &propagate.Transport{}}
-//	ctx, err := propagate.NewContext(ctx, propagate.Fencing{Name: lock.Name(), Token: lock.Token()})
+//	ctx, err := propagate.NewContext(ctx, propagate.FencingOf(lock.Name(), lock))
 //	...
 //	req, err := http.NewRequestWithContext(ctx, "POST", url, body)
 //	resp, err := client.Do(req)

@@ -11,7 +11,7 @@
 //
 //	conn, err := grpc.NewClient(addr, append(fencegrpc.DialOptions(), grpc.WithTransportCredentials(creds))...)
 //	...
-//	ctx, err := propagate.NewContext(ctx, propagate.Fencing{Name: lock.Name(), Token: lock.Token()})
+//	ctx, err := propagate.NewContext(ctx, propagate.FencingOf(lock.Name(), lock))
 //	_, err = ledger.SetBalance(ctx, req)
 //	if errors.Is(err, fence.ErrStale) {
 //		// The service refused the write: a newer holder has written.

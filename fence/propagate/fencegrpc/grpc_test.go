@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -129,6 +130,32 @@ func TestCarriedAndStale(t *testing.T) {
 				t.Fatalf("store: got %+v, %v; want token 34", rec, err)
 			}
 		})
+	}
+}
+
+// The call's issuer reaches the handler's context: the store refuses
+// another issuer's higher token. The control: the same token with no
+// issuer named lands, compared by token alone.
+func TestIssuerCarried(t *testing.T) {
+	svc, c := fenced(t)
+	with := func(token fence.Token, issuer string) context.Context {
+		ctx, err := propagate.NewContext(t.Context(), propagate.Fencing{Name: "job", Token: token, Issuer: issuer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ctx
+	}
+	if err := call(with(5, "a"), c, false); err != nil {
+		t.Fatalf("issuer a, token 5: got %v, want nil", err)
+	}
+	if err := call(with(9, "b"), c, false); err == nil || !strings.Contains(err.Error(), "issuer") {
+		t.Fatalf("issuer b, token 9: got %v, want the store's issuer mismatch", err)
+	}
+	if rec, err := svc.store.Get(t.Context(), "k"); err != nil || rec.Token != 5 {
+		t.Fatalf("store: got %+v, %v; want token 5", rec, err)
+	}
+	if err := call(with(9, ""), c, false); err != nil {
+		t.Fatalf("control, no issuer, token 9: got %v, want nil", err)
 	}
 }
 

@@ -108,7 +108,8 @@ func (i *Interceptor) incoming(ctx context.Context) (context.Context, propagate.
 	if err != nil {
 		return nil, propagate.Fencing{}, refusal(codes.InvalidArgument, ReasonInvalid, "fencegrpc: "+err.Error(), nil)
 	}
-	ctx, _ = propagate.NewContext(ctx, f) // f parsed, so valid
+	ctx, _ = propagate.NewContext(ctx, f)        // f parsed, so valid
+	ctx = fence.ContextWithIssuer(ctx, f.Issuer) // none clears any
 	return ctx, f, nil
 }
 
