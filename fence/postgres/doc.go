@@ -22,6 +22,11 @@
 // server with no read at all. [Store] implements [fence.Store] and
 // [fence.Updater] on a table of its own.
 //
+// Statements you write yourself, through sqlc or by hand, with the fence
+// predicate in their own SQL, get this package's outcome rule from
+// [WriteError]: a lost answer is [fence.ErrUnknownOutcome]
+// (docs/sqlc.md has the pattern).
+//
 // [Outbox] records a critical section's side effects ([outbox.Effect]) in
 // the fenced transaction itself ([Outbox.Record]), so that they exist if
 // and only if its write lands, and is the [outbox.Log] a dispatcher

@@ -60,6 +60,32 @@ func answered(err error) bool {
 	return false
 }
 
+// WriteError turns the error of one write statement you ran yourself on
+// pgx (a query sqlc generated, your own Exec) into fencelock's outcome
+// vocabulary, for the resource and token the statement wrote with. A nil
+// err gives nil.
+//
+// When the statement may have reached the server and no answer came back
+// (the connection broke, the context ended mid-request, a FATAL error), it
+// returns a [*fence.UnknownOutcomeError] matching [fence.ErrUnknownOutcome]:
+// read the row back before deciding. Otherwise the statement failed and
+// changed nothing, and the error wraps err with this package's sentinels
+// where they apply ([ErrRetryable], [ErrSchema], [ErrTerminated]). err stays
+// reachable with errors.As (*pgconn.PgError) either way.
+//
+// It cannot see the connection, so an error pgx raised before sending
+// anything without marking it safe to retry (an argument it could not
+// encode, a pool that could not hand out a connection) is reported as an
+// unknown outcome too: a false alarm, never a missed one. A statement run in
+// your own transaction lands only if the COMMIT succeeds; pass the COMMIT's
+// error through WriteError too.
+func WriteError(resource string, token fence.Token, err error) error {
+	if err == nil {
+		return nil
+	}
+	return writeError(nil, "write", resource, token, err)
+}
+
 // writeError turns the error of a single write statement run on db into the
 // error to return: an [*fence.UnknownOutcomeError] when the statement may
 // have reached the server and no answer came back (the connection broke or

@@ -73,6 +73,7 @@ var goPackages = map[string]string{
 	"outbox":       "fence/outbox",
 	"redisholder":  "fence/redisholder",
 	"pgadvisory":   "fence/pgadvisory",
+	"sqlcbank":     "docs/sqlc",
 }
 
 // api is what a package declares: its exported top-level names, and the
