@@ -24,7 +24,7 @@ const pluginName = "fencelock:gormfence"
 // on another.
 //
 // A claim ([Claim], and [Update]'s) that waits on another transaction
-// holding its row, on MySQL, MariaDB or PostgreSQL, looks at that
+// holding its row, on MariaDB (and MySQL 5.7) or PostgreSQL, looks at that
 // transaction after PreemptAfter and ends it when it claimed the row with
 // an older token: a holder frozen inside Update past its lease does not
 // stall the next one ("A holder frozen inside Update" in docs/gorm.md).

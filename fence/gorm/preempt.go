@@ -21,8 +21,8 @@ import (
 )
 
 // A claim waits for any other transaction holding its row, also one whose
-// holder froze inside Update, long after its lease ended. On MySQL,
-// MariaDB and PostgreSQL a claim that has waited Plugin.PreemptAfter
+// holder froze inside Update, long after its lease ended. On MariaDB
+// (and MySQL 5.7) and PostgreSQL a claim that has waited Plugin.PreemptAfter
 // looks, on another connection of the pool, at what holds the row, and
 // ends a transaction that claimed it with an older token:
 // internal/sqlpreempt, fence/sql's own (its package doc has the rules).
