@@ -158,7 +158,8 @@ func (c *callbacks) beforeUpdate(db *gorm.DB) {
 	// joins an Or, and a raw OR it does not see, without them, and the
 	// predicate would bind to the last condition only.
 	wc := stmt.Clauses["WHERE"]
-	wc.Expression = clause.Where{Exprs: []clause.Expression{grouped(where.Exprs), predicate{column: f.DBName, token: int64(tok)}}}
+	exprs := append(c.tagged(stmt, tok), grouped(where.Exprs), predicate{column: f.DBName, token: int64(tok)})
+	wc.Expression = clause.Where{Exprs: exprs}
 	stmt.Clauses["WHERE"] = wc
 	if c.d == sqlfence.MySQL && stmt.Result == nil {
 		stmt.Result = gorm.WithResult()

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
 
 	"github.com/fencelock/fencelock/fence"
 	sqlfence "github.com/fencelock/fencelock/fence/sql"
@@ -49,25 +50,32 @@ func Claim(ctx context.Context, db *gorm.DB, token fence.Token, model any) error
 	if err != nil {
 		return err
 	}
-	return claim(ctx, db, d, token, model, s.Table, f.DBName)
+	return claim(ctx, db, d, token, model, s, f.DBName)
 }
 
 // claim is Claim after its checks. In PostgreSQL and SQLite (3.35.0 and
 // later) the UPDATE returns the row (RETURNING *): one statement, and no
-// other holder can come between the claim and the read.
-func claim(ctx context.Context, db *gorm.DB, d sqlfence.Dialect, token fence.Token, model any, table, column string) error {
-	tx := db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipHooks: true}).Model(model)
+// other holder can come between the claim and the read. On PostgreSQL it
+// tags its transaction (tagKey); on MySQL and PostgreSQL a wait for
+// another transaction holding the row is watched (preempt.go).
+func claim(ctx context.Context, db *gorm.DB, d sqlfence.Dialect, token fence.Token, model any, s *schema.Schema, column string) error {
+	res := resource(ctx, s, s.Table, reflect.ValueOf(model).Elem())
+	tx := db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipHooks: true}).Model(model).Set(tagKey, res)
 	if d != sqlfence.MySQL {
 		tx = tx.Clauses(clause.Returning{})
 	}
-	r := tx.Scopes(Fenced(token)).Updates(map[string]any{})
-	if r.Error != nil {
+	var r *gorm.DB
+	err := preempting(ctx, watch(ctx, db, d, s, column, res, token, model), func() error {
+		r = tx.Scopes(Fenced(token)).Updates(map[string]any{})
 		return r.Error
+	})
+	if err != nil {
+		return err
 	}
 	if _, ok := r.Statement.Settings.Load(returnedKey); ok {
 		return nil
 	}
-	return readClaimed(ctx, db, d, token, model, table, column)
+	return readClaimed(ctx, db, d, token, model, s.Table, column)
 }
 
 // readClaimed reads the row a claim raised: in MySQL, or where the

@@ -47,6 +47,24 @@
 // fenced write of the model, with the row locked from the claim to the
 // commit.
 //
+// # A holder frozen inside Update
+//
+// A holder frozen inside [Update] (a GC pause, a stopped process) keeps
+// its transaction open and its row locked past its lease. On MariaDB
+// (and MySQL 5.7) and PostgreSQL a claim ([Claim], and Update's) that has waited
+// [Plugin].PreemptAfter (100 ms) on its row looks, on another connection
+// of the pool, at the transaction holding it, and ends it (KILL
+// CONNECTION, pg_terminate_backend) when it claimed the row with an older
+// token; the frozen holder's Update then fails with
+// [sqlfence.ErrTerminated], nothing of it written. A holder of the same
+// token or a newer one, and a transaction that is not fenced, are left
+// alone. On PostgreSQL a claim tags its transaction (its application_name,
+// for the transaction alone) so that a newer claim can tell it. The user
+// needs PROCESS on MariaDB (and CONNECTION ADMIN to end another user's
+// connection); the PostgreSQL role, to be the blocker's or to have
+// pg_signal_backend. SQLite has no other session to end: busy_timeout
+// bounds the wait. docs/gorm.md has the limits.
+//
 // # Errors
 //
 // A refused write matches [fence.ErrStale] (a [*fence.StaleError] with the

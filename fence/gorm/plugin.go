@@ -2,6 +2,7 @@ package gormfence
 
 import (
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -21,7 +22,29 @@ const pluginName = "fencelock:gormfence"
 // dialectors (gorm.io/driver/mysql, gorm.io/driver/postgres, and
 // github.com/glebarez/sqlite or gorm.io/driver/sqlite); Initialize fails
 // on another.
+//
+// A claim ([Claim], and [Update]'s) that waits on another transaction
+// holding its row, on MariaDB (and MySQL 5.7) or PostgreSQL, looks at that
+// transaction after PreemptAfter and ends it when it claimed the row with
+// an older token: a holder frozen inside Update past its lease does not
+// stall the next one ("A holder frozen inside Update" in docs/gorm.md).
 type Plugin struct {
+	// PreemptAfter is how long a claim waits on another transaction
+	// holding its row before it looks at what holds it, and ends a
+	// transaction that claimed the row with an older token (its connection
+	// is ended: KILL CONNECTION on MySQL and MariaDB, pg_terminate_backend
+	// on PostgreSQL). It looks again every 250 ms until the claim returns.
+	// Zero means the default, 100 ms; a negative value makes Initialize
+	// fail. SQLite has no other session to end: a claim there waits out
+	// busy_timeout.
+	PreemptAfter time.Duration
+	// NoPreemption makes claims wait for whatever holds their row for as
+	// long as their context allows (and the server's lock wait timeout),
+	// ending nothing: a holder frozen inside Update then stalls the next
+	// one for as long as it stays frozen. Default false: preemption on.
+	// Initialize fails when PreemptAfter is set too.
+	NoPreemption bool
+
 	sharedPool bool // an update outside a transaction runs on the pool, not a connection of its own (the control of TestFencedAnswerLostPostgreSQL)
 }
 
@@ -31,8 +54,16 @@ var _ gorm.Plugin = Plugin{}
 func (Plugin) Name() string { return pluginName }
 
 // Initialize registers the plugin's callbacks on db. gorm calls it from
-// db.Use. It fails on a dialector other than MySQL, PostgreSQL or SQLite.
+// db.Use. It fails on a dialector other than MySQL, PostgreSQL or SQLite,
+// and on a negative PreemptAfter, or one set with NoPreemption, with an
+// error matching [ErrInvalidArgument].
 func (p Plugin) Initialize(db *gorm.DB) error {
+	switch {
+	case p.PreemptAfter < 0:
+		return fmt.Errorf("%w: Plugin.PreemptAfter %v: want > 0, or 0 for the default (NoPreemption turns preemption off)", ErrInvalidArgument, p.PreemptAfter)
+	case p.PreemptAfter > 0 && p.NoPreemption:
+		return fmt.Errorf("%w: Plugin.PreemptAfter %v with NoPreemption: set one of them", ErrInvalidArgument, p.PreemptAfter)
+	}
 	d, err := dialectOf(db)
 	if err != nil {
 		return err

@@ -53,7 +53,7 @@ func Update(ctx context.Context, db *gorm.DB, token fence.Token, model any, fn f
 		return err
 	}
 	body := func(tx *gorm.DB) error {
-		if err := claim(ctx, tx, d, token, model, s.Table, f.DBName); err != nil {
+		if err := claim(ctx, tx, d, token, model, s, f.DBName); err != nil {
 			return err
 		}
 		key := primaryKey(ctx, s, model)

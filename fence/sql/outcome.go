@@ -36,13 +36,19 @@ func (d Dialect) writeError(db DB, what, resource string, token fence.Token, err
 // gives an [*fence.UnknownOutcomeError], and the server's answers are
 // classified ([ErrRetryable], [ErrSchema], [ErrDialect]) with the
 // driver's error still reachable. what and resource name the write in
-// the message.
+// the message. In a transaction whose connection the server ended (as a
+// newer holder ends a frozen older one's) or that broke, the error
+// matches [ErrTerminated] too.
 func (d Dialect) WriteError(inTx bool, what, resource string, token fence.Token, err error) error {
 	if unconvertible(err) {
 		return fmt.Errorf("%w: %s %s: %w", ErrInvalidArgument, what, resource, err)
 	}
 	if _, answered := d.serverError(err); !answered && !notSent(err) {
 		if inTx {
+			if d.terminated(err) || lostInTx(err) {
+				// A newer holder may have ended it (preemption).
+				err = fmt.Errorf("%w: %w", ErrTerminated, err)
+			}
 			return fmt.Errorf("sqlfence: %s %s failed inside the caller's transaction, which cannot commit it now; nothing was written: %w",
 				what, resource, err)
 		}
