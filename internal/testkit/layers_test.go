@@ -134,7 +134,7 @@ var sdks = map[string][]string{
 	"cloud.google.com/go/storage":                    {"fence/gcs"},
 	"github.com/Azure/azure-sdk-for-go/":             {"fence/azblob"},
 	"github.com/jackc/pgx/":                          {"fence/postgres", "fence/pgadvisory"},
-	"github.com/go-sql-driver/mysql":                 {"fence/sql"},
+	"github.com/go-sql-driver/mysql":                 {"fence/sql", "internal/sqlpreempt"}, // fence/sql's preemption, shared with fence/gorm
 	"go.etcd.io/etcd/client/v3":                      {"etcdlock", "fence/etcd"},
 	"github.com/nats-io/":                            {"fence/outbox/jetstream", "fence/jetstream"},
 }
