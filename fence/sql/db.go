@@ -56,3 +56,26 @@ func checkCtx(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
+
+// sendOnce runs fn with a handle that sends each statement once: db
+// itself, except a *sql.DB of PostgreSQL, for which it is a connection of
+// the pool's own (*sql.Conn), given back after fn. There pgx's
+// database/sql driver turns an answer it lost into driver.ErrBadConn, and
+// a *sql.DB answers that by sending the statement again on another
+// connection: an Add applied twice, or a Store's Update whose second copy,
+// finding its own value, reads as a change and runs fn again, all reported
+// as nil (TestWriteAnswerLostPostgreSQL). A *sql.Conn sends it once, and
+// its ErrBadConn is an unknown outcome ([Dialect.WriteError]). Taking the
+// connection sends nothing: its failure is a definite one.
+func sendOnce(ctx context.Context, d Dialect, db DB, fn func(DB) error) error {
+	pool, ok := db.(*sql.DB)
+	if !ok || d != PostgreSQL {
+		return fn(db)
+	}
+	conn, err := pool.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlfence: taking a connection from the pool (nothing sent): %w", err)
+	}
+	defer conn.Close()
+	return fn(conn)
+}

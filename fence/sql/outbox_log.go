@@ -82,14 +82,18 @@ func (o *Outbox) Requeue(ctx context.Context, e outbox.Effect) error {
 	s := &stmt{d: o.d}
 	s.sql("UPDATE ", o.name, " SET settled_at = NULL, parked_reason = NULL, delivered_by = NULL WHERE resource = ").arg(e.Resource).
 		sql(" AND token = ").arg(int64(e.Token)).sql(" AND seq = ").arg(e.Seq).sql(" AND parked_reason IS NOT NULL")
-	res, err := o.db.ExecContext(ctx, s.String(), s.args...)
-	if err != nil {
-		return o.d.writeError(o.db, "requeue effect "+e.Key()+" on", e.Resource, e.Token, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("%w: effect %s (resource %q, token %d, seq %d) is not parked in %s", fence.ErrNotFound, e.Key(), e.Resource, e.Token, e.Seq, o.label)
-	}
-	return nil
+	// Sent once (sendOnce): a copy sent again after the first landed
+	// would find the effect no longer parked, and say so.
+	return sendOnce(ctx, o.d, o.db, func(db DB) error {
+		res, err := db.ExecContext(ctx, s.String(), s.args...)
+		if err != nil {
+			return o.d.writeError(db, "requeue effect "+e.Key()+" on", e.Resource, e.Token, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("%w: effect %s (resource %q, token %d, seq %d) is not parked in %s", fence.ErrNotFound, e.Key(), e.Resource, e.Token, e.Seq, o.label)
+		}
+		return nil
+	})
 }
 
 // Settle records, in one fenced transaction on by.Resource with by.Token

@@ -1,6 +1,8 @@
 package sqlfence
 
 import (
+	"database/sql/driver"
+	"errors"
 	"fmt"
 
 	"github.com/fencelock/fencelock/fence"
@@ -42,6 +44,14 @@ func (d Dialect) writeError(db DB, what, resource string, token fence.Token, err
 func (d Dialect) WriteError(inTx bool, what, resource string, token fence.Token, err error) error {
 	if unconvertible(err) {
 		return fmt.Errorf("%w: %s %s: %w", ErrInvalidArgument, what, resource, err)
+	}
+	if !inTx && d == PostgreSQL && errors.Is(err, driver.ErrBadConn) {
+		// pgx's driver says driver.ErrBadConn for an answer it lost (it
+		// calls the closed connection safe to retry), and the statement
+		// may have landed. This package sends its writes on a *sql.DB
+		// through a connection of its own (sendOnce), which sends them
+		// once: the error is its only word.
+		return &fence.UnknownOutcomeError{Resource: resource, Token: token, Err: err}
 	}
 	if _, answered := d.serverError(err); !answered && !notSent(err) {
 		if inTx {

@@ -187,14 +187,16 @@ func (t *Table) upsert(ctx context.Context, db DB, op *tel.Op, key any, token fe
 
 // run runs write on db, retried on [ErrRetryable] unless db is the
 // caller's transaction, as one write of op with token in the telemetry.
-// On a *sql.DB each try takes any connection of the pool; a read back
-// after it may take another, which in autocommit sees the same rows.
+// On a *sql.DB each try takes any connection of the pool (on PostgreSQL
+// one of its own, sendOnce), and its read back the same.
 func (t *Table) run(ctx context.Context, db DB, op *tel.Op, key any, token fence.Token, write func(context.Context, DB) error) error {
 	return t.tel.write(ctx, op, token, func() string { return t.resource(key) }, func(ctx context.Context) error {
 		if inTx(db) {
 			return once(ctx, t.d, t.tel, func() error { return write(ctx, db) })
 		}
-		return retry(ctx, t.d, t.retries, t.tel, func() error { return write(ctx, db) })
+		return retry(ctx, t.d, t.retries, t.tel, func() error {
+			return sendOnce(ctx, t.d, db, func(c DB) error { return write(ctx, c) })
+		})
 	})
 }
 

@@ -87,7 +87,10 @@ func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, old
 		v = []byte{}
 	}
 	var done bool
-	err := s.run(ctx, func() (err error) { done, err = s.writeIf(ctx, key, token, old.value, old.missing, v); return err })
+	err := s.run(ctx, func(s *Store) (err error) {
+		done, err = s.writeIf(ctx, key, token, old.value, old.missing, v)
+		return err
+	})
 	if !done && err == nil {
 		return fence.ErrChanged
 	}
@@ -95,13 +98,24 @@ func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, old
 }
 
 // run runs attempt, retried on [ErrRetryable] unless the store's handle is
-// a transaction.
-func (s *Store) run(ctx context.Context, attempt func() error) error {
+// a transaction. attempt gets the Store to use: s, or, on PostgreSQL with
+// a *sql.DB, a copy of s on a connection of the pool's own, which sends
+// each statement once (sendOnce).
+func (s *Store) run(ctx context.Context, attempt func(*Store) error) error {
 	t := s.table
 	if inTx(s.db) {
-		return once(ctx, t.d, t.tel, attempt)
+		return once(ctx, t.d, t.tel, func() error { return attempt(s) })
 	}
-	return retry(ctx, t.d, t.retries, t.tel, attempt)
+	return retry(ctx, t.d, t.retries, t.tel, func() error {
+		return sendOnce(ctx, t.d, s.db, func(db DB) error {
+			if db == s.db {
+				return attempt(s)
+			}
+			c := *s
+			c.db = db
+			return attempt(&c)
+		})
+	})
 }
 
 // claim is GetForUpdate after its checks. A key whose floor is token
@@ -111,7 +125,7 @@ func (s *Store) run(ctx context.Context, attempt func() error) error {
 // claims of new keys would deadlock on each other's gaps.
 func (s *Store) claim(ctx context.Context, key string, token fence.Token) (fence.Record, error) {
 	var r fence.Record
-	err := s.run(ctx, func() (err error) {
+	err := s.run(ctx, func(s *Store) (err error) {
 		if !inTx(s.db) {
 			var done bool
 			if r, done, err = s.readClaimed(ctx, key, token); done {
