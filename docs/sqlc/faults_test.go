@@ -3,8 +3,6 @@ package sqlcbank_test
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -26,41 +24,15 @@ import (
 func proxiedConn(t *testing.T, pool *pgxpool.Pool) (*pgx.Conn, *netproxy.Proxy) {
 	t.Helper()
 	cfg := pool.Config().ConnConfig.Copy()
-	p, err := netproxy.Start(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	host, port, err := net.SplitHostPort(p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(n), nil
+	var p *netproxy.Proxy
+	p, cfg.Host, cfg.Port = netproxy.For(t, cfg.Host, cfg.Port)
+	cfg.Fallbacks = nil
 	conn, err := pgx.ConnectConfig(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn, p
-}
-
-// loseReplyWhen drops the connections through p, and the replies it
-// holds, once applied reports that the held statement has run on the
-// server; it returns a channel closed after that.
-func loseReplyWhen(t *testing.T, p *netproxy.Proxy, what string, applied func() bool) <-chan struct{} {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		poll.Until(t, what, applied)
-		p.Reset()
-		p.Heal()
-	}()
-	return done
 }
 
 // balanceIs reports whether account id holds balance, read on pool.
@@ -98,8 +70,7 @@ func TestLostReply(t *testing.T) {
 				t.Fatalf("first write: got %v, want nil", err)
 			}
 			mustExec(t, pool, "UPDATE accounts SET balance = 1000")
-			p.CutReplies()
-			done := loseReplyWhen(t, p, "the write to land", balanceIs(t, pool, "acct-A", 500))
+			done := p.LoseReplies(t, "the write to land", balanceIs(t, pool, "acct-A", 500))
 			err := tc.write(t.Context(), q)
 			<-done
 			wantAccount(t, pool, "acct-A", 500, 7)
@@ -172,13 +143,11 @@ func TestWithdrawLostReply(t *testing.T) {
 			var done <-chan struct{}
 			if tc.commit {
 				h.beforeCommit = func() {
-					p.CutReplies()
-					done = loseReplyWhen(t, p, "the commit", balanceIs(t, pool, "acct-A", 800))
+					done = p.LoseReplies(t, "the commit", balanceIs(t, pool, "acct-A", 800))
 				}
 			} else {
 				h.beforeExec = func() {
-					p.CutReplies()
-					done = loseReplyWhen(t, p, "the write to run in the transaction", func() bool {
+					done = p.LoseReplies(t, "the write to run in the transaction", func() bool {
 						var n int
 						err := pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction' AND query LIKE '%SetBalanceFenced%'").Scan(&n)
 						return err == nil && n == 1

@@ -2,8 +2,6 @@ package gormfence_test
 
 import (
 	"errors"
-	"net"
-	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -28,20 +26,8 @@ func proxiedPostgres(t *testing.T, plugin ...gorm.Plugin) (direct, viaProxy *gor
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = netproxy.Start(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	host, port, err := net.SplitHostPort(p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(n), nil
+	p, cfg.Host, cfg.Port = netproxy.For(t, cfg.Host, cfg.Port)
+	cfg.Fallbacks = nil
 	// The UPDATE is one round trip, not a prepare (whose answer the proxy
 	// would hold) and then an execute.
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol

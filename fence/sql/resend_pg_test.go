@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
-	"net"
-	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +14,6 @@ import (
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
-	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
 // proxiedPostgres returns two handles, through pgx's database/sql driver,
@@ -31,20 +28,8 @@ func proxiedPostgres(t *testing.T) (direct, viaProxy *sql.DB, p *netproxy.Proxy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err = netproxy.Start(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	host, port, err := net.SplitHostPort(p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(n), nil
+	p, cfg.Host, cfg.Port = netproxy.For(t, cfg.Host, cfg.Port)
+	cfg.Fallbacks = nil
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	direct, err = sql.Open("pgx", dsn)
 	if err != nil {
@@ -57,22 +42,6 @@ func proxiedPostgres(t *testing.T) (direct, viaProxy *sql.DB, p *netproxy.Proxy)
 	viaProxy.SetMaxOpenConns(1)
 	t.Cleanup(func() { _ = viaProxy.Close() })
 	return direct, viaProxy, p
-}
-
-// loseReplyOnce holds the replies of the proxy's connections until
-// applied reports the write landed, then breaks them: the write reached
-// the server and its answer is lost. It returns once applied holds.
-func loseReplyOnce(t *testing.T, p *netproxy.Proxy, applied func() bool) (wait func()) {
-	t.Helper()
-	p.CutReplies()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer p.Heal()
-		defer p.Reset() // also when the poll fails: the write's wait ends
-		poll.Until(t, "the write to be applied", applied)
-	}()
-	return func() { <-done }
 }
 
 // TestWriteAnswerLostPostgreSQL: on PostgreSQL through pgx's database/sql
@@ -102,9 +71,9 @@ func TestWriteAnswerLostPostgreSQL(t *testing.T) {
 	t.Run("control: database/sql sends it again", func(t *testing.T) {
 		direct, viaProxy, p := setup(t)
 		mustExec(t, viaProxy, "SELECT 1") // the pool's connection, open
-		wait := loseReplyOnce(t, p, func() bool { return balance(direct) == 70 })
+		lost := p.LoseReplies(t, "the write to be applied", func() bool { return balance(direct) == 70 })
 		_, err := viaProxy.ExecContext(t.Context(), "UPDATE accounts SET balance = balance + 70 WHERE id = 'k'")
-		wait()
+		<-lost
 		if got := balance(direct); err != nil || got != 140 {
 			t.Fatalf("got error %v and balance %d, want nil and 140 (the UPDATE sent twice)", err, got)
 		}
@@ -119,9 +88,9 @@ func TestWriteAnswerLostPostgreSQL(t *testing.T) {
 		if err := tbl.Update(t.Context(), viaProxy, "k", 2, sqlfence.Add("balance", 0)); err != nil {
 			t.Fatal(err) // the Table's first use, and the connection, before the fault
 		}
-		wait := loseReplyOnce(t, p, func() bool { return balance(direct) == 70 })
+		lost := p.LoseReplies(t, "the write to be applied", func() bool { return balance(direct) == 70 })
 		err = tbl.Update(t.Context(), viaProxy, "k", 2, sqlfence.Add("balance", 70))
-		wait()
+		<-lost
 		if got := balance(direct); got != 70 {
 			t.Fatalf("balance %d, want 70: the update was applied %d times (error %v)", got, got/70, err)
 		}
@@ -155,15 +124,15 @@ func TestWriteAnswerLostPostgreSQL(t *testing.T) {
 			t.Fatal(err) // claimed: Update's claim is then a read
 		}
 		calls := 0
-		wait := func() {}
+		var lost <-chan struct{}
 		err = s.Update(t.Context(), "c", 3, func(r fence.Record) ([]byte, error) {
 			calls++
 			if calls == 1 {
-				wait = loseReplyOnce(t, p, func() bool { return stored() == 2 })
+				lost = p.LoseReplies(t, "the write to be applied", func() bool { return stored() == 2 })
 			}
 			return binary.BigEndian.AppendUint64(nil, uint64(counter(r)+1)), nil
 		})
-		wait()
+		<-lost
 		if got := stored(); got != 2 || calls != 1 {
 			t.Fatalf("counter %d after fn ran %d times, want 2 after once (error %v)", got, calls, err)
 		}
