@@ -3,7 +3,6 @@ package gormfence
 import (
 	"context"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -135,22 +134,10 @@ func lockData(v any) []string {
 // preempting runs the claim's statement, update, under w. When ctx ends
 // meanwhile, the error says so, and names what the claim was waiting for
 // if the watch found it.
-func preempting(ctx context.Context, w sqlpreempt.Watch, update func() error) (err error) {
-	stop := w.Start(ctx)
-	// Deferred, so that a panic in update (a callback's) stops the watch
-	// too.
-	defer func() {
-		found, watching := stop()
-		if err == nil || ctx.Err() == nil || errors.Is(err, fence.ErrStale) {
-			return
-		}
-		why := ""
-		if found != nil {
-			why = " (" + found.Error() + ")"
-		} else if !watching {
-			why = " (nothing looked at what it waited for: preemption is off, or the handle has no pool to look from)"
-		}
-		err = fmt.Errorf("gormfence: claim of %s: the context ended (%w) while it was raising the fence%s: %w", w.Resource, context.Cause(ctx), why, err)
-	}()
-	return update()
+func preempting(ctx context.Context, w sqlpreempt.Watch, update func() error) error {
+	note, err := w.Run(ctx, update)
+	if note == "" {
+		return err
+	}
+	return fmt.Errorf("gormfence: claim of %s: the context ended (%w) while it was raising the fence%s: %w", w.Resource, context.Cause(ctx), note, err)
 }

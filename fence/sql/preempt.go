@@ -3,7 +3,6 @@ package sqlfence
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -36,25 +35,13 @@ type preemption struct {
 // guard runs advance, the statement raising p.claim's fence, under the
 // watch. When ctx ends meanwhile, the error says so, and names what the
 // statement was waiting for if the watch found it.
-func (p preemption) guard(ctx context.Context, advance func() error) (err error) {
-	stop := p.watch().Start(ctx)
-	// Deferred, so that a panic in advance (a tracer's) stops the watch
-	// too.
-	defer func() {
-		found, watching := stop()
-		if err == nil || ctx.Err() == nil || errors.Is(err, fence.ErrStale) {
-			return
-		}
-		why := ""
-		if found != nil {
-			why = " (" + found.Error() + ")"
-		} else if !watching {
-			why = " (nothing looked at what it waited for: preemption is off, or the handle has no other connection to look from)"
-		}
-		err = fmt.Errorf("sqlfence: fenced transaction on %s: the context ended (%w) while it was raising the fence%s; the transaction was rolled back and nothing was written",
-			p.claim.Resource, context.Cause(ctx), why)
-	}()
-	return advance()
+func (p preemption) guard(ctx context.Context, advance func() error) error {
+	note, err := p.watch().Run(ctx, advance)
+	if note == "" {
+		return err
+	}
+	return fmt.Errorf("sqlfence: fenced transaction on %s: the context ended (%w) while it was raising the fence%s; the transaction was rolled back and nothing was written",
+		p.claim.Resource, context.Cause(ctx), note)
 }
 
 // watch is the watch over the statement raising p.claim's fence: on the

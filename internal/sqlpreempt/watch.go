@@ -29,6 +29,7 @@ package sqlpreempt
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -77,6 +78,26 @@ type Watch struct {
 	Row      Row
 	Resource string // the claim's resource: its tag's hash on PostgreSQL, and messages
 	Token    fence.Token
+}
+
+// Run runs op, the statement raising the fence, under the watch (Start,
+// and its stop once op has returned, also when op panics). It returns
+// op's error and, when op failed because ctx ended meanwhile (not refused
+// as stale), a note for the caller's message on what the claim waited
+// for: " (what the watch found)", or why nothing looked; "" otherwise.
+func (w Watch) Run(ctx context.Context, op func() error) (note string, err error) {
+	stop := w.Start(ctx)
+	defer func() {
+		found, watching := stop()
+		switch {
+		case err == nil || ctx.Err() == nil || errors.Is(err, fence.ErrStale):
+		case found != nil:
+			note = " (" + found.Error() + ")"
+		case !watching:
+			note = " (nothing looked at what it waited for: preemption is off, or the handle has no other connection to look from)"
+		}
+	}()
+	return "", op()
 }
 
 // Start starts the watch over the statement about to raise the fence, and
