@@ -53,7 +53,7 @@ var ErrIssuerMismatch = errors.New("fence: the token's issuer is not the one who
 // through a [Guard] whose holder names its tokens' source
 // ([IssuerNamer]). The error matches [ErrInvalidArgument] too, and says
 // what to add. The write changed nothing.
-var ErrIssuerRequired = errors.New("fence: the write names no issuer, and the resource requires one")
+var ErrIssuerRequired = errfamily.New("fence: the write names no issuer, and the resource requires one", ErrInvalidArgument)
 
 // ErrLockLost means a [Guard] refused a write locally, before any I/O, because
 // its holder already knows the lock is lost or its validity deadline has

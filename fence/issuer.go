@@ -67,7 +67,7 @@ func NeedIssuer(ctx context.Context) (string, error) {
 	if iss := IssuerFromContext(ctx); iss != "" {
 		return iss, nil
 	}
-	return "", fmt.Errorf("%w: %w: write through a fence.Guard whose holder names its tokens' source "+
+	return "", fmt.Errorf("%w: write through a fence.Guard whose holder names its tokens' source "+
 		"(etcdlock's WithIssuer, fence.NewHolder's WithIssuer; fence/redisholder and fence/pgadvisory name theirs), "+
-		"or put the name in the write's context with fence.ContextWithIssuer", ErrInvalidArgument, ErrIssuerRequired)
+		"or put the name in the write's context with fence.ContextWithIssuer", ErrIssuerRequired)
 }

@@ -83,7 +83,7 @@ func (m *MemoryStore) Put(ctx context.Context, key string, token Token, value []
 func (m *MemoryStore) admit(ctx context.Context, key string, token Token, cur entry) error {
 	if m.needIssuer {
 		if _, err := NeedIssuer(ctx); err != nil {
-			return fmt.Errorf("fence: MemoryStore: %q: %w", key, err)
+			return fmt.Errorf("%w (MemoryStore, key %q)", err, key)
 		}
 	}
 	if iss := IssuerFromContext(ctx); iss != "" && cur.issuer != "" && iss != cur.issuer {
