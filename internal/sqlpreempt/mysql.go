@@ -140,9 +140,11 @@ func (w Watch) tokens(ctx context.Context, conn *sql.Conn) (dirty, committed fen
 func Hex(b []byte) string { return "0x" + strings.ToUpper(hex.EncodeToString(b)) }
 
 // Quoted is how lock_data shows a text key column's value (CHAR,
-// VARCHAR): in single quotes, with NUL, ' and \ escaped by a backslash.
-// It is the value as it is only when the column's character set keeps it
-// byte for byte in utf8 (ASCII always does).
+// VARCHAR): in single quotes, with NUL and \ escaped by a backslash and
+// a single quote doubled, as an SQL literal writes it
+// (ut_str_sql_format; TestPreemptKeys holds it). It is the value as it
+// is only when the column's character set keeps it byte for byte in utf8
+// (ASCII always does).
 func Quoted(s string) string {
 	var b strings.Builder
 	b.WriteByte('\'')
@@ -150,9 +152,10 @@ func Quoted(s string) string {
 		switch c := s[i]; c {
 		case 0:
 			b.WriteString(`\0`)
-		case '\'', '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+		case '\'':
+			b.WriteString("''")
+		case '\\':
+			b.WriteString(`\\`)
 		default:
 			b.WriteByte(c)
 		}

@@ -8,8 +8,8 @@ import (
 )
 
 // The key as InnoDB's lock_data shows it (row_raw_format): text quoted
-// with NUL, ' and \ escaped, binary in upper-case hex, the columns of a
-// key joined by ", ".
+// with NUL and \ escaped by a backslash and ' doubled, binary in
+// upper-case hex, the columns of a key joined by ", ".
 func TestLockData(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -18,7 +18,7 @@ func TestLockData(t *testing.T) {
 	}{
 		{"none", nil, nil},
 		{"text", [][]string{{sqlpreempt.Quoted("acct-7")}}, []string{"'acct-7'"}},
-		{"escapes", [][]string{{sqlpreempt.Quoted("a'b\\c\x00")}}, []string{`'a\'b\\c\0'`}},
+		{"escapes", [][]string{{sqlpreempt.Quoted("a'b\\c\x00")}}, []string{`'a''b\\c\0'`}},
 		{"binary", [][]string{{sqlpreempt.Hex([]byte("A\xff"))}}, []string{"0x41FF"}},
 		{"two columns, two ways each", [][]string{{"'a'", "0x61"}, {"7"}}, []string{"'a', 7", "0x61, 7"}},
 		{"a column with no way", [][]string{{"7"}, {}}, []string{}},

@@ -46,6 +46,8 @@ func (w Watch) endPostgres(ctx context.Context, conn *sql.Conn) error {
 		switch {
 		case !ok:
 			errs = append(errs, fmt.Errorf("blocked by session %d, which is no fenced transaction (application_name %q)", b.pid, b.tag))
+		case claimedElsewhere(tag, me.Claims[0].Hash):
+			errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of tokens %d to %d on other resources, which holds the row without having claimed it", b.pid, tag.Lo, tag.Hi))
 		case !me.Ends(tag):
 			errs = append(errs, fmt.Errorf("blocked by session %d, a fenced transaction of tokens %d to %d, not all older than this one's", b.pid, tag.Lo, tag.Hi))
 		default:
@@ -55,4 +57,19 @@ func (w Watch) endPostgres(ctx context.Context, conn *sql.Conn) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// claimedElsewhere reports whether tag lists every claim of its
+// transaction and none of them is of the resource whose hash is hash: the
+// transaction holds the row through a write of its own that claimed
+// nothing (an unfenced statement in a transaction fenced on other
+// resources), and was never the row's holder. pgtag's Waiter.Ends would
+// end it when its tokens are all older than the claim's, a comparison of
+// tokens of other resources' locks, whose holders may hold them still.
+func claimedElsewhere(tag pgtag.Tag, hash string) bool {
+	if !tag.Complete || len(tag.Entries) == 0 {
+		return false
+	}
+	_, named := tag.Entries[hash]
+	return !named
 }

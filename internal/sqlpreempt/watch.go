@@ -22,7 +22,9 @@
 //     (pg_terminate_backend).
 //
 // A holder of the same token or a newer one, and one that has not raised
-// the fence (no fenced transaction), are left alone. The unblocked path
+// the fence (no fenced transaction, or on PostgreSQL one whose tag names
+// only other resources: it wrote the row without claiming it), are left
+// alone. The unblocked path
 // costs a timer that is stopped.
 package sqlpreempt
 
