@@ -97,10 +97,15 @@ func refused(ctx context.Context, q *db.Queries, token fence.Token, id string) e
 }
 
 // check refuses, before any I/O, a nil context, a nil handle (handled
-// false) and a token <= 0.
+// false), a token <= 0 and a context that has ended: pgx's pool reports
+// an ended context before it sends anything, and WriteError, which cannot
+// tell, would call it an unknown outcome.
 func check(ctx context.Context, token fence.Token, handled bool) error {
 	if ctx == nil || !handled {
 		return fmt.Errorf("%w: sqlcbank: nil context or handle", fence.ErrInvalidArgument)
 	}
-	return token.Validate()
+	if err := token.Validate(); err != nil {
+		return err
+	}
+	return ctx.Err()
 }

@@ -250,7 +250,10 @@
 // claimed a resource of the waiter's with the same token (the same
 // holder's own transaction) or a newer one, or a transaction that is not
 // fenced: a claim blocked by those waits for as long as ctx allows, and
-// its error names the session it waited for. A live holder is never ended for idling: only a newer token's
+// its error names the session it waited for. A [Store] write that names
+// an issuer ([IssuerColumn]) ends blockers only while the key's committed
+// issuer is its own: a tag shows tokens, not their issuer, and tokens of
+// two issuers are not compared. A live holder is never ended for idling: only a newer token's
 // guard that it blocks ends it, and while its lease is renewed there is
 // none.
 //

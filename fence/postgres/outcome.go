@@ -37,6 +37,11 @@ func classify(err error) error {
 // ERROR, after which the statement has failed and changed nothing), or
 // happened before anything was sent. Either way the outcome is known.
 func answered(err error) bool {
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		// The server answered the COMMIT with ROLLBACK: the transaction
+		// had failed, and nothing of it landed.
+		return true
+	}
 	if errors.Is(err, pgconn.ErrConnClosed) {
 		// pgx says "conn closed" (and safe to retry) both for a statement
 		// it never sent and for one whose reply it lost: a simple-protocol
@@ -78,7 +83,8 @@ func answered(err error) bool {
 // encode, a pool that could not hand out a connection) is reported as an
 // unknown outcome too: a false alarm, never a missed one. A statement run in
 // your own transaction lands only if the COMMIT succeeds; pass the COMMIT's
-// error through WriteError too.
+// error through WriteError too (pgx.ErrTxCommitRollback, a COMMIT the
+// server answered with ROLLBACK, is a known failure).
 func WriteError(resource string, token fence.Token, err error) error {
 	if err == nil {
 		return nil

@@ -77,6 +77,9 @@ type preemption struct {
 	// keys rowKeys ($2); see pgtag.BlockersSQL.
 	rows    string
 	rowKeys any
+	// vet, when set, says why no blocker may be ended now (nil: they may);
+	// run on the watch's connection before each look.
+	vet func(context.Context, *pgx.Conn) error
 }
 
 // watch starts watching the statement about to run on conn, and returns
@@ -210,6 +213,11 @@ func (p preemption) endBlockers(ctx context.Context, conn *pgx.Conn, pid uint32)
 		tag string
 		xid *string
 	}
+	if p.vet != nil {
+		if err := p.vet(ctx, conn); err != nil {
+			return err
+		}
+	}
 	args := []any{int64(pid)}
 	if p.rows != "" {
 		args = append(args, p.rowKeys)
@@ -322,7 +330,14 @@ func tagging(db DB, sql string, returning bool, resource string, token fence.Tok
 // found it.
 func watched[T any](ctx context.Context, after time.Duration, pool, db DB, resource string, token fence.Token, rows string, key any,
 	stmt func() (T, error)) (v T, err error) {
-	p := preemption{after: after, w: waiterOf([]fence.Claim{{Resource: resource, Token: token}}, nil), rows: rows, rowKeys: key}
+	return vetted(ctx, after, nil, pool, db, resource, token, rows, key, stmt)
+}
+
+// vetted is watched whose watch ends blockers only while vet, run on the
+// watch's connection before each look, returns nil (nil vet: always).
+func vetted[T any](ctx context.Context, after time.Duration, vet func(context.Context, *pgx.Conn) error, pool, db DB, resource string,
+	token fence.Token, rows string, key any, stmt func() (T, error)) (v T, err error) {
+	p := preemption{after: after, w: waiterOf([]fence.Claim{{Resource: resource, Token: token}}, nil), rows: rows, rowKeys: key, vet: vet}
 	p.pool, _ = pool.(*pgxpool.Pool)
 	stop := p.watch(ctx, connOf(db))
 	// Deferred, so that a panic in stmt (a tracer's) stops the watch too.

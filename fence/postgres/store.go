@@ -32,8 +32,9 @@ type Store struct {
 	table *Table
 	// The statements, set once by NewStore (storeSQL).
 	getSQL, createSQL, claimSQL, swapSQL, floorSQL string
-	// The claim's statements for a write that names an issuer.
-	issuerGetSQL, issuerClaimSQL string
+	// The claim's statements for a write that names an issuer, and the
+	// read of a key's issuer.
+	issuerGetSQL, issuerClaimSQL, issuerReadSQL string
 	// issuerCol says whether the table has the IssuerColumn, once a write
 	// naming an issuer has looked (issuerUnknown until then).
 	issuerCol atomic.Int32
@@ -86,6 +87,7 @@ func storeSQL(s *Store, q string) {
 	s.swapSQL = "UPDATE " + q + " SET value = $3 WHERE key = $1 AND token = $2 AND value IS NOT DISTINCT FROM $4"
 	s.floorSQL = "SELECT token FROM " + q + " WHERE key = $1"
 	s.issuerGetSQL, s.issuerClaimSQL = issuerGetSQL(q), issuerClaimSQL(q)
+	s.issuerReadSQL = "SELECT " + IssuerColumn + " FROM " + q + " WHERE key = $1"
 }
 
 // CreateTable creates the store's table if it does not exist. ctx bounds the
@@ -162,7 +164,11 @@ func (s *Store) write(ctx context.Context, key string, token fence.Token, value 
 	}
 	resource := func() string { return key }
 	return t.tel.write(ctx, op, token, resource, func(ctx context.Context) error {
-		err := t.upsert(ctx, s.db, key, token, resource, sql, args, false) // CreateTable makes the columns
+		var vet func(context.Context, *pgx.Conn) error
+		if iss != "" {
+			vet = s.sameIssuer(key, iss)
+		}
+		err := t.upsert(ctx, s.db, key, token, resource, sql, args, false, vet) // CreateTable makes the columns
 		if iss != "" {
 			err = s.mismatch(ctx, key, token, iss, err)
 		}

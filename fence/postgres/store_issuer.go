@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencelock/fencelock/fence"
 )
 
@@ -22,7 +24,11 @@ import (
 // it and records it. Without it, or for a write that names none, nothing
 // is checked, as before, unless the Store was made with [RequireIssuer].
 // A Store looks for the column once, at its first write that names an
-// issuer; restart it after adding the column.
+// issuer; restart it after adding the column. A Put or Delete that names
+// an issuer and waits on a transaction holding its key's row ends it
+// (see "A frozen holder" in the package doc) only while the key's
+// committed issuer is its own: a blocker's tokens, of an issuer the
+// waiter cannot see, are never compared with its own.
 const IssuerColumn = "issuer"
 
 // StoreOption configures a [Store]. Create one with [RequireIssuer] or
@@ -129,10 +135,30 @@ func (s *Store) mismatch(ctx context.Context, key string, token fence.Token, iss
 		return err
 	}
 	var cur *string
-	if rerr := s.db.QueryRow(ctx, "SELECT "+IssuerColumn+" FROM "+s.table.name+" WHERE key = $1", key).Scan(&cur); rerr != nil || cur == nil || *cur == iss {
+	if rerr := s.db.QueryRow(ctx, s.issuerReadSQL, key).Scan(&cur); rerr != nil || cur == nil || *cur == iss {
 		return err
 	}
 	return fmt.Errorf("%w: %s/%s has accepted tokens of %q; this write's token %d is of %q", fence.ErrIssuerMismatch, s.table.label, key, *cur, token, iss)
+}
+
+// sameIssuer is the preemption vet of a write of key that names iss: a
+// blocker's tag shows its tokens, not their issuer, and tokens of two
+// issuers are not compared, so the write ends a blocker of older tokens
+// only while the key's issuer, as committed, is iss. A key whose issuer is
+// another refuses the write anyway; one whose issuer is NULL may be
+// claimed by a blocker of any issuer, whose tokens say nothing to iss's,
+// so such a blocker is waited for, as one that is no fenced transaction.
+func (s *Store) sameIssuer(key, iss string) func(context.Context, *pgx.Conn) error {
+	return func(ctx context.Context, conn *pgx.Conn) error {
+		var cur *string
+		if err := conn.QueryRow(ctx, s.issuerReadSQL, key).Scan(&cur); err != nil && !isNoRows(err) {
+			return fmt.Errorf("reading the issuer of %s/%s: %w", s.table.label, key, err)
+		}
+		if cur == nil || *cur != iss {
+			return fmt.Errorf("%s/%s's issuer is not this write's %q (yet): blockers' tokens, of an issuer unknown, were not compared with its", s.table.label, key, iss)
+		}
+		return nil
+	}
 }
 
 // issuerClaimSQL is the claim ([Store.GetForUpdate]) that also records

@@ -190,15 +190,15 @@ func (t *Table) Upsert(ctx context.Context, db DB, key any, token fence.Token, s
 	}
 	resource := func() string { return t.resource(key) }
 	return t.tel.write(ctx, t.tel.Upsert, token, resource, func(ctx context.Context) error {
-		return t.upsert(ctx, db, key, token, resource, sql, args, true)
+		return t.upsert(ctx, db, key, token, resource, sql, args, true, nil)
 	})
 }
 
 // upsert runs a prepared upsert of the row resource names, which is
 // formatted only for an error, as in update, after checking the Table's
-// columns if check is set.
+// columns if check is set. vet, when set, vets its preemption (see vetted).
 func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, resource func() string, sql string, args []any,
-	check bool) error {
+	check bool, vet func(context.Context, *pgx.Conn) error) error {
 	return withConn(ctx, db, func(c DB) error {
 		if check {
 			if err := t.checkColumns(ctx, c); err != nil {
@@ -206,7 +206,7 @@ func (t *Table) upsert(ctx context.Context, db DB, key any, token fence.Token, r
 			}
 		}
 		name := resource()
-		tag, err := watched(ctx, t.preemptAfter, db, c, name, token, t.xmaxSQL, key, func() (pgconn.CommandTag, error) {
+		tag, err := vetted(ctx, t.preemptAfter, vet, db, c, name, token, t.xmaxSQL, key, func() (pgconn.CommandTag, error) {
 			sql, args := tagging(c, sql, false, name, token, args)
 			return c.Exec(ctx, sql, args...)
 		})

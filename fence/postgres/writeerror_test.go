@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/fencelock/fencelock/fence"
@@ -40,6 +41,7 @@ func TestWriteError(t *testing.T) {
 		{name: "missing table", err: serverError("ERROR", "42P01"), is: []error{postgres.ErrSchema}},
 		{name: "row trigger's refusal", err: serverError("ERROR", "FL409"), is: []error{fence.ErrStale}},
 		{name: "not sent", err: notSent{context.Canceled}, is: []error{context.Canceled}},
+		{name: "commit answered with rollback", err: pgx.ErrTxCommitRollback},
 		{name: "session terminated", err: serverError("FATAL", "57P01"), unknown: true, is: []error{postgres.ErrTerminated}},
 		{name: "connection broke", err: io.ErrUnexpectedEOF, unknown: true, is: []error{io.ErrUnexpectedEOF}},
 		{name: "context ended mid-request", err: fmt.Errorf("read: %w", context.DeadlineExceeded), unknown: true, is: []error{context.DeadlineExceeded}},

@@ -1,6 +1,7 @@
 package propagate
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -31,7 +32,8 @@ func (f optionFunc) apply(o *options) { f(o) }
 // WithRequired sets whether a request must carry a fencing token. Default
 // true: a request without one is refused with 400 before the handler runs.
 // With false it reaches the handler, whose context then carries no
-// [Fencing]; a token that is sent must still parse.
+// [Fencing] and names no issuer, whatever the context it was served in
+// carried; a token that is sent must still parse.
 func WithRequired(required bool) Option {
 	return optionFunc(func(o *options) { o.required = required })
 }
@@ -80,7 +82,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	vs := r.Header.Values(Header)
 	switch {
 	case len(vs) == 0 && !h.o.required:
-		h.h.ServeHTTP(w, r)
+		h.h.ServeHTTP(w, r.WithContext(withoutFencing(r.Context())))
 		return
 	case len(vs) == 0:
 		refuse(w, "missing", ErrMissing)
@@ -97,6 +99,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, _ := NewContext(r.Context(), f)         // f parsed, so valid
 	ctx = fence.ContextWithIssuer(ctx, f.Issuer) // none clears any
 	h.h.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// withoutFencing returns ctx without a Fencing or an issuer: a request
+// that carries no Fencing-Token names neither, whatever the context it is
+// served in (a server's BaseContext, a caller serving the handler
+// in-process) carried. It returns ctx itself when it carries neither.
+func withoutFencing(ctx context.Context) context.Context {
+	if _, ok := FromContext(ctx); ok {
+		ctx = context.WithValue(ctx, contextKey{}, nil) // FromContext: none
+	}
+	if fence.IssuerFromContext(ctx) != "" {
+		ctx = fence.ContextWithIssuer(ctx, "")
+	}
+	return ctx
 }
 
 // refuse writes a refusal: its kind's status (refusalStatus), the

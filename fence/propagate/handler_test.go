@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -267,3 +268,36 @@ func TestInvalidArguments(t *testing.T) {
 
 // etcdlockLike is a holder type whose nil pointer FencingOf must not call.
 type etcdlockLike struct{ fence.Holder }
+
+// A request without a Fencing-Token, let through by WithRequired(false),
+// names no issuer and carries no Fencing, whatever the context it is
+// served in: here the server's base context names an issuer and carries
+// a Fencing (as a service's own lock might put there, or a caller serving
+// the handler in-process with its own context). The control: the same
+// context with the header sent, naming no issuer, is cleared too.
+func TestHandlerOptionalClearsContext(t *testing.T) {
+	h, err := propagate.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, ok := propagate.FromContext(r.Context())
+		fmt.Fprintf(w, "%q %v %d", fence.IssuerFromContext(r.Context()), ok, f.Token)
+	}), propagate.WithRequired(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fence.ContextWithIssuer(withFencing(t, propagate.Fencing{Name: "own", Token: 77, Issuer: "etcd-prod"}), "etcd-prod")
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.BaseContext = func(net.Listener) context.Context { return base }
+	srv.Start()
+	t.Cleanup(srv.Close)
+	if _, body := get(t, t.Context(), srv.Client(), srv.URL, `name="job"; token=5`); body != `"" true 5` {
+		t.Fatalf("control, a token naming no issuer: got %s, want \"\" true 5", body)
+	}
+	if _, body := get(t, t.Context(), srv.Client(), srv.URL); body != `"" false 0` {
+		t.Fatalf("no token: got %s, want \"\" false 0 (no issuer, no Fencing)", body)
+	}
+	// In-process, with the caller's context.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil).WithContext(base))
+	if body := strings.TrimSpace(rec.Body.String()); body != `"" false 0` {
+		t.Fatalf("in-process, no token: got %s, want \"\" false 0", body)
+	}
+}

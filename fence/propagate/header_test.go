@@ -91,7 +91,8 @@ func TestMarshal(t *testing.T) {
 // accepts it reads back the same from its written form, which is
 // printable ASCII.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{`name="invoice-42"; token=812`, `token=1;name="%22"`, `name="a"; token=9223372036854775807`, `name="a"; token=1, x`} {
+	for _, s := range []string{`name="invoice-42"; token=812`, `token=1;name="%22"`, `name="a"; token=9223372036854775807`, `name="a"; token=1, x`,
+		`name="a"; token=1; issuer="etcd-prod"`, `issuer="%3B";token=2;name="b"`, `name="a"; token=1; issuer=""`, `name="a"; token=1; issuer="x"; issuer="y"`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
@@ -123,10 +124,10 @@ func FuzzParse(f *testing.F) {
 
 // FuzzRoundTrip: every valid Fencing is written and read back unchanged.
 func FuzzRoundTrip(f *testing.F) {
-	f.Add("invoice-42", int64(812))
-	f.Add(`a"b\c%d;e,f`, int64(1))
-	f.Fuzz(func(t *testing.T, name string, token int64) {
-		in := propagate.Fencing{Name: name, Token: fence.Token(token)}
+	f.Add("invoice-42", int64(812), "")
+	f.Add(`a"b\c%d;e,f`, int64(1), `etcd; token=9`)
+	f.Fuzz(func(t *testing.T, name string, token int64, issuer string) {
+		in := propagate.Fencing{Name: name, Token: fence.Token(token), Issuer: issuer}
 		b, err := in.MarshalText()
 		if in.Validate() != nil {
 			if err == nil {

@@ -234,3 +234,40 @@ func TestClientReplacesHandSetEntryOfAnyCase(t *testing.T) {
 		}
 	}
 }
+
+// A call without a token, let through by WithRequired(false), names no
+// issuer in the handler's context, though an interceptor before ours put
+// one there. The control: the same chain without our interceptor keeps it.
+func TestOptionalClearsIssuer(t *testing.T) {
+	fi, err := fencegrpc.NewInterceptor(fencegrpc.WithRequired(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		ours bool
+		want string
+	}{{"interceptor", true, ""}, {"control: no interceptor", false, "etcd-prod"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got atomic.Value
+			before := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				return h(fence.ContextWithIssuer(ctx, "etcd-prod"), req)
+			}
+			after := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				got.Store(fence.IssuerFromContext(ctx))
+				return h(ctx, req)
+			}
+			chain := []grpc.UnaryServerInterceptor{before, after}
+			if tt.ours {
+				chain = []grpc.UnaryServerInterceptor{before, fi.Unary, after}
+			}
+			_, c := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(chain...)}, nil)
+			if err := call(t.Context(), c, false); err != nil {
+				t.Fatal(err)
+			}
+			if got.Load() != tt.want {
+				t.Fatalf("issuer in the handler's context: got %q, want %q", got.Load(), tt.want)
+			}
+		})
+	}
+}

@@ -28,7 +28,8 @@ func (f optionFunc) apply(o *options) { f(o) }
 // WithRequired sets whether a call must carry a fencing token. Default
 // true: a call without one is refused with FailedPrecondition before the
 // handler runs. With false it reaches the handler, whose context then
-// carries no Fencing; a token that is sent must still parse.
+// carries no Fencing and names no issuer (one an earlier interceptor put
+// there is cleared); a token that is sent must still parse.
 func WithRequired(required bool) Option {
 	return optionFunc(func(o *options) { o.required = required })
 }
@@ -96,6 +97,11 @@ func (i *Interceptor) incoming(ctx context.Context) (context.Context, propagate.
 	vs := md.Get(MetadataKey)
 	switch {
 	case len(vs) == 0 && !i.o.required:
+		// A call without a token names no issuer, whatever an earlier
+		// interceptor put in its context.
+		if fence.IssuerFromContext(ctx) != "" {
+			ctx = fence.ContextWithIssuer(ctx, "")
+		}
 		return ctx, propagate.Fencing{}, nil
 	case len(vs) == 0:
 		return nil, propagate.Fencing{}, refusal(codes.FailedPrecondition, ReasonMissing,
