@@ -81,7 +81,8 @@ func (s *Store) needsIssuer(ctx context.Context, key string) error {
 
 // issuerOf returns the issuer the write's ctx names when the Store's
 // table records issuers, else "". A Store that requires issuers fails
-// when its table has no IssuerColumn.
+// when its table has no IssuerColumn, and looks again at its next write:
+// the column added meanwhile is found without a restart.
 func (s *Store) issuerOf(ctx context.Context) (string, error) {
 	iss := fence.IssuerFromContext(ctx)
 	if iss == "" {
@@ -99,11 +100,12 @@ func (s *Store) issuerOf(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("postgres: looking for %s.%s: %w", s.table.label, IssuerColumn, classify(err))
 	}
-	state := issuerAbsent
-	if present {
-		state = issuerPresent
+	switch {
+	case present:
+		s.issuerCol.Store(issuerPresent)
+	case !s.needIssuer: // writes go on without issuers: the look is kept
+		s.issuerCol.Store(issuerAbsent)
 	}
-	s.issuerCol.Store(state)
 	if !present {
 		return "", s.noIssuerColumn()
 	}

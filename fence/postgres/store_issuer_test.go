@@ -141,3 +141,24 @@ func TestStoreIssuerRepeatedClaim(t *testing.T) {
 		t.Fatalf("a's write after b's claim recorded b: got %v, want ErrIssuerMismatch", err)
 	}
 }
+
+// A Store that requires issuers finds the column added after its refusal,
+// without a restart.
+func TestStoreRequiredIssuerColumnAddedLater(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	s, err := postgres.NewStore(pool, pgx.Identifier{postgres.DefaultStoreTable}, postgres.RequireIssuer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTable(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := fence.ContextWithIssuer(t.Context(), "a")
+	if err := s.Put(ctx, "k", 5, []byte("v")); !errors.Is(err, postgres.ErrSchema) {
+		t.Fatalf("without the column: got %v, want ErrSchema", err)
+	}
+	mustExec(t, pool, "ALTER TABLE fencelock_store ADD COLUMN issuer text")
+	if err := s.Put(ctx, "k", 5, []byte("v")); err != nil {
+		t.Fatalf("after the column was added: got %v, want nil", err)
+	}
+}
