@@ -12,6 +12,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	azblobfence "github.com/fencelock/fencelock/fence/azblob"
 	"github.com/fencelock/fencelock/internal/testkit/benchkit"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // BenchmarkPut compares, on one server and in one run, a fenced Put (a
@@ -23,9 +24,9 @@ import (
 func BenchmarkPut(b *testing.B) {
 	value := bytes.Repeat([]byte("x"), 1024)
 	c := client(b)
-	p := prefix(b)
+	p := fencewant.Prefix(b)
 	s := mustNew(b, c, azblobfence.WithPrefix(p))
-	mustPut(b, s, "k", 7, string(value)) // the check of the server, and the first write, outside the loop
+	fencewant.Put(b, s, "k", 7, string(value)) // the check of the server, and the first write, outside the loop
 	plainBlob := c.NewBlockBlobClient(p + "plain")
 	plain := func() error {
 		_, err := plainBlob.Upload(b.Context(), streaming.NopCloser(bytes.NewReader(value)), nil)
@@ -46,13 +47,13 @@ func BenchmarkPut(b *testing.B) {
 func BenchmarkUpdate(b *testing.B) {
 	value := bytes.Repeat([]byte("x"), 1024)
 	c := client(b)
-	p := prefix(b)
+	p := fencewant.Prefix(b)
 	s := mustNew(b, c, azblobfence.WithPrefix(p))
 	plainBlob := c.NewBlockBlobClient(p + "plain")
 	if _, err := plainBlob.Upload(b.Context(), streaming.NopCloser(bytes.NewReader(value)), nil); err != nil {
 		b.Fatal(err)
 	}
-	mustPut(b, s, "k", 7, string(value))
+	fencewant.Put(b, s, "k", 7, string(value))
 	plain := func() error {
 		r, err := plainBlob.DownloadStream(b.Context(), nil)
 		if err != nil {

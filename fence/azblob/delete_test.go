@@ -15,8 +15,8 @@ import (
 // is refused, a higher one writes again, and a claim of the floor is a
 // claim of a key with no value.
 func TestDelete(t *testing.T) {
-	s := newStore(t, azblobfence.WithPrefix(prefix(t)))
-	mustPut(t, s, "k", 5, "a")
+	s := newStore(t, azblobfence.WithPrefix(fencewant.Prefix(t)))
+	fencewant.Put(t, s, "k", 5, "a")
 	if err := s.Delete(t.Context(), "k", 7); err != nil {
 		t.Fatalf("Delete(7): got %v, want nil", err)
 	}
@@ -29,17 +29,17 @@ func TestDelete(t *testing.T) {
 		t.Fatalf("GetForUpdate(8) of the floor: got %v, want ErrNotFound", err)
 	}
 	fencewant.Stale(t, s.Put(t.Context(), "k", 7, []byte("late")), 7, 8)
-	mustPut(t, s, "k", 8, "b")
-	wantRecord(t, s, "k", 8, "b")
+	fencewant.Put(t, s, "k", 8, "b")
+	fencewant.Record(t, s, "k", 8, "b")
 }
 
 // The blob's bytes are the value, as written, and its metadata the token:
 // what the az CLI or a SAS URL reads.
 func TestBlobIsTheValue(t *testing.T) {
 	c := client(t)
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	s := mustNew(t, c, azblobfence.WithPrefix(p))
-	mustPut(t, s, "k", 34, "the value")
+	fencewant.Put(t, s, "k", 34, "the value")
 	r, err := c.NewBlobClient(s.Blob("k")).DownloadStream(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: got %v, want an error matching %v", tt.name, tt.err, tt.want)
 		}
 	}
-	s := mustNew(t, c, azblobfence.WithPrefix(prefix(t)))
+	s := mustNew(t, c, azblobfence.WithPrefix(fencewant.Prefix(t)))
 	cancelled, cancel := context.WithCancel(t.Context())
 	cancel()
 	var nilCtx context.Context
@@ -89,7 +89,7 @@ func second[T any](_ T, err error) error { return err }
 // A blob this package did not write is reported, and left alone.
 func TestForeignBlob(t *testing.T) {
 	c := client(t)
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	if _, err := c.NewBlockBlobClient(p+"foreign").Upload(t.Context(), streaming.NopCloser(strings.NewReader("somebody else's bytes")), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -135,13 +135,13 @@ func TestNoContainer(t *testing.T) {
 // blob, and is refused for its token.
 func TestMetadataChangeRefusesCachedWrite(t *testing.T) {
 	var f httpfault.Transport
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	c := client(t, func(next http.RoundTripper) http.RoundTripper {
 		f.Next, f.Match = next, func(r *http.Request) bool { return r.Method == http.MethodPut }
 		return &f
 	})
 	s := mustNew(t, c, azblobfence.WithPrefix(p))
-	mustPut(t, s, "k", 5, "a")
+	fencewant.Put(t, s, "k", 5, "a")
 	bc := client(t).NewBlobClient(p + "k")
 	props, err := bc.GetProperties(t.Context(), nil)
 	if err != nil {
@@ -161,7 +161,7 @@ func TestMetadataChangeRefusesCachedWrite(t *testing.T) {
 	if n := f.Sent() - before; n != 1 {
 		t.Fatalf("Put Blob requests: %d, want 1 (on the cached ETag, refused by the server)", n)
 	}
-	wantRecord(t, s, "k", 9, "a")
+	fencewant.Record(t, s, "k", 9, "a")
 }
 
 func to(s string) *string { return &s }
@@ -183,19 +183,19 @@ func TestServerErrorReadBack(t *testing.T) {
 				f.Next, f.Match = next, func(r *http.Request) bool { return r.Method == http.MethodPut }
 				return &f
 			})
-			s := mustNew(t, c, azblobfence.WithPrefix(prefix(t)))
-			mustPut(t, s, "k", 5, "a")
+			s := mustNew(t, c, azblobfence.WithPrefix(fencewant.Prefix(t)))
+			fencewant.Put(t, s, "k", 5, "a")
 			f.FailNext(http.StatusServiceUnavailable, tt.sent)
 			err := s.Put(t.Context(), "k", 7, []byte("b"))
 			if tt.sent {
 				if err != nil {
 					t.Fatalf("Put answered 503 after it landed: got %v, want nil", err)
 				}
-				wantRecord(t, s, "k", 7, "b")
+				fencewant.Record(t, s, "k", 7, "b")
 				return
 			}
 			fencewant.Unknown(t, err, 7)
-			wantRecord(t, s, "k", 5, "a")
+			fencewant.Record(t, s, "k", 5, "a")
 		})
 	}
 }

@@ -51,13 +51,13 @@ func TestEveryWriteReplyLost(t *testing.T) {
 	}{
 		{"Put of a new key", nil, 1,
 			func(t *testing.T, s *azblobfence.Store) error { return s.Put(t.Context(), "k", 7, []byte("v")) }, "v"},
-		{"Put on the cached ETag", func(t *testing.T, s, _ *azblobfence.Store) { mustPut(t, s, "k", 5, "a") }, 1,
+		{"Put on the cached ETag", func(t *testing.T, s, _ *azblobfence.Store) { fencewant.Put(t, s, "k", 5, "a") }, 1,
 			func(t *testing.T, s *azblobfence.Store) error { return s.Put(t.Context(), "k", 7, []byte("v")) }, "v"},
 		{"Put after its cached ETag was refused", func(t *testing.T, s, other *azblobfence.Store) {
-			mustPut(t, s, "k", 5, "a")
-			mustPut(t, other, "k", 5, "b")
+			fencewant.Put(t, s, "k", 5, "a")
+			fencewant.Put(t, other, "k", 5, "b")
 		}, 2, func(t *testing.T, s *azblobfence.Store) error { return s.Put(t.Context(), "k", 7, []byte("v")) }, "v"},
-		{"Delete", func(t *testing.T, s, _ *azblobfence.Store) { mustPut(t, s, "k", 5, "a") }, 1,
+		{"Delete", func(t *testing.T, s, _ *azblobfence.Store) { fencewant.Put(t, s, "k", 5, "a") }, 1,
 			func(t *testing.T, s *azblobfence.Store) error { return s.Delete(t.Context(), "k", 7) }, ""},
 		{"GetForUpdate of a new key", nil, 1, func(t *testing.T, s *azblobfence.Store) error {
 			_, err := s.GetForUpdate(t.Context(), "k", 7)
@@ -66,14 +66,14 @@ func TestEveryWriteReplyLost(t *testing.T) {
 			}
 			return err
 		}, ""},
-		{"GetForUpdate of a lower token's value", func(t *testing.T, s, _ *azblobfence.Store) { mustPut(t, s, "k", 5, "a") }, 1,
+		{"GetForUpdate of a lower token's value", func(t *testing.T, s, _ *azblobfence.Store) { fencewant.Put(t, s, "k", 5, "a") }, 1,
 			func(t *testing.T, s *azblobfence.Store) error {
 				_, err := s.GetForUpdate(t.Context(), "k", 7)
 				return err
 			}, "a"},
-		{"Update's claim", func(t *testing.T, s, _ *azblobfence.Store) { mustPut(t, s, "k", 5, "a") }, 1,
+		{"Update's claim", func(t *testing.T, s, _ *azblobfence.Store) { fencewant.Put(t, s, "k", 5, "a") }, 1,
 			func(t *testing.T, s *azblobfence.Store) error { return s.Update(t.Context(), "k", 7, inc) }, "a+"},
-		{"Update's write", func(t *testing.T, s, _ *azblobfence.Store) { mustPut(t, s, "k", 5, "a") }, 2,
+		{"Update's write", func(t *testing.T, s, _ *azblobfence.Store) { fencewant.Put(t, s, "k", 5, "a") }, 2,
 			func(t *testing.T, s *azblobfence.Store) error { return s.Update(t.Context(), "k", 7, inc) }, "a+"},
 	} {
 		for _, newer := range []bool{false, true} {
@@ -82,7 +82,7 @@ func TestEveryWriteReplyLost(t *testing.T) {
 				name += ", a newer write after it"
 			}
 			t.Run(name, func(t *testing.T) {
-				p := prefix(t)
+				p := fencewant.Prefix(t)
 				var f nthPut
 				s := mustNew(t, client(t, f.wrap), azblobfence.WithPrefix(p))
 				other := newStore(t, azblobfence.WithPrefix(p))
@@ -94,7 +94,7 @@ func TestEveryWriteReplyLost(t *testing.T) {
 				}
 				then := func() {}
 				if newer {
-					then = func() { mustPut(t, other, "k", 100, "newer") }
+					then = func() { fencewant.Put(t, other, "k", 100, "newer") }
 				}
 				f.lose(tt.nth, then)
 				err := tt.call(t, s)
@@ -103,7 +103,7 @@ func TestEveryWriteReplyLost(t *testing.T) {
 				}
 				if newer {
 					fencewant.Unknown(t, err, 7)
-					wantRecord(t, other, "k", 100, "newer")
+					fencewant.Record(t, other, "k", 100, "newer")
 					return
 				}
 				if err != nil {
@@ -116,7 +116,7 @@ func TestEveryWriteReplyLost(t *testing.T) {
 					fencewant.Stale(t, other.Put(t.Context(), "k", 6, []byte("x")), 6, 7)
 					return
 				}
-				wantRecord(t, other, "k", 7, tt.want)
+				fencewant.Record(t, other, "k", 7, tt.want)
 			})
 		}
 	}

@@ -38,17 +38,17 @@ func key(t *testing.T) string { return strings.ReplaceAll(t.Name(), "/", "-") }
 // copy, refused by the ETag of the write that landed, sends Put back to
 // read, and it says stale of a write that landed.
 func TestReplyLostSentOnce(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	run := func(t *testing.T) (uploads int, err error) {
 		var f faults
 		s := mustNew(t, client(t, wrap(&f)), azblobfence.WithPrefix(p))
 		other := newStore(t, azblobfence.WithPrefix(p))
 		k := key(t)
-		mustPut(t, s, k, 5, "a")
-		f.LoseNextReply(func() { mustPut(t, other, k, 9, "b") })
+		fencewant.Put(t, s, k, 5, "a")
+		f.LoseNextReply(func() { fencewant.Put(t, other, k, 9, "b") })
 		before := f.Sent()
 		err = s.Put(t.Context(), k, 7, []byte("c"))
-		wantRecord(t, other, k, 9, "b")
+		fencewant.Record(t, other, k, 9, "b")
 		return f.Sent() - before, err
 	}
 	uploads, err := run(t)
@@ -70,8 +70,8 @@ func TestReplyLostSentOnce(t *testing.T) {
 // upload.
 func TestReplyLostLanded(t *testing.T) {
 	var f faults
-	s := mustNew(t, client(t, wrap(&f)), azblobfence.WithPrefix(prefix(t)))
-	mustPut(t, s, "k", 5, "a")
+	s := mustNew(t, client(t, wrap(&f)), azblobfence.WithPrefix(fencewant.Prefix(t)))
+	fencewant.Put(t, s, "k", 5, "a")
 	f.LoseNextReply(func() {})
 	before := f.Sent()
 	if err := s.Put(t.Context(), "k", 7, []byte("c")); err != nil {
@@ -80,7 +80,7 @@ func TestReplyLostLanded(t *testing.T) {
 	if n := f.Sent() - before; n != 1 {
 		t.Fatalf("uploads sent for the Put: %d, want 1", n)
 	}
-	wantRecord(t, s, "k", 7, "c")
+	fencewant.Record(t, s, "k", 7, "c")
 }
 
 // A write held up in the network until a newer token has written is
@@ -90,24 +90,24 @@ func TestReplyLostLanded(t *testing.T) {
 // over the newer write.
 func TestLateRequestRefused(t *testing.T) {
 	var f faults
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	c := client(t, wrap(&f))
 	s := mustNew(t, c, azblobfence.WithPrefix(p))
 	other := newStore(t, azblobfence.WithPrefix(p))
-	mustPut(t, s, "k", 5, "a")
+	fencewant.Put(t, s, "k", 5, "a")
 	held, release := f.HoldNextRequest()
 	errc := make(chan error, 1)
 	go func() { errc <- s.Put(t.Context(), "k", 7, []byte("late")) }()
 	<-held
-	mustPut(t, other, "k", 9, "b")
+	fencewant.Put(t, other, "k", 9, "b")
 	close(release)
 	fencewant.Stale(t, <-errc, 7, 9)
-	wantRecord(t, other, "k", 9, "b")
+	fencewant.Record(t, other, "k", 9, "b")
 
 	// The control: the late write as a plain upload of the blob a Store
 	// would write (its metadata taken from a Store's own write of token 7
 	// under another name), with no condition, lands over token 9's.
-	mustPut(t, s, "template", 7, "late")
+	fencewant.Put(t, s, "template", 7, "late")
 	props, err := c.NewBlockBlobClient(p+"template").GetProperties(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -119,12 +119,12 @@ func TestLateRequestRefused(t *testing.T) {
 		errc <- err
 	}()
 	<-held
-	mustPut(t, other, "k", 10, "c")
+	fencewant.Put(t, other, "k", 10, "c")
 	close(release)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	wantRecord(t, other, "k", 7, "late")
+	fencewant.Record(t, other, "k", 7, "late")
 }
 
 // An Update whose final write is delivered twice (the first copy lands,
@@ -134,12 +134,12 @@ func TestLateRequestRefused(t *testing.T) {
 // reads as another writer's change, and the next round applies the
 // function again over the write that landed.
 func TestDuplicatedWriteOnce(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	run := func(t *testing.T) (counter int, err error) {
 		var f faults
 		s := mustNew(t, client(t, wrap(&f)), azblobfence.WithPrefix(p))
 		k := key(t)
-		mustPut(t, s, k, 5, "10")
+		fencewant.Put(t, s, k, 5, "10")
 		if _, err := s.GetForUpdate(t.Context(), k, 7); err != nil {
 			t.Fatal(err) // claimed: the Update's next write is its final one
 		}
@@ -170,8 +170,8 @@ func TestDuplicatedWriteOnce(t *testing.T) {
 // record: the refusal of the second copy reads back as its own write.
 func TestDuplicatedPut(t *testing.T) {
 	var f faults
-	s := mustNew(t, client(t, wrap(&f)), azblobfence.WithPrefix(prefix(t)))
-	mustPut(t, s, "k", 5, "a")
+	s := mustNew(t, client(t, wrap(&f)), azblobfence.WithPrefix(fencewant.Prefix(t)))
+	fencewant.Put(t, s, "k", 5, "a")
 	f.DuplicateNextRequest()
 	before := f.Sent()
 	if err := s.Put(t.Context(), "k", 7, []byte("b")); err != nil {
@@ -180,5 +180,5 @@ func TestDuplicatedPut(t *testing.T) {
 	if n := f.Sent() - before; n != 2 {
 		t.Fatalf("uploads: %d, want 2 (the copies, and no write after them)", n)
 	}
-	wantRecord(t, s, "k", 7, "b")
+	fencewant.Record(t, s, "k", 7, "b")
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	azblobfence "github.com/fencelock/fencelock/fence/azblob"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/httpfault"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
@@ -17,9 +18,9 @@ import (
 // other's. A key or prefix with a backslash is refused before any I/O,
 // and the other key's record is left alone.
 func TestBackslashKeyRefused(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	s := newStore(t, azblobfence.WithPrefix(p))
-	mustPut(t, s, "a/b", 5, "a/b's")
+	fencewant.Put(t, s, "a/b", 5, "a/b's")
 	if err := s.Put(t.Context(), `a\b`, 9, []byte(`a\b's`)); !errors.Is(err, fence.ErrInvalidKey) {
 		t.Errorf(`Put(a\b): got %v, want ErrInvalidKey`, err)
 	}
@@ -36,7 +37,7 @@ func TestBackslashKeyRefused(t *testing.T) {
 	if err := withBackslash.Put(t.Context(), "a/b", 9, []byte("other")); !errors.Is(err, fence.ErrInvalidKey) {
 		t.Errorf(`Put under a prefix ending in \: got %v, want ErrInvalidKey`, err)
 	}
-	wantRecord(t, s, "a/b", 5, "a/b's")
+	fencewant.Record(t, s, "a/b", 5, "a/b's")
 }
 
 // Azure's rules for blob names: avoid a name that ends in a dot or a
@@ -48,7 +49,7 @@ func TestBackslashKeyRefused(t *testing.T) {
 func TestDotAndSlashNamesRefused(t *testing.T) {
 	var f httpfault.Transport // counts every request
 	c := client(t, func(next http.RoundTripper) http.RoundTripper { f.Next = next; return &f })
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	s := mustNew(t, c, azblobfence.WithPrefix(p))
 	for _, k := range []string{"k.", "k/", ".", "..", "a/..", "a/../b", "a/./b", "a./b", "k./"} {
 		if err := s.Put(t.Context(), k, 5, []byte("v")); !errors.Is(err, fence.ErrInvalidKey) {
@@ -65,8 +66,8 @@ func TestDotAndSlashNamesRefused(t *testing.T) {
 		t.Fatalf("requests sent by refused calls: %d, want 0", n)
 	}
 	for _, k := range []string{"k.v", ".k", "a/.b", "v1.2/k", "a.b/c"} {
-		mustPut(t, s, k, 5, k)
-		wantRecord(t, s, k, 5, k)
+		fencewant.Put(t, s, k, 5, k)
+		fencewant.Record(t, s, k, 5, k)
 	}
 }
 
@@ -80,8 +81,8 @@ func TestTooLargeRefused(t *testing.T) {
 		f.Next, f.Match = next, func(r *http.Request) bool { return r.Method == http.MethodPut }
 		return &f
 	})
-	s := mustNew(t, c, azblobfence.WithPrefix(prefix(t)))
-	mustPut(t, s, "k", 5, "a")
+	s := mustNew(t, c, azblobfence.WithPrefix(fencewant.Prefix(t)))
+	fencewant.Put(t, s, "k", 5, "a")
 	huge := make([]byte, azblobfence.MaxValueSize+1)
 	before := f.Sent()
 	if err := s.Put(t.Context(), "k", 7, huge); !errors.Is(err, azblobfence.ErrTooLarge) || !errors.Is(err, fence.ErrInvalidArgument) {
@@ -94,5 +95,5 @@ func TestTooLargeRefused(t *testing.T) {
 	if !errors.Is(err, azblobfence.ErrTooLarge) {
 		t.Errorf("Update returning %d bytes: got %v, want ErrTooLarge", len(huge), err)
 	}
-	wantRecord(t, s, "k", 7, "a") // claimed, value unchanged
+	fencewant.Record(t, s, "k", 7, "a") // claimed, value unchanged
 }

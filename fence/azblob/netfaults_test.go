@@ -50,13 +50,13 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // control lets the SDK resend the write after the reset: the copy is
 // refused by the newer write, and Put says stale of a write that landed.
 func TestRepliesCutThenReset(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	run := func(t *testing.T) error {
 		c, proxy := viaProxy(t)
 		s := mustNew(t, c, azblobfence.WithPrefix(p))
 		other := newStore(t, azblobfence.WithPrefix(p))
 		k := key(t)
-		mustPut(t, s, k, 5, "a")
+		fencewant.Put(t, s, k, 5, "a")
 		proxy.CutReplies()
 		errc := make(chan error, 1)
 		go func() { errc <- s.Put(t.Context(), k, 7, []byte("b")) }()
@@ -64,11 +64,11 @@ func TestRepliesCutThenReset(t *testing.T) {
 			r, err := other.Get(t.Context(), k)
 			return err == nil && r.Token == 7
 		})
-		mustPut(t, other, k, 9, "c")
+		fencewant.Put(t, other, k, 9, "c")
 		proxy.Reset()
 		proxy.Heal()
 		err := <-errc
-		wantRecord(t, other, k, 9, "c")
+		fencewant.Record(t, other, k, 9, "c")
 		return err
 	}
 	fencewant.Unknown(t, run(t), 7)

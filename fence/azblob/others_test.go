@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	azblobfence "github.com/fencelock/fencelock/fence/azblob"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
@@ -23,10 +24,10 @@ import (
 // server's error, neither stale nor an unknown outcome, and the record is
 // left as it was.
 func TestLeasedBlobRefused(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	c := client(t)
 	s := mustNew(t, c, azblobfence.WithPrefix(p))
-	mustPut(t, s, "k", 5, "a")
+	fencewant.Put(t, s, "k", 5, "a")
 	lc, err := lease.NewBlobClient(c.NewBlockBlobClient(p+"k"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func TestLeasedBlobRefused(t *testing.T) {
 			t.Errorf("%s on a leased blob: got %v, want the server's refusal, neither stale nor unknown", tt.name, tt.err)
 		}
 	}
-	wantRecord(t, s, "k", 5, "a")
+	fencewant.Record(t, s, "k", 5, "a")
 }
 
 // Writers with interleaved tokens, each through its own Store (its own
@@ -56,7 +57,7 @@ func TestLeasedBlobRefused(t *testing.T) {
 // blob ends with the highest token acknowledged.
 func TestInterleavedWriters(t *testing.T) {
 	testenv.Long(t, "6 writers, 60 Puts on one blob")
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	var highest atomic.Int64 // highest token acknowledged
 	var wg sync.WaitGroup
 	errc := make(chan error, 64)
@@ -96,10 +97,10 @@ func TestInterleavedWriters(t *testing.T) {
 // makes its calls fail with the server's 403, neither stale nor an
 // unknown outcome, and writes nothing.
 func TestSASWithoutPermissions(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	c := client(t)
 	full := mustNew(t, c, azblobfence.WithPrefix(p))
-	mustPut(t, full, "k", 5, "a")
+	fencewant.Put(t, full, "k", 5, "a")
 	for _, tt := range []struct {
 		name string
 		perm sas.ContainerPermissions
@@ -129,7 +130,7 @@ func TestSASWithoutPermissions(t *testing.T) {
 					t.Errorf("Put(%q): got %v, want the server's 403, neither stale nor unknown", k, err)
 				}
 			}
-			wantRecord(t, full, "k", 5, "a")
+			fencewant.Record(t, full, "k", 5, "a")
 			if _, err := full.Get(t.Context(), "new"); !errors.Is(err, fence.ErrNotFound) {
 				t.Errorf(`Get("new"): got %v, want ErrNotFound`, err)
 			}

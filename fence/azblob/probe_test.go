@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	azblobfence "github.com/fencelock/fencelock/fence/azblob"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // A server, or a proxy in front of it, that ignores If-Match and
@@ -22,7 +23,7 @@ import (
 // signs its requests with a SAS in the URL, so the request stays valid);
 // the control sends them through: the check passes and the Put lands.
 func TestConditionalWritesChecked(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	strip := func(r *http.Request) {
 		if r.Method == http.MethodPut {
 			r.Header.Del("If-Match")
@@ -40,11 +41,11 @@ func TestConditionalWritesChecked(t *testing.T) {
 		t.Fatalf("after the refused writes: Get got %v, want ErrNotFound", err)
 	}
 	t.Run("control: conditions sent", func(t *testing.T) {
-		s := mustNew(t, sasClient(t, nil), azblobfence.WithPrefix(prefix(t)))
+		s := mustNew(t, sasClient(t, nil), azblobfence.WithPrefix(fencewant.Prefix(t)))
 		if err := s.CheckConditionalWrites(t.Context()); err != nil {
 			t.Fatalf("CheckConditionalWrites: got %v, want nil", err)
 		}
-		mustPut(t, s, "k", 5, "v")
+		fencewant.Put(t, s, "k", 5, "v")
 	})
 }
 
@@ -102,9 +103,9 @@ func TestConditionalWritesCheckedOnce(t *testing.T) {
 					}
 				}}
 			})
-			s := mustNew(t, c, append(tt.opts, azblobfence.WithPrefix(prefix(t)))...)
+			s := mustNew(t, c, append(tt.opts, azblobfence.WithPrefix(fencewant.Prefix(t)))...)
 			for i := range 3 {
-				mustPut(t, s, "k", fence.Token(5+i), "v")
+				fencewant.Put(t, s, "k", fence.Token(5+i), "v")
 				if _, err := s.GetForUpdate(t.Context(), "k", fence.Token(5+i)); err != nil {
 					t.Fatal(err)
 				}

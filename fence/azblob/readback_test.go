@@ -27,8 +27,8 @@ func TestDuplicatedWriteReadBackLost(t *testing.T) {
 		puts.Next, puts.Match = &heads, func(r *http.Request) bool { return r.Method == http.MethodPut }
 		return &puts
 	})
-	s := mustNew(t, c, azblobfence.WithPrefix(prefix(t)))
-	mustPut(t, s, "k", 5, "10")
+	s := mustNew(t, c, azblobfence.WithPrefix(fencewant.Prefix(t)))
+	fencewant.Put(t, s, "k", 5, "10")
 	if _, err := s.GetForUpdate(t.Context(), "k", 7); err != nil {
 		t.Fatal(err) // claimed: the Update's next write is its final one
 	}
@@ -46,7 +46,7 @@ func TestDuplicatedWriteReadBackLost(t *testing.T) {
 	if calls != 1 {
 		t.Errorf("fn called %d times, want 1", calls)
 	}
-	wantRecord(t, s, "k", 7, "11")
+	fencewant.Record(t, s, "k", 7, "11")
 	fencewant.Unknown(t, err, 7)
 }
 
@@ -61,13 +61,13 @@ func TestDuplicatedPutReadBackLost(t *testing.T) {
 		puts.Next, puts.Match = &heads, func(r *http.Request) bool { return r.Method == http.MethodPut }
 		return &puts
 	})
-	s := mustNew(t, c, azblobfence.WithPrefix(prefix(t)))
-	mustPut(t, s, "k", 5, "a")
+	s := mustNew(t, c, azblobfence.WithPrefix(fencewant.Prefix(t)))
+	fencewant.Put(t, s, "k", 5, "a")
 	puts.DuplicateNextRequest()
 	heads.LoseNextReply(func() {})
 	ctx := policy.WithRetryOptions(t.Context(), policy.RetryOptions{MaxRetries: -1})
 	err := s.Put(ctx, "k", 7, []byte("b"))
-	wantRecord(t, s, "k", 7, "b")
+	fencewant.Record(t, s, "k", 7, "b")
 	fencewant.Unknown(t, err, 7)
 }
 
@@ -82,7 +82,7 @@ func TestDuplicatedPutReadBackLost(t *testing.T) {
 // shows here.
 func TestDuplicatedPutThenNewer(t *testing.T) {
 	var puts, heads httpfault.Transport
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	c := client(t, func(next http.RoundTripper) http.RoundTripper {
 		heads.Next, heads.Match = next, func(r *http.Request) bool { return r.Method == http.MethodHead }
 		puts.Next, puts.Match = &heads, func(r *http.Request) bool { return r.Method == http.MethodPut }
@@ -90,17 +90,17 @@ func TestDuplicatedPutThenNewer(t *testing.T) {
 	})
 	s := mustNew(t, c, azblobfence.WithPrefix(p))
 	other := newStore(t, azblobfence.WithPrefix(p))
-	mustPut(t, s, "k", 5, "a")
+	fencewant.Put(t, s, "k", 5, "a")
 	puts.DuplicateNextRequest()
 	held, release := heads.HoldNextRequest()
 	errc := make(chan error, 1)
 	go func() { errc <- s.Put(t.Context(), "k", 7, []byte("b")) }()
 	<-held
-	mustPut(t, other, "k", 9, "c")
+	fencewant.Put(t, other, "k", 9, "c")
 	close(release)
 	err := <-errc
 	if !errors.Is(err, fence.ErrStale) && !errors.Is(err, fence.ErrUnknownOutcome) {
 		t.Errorf("Put of token 7, delivered twice, then replaced by token 9: got %v, want stale (the known limit) or an unknown outcome", err)
 	}
-	wantRecord(t, s, "k", 9, "c")
+	fencewant.Record(t, s, "k", 9, "c")
 }

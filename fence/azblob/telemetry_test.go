@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	azblobfence "github.com/fencelock/fencelock/fence/azblob"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 )
 
@@ -11,7 +12,7 @@ import (
 // the caller's span, with its token.
 func TestTelemetry(t *testing.T) {
 	otel := oteltest.New(t)
-	s := newStore(t, azblobfence.WithPrefix(prefix(t)), azblobfence.WithMeterProvider(otel.Meters), azblobfence.WithTracerProvider(otel.Tracers))
+	s := newStore(t, azblobfence.WithPrefix(fencewant.Prefix(t)), azblobfence.WithMeterProvider(otel.Meters), azblobfence.WithTracerProvider(otel.Tracers))
 	parent := otel.StoreWrites(t, s, "")
 	otel.WantWrites(t, "azblob", oteltest.StoreWrites...)
 	otel.WantPutSpan(t, "azblob", parent)

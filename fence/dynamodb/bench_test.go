@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/internal/testkit/benchkit"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // BenchmarkPut compares, on one server and in one run, a fenced Put (a
@@ -26,14 +27,14 @@ func BenchmarkPut(b *testing.B) {
 	value := bytes.Repeat([]byte("x"), 1024)
 	c := client(b)
 	s := mustNew(b, c)
-	kPlain, kFenced := prefix(b)+"plain", prefix(b)+"fenced"
+	kPlain, kFenced := fencewant.Prefix(b)+"plain", fencewant.Prefix(b)+"fenced"
 	plain := func() error {
 		_, err := c.PutItem(b.Context(), &dynamodb.PutItemInput{TableName: aws.String(storeTable), Item: map[string]types.AttributeValue{
 			"key": &types.AttributeValueMemberS{Value: kPlain}, "value": &types.AttributeValueMemberB{Value: value},
 		}})
 		return err
 	}
-	kSet := prefix(b) + "set"
+	kSet := fencewant.Prefix(b) + "set"
 	set := func() error { // the Put's UpdateItem without its condition
 		_, err := c.UpdateItem(b.Context(), &dynamodb.UpdateItemInput{
 			TableName: aws.String(storeTable), Key: map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: kSet}},
@@ -61,14 +62,14 @@ func BenchmarkUpdate(b *testing.B) {
 	modify := func(old []byte) []byte { v := bytes.Clone(old); v[0]++; return v }
 	c := client(b)
 	s := mustNew(b, c)
-	kPlain, kFenced := prefix(b)+"plain", prefix(b)+"fenced"
+	kPlain, kFenced := fencewant.Prefix(b)+"plain", fencewant.Prefix(b)+"fenced"
 	key := map[string]types.AttributeValue{"key": &types.AttributeValueMemberS{Value: kPlain}}
 	if _, err := c.PutItem(b.Context(), &dynamodb.PutItemInput{TableName: aws.String(storeTable), Item: map[string]types.AttributeValue{
 		"key": key["key"], "value": &types.AttributeValueMemberB{Value: value}, "version": num(0),
 	}}); err != nil {
 		b.Fatal(err)
 	}
-	mustPut(b, s, kFenced, 7, string(value))
+	fencewant.Put(b, s, kFenced, 7, string(value))
 	plain := func() error {
 		out, err := c.GetItem(b.Context(), &dynamodb.GetItemInput{TableName: aws.String(storeTable), Key: key, ConsistentRead: aws.Bool(true)})
 		if err != nil {
@@ -111,10 +112,10 @@ func BenchmarkUpdateAll(b *testing.B) {
 	value := bytes.Repeat([]byte("x"), 1024)
 	modify := func(old []byte) []byte { v := bytes.Clone(old); v[0]++; return v }
 	s := mustNew(b, client(b))
-	p := prefix(b)
+	p := fencewant.Prefix(b)
 	one, ka, kb := p+"one", p+"a", p+"b"
 	for _, k := range []string{one, ka, kb} {
-		mustPut(b, s, k, 7, string(value))
+		fencewant.Put(b, s, k, 7, string(value))
 	}
 	claims := []fence.Claim{{Resource: ka, Token: 7}, {Resource: kb, Token: 7}}
 	update := func() error {

@@ -87,7 +87,7 @@ func TestUpdateDeliveredTwiceNewerBetween(t *testing.T) {
 			newer func(t *testing.T, other *dynamofence.Store, k string)
 			stale bool
 		}{
-			{"newer Put", func(t *testing.T, other *dynamofence.Store, k string) { mustPut(t, other, k, 9, "b") }, false},
+			{"newer Put", func(t *testing.T, other *dynamofence.Store, k string) { fencewant.Put(t, other, k, 9, "b") }, false},
 			{"newer Update", func(t *testing.T, other *dynamofence.Store, k string) {
 				if err := other.Update(t.Context(), k, 9, func(fence.Record) ([]byte, error) { return []byte("b"), nil }); err != nil {
 					t.Fatal(err)
@@ -96,10 +96,10 @@ func TestUpdateDeliveredTwiceNewerBetween(t *testing.T) {
 		} {
 			t.Run(map[bool]string{false: "item returned", true: "no item returned"}[bare]+"/"+tt.name, func(t *testing.T) {
 				other := newStore(t)
-				k := prefix(t) + "counter"
+				k := fencewant.Prefix(t) + "counter"
 				c := &copies{between: func() { tt.newer(t, other, k) }}
 				s := storeThrough(t, c, bare)
-				mustPut(t, s, k, 5, "0")
+				fencewant.Put(t, s, k, 5, "0")
 				calls := 0
 				err := s.Update(t.Context(), k, 5, func(old fence.Record) ([]byte, error) {
 					calls++
@@ -115,7 +115,7 @@ func TestUpdateDeliveredTwiceNewerBetween(t *testing.T) {
 				if calls != 1 {
 					t.Errorf("fn called %d times, want 1", calls)
 				}
-				wantRecord(t, s, k, 9, "b")
+				fencewant.Record(t, s, k, 9, "b")
 			})
 		}
 	}
@@ -130,14 +130,14 @@ func TestUpdateFirstCopyLate(t *testing.T) {
 	for _, bare := range []bool{false, true} {
 		t.Run(map[bool]string{false: "item returned", true: "no item returned"}[bare], func(t *testing.T) {
 			other := newStore(t)
-			k := prefix(t) + "counter"
+			k := fencewant.Prefix(t) + "counter"
 			c := &copies{late: true, between: func() {
 				if err := other.Update(t.Context(), k, 5, add(10)); err != nil {
 					t.Fatal(err)
 				}
 			}}
 			s := storeThrough(t, c, bare)
-			mustPut(t, s, k, 5, "0")
+			fencewant.Put(t, s, k, 5, "0")
 			calls := 0
 			err := s.Update(t.Context(), k, 5, func(old fence.Record) ([]byte, error) {
 				calls++
@@ -161,7 +161,7 @@ func TestUpdateFirstCopyLate(t *testing.T) {
 			if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(b, []byte("ConditionalCheckFailed")) {
 				t.Fatalf("the first copy, late: got %d %s, want a failed condition", resp.StatusCode, b)
 			}
-			wantRecord(t, s, k, 5, "11")
+			fencewant.Record(t, s, k, 5, "11")
 		})
 	}
 }

@@ -121,7 +121,7 @@ func TestServerLacks(t *testing.T) {
 	srv := dynamotest.New(t)
 	s := newStore(t)
 	t.Run("transactions", func(t *testing.T) {
-		k := prefix(t) + "k"
+		k := fencewant.Prefix(t) + "k"
 		err := s.UpdateAll(t.Context(), []fence.Claim{{Resource: k, Token: 1}},
 			func(map[string]fence.Record) (map[string][]byte, error) {
 				return map[string][]byte{k: []byte("v")}, nil
@@ -135,8 +135,8 @@ func TestServerLacks(t *testing.T) {
 		}
 	})
 	t.Run("item on a failed condition", func(t *testing.T) {
-		k := prefix(t) + "k"
-		mustPut(t, s, k, 5, "v")
+		k := fencewant.Prefix(t) + "k"
+		fencewant.Put(t, s, k, 5, "v")
 		_, err := client(t).UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
 			TableName: aws.String(storeTable), Key: map[string]types.AttributeValue{dynamofence.DefaultKeyAttribute: &types.AttributeValueMemberS{Value: k}},
 			UpdateExpression: aws.String("SET x = :x"), ConditionExpression: aws.String("attribute_not_exists(fence_floor)"),
@@ -181,7 +181,7 @@ func TestPageTryIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustPut(t, s, "k", 34, "b")
+	fencewant.Put(t, s, "k", 34, "b")
 	fencewant.Stale(t, s.Put(t.Context(), "k", 33, []byte("a")), 33, 0) // dynalite returns no floor
-	wantRecord(t, s, "k", 34, "b")
+	fencewant.Record(t, s, "k", 34, "b")
 }

@@ -32,14 +32,14 @@ func TestReviewLateAndLostEveryOp(t *testing.T) {
 		return <-errc
 	}
 	t.Run("Delete late", func(t *testing.T) {
-		k := prefix(t) + "k"
-		mustPut(t, s, k, 5, "a")
-		fencewant.Stale(t, late(nil, func() error { return s.Delete(t.Context(), k, 7) }, func() { mustPut(t, other, k, 9, "b") }), 7, shown(t, 9))
-		wantRecord(t, other, k, 9, "b")
+		k := fencewant.Prefix(t) + "k"
+		fencewant.Put(t, s, k, 5, "a")
+		fencewant.Stale(t, late(nil, func() error { return s.Delete(t.Context(), k, 7) }, func() { fencewant.Put(t, other, k, 9, "b") }), 7, shown(t, 9))
+		fencewant.Record(t, other, k, 9, "b")
 	})
 	t.Run("Update write late", func(t *testing.T) {
-		k := prefix(t) + "k"
-		mustPut(t, s, k, 5, "a")
+		k := fencewant.Prefix(t) + "k"
+		fencewant.Put(t, s, k, 5, "a")
 		errc := make(chan error, 1)
 		var held, release chan struct{}
 		ready := make(chan struct{})
@@ -54,10 +54,10 @@ func TestReviewLateAndLostEveryOp(t *testing.T) {
 		}()
 		<-ready
 		<-held
-		mustPut(t, other, k, 9, "b")
+		fencewant.Put(t, other, k, 9, "b")
 		close(release)
 		fencewant.Stale(t, <-errc, 7, 9)
-		wantRecord(t, other, k, 9, "b")
+		fencewant.Record(t, other, k, 9, "b")
 	})
 	t.Run("Table.Update late", func(t *testing.T) {
 		k := account(t, 11)
@@ -100,8 +100,8 @@ func TestReviewLateAndLostEveryOp(t *testing.T) {
 		fencewant.Unknown(t, do(), 7)
 	}
 	t.Run("lost replies", func(t *testing.T) {
-		k := prefix(t) + "k"
-		mustPut(t, s, k, 5, "0")
+		k := fencewant.Prefix(t) + "k"
+		fencewant.Put(t, s, k, 5, "0")
 		lost(t, func() error { return s.Delete(t.Context(), k, 7) })
 		lost(t, func() error { _, err := s.GetForUpdate(t.Context(), k, 7); return err })
 		lost(t, func() error {
@@ -122,7 +122,7 @@ func TestReviewLateAndLostEveryOp(t *testing.T) {
 // nothing.
 func TestEmptyValue(t *testing.T) {
 	s := newStore(t)
-	k := prefix(t) + "e"
+	k := fencewant.Prefix(t) + "e"
 	err := s.Put(t.Context(), k, 1, nil)
 	if err != nil {
 		if errors.Is(err, fence.ErrUnknownOutcome) || !strings.Contains(err.Error(), "refused by DynamoDB") {
@@ -143,7 +143,7 @@ func TestReviewShapes(t *testing.T) {
 	c := client(t)
 	s := mustNew(t, c)
 	for name, v := range map[string][]byte{"binary": {0, 0xff, 0, 0x80}, "300KB": make([]byte, 300<<10)} {
-		k := prefix(t) + name
+		k := fencewant.Prefix(t) + name
 		if err := s.Put(t.Context(), k, 1, v); err != nil {
 			t.Errorf("%s: Put: %v", name, err)
 			continue
@@ -154,8 +154,8 @@ func TestReviewShapes(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"a b", "ü/..", "\x00", "a#b?c%2F"} {
-		k = prefix(t) + k
-		mustPut(t, s, k, 3, "v")
+		k = fencewant.Prefix(t) + k
+		fencewant.Put(t, s, k, 3, "v")
 		fencewant.Stale(t, s.Put(t.Context(), k, 2, []byte("x")), 2, shown(t, 3))
 	}
 }
@@ -169,14 +169,14 @@ func TestReviewBigTokensProbePasses(t *testing.T) {
 	if err := s.CheckConditions(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	k := prefix(t) + "max"
+	k := fencewant.Prefix(t) + "max"
 	const top = fence.Token(1<<63 - 1)
-	mustPut(t, s, k, top, "top")
+	fencewant.Put(t, s, k, top, "top")
 	t.Run("int64 max", func(t *testing.T) {
 		fencewant.Stale(t, s.Put(t.Context(), k, top-1, []byte("below")), top-1, shown(t, top))
 	})
-	k2 := prefix(t) + "2^62"
-	mustPut(t, s, k2, 1<<53+1, "a")
+	k2 := fencewant.Prefix(t) + "2^62"
+	fencewant.Put(t, s, k2, 1<<53+1, "a")
 	t.Run("2^53+1 then 2^53", func(t *testing.T) {
 		fencewant.Stale(t, s.Put(t.Context(), k2, 1<<53, []byte("b")), 1<<53, shown(t, 1<<53+1))
 	})

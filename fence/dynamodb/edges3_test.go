@@ -38,17 +38,17 @@ func TestReviewNoItemOnConditionFailure(t *testing.T) {
 	t.Cleanup(tr.CloseIdleConnections)
 	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: noItem{tr}} }))
 	other := newStore(t)
-	k := prefix(t) + "k"
-	mustPut(t, s, k, 5, "a")
-	mustPut(t, other, k, 9, "b")
+	k := fencewant.Prefix(t) + "k"
+	fencewant.Put(t, s, k, 5, "a")
+	fencewant.Put(t, other, k, 9, "b")
 	fencewant.Stale(t, s.Put(t.Context(), k, 7, []byte("x")), 7, 0)
-	k2 := prefix(t) + "k2"
-	mustPut(t, s, k2, 5, "a")
+	k2 := fencewant.Prefix(t) + "k2"
+	fencewant.Put(t, s, k2, 5, "a")
 	calls := 0
 	err := s.Update(t.Context(), k2, 7, func(fence.Record) ([]byte, error) {
 		calls++
 		if calls == 1 {
-			mustPut(t, other, k2, 9, "b")
+			fencewant.Put(t, other, k2, 9, "b")
 		}
 		return []byte("u"), nil
 	})
@@ -56,5 +56,5 @@ func TestReviewNoItemOnConditionFailure(t *testing.T) {
 	if calls != 1 {
 		t.Fatalf("fn called %d times", calls)
 	}
-	wantRecord(t, other, k2, 9, "b")
+	fencewant.Record(t, other, k2, 9, "b")
 }

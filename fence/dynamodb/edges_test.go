@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // dup is a transport that, when armed, sends the next request twice (as a
@@ -77,8 +78,8 @@ func TestUpdateDeliveredTwiceAppliesOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var d dup
 			s := mustNew(t, dupClient(t, &d, tt.bare))
-			k := prefix(t) + "counter"
-			mustPut(t, s, k, 5, "0")
+			k := fencewant.Prefix(t) + "counter"
+			fencewant.Put(t, s, k, 5, "0")
 			var calls int
 			err := s.Update(t.Context(), k, 5, func(old fence.Record) ([]byte, error) {
 				calls++
@@ -94,7 +95,7 @@ func TestUpdateDeliveredTwiceAppliesOnce(t *testing.T) {
 			if calls != 1 {
 				t.Errorf("fn called %d times, want 1", calls)
 			}
-			wantRecord(t, s, k, 5, "1")
+			fencewant.Record(t, s, k, 5, "1")
 		})
 	}
 }
@@ -195,8 +196,8 @@ func TestUpdateDeliveredTwiceReadBackLost(t *testing.T) {
 	t.Cleanup(tr.CloseIdleConnections)
 	d.next = failGets{noItem{tr}, &gets}
 	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: &d} }))
-	k := prefix(t) + "counter"
-	mustPut(t, s, k, 5, "0")
+	k := fencewant.Prefix(t) + "counter"
+	fencewant.Put(t, s, k, 5, "0")
 	var calls int
 	err := s.Update(t.Context(), k, 5, func(old fence.Record) ([]byte, error) {
 		calls++
@@ -212,5 +213,5 @@ func TestUpdateDeliveredTwiceReadBackLost(t *testing.T) {
 	if calls != 1 {
 		t.Errorf("fn called %d times, want 1", calls)
 	}
-	wantRecord(t, s, k, 5, "1")
+	fencewant.Record(t, s, k, 5, "1")
 }

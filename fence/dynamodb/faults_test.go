@@ -37,12 +37,12 @@ func TestReplyLostSentOnce(t *testing.T) {
 		var f faults
 		s := mustNew(t, faultyClient(t, &f))
 		other := newStore(t)
-		k := prefix(t) + "k"
-		mustPut(t, s, k, 5, "a")
-		f.LoseNextReply(func() { mustPut(t, other, k, 9, "b") })
+		k := fencewant.Prefix(t) + "k"
+		fencewant.Put(t, s, k, 5, "a")
+		f.LoseNextReply(func() { fencewant.Put(t, other, k, 9, "b") })
 		before := f.Sent()
 		err = s.Put(t.Context(), k, 7, []byte("c"))
-		wantRecord(t, other, k, 9, "b")
+		fencewant.Record(t, other, k, 9, "b")
 		return f.Sent() - before, err
 	}
 	sent, err := run(t)
@@ -67,21 +67,21 @@ func TestLateRequestRefused(t *testing.T) {
 	fc := faultyClient(t, &f)
 	s := mustNew(t, fc)
 	other := newStore(t)
-	k := prefix(t) + "k"
-	mustPut(t, s, k, 5, "a")
+	k := fencewant.Prefix(t) + "k"
+	fencewant.Put(t, s, k, 5, "a")
 	late := func(send func() error) error {
 		held, release := f.HoldNextRequest()
 		errc := make(chan error, 1)
 		go func() { errc <- send() }()
 		<-held
-		mustPut(t, other, k, 9, "b")
+		fencewant.Put(t, other, k, 9, "b")
 		close(release)
 		return <-errc
 	}
 	fencewant.Stale(t, late(func() error { return s.Put(t.Context(), k, 7, []byte("late")) }), 7, shown(t, 9))
-	wantRecord(t, other, k, 9, "b")
+	fencewant.Record(t, other, k, 9, "b")
 	fencewant.Stale(t, late(func() error { _, err := s.GetForUpdate(t.Context(), k, 8); return err }), 8, shown(t, 9))
-	wantRecord(t, other, k, 9, "b")
+	fencewant.Record(t, other, k, 9, "b")
 
 	// The control: the same late write as a plain PutItem of the record
 	// the Store would write, with no condition, lands over token 9's.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // Bad input gets a clear error before any I/O, never a panic.
@@ -113,7 +114,7 @@ func TestNoTable(t *testing.T) {
 func TestCorrupt(t *testing.T) {
 	c := client(t)
 	s := mustNew(t, c)
-	k := prefix(t) + "k"
+	k := fencewant.Prefix(t) + "k"
 	_, err := c.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(s.Table()), Item: map[string]types.AttributeValue{
 		"key": &types.AttributeValueMemberS{Value: k}, "fence_token": &types.AttributeValueMemberS{Value: "x"},
 		"fence_value": &types.AttributeValueMemberS{Value: "not binary"},
@@ -132,8 +133,8 @@ func TestCorrupt(t *testing.T) {
 // Delete keeps the floor: the record is gone, a stale write is refused.
 func TestDelete(t *testing.T) {
 	s := newStore(t)
-	k := prefix(t) + "k"
-	mustPut(t, s, k, 5, "a")
+	k := fencewant.Prefix(t) + "k"
+	fencewant.Put(t, s, k, 5, "a")
 	if err := s.Delete(t.Context(), k, 4); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("Delete(4) after 5: got %v", err)
 	}
@@ -146,6 +147,6 @@ func TestDelete(t *testing.T) {
 	if err := s.Put(t.Context(), k, 5, []byte("late")); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("Put(5) after Delete(6): got %v, want ErrStale", err)
 	}
-	mustPut(t, s, k, 6, "b")
-	wantRecord(t, s, k, 6, "b")
+	fencewant.Put(t, s, k, 6, "b")
+	fencewant.Record(t, s, k, 6, "b")
 }

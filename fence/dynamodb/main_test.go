@@ -1,9 +1,6 @@
 package dynamofence_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"strings"
 	"sync"
 	"testing"
 
@@ -42,14 +39,6 @@ func client(t testing.TB, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 	return c
 }
 
-// prefix returns a key prefix no other test or run uses.
-func prefix(t testing.TB) string {
-	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "fencelock-test/" + strings.ReplaceAll(t.Name(), "/", "-") + "/" + hex.EncodeToString(b[:]) + "/"
-}
-
 func mustNew(t testing.TB, c dynamofence.Client, opts ...dynamofence.Option) *dynamofence.Store {
 	t.Helper()
 	s, err := dynamofence.New(c, storeTable, opts...)
@@ -62,24 +51,6 @@ func mustNew(t testing.TB, c dynamofence.Client, opts ...dynamofence.Option) *dy
 func newStore(t testing.TB, opts ...dynamofence.Option) *dynamofence.Store {
 	t.Helper()
 	return mustNew(t, client(t), opts...)
-}
-
-func mustPut(t testing.TB, s *dynamofence.Store, key string, token fence.Token, value string) {
-	t.Helper()
-	if err := s.Put(t.Context(), key, token, []byte(value)); err != nil {
-		t.Fatalf("Put(%q, %d): got %v, want nil", key, token, err)
-	}
-}
-
-func wantRecord(t testing.TB, s *dynamofence.Store, key string, token fence.Token, value string) {
-	t.Helper()
-	r, err := s.Get(t.Context(), key)
-	if err != nil {
-		t.Fatalf("Get(%q): got %v, want token %d %q", key, err, token, value)
-	}
-	if r.Token != token || string(r.Value) != value {
-		t.Fatalf("Get(%q): got token %d %q, want token %d %q", key, r.Token, r.Value, token, value)
-	}
 }
 
 // shown is the floor a refusal reports as the StaleError's Current: f, or

@@ -13,6 +13,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
 	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // TestOutboxUpdateAll: UpdateAll's effects come in the order of its
@@ -35,7 +36,7 @@ func TestOutboxUpdateAll(t *testing.T) {
 		t.Fatalf("UpdateAll: got %v, want nil", err)
 	}
 	wantPending(t, o, b1, b0, y, x)
-	wantRecord(t, s, "a", 7, "A")
+	fencewant.Record(t, s, "a", 7, "A")
 	if _, err := s.GetForUpdate(ctx, "b", 4); err != nil {
 		t.Fatal(err)
 	}

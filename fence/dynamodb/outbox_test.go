@@ -17,6 +17,7 @@ import (
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
 	"github.com/fencelock/fencelock/fence/outbox"
 	"github.com/fencelock/fencelock/fence/outbox/outboxtest"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // outboxTable is the table every Outbox of the tests keeps its items in,
@@ -50,7 +51,7 @@ func newOutbox(t testing.TB, opts ...dynamofence.OutboxOption) (*dynamofence.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := dynamofence.NewOutbox(s, outboxTable, append([]dynamofence.OutboxOption{dynamofence.WithOutboxPrefix(prefix(t))}, opts...)...)
+	o, err := dynamofence.NewOutbox(s, outboxTable, append([]dynamofence.OutboxOption{dynamofence.WithOutboxPrefix(fencewant.Prefix(t))}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewOutbox: got %v, want nil", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
@@ -16,13 +17,13 @@ import (
 // Put, Update and UpdateAll alike, the record left as it was.
 func TestTooLarge(t *testing.T) {
 	s := newStore(t)
-	k := prefix(t) + "big"
+	k := fencewant.Prefix(t) + "big"
 	n := s.MaxValueSize(k)
 	if n < 399<<10 || n >= dynamofence.MaxItemSize {
 		t.Fatalf("MaxValueSize(%q): got %d, want a little under %d", k, n, dynamofence.MaxItemSize)
 	}
 	fits := bytes.Repeat([]byte{'v'}, n)
-	mustPut(t, s, k, 1, string(fits))
+	fencewant.Put(t, s, k, 1, string(fits))
 	over := append(fits, 'v')
 	for _, tt := range []struct {
 		name  string
@@ -41,7 +42,7 @@ func TestTooLarge(t *testing.T) {
 			t.Errorf("%s of %d bytes: got %v, want an error matching ErrTooLarge and fence.ErrInvalidArgument", tt.name, len(over), err)
 		}
 	}
-	wantRecord(t, s, k, 1, string(fits))
+	fencewant.Record(t, s, k, 1, string(fits))
 }
 
 // A claim whose reply is a large item is not lost to the client. Sent
@@ -55,8 +56,8 @@ func TestLargeReplyNotLost(t *testing.T) {
 	// claims lost their reply, stopping at the first if stop.
 	claims := func(t *testing.T, n int, stop bool) (lost, sent int) {
 		s := newStore(t)
-		k := prefix(t) + "big"
-		mustPut(t, s, k, 1, string(bytes.Repeat([]byte{'v'}, s.MaxValueSize(k))))
+		k := fencewant.Prefix(t) + "big"
+		fencewant.Put(t, s, k, 1, string(bytes.Repeat([]byte{'v'}, s.MaxValueSize(k))))
 		for tok := fence.Token(2); sent < n && !(stop && lost > 0); tok++ {
 			_, err := s.GetForUpdate(t.Context(), k, tok)
 			sent++

@@ -50,7 +50,7 @@ func accounts(t testing.TB, c *dynamodb.Client) *dynamofence.Table {
 
 func account(t testing.TB, id int) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
-		"tenant": &types.AttributeValueMemberS{Value: prefix(t)},
+		"tenant": &types.AttributeValueMemberS{Value: fencewant.Prefix(t)},
 		"id":     &types.AttributeValueMemberN{Value: strconv.Itoa(id)},
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 )
 
@@ -24,7 +25,7 @@ func TestTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parent := otel.StoreWrites(t, s, prefix(t))
+	parent := otel.StoreWrites(t, s, fencewant.Prefix(t))
 	a, b := account(t, 1), account(t, 2)
 	if err := tb.Update(t.Context(), a, 5, setBalance(1)); err != nil {
 		t.Fatal(err)

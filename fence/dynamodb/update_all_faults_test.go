@@ -22,10 +22,10 @@ import (
 // token 5.
 func twoAccounts(t *testing.T, s *dynamofence.Store) (a, b string) {
 	t.Helper()
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	a, b = p+"a", p+"b"
-	mustPut(t, s, a, 5, "100")
-	mustPut(t, s, b, 5, "100")
+	fencewant.Put(t, s, a, 5, "100")
+	fencewant.Put(t, s, b, 5, "100")
 	return a, b
 }
 
@@ -73,8 +73,8 @@ func TestUpdateAllReplyLostSentOnce(t *testing.T) {
 			before = f.Sent()
 			f.LoseNextReply(func() { keep(t, other, 9, a, b) })
 		}))
-		wantRecord(t, other, a, 9, "90")
-		wantRecord(t, other, b, 9, "110")
+		fencewant.Record(t, other, a, 9, "90")
+		fencewant.Record(t, other, b, 9, "110")
 		return f.Sent() - before, err
 	}
 	sent, err := run(t)
@@ -149,8 +149,8 @@ func TestUpdateAllDeliveredTwice(t *testing.T) {
 	if n := tw.n.Load(); n != 1 {
 		t.Fatalf("writes delivered twice: got %d, want 1", n)
 	}
-	wantRecord(t, s, a, 7, "90")
-	wantRecord(t, s, b, 7, "110")
+	fencewant.Record(t, s, a, 7, "90")
+	fencewant.Record(t, s, b, 7, "110")
 }
 
 // A transfer's write held up in the network while another transfer lands
@@ -197,8 +197,8 @@ func TestUpdateAllLateWrite(t *testing.T) {
 			if calls != tt.calls {
 				t.Errorf("calls of fn: got %d, want %d", calls, tt.calls)
 			}
-			wantRecord(t, other, a, tt.token, tt.a)
-			wantRecord(t, other, b, tt.token, tt.b)
+			fencewant.Record(t, other, a, tt.token, tt.a)
+			fencewant.Record(t, other, b, tt.token, tt.b)
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	dynamofence "github.com/fencelock/fencelock/fence/dynamodb"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // countingClient counts the requests it is given and sends none.
@@ -76,7 +77,7 @@ func TestUpdateAllBadInput(t *testing.T) {
 func TestUpdateAllAtMaxKeys(t *testing.T) {
 	needTransactions(t)
 	s := newStore(t)
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	var claims []fence.Claim
 	for i := range dynamofence.MaxTxWrites {
 		claims = append(claims, fence.Claim{Resource: p + strconv.Itoa(i), Token: 3})
@@ -94,6 +95,6 @@ func TestUpdateAllAtMaxKeys(t *testing.T) {
 		if err := s.UpdateAll(t.Context(), claims, all(v)); err != nil {
 			t.Fatalf("UpdateAll of MaxTxWrites (%d) keys, %s touch: %v", dynamofence.MaxTxWrites, v, err)
 		}
-		wantRecord(t, s, claims[len(claims)-1].Resource, 3, v)
+		fencewant.Record(t, s, claims[len(claims)-1].Resource, 3, v)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // isTransact reports whether r is a TransactWriteItems request.
@@ -61,8 +62,8 @@ func TestUpdateAllTransactionInProgressIsUnknown(t *testing.T) {
 	s := mustNew(t, client(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: inProgress{tr}} }))
 	a, b := twoAccounts(t, s)
 	err := s.UpdateAll(t.Context(), both(a, b, 7), move(a, b, 10, nil))
-	wantRecord(t, newStore(t), a, 7, "90") // the write landed
-	wantRecord(t, newStore(t), b, 7, "110")
+	fencewant.Record(t, newStore(t), a, 7, "90") // the write landed
+	fencewant.Record(t, newStore(t), b, 7, "110")
 	if err != nil && !isUnknown(err) {
 		t.Fatalf("UpdateAll answered TransactionInProgressException for a write that landed: got %v, want nil or an error matching fence.ErrUnknownOutcome", err)
 	}
@@ -148,8 +149,8 @@ func TestUpdateAllCopyAnsweredAfterSameTokenUpdate(t *testing.T) {
 	if calls != 1 {
 		t.Errorf("fn called %d times: the transfer was written again after its first copy landed", calls)
 	}
-	wantRecord(t, other, a, 7, "90")
-	wantRecord(t, other, b, 7, "110")
+	fencewant.Record(t, other, a, 7, "90")
+	fencewant.Record(t, other, b, 7, "110")
 }
 
 // The same copy answered second, with nothing in between, lands once on
@@ -166,8 +167,8 @@ func TestUpdateAllCopyAnsweredSecondPlain(t *testing.T) {
 	if err := s.UpdateAll(t.Context(), both(a, b, 7), move(a, b, 10, nil)); err != nil {
 		t.Fatalf("UpdateAll: %v", err)
 	}
-	wantRecord(t, s, a, 7, "90")
-	wantRecord(t, s, b, 7, "110")
+	fencewant.Record(t, s, a, 7, "90")
+	fencewant.Record(t, s, b, 7, "110")
 }
 
 // conflictOnce answers the first UpdateItem once armed (every one, if
@@ -221,7 +222,7 @@ func TestUpdateClaimTransactionConflict(t *testing.T) {
 	if err := s.Update(t.Context(), a, 7, func(r fence.Record) ([]byte, error) { return []byte("90"), nil }); err != nil {
 		t.Fatalf("Update whose claim met another transaction on its item: got %v, want nil (read again)", err)
 	}
-	wantRecord(t, s, a, 7, "90")
+	fencewant.Record(t, s, a, 7, "90")
 }
 
 // A claim that meets the conflict at every attempt says ErrConflict, after
@@ -241,5 +242,5 @@ func TestUpdateAllClaimTransactionConflictEvery(t *testing.T) {
 	if n := co.n.Load(); n < fence.UpdateAttempts {
 		t.Errorf("claims refused: got %d, want at least %d (one per attempt)", n, fence.UpdateAttempts)
 	}
-	wantRecord(t, s, a, 5, "100")
+	fencewant.Record(t, s, a, 5, "100")
 }

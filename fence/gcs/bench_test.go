@@ -9,6 +9,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	gcsfence "github.com/fencelock/fencelock/fence/gcs"
 	"github.com/fencelock/fencelock/internal/testkit/benchkit"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/gcstest"
 )
 
@@ -21,7 +22,7 @@ import (
 func BenchmarkPut(b *testing.B) {
 	value := bytes.Repeat([]byte("x"), 1024)
 	c := client(b)
-	p := prefix(b)
+	p := fencewant.Prefix(b)
 	s := mustNew(b, c, gcsfence.WithPrefix(p))
 	plain := func() error {
 		w := c.Bucket(gcstest.Bucket).Object(p + "plain").NewWriter(b.Context())
@@ -47,7 +48,7 @@ func BenchmarkPut(b *testing.B) {
 func BenchmarkUpdate(b *testing.B) {
 	value := bytes.Repeat([]byte("x"), 1024)
 	c := client(b)
-	p := prefix(b)
+	p := fencewant.Prefix(b)
 	s := mustNew(b, c, gcsfence.WithPrefix(p))
 	obj := c.Bucket(gcstest.Bucket).Object(p + "plain")
 	w := obj.NewWriter(b.Context())
@@ -55,7 +56,7 @@ func BenchmarkUpdate(b *testing.B) {
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
 	}
-	mustPut(b, s, "k", 7, string(value))
+	fencewant.Put(b, s, "k", 7, string(value))
 	plain := func() error {
 		r, err := obj.NewReader(b.Context())
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 
 func TestReviewGCSLateAndLost(t *testing.T) {
 	var f faults
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	s := mustNew(t, client(t, wrap(&f)), gcsfence.WithPrefix(p))
 	other := newStore(t, gcsfence.WithPrefix(p))
 	late := func(send func() error, newer func()) error {
@@ -32,29 +32,29 @@ func TestReviewGCSLateAndLost(t *testing.T) {
 		return <-errc
 	}
 	t.Run("Delete late", func(t *testing.T) {
-		mustPut(t, s, "d", 5, "a")
-		fencewant.Stale(t, late(func() error { return s.Delete(t.Context(), "d", 7) }, func() { mustPut(t, other, "d", 9, "b") }), 7, 9)
-		wantRecord(t, other, "d", 9, "b")
+		fencewant.Put(t, s, "d", 5, "a")
+		fencewant.Stale(t, late(func() error { return s.Delete(t.Context(), "d", 7) }, func() { fencewant.Put(t, other, "d", 9, "b") }), 7, 9)
+		fencewant.Record(t, other, "d", 9, "b")
 	})
 	t.Run("GetForUpdate claim late", func(t *testing.T) {
-		mustPut(t, s, "g", 5, "a")
-		fencewant.Stale(t, late(func() error { _, err := s.GetForUpdate(t.Context(), "g", 7); return err }, func() { mustPut(t, other, "g", 9, "b") }), 7, 9)
-		wantRecord(t, other, "g", 9, "b")
+		fencewant.Put(t, s, "g", 5, "a")
+		fencewant.Stale(t, late(func() error { _, err := s.GetForUpdate(t.Context(), "g", 7); return err }, func() { fencewant.Put(t, other, "g", 9, "b") }), 7, 9)
+		fencewant.Record(t, other, "g", 9, "b")
 	})
 	t.Run("Update claim late", func(t *testing.T) {
-		mustPut(t, s, "uc", 5, "a")
+		fencewant.Put(t, s, "uc", 5, "a")
 		calls := 0
 		err := late(func() error {
 			return s.Update(t.Context(), "uc", 7, func(fence.Record) ([]byte, error) { calls++; return []byte("u"), nil })
-		}, func() { mustPut(t, other, "uc", 9, "b") })
+		}, func() { fencewant.Put(t, other, "uc", 9, "b") })
 		fencewant.Stale(t, err, 7, 9)
-		wantRecord(t, other, "uc", 9, "b")
+		fencewant.Record(t, other, "uc", 9, "b")
 		if calls != 0 {
 			t.Fatalf("fn called %d times", calls)
 		}
 	})
 	t.Run("Update write late", func(t *testing.T) {
-		mustPut(t, s, "uw", 5, "a")
+		fencewant.Put(t, s, "uw", 5, "a")
 		var held, release chan struct{}
 		ready := make(chan struct{})
 		errc := make(chan error, 1)
@@ -69,19 +69,19 @@ func TestReviewGCSLateAndLost(t *testing.T) {
 		}()
 		<-ready
 		<-held
-		mustPut(t, other, "uw", 9, "b")
+		fencewant.Put(t, other, "uw", 9, "b")
 		close(release)
 		fencewant.Stale(t, <-errc, 7, 9)
-		wantRecord(t, other, "uw", 9, "b")
+		fencewant.Record(t, other, "uw", 9, "b")
 	})
 	t.Run("lost then cached", func(t *testing.T) {
 		// Reply of Put 7 lost after it landed; a newer holder writes 9; Put 8 by s must be stale, not land.
-		mustPut(t, s, "c", 5, "a")
+		fencewant.Put(t, s, "c", 5, "a")
 		f.LoseNextReply(func() {})
 		fencewant.Unknown(t, s.Put(t.Context(), "c", 7, []byte("c")), 7)
-		mustPut(t, other, "c", 9, "b")
+		fencewant.Put(t, other, "c", 9, "b")
 		fencewant.Stale(t, s.Put(t.Context(), "c", 8, []byte("x")), 8, 9)
-		wantRecord(t, other, "c", 9, "b")
+		fencewant.Record(t, other, "c", 9, "b")
 		// Lost claim, lost Update write.
 		f.LoseNextReply(func() {})
 		_, err := s.GetForUpdate(t.Context(), "c", 10)
@@ -95,24 +95,24 @@ func TestReviewGCSLateAndLost(t *testing.T) {
 
 // The header cache with several Stores and deletes by other means.
 func TestReviewGCSCache(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	c := client(t)
 	a := mustNew(t, c, gcsfence.WithPrefix(p))
 	b := mustNew(t, c, gcsfence.WithPrefix(p))
 	raw := c.Bucket(gcstest.Bucket)
-	mustPut(t, a, "k", 5, "a5")
-	mustPut(t, b, "k", 9, "b9")
+	fencewant.Put(t, a, "k", 5, "a5")
+	fencewant.Put(t, b, "k", 9, "b9")
 	fencewant.Stale(t, a.Put(t.Context(), "k", 7, []byte("a7")), 7, 9)
 	// Deleted by other means, recreated by b with a lower token (the floor is gone: documented).
 	if err := raw.Object(p + "k").Delete(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	mustPut(t, b, "k", 3, "b3")
+	fencewant.Put(t, b, "k", 3, "b3")
 	// a's cache says 9 at an old generation: a's Put 4 must land (floor 3) and not say stale.
 	if err := a.Put(t.Context(), "k", 4, []byte("a4")); err != nil {
 		t.Fatalf("a Put 4 over b's 3 after a delete: %v", err)
 	}
-	wantRecord(t, b, "k", 4, "a4")
+	fencewant.Record(t, b, "k", 4, "a4")
 	// Delete then Put, and GetForUpdate then Put by another Store.
 	if err := a.Delete(t.Context(), "k", 6); err != nil {
 		t.Fatal(err)
@@ -122,15 +122,15 @@ func TestReviewGCSCache(t *testing.T) {
 		t.Fatalf("claim of a deleted key: %v", err)
 	}
 	fencewant.Stale(t, a.Put(t.Context(), "k", 7, []byte("a7")), 7, 8)
-	mustPut(t, a, "k", 8, "a8")
+	fencewant.Put(t, a, "k", 8, "a8")
 	if err := b.Update(t.Context(), "k", 8, func(r fence.Record) ([]byte, error) { return append(r.Value, '!'), nil }); err != nil {
 		t.Fatal(err)
 	}
-	wantRecord(t, a, "k", 8, "a8!")
+	fencewant.Record(t, a, "k", 8, "a8!")
 }
 
 func TestReviewGCSShapes(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	c := client(t)
 	s := mustNew(t, c, gcsfence.WithPrefix(p))
 	big := make([]byte, 6<<20)
@@ -159,7 +159,7 @@ func TestReviewGCSShapes(t *testing.T) {
 		}
 	}
 	const top = fence.Token(1<<63 - 1)
-	mustPut(t, s, "max", top, "top")
+	fencewant.Put(t, s, "max", top, "top")
 	fencewant.Stale(t, s.Put(t.Context(), "max", top-1, []byte("b")), top-1, top)
 	// Objects by other programs.
 	put := func(name string, b []byte) {
@@ -193,7 +193,7 @@ func TestReviewGCSShapes(t *testing.T) {
 
 // A cancelled context mid-upload.
 func TestReviewGCSCancelMidUpload(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	s := mustNew(t, client(t), gcsfence.WithPrefix(p))
 	big := make([]byte, 32<<20)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	gcsfence "github.com/fencelock/fencelock/fence/gcs"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // dup sends the next upload twice, when armed, and gives the client the
@@ -56,8 +57,8 @@ func (d *dup) RoundTrip(r *http.Request) (*http.Response, error) {
 // own token, and applies fn a second time.
 func TestReviewUpdateDuplicatedWriteAppliesFnTwice(t *testing.T) {
 	var d dup
-	s := mustNew(t, client(t, d.wrap), gcsfence.WithPrefix(prefix(t)))
-	mustPut(t, s, "counter", 5, "0")
+	s := mustNew(t, client(t, d.wrap), gcsfence.WithPrefix(fencewant.Prefix(t)))
+	fencewant.Put(t, s, "counter", 5, "0")
 	var calls int
 	var once sync.Once
 	err := s.Update(t.Context(), "counter", 5, func(old fence.Record) ([]byte, error) {
@@ -107,7 +108,7 @@ func (d dialFails) RoundTrip(r *http.Request) (*http.Response, error) {
 // yet it is reported as an unknown outcome (fence/redis says "not sent").
 func TestReviewDialErrorIsUnknown(t *testing.T) {
 	client(t) // the probe, through a working client
-	s := mustNew(t, client(t, func(next http.RoundTripper) http.RoundTripper { return dialFails{next} }), gcsfence.WithPrefix(prefix(t)))
+	s := mustNew(t, client(t, func(next http.RoundTripper) http.RoundTripper { return dialFails{next} }), gcsfence.WithPrefix(fencewant.Prefix(t)))
 	err := s.Put(t.Context(), "k", 1, []byte("v"))
 	if errors.Is(err, fence.ErrUnknownOutcome) {
 		t.Fatalf("Put whose connection was refused: %v, matching ErrUnknownOutcome", err)

@@ -59,7 +59,7 @@ func TestEmulatorClient(t *testing.T) {
 
 func newStoreOf(t *testing.T, c *storage.Client) *gcsfence.Store {
 	t.Helper()
-	s, err := gcsfence.New(c, gcstest.Bucket, gcsfence.WithPrefix(prefix(t)))
+	s, err := gcsfence.New(c, gcstest.Bucket, gcsfence.WithPrefix(fencewant.Prefix(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,17 +31,17 @@ func wrap(f *faults) func(http.RoundTripper) http.RoundTripper {
 }
 
 func TestReplyLostSentOnce(t *testing.T) {
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	run := func(t *testing.T) (uploads int, err error) {
 		var f faults
 		s := mustNew(t, client(t, wrap(&f)), gcsfence.WithPrefix(p))
 		other := newStore(t, gcsfence.WithPrefix(p))
 		k := strings.ReplaceAll(t.Name(), "/", "-")
-		mustPut(t, s, k, 5, "a")
-		f.LoseNextReply(func() { mustPut(t, other, k, 9, "b") })
+		fencewant.Put(t, s, k, 5, "a")
+		f.LoseNextReply(func() { fencewant.Put(t, other, k, 9, "b") })
 		before := f.Sent()
 		err = s.Put(t.Context(), k, 7, []byte("c"))
-		wantRecord(t, other, k, 9, "b")
+		fencewant.Record(t, other, k, 9, "b")
 		return f.Sent() - before, err
 	}
 	uploads, err := run(t)
@@ -64,24 +64,24 @@ func TestReplyLostSentOnce(t *testing.T) {
 // upload of the same bytes the same way: it lands over the newer write.
 func TestLateRequestRefused(t *testing.T) {
 	var f faults
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	fc := client(t, wrap(&f))
 	s := mustNew(t, fc, gcsfence.WithPrefix(p))
 	other := newStore(t, gcsfence.WithPrefix(p))
-	mustPut(t, s, "k", 5, "a")
+	fencewant.Put(t, s, "k", 5, "a")
 	held, release := f.HoldNextRequest()
 	errc := make(chan error, 1)
 	go func() { errc <- s.Put(t.Context(), "k", 7, []byte("late")) }()
 	<-held
-	mustPut(t, other, "k", 9, "b")
+	fencewant.Put(t, other, "k", 9, "b")
 	close(release)
 	fencewant.Stale(t, <-errc, 7, 9)
-	wantRecord(t, other, "k", 9, "b")
+	fencewant.Record(t, other, "k", 9, "b")
 
 	// The control: the same late write as a plain upload of the object a
 	// Store would write (taken from a Store's own write of token 7 under
 	// another name), with no precondition, lands over token 9's.
-	mustPut(t, s, "template", 7, "late")
+	fencewant.Put(t, s, "template", 7, "late")
 	r, err := fc.Bucket(gcstest.Bucket).Object(p + "template").NewReader(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -102,10 +102,10 @@ func TestLateRequestRefused(t *testing.T) {
 		errc <- err
 	}()
 	<-held
-	mustPut(t, other, "k", 10, "c")
+	fencewant.Put(t, other, "k", 10, "c")
 	close(release)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	wantRecord(t, other, "k", 7, "late")
+	fencewant.Record(t, other, "k", 7, "late")
 }

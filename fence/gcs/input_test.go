@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	gcsfence "github.com/fencelock/fencelock/fence/gcs"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/gcstest"
 )
 
@@ -28,7 +29,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: got %v, want an error matching %v", tt.name, tt.err, tt.want)
 		}
 	}
-	s := newStore(t, gcsfence.WithPrefix(prefix(t)))
+	s := newStore(t, gcsfence.WithPrefix(fencewant.Prefix(t)))
 	cancelled, cancel := context.WithCancel(t.Context())
 	cancel()
 	var nilCtx context.Context
@@ -63,7 +64,7 @@ func second[T any](_ T, err error) error { return err }
 // An object this package did not write is reported, and left alone.
 func TestCorrupt(t *testing.T) {
 	c := client(t)
-	p := prefix(t)
+	p := fencewant.Prefix(t)
 	w := c.Bucket(gcstest.Bucket).Object(p + "foreign").NewWriter(t.Context())
 	w.Write([]byte("somebody else's bytes"))
 	if err := w.Close(); err != nil {
@@ -80,8 +81,8 @@ func TestCorrupt(t *testing.T) {
 
 // Delete keeps the floor: the record is gone, a stale write is refused.
 func TestDelete(t *testing.T) {
-	s := newStore(t, gcsfence.WithPrefix(prefix(t)))
-	mustPut(t, s, "k", 5, "a")
+	s := newStore(t, gcsfence.WithPrefix(fencewant.Prefix(t)))
+	fencewant.Put(t, s, "k", 5, "a")
 	if err := s.Delete(t.Context(), "k", 4); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("Delete(4) after 5: got %v", err)
 	}
@@ -94,8 +95,8 @@ func TestDelete(t *testing.T) {
 	if err := s.Put(t.Context(), "k", 5, []byte("late")); !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("Put(5) after Delete(6): got %v, want ErrStale", err)
 	}
-	mustPut(t, s, "k", 6, "b")
-	wantRecord(t, s, "k", 6, "b")
+	fencewant.Put(t, s, "k", 6, "b")
+	fencewant.Record(t, s, "k", 6, "b")
 }
 
 // A bucket that does not exist is a clear error matching
@@ -119,7 +120,7 @@ func TestNoBucket(t *testing.T) {
 // CheckPreconditions passes on the test server and catches one that
 // ignores them: a proxy that strips ifGenerationMatch.
 func TestCheckPreconditions(t *testing.T) {
-	if err := newStore(t, gcsfence.WithPrefix(prefix(t))).CheckPreconditions(t.Context()); err != nil {
+	if err := newStore(t, gcsfence.WithPrefix(fencewant.Prefix(t))).CheckPreconditions(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	strip := func(next http.RoundTripper) http.RoundTripper {
@@ -131,7 +132,7 @@ func TestCheckPreconditions(t *testing.T) {
 			return next.RoundTrip(r2)
 		})
 	}
-	s := mustNew(t, gcstest.New(t).Client(t, strip), gcsfence.WithPrefix(prefix(t)))
+	s := mustNew(t, gcstest.New(t).Client(t, strip), gcsfence.WithPrefix(fencewant.Prefix(t)))
 	if err := s.CheckPreconditions(t.Context()); !errors.Is(err, gcsfence.ErrPreconditionsUnsupported) {
 		t.Fatalf("CheckPreconditions through a proxy that strips ifGenerationMatch: got %v", err)
 	}

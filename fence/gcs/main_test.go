@@ -1,10 +1,7 @@
 package gcsfence_test
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 
@@ -12,7 +9,6 @@ import (
 
 	"cloud.google.com/go/storage"
 
-	"github.com/fencelock/fencelock/fence"
 	gcsfence "github.com/fencelock/fencelock/fence/gcs"
 	"github.com/fencelock/fencelock/internal/testkit/gcstest"
 )
@@ -51,13 +47,6 @@ func client(t testing.TB, wrap ...func(http.RoundTripper) http.RoundTripper) *st
 	return c
 }
 
-func prefix(t testing.TB) string {
-	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "fencelock-test/" + strings.ReplaceAll(t.Name(), "/", "-") + "/" + hex.EncodeToString(b[:]) + "/"
-}
-
 func mustNew(t testing.TB, c *storage.Client, opts ...gcsfence.Option) *gcsfence.Store {
 	t.Helper()
 	s, err := gcsfence.New(c, gcstest.Bucket, opts...)
@@ -70,22 +59,4 @@ func mustNew(t testing.TB, c *storage.Client, opts ...gcsfence.Option) *gcsfence
 func newStore(t testing.TB, opts ...gcsfence.Option) *gcsfence.Store {
 	t.Helper()
 	return mustNew(t, client(t), opts...)
-}
-
-func mustPut(t testing.TB, s *gcsfence.Store, key string, token fence.Token, value string) {
-	t.Helper()
-	if err := s.Put(t.Context(), key, token, []byte(value)); err != nil {
-		t.Fatalf("Put(%q, %d): got %v, want nil", key, token, err)
-	}
-}
-
-func wantRecord(t testing.TB, s *gcsfence.Store, key string, token fence.Token, value string) {
-	t.Helper()
-	r, err := s.Get(t.Context(), key)
-	if err != nil {
-		t.Fatalf("Get(%q): got %v, want token %d %q", key, err, token, value)
-	}
-	if r.Token != token || string(r.Value) != value {
-		t.Fatalf("Get(%q): got token %d %q, want token %d %q", key, r.Token, r.Value, token, value)
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	gcsfence "github.com/fencelock/fencelock/fence/gcs"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/oteltest"
 )
 
@@ -11,7 +12,7 @@ import (
 // the caller's span, with its token.
 func TestTelemetry(t *testing.T) {
 	otel := oteltest.New(t)
-	s := newStore(t, gcsfence.WithPrefix(prefix(t)), gcsfence.WithMeterProvider(otel.Meters), gcsfence.WithTracerProvider(otel.Tracers))
+	s := newStore(t, gcsfence.WithPrefix(fencewant.Prefix(t)), gcsfence.WithMeterProvider(otel.Meters), gcsfence.WithTracerProvider(otel.Tracers))
 	parent := otel.StoreWrites(t, s, "")
 	otel.WantWrites(t, "gcs", oteltest.StoreWrites...)
 	otel.WantPutSpan(t, "gcs", parent)

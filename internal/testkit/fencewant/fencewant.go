@@ -1,4 +1,5 @@
-// Package fencewant holds the assertions the adapters' tests share about
+// Package fencewant holds what the adapters' tests share: a fresh key
+// prefix, a Put that must land, a record to find, and the assertions about
 // fence's error types, with one strictness: the error must match the
 // sentinel and be the struct error, with the fields the test names.
 //
@@ -8,7 +9,10 @@
 package fencewant
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/fencelock/fencelock/fence"
@@ -45,5 +49,34 @@ func Unknown(t testing.TB, err error, token fence.Token, notAlso ...error) {
 		if errors.Is(err, other) {
 			t.Fatalf("got %v, which matches %v too", err, other)
 		}
+	}
+}
+
+// Prefix returns a key prefix no other test or run uses: the test's name
+// and random hex, under "fencelock-test/".
+func Prefix(t testing.TB) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "fencelock-test/" + strings.ReplaceAll(t.Name(), "/", "-") + "/" + hex.EncodeToString(b[:]) + "/"
+}
+
+// Put writes value under key with token to s, failing t unless it lands.
+func Put(t testing.TB, s fence.Store, key string, token fence.Token, value string) {
+	t.Helper()
+	if err := s.Put(t.Context(), key, token, []byte(value)); err != nil {
+		t.Fatalf("Put(%q, %d): got %v, want nil", key, token, err)
+	}
+}
+
+// Record fails t unless s holds value with token under key.
+func Record(t testing.TB, s fence.Store, key string, token fence.Token, value string) {
+	t.Helper()
+	r, err := s.Get(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): got %v, want token %d %q", key, err, token, value)
+	}
+	if r.Token != token || string(r.Value) != value {
+		t.Fatalf("Get(%q): got token %d %q, want token %d %q", key, r.Token, r.Value, token, value)
 	}
 }
