@@ -141,3 +141,9 @@ func (c *checkState) run(ctx context.Context, probe func(context.Context) error)
 // ignoreOwnForTest makes a write not recognise its own id in the blob,
 // for the control of the test that shows why it does.
 var ignoreOwnForTest atomic.Bool
+
+// landed reports whether the blob read, v, carries write w: a copy of w
+// landed (unless ignoreOwnForTest).
+func (v version) landed(w version) bool {
+	return v.exists() && v.id == w.id && !ignoreOwnForTest.Load()
+}

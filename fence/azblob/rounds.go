@@ -47,7 +47,7 @@ func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, v v
 	switch {
 	case rerr != nil:
 		return &fence.UnknownOutcomeError{Resource: key, Token: token, Err: fmt.Errorf("refused (%w), then reading back: %w", err, rerr)}
-	case got.exists() && got.id == w.id && !ignoreOwnForTest.Load():
+	case got.landed(w):
 		return nil
 	}
 	return changed{err}

@@ -104,11 +104,7 @@ func (s *Store) attempt(ctx context.Context, key string, w *version, value []byt
 	switch classify(err) {
 	case putLanded:
 		w.etag = etag
-		if etag == "" {
-			s.cache.drop(key)
-		} else {
-			s.cache.put(key, *w)
-		}
+		s.cache.put(key, *w) // without an ETag, dropped
 		return false, nil
 	case putRefused:
 		s.cache.drop(key)

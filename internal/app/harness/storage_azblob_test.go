@@ -37,13 +37,7 @@ func TestAzureHistory(t *testing.T) {
 		return r
 	}
 	old, newer := open(), open()
-	afterNewer := func(t *testing.T, fenced bool, key string, w writer, write2 func() error) check.Outcome {
-		if err := write2(); err != nil {
-			t.Fatalf("%s: newer write: %v", key, err)
-		}
-		return check.OutcomeOf(w.write(t.Context(), fenced, key, 1, "w0/t1/s2"))
-	}
-	checkPaused(t, check.ResAzure, old, newer, afterNewer,
+	checkPaused(t, check.ResAzure, old, newer, writeAfterNewer,
 		func(st *check.Storage) error { log.read(st, []string{"fenced", "control"}); return nil })
 }
 

@@ -37,16 +37,10 @@ func TestJetStreamHistory(t *testing.T) {
 		return r
 	}
 	old, newer := open(), open()
-	afterNewer := func(t *testing.T, fenced bool, key string, w writer, write2 func() error) check.Outcome {
-		if err := write2(); err != nil {
-			t.Fatalf("%s: newer write: %v", key, err)
-		}
-		return check.OutcomeOf(w.write(t.Context(), fenced, key, 1, "w0/t1/s2"))
-	}
 	read := func(st *check.Storage) error {
 		return readJetStream(t.Context(), st, srv.URL(), bucket, []string{"fenced", "control"})
 	}
-	checkPaused(t, check.ResJetStream, old, newer, afterNewer, read)
+	checkPaused(t, check.ResJetStream, old, newer, writeAfterNewer, read)
 
 	// Past a bucket's History of 64, every entry is still there.
 	for i := range 70 {

@@ -33,13 +33,7 @@ func TestRedisHistory(t *testing.T) {
 		return r
 	}
 	old, newer := open(), open()
-	afterNewer := func(t *testing.T, fenced bool, key string, w writer, write2 func() error) check.Outcome {
-		if err := write2(); err != nil {
-			t.Fatalf("%s: newer write: %v", key, err)
-		}
-		return check.OutcomeOf(w.write(t.Context(), fenced, key, 1, "w0/t1/s2"))
-	}
-	checkPaused(t, check.ResRedis, old, newer, afterNewer,
+	checkPaused(t, check.ResRedis, old, newer, writeAfterNewer,
 		func(st *check.Storage) error { return readRedis(st, dir, []string{"fenced", "control"}) })
 
 	// A command cut short at the end of the file (Redis writing it as the

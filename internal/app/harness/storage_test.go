@@ -34,6 +34,15 @@ type paused func(t *testing.T, fenced bool, key string, late writer, newer func(
 
 // checkPaused runs the stale-write scenario, fenced and not, then reads the
 // storage's history with read and checks it.
+// writeAfterNewer is the paused write that comes after a newer holder's:
+// the newer write lands first, then the paused one, token 1, is tried.
+func writeAfterNewer(t *testing.T, fenced bool, key string, w writer, write2 func() error) check.Outcome {
+	if err := write2(); err != nil {
+		t.Fatalf("%s: newer write: %v", key, err)
+	}
+	return check.OutcomeOf(w.write(t.Context(), fenced, key, 1, "w0/t1/s2"))
+}
+
 func checkPaused(t *testing.T, kind check.ResKind, old, newer writer, run paused, read func(*check.Storage) error) {
 	t.Helper()
 	atts := map[bool][]check.Attempt{}
@@ -175,13 +184,7 @@ func TestSQLiteHistory(t *testing.T) {
 		return r
 	}
 	old, newer := open(), open()
-	afterNewer := func(t *testing.T, fenced bool, key string, w writer, write2 func() error) check.Outcome {
-		if err := write2(); err != nil {
-			t.Fatalf("%s: newer write: %v", key, err)
-		}
-		return check.OutcomeOf(w.write(t.Context(), fenced, key, 1, "w0/t1/s2"))
-	}
-	checkPaused(t, check.ResSQL, old, newer, afterNewer,
+	checkPaused(t, check.ResSQL, old, newer, writeAfterNewer,
 		func(st *check.Storage) error { return readSQL(t.Context(), st, path) })
 }
 
