@@ -103,11 +103,13 @@ func acquire(ctx context.Context, cfg *pgx.ConnConfig, key int64, wait bool, opt
 	if err != nil {
 		return nil, fmt.Errorf("pgadvisory: connecting: %w", err)
 	}
+	asked := o.timeout // WithSessionTimeout's, for the session to set
 	if o, err = serverTimeout(ctx, conn, o); err != nil {
 		closeConn(conn)
 		return nil, err
 	}
-	if err := setTimeout(ctx, conn, o.timeout); err != nil {
+	// A timeout the server gave is the session's already.
+	if err := setTimeout(ctx, conn, asked); err != nil {
 		closeConn(conn)
 		return nil, err
 	}
