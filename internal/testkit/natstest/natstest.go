@@ -139,19 +139,7 @@ func start(ctx context.Context, bin string) (*Server, error) {
 }
 
 // ping connects and asks JetStream for the account's information.
-func (s *Server) ping(ctx context.Context) error {
-	nc, err := nats.Connect(s.url, nats.NoReconnect(), nats.Timeout(time.Second))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	_, err = js.AccountInfo(ctx)
-	return err
-}
+func (s *Server) ping(ctx context.Context) error { return pingWith(ctx, s.url, nil) }
 
 // URL returns the server's nats://host:port.
 func (s *Server) URL() string { return s.url }
