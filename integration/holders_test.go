@@ -25,9 +25,11 @@ import (
 // and is stopped with SIGSTOP. Its lock ends: the redislock key's 1 s TTL
 // runs out; the advisory lock's session, which a frozen process keeps
 // open, is ended by B (pg_terminate_backend, as docs/holders.md says a
-// next holder or an operator must), or, made WithSessionTimeout, by the
-// server once it has been idle 1 s. Holder B takes the lock (waiting for
-// it) and writes the job row. A is resumed with SIGCONT and writes. Fenced, PostgreSQL
+// next holder or an operator must), or, made WithSessionTimeout or by the
+// connection's own idle_session_timeout, by the server once it has been
+// idle 1 s. Holder B takes the lock (waiting for it) and writes the job
+// row; where the lock's end is a lease, B has it within the lease + 1 s of
+// A's pause. A is resumed with SIGCONT and writes. Fenced, PostgreSQL
 // refuses A's write (fence.ErrStale) and the row holds B's; in the
 // control, a plain UPDATE, A's late write lands.
 func TestHoldersPausedHolder(t *testing.T) {
@@ -40,7 +42,7 @@ func TestHoldersPausedHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	i := 0
-	for _, kind := range []holderKind{kindRedislock, kindAdvisory, kindAdvisoryLease} {
+	for _, kind := range []holderKind{kindRedislock, kindAdvisory, kindAdvisoryLease, kindAdvisoryServerLease} {
 		for _, tt := range []struct {
 			mode       pgMode
 			wantResult string
@@ -63,6 +65,7 @@ func TestHoldersPausedHolder(t *testing.T) {
 				a := startWorker(t, holdersWorkerEnv, cfg)
 				tokA := ready(t, a)
 				pause(t, a)
+				paused := time.Now()
 
 				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 				defer cancel()
@@ -74,6 +77,9 @@ func TestHoldersPausedHolder(t *testing.T) {
 					t.Fatalf("B takes the lock: got %v, want nil", err)
 				}
 				defer release()
+				if waited := time.Since(paused); kind != kindAdvisory && waited > holdersTTL+time.Second {
+					t.Errorf("B took the lock %v after A's pause, over the lease %v + 1 s", waited.Round(time.Millisecond), holdersTTL)
+				}
 				if hB.Token() <= tokA {
 					t.Fatalf("B's token %d is not above A's %d", hB.Token(), tokA)
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -39,6 +40,11 @@ const (
 	// kindAdvisoryLease is an advisory lock whose session the server ends
 	// once it is idle for holdersTTL (pgadvisory.WithSessionTimeout).
 	kindAdvisoryLease holderKind = "advisory with a session timeout"
+	// kindAdvisoryServerLease is an advisory lock whose session the server
+	// ends once it is idle for holdersTTL because the connection's own
+	// idle_session_timeout says so (no WithSessionTimeout): pgadvisory
+	// reads it and takes it as the lease.
+	kindAdvisoryServerLease holderKind = "advisory with the server's session timeout"
 )
 
 // holdersTTL is the redislock holders' TTL, and the advisory lease's
@@ -92,10 +98,13 @@ func takeHolder(ctx context.Context, cfg holdersWorkerConfig) (fence.Holder, fun
 			return nil, nil, err
 		}
 		return l, func() { _ = l.Release(context.WithoutCancel(ctx)); rdb.Close() }, nil
-	case kindAdvisory, kindAdvisoryLease:
+	case kindAdvisory, kindAdvisoryLease, kindAdvisoryServerLease:
 		pcfg, err := pgx.ParseConfig(cfg.DSN)
 		if err != nil {
 			return nil, nil, err
+		}
+		if cfg.Kind == kindAdvisoryServerLease {
+			pcfg.RuntimeParams["idle_session_timeout"] = strconv.FormatInt(holdersTTL.Milliseconds(), 10)
 		}
 		var key int64
 		if _, err := fmt.Sscan(cfg.Lock, &key); err != nil {
