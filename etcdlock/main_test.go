@@ -109,13 +109,19 @@ func keysOf(t testing.TB) etcdlock.KeysForTest { return etcdlock.KeysUnder(prefi
 // can cut.
 func proxied(t testing.TB) (*clientv3.Client, *netproxy.Proxy) {
 	t.Helper()
-	p, err := netproxy.Start(strings.TrimPrefix(endpoints()[0], "http://"))
+	return proxiedTo(t, endpoints()[0])
+}
+
+// proxiedTo returns an etcd client that reaches the member at ep through a
+// proxy the test can cut, closed when the test ends.
+func proxiedTo(t testing.TB, ep string) (*clientv3.Client, *netproxy.Proxy) {
+	t.Helper()
+	p, err := netproxy.Start(strings.TrimPrefix(ep, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli := etcdClient(t, "http://"+p.Addr())
 	t.Cleanup(func() { p.Close() })
-	return cli, p
+	return etcdClient(t, "http://"+p.Addr()), p
 }
 
 // keys returns the keys under prefix p.

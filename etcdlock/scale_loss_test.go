@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/fencelock/fencelock/etcdlock"
-	"github.com/fencelock/fencelock/internal/testkit/netproxy"
 )
 
 // lossSlack is how long after its validity deadline a lock's Done may close
@@ -110,18 +108,6 @@ func lossStock(t *testing.T, ep string) {
 	t.Logf("after the cut: session Done closed at %v, etcd deleted the keys from %v to %v; Done − first deletion %v",
 		done.Sub(cut).Round(time.Millisecond), first.Sub(cut).Round(time.Millisecond),
 		last.Sub(cut).Round(time.Millisecond), done.Sub(first).Round(time.Millisecond))
-}
-
-// proxiedTo returns an etcd client of ep whose traffic goes through a proxy
-// the test can cut.
-func proxiedTo(t *testing.T, ep string) (*clientv3.Client, *netproxy.Proxy) {
-	t.Helper()
-	px, err := netproxy.Start(strings.TrimPrefix(ep, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { px.Close() })
-	return etcdClient(t, "http://"+px.Addr()), px
 }
 
 // watchDeletions watches the keys under p and returns a function that waits

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/etcdlock"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 	"github.com/fencelock/fencelock/internal/testkit/poll"
 )
 
@@ -90,12 +91,15 @@ func TestWatchStatusMatchesInspect(t *testing.T) {
 }
 
 // A WatchStatus cut off from etcd, while the lock changes hands and the
-// history is compacted, says so, then reads afresh and goes on.
+// history is compacted, says so, then reads afresh and goes on. On a server
+// of its own: it runs beside other tests, and a compaction of the shared
+// member would end their watches (see TestParallelTestsCompactNoSharedMember).
 func TestWatchStatusResumesAfterCutAndCompaction(t *testing.T) {
 	t.Parallel()
-	cli := etcdClient(t)
-	pcli, proxy := proxied(t)
-	watcher, a, b := newLocker(t, pcli), newLocker(t, cli), newLocker(t, etcdClient(t))
+	ep := embedetcd.NewServer(t).Endpoints()[0]
+	cli := etcdClient(t, ep)
+	pcli, proxy := proxiedTo(t, ep)
+	watcher, a, b := newLocker(t, pcli), newLocker(t, cli), newLocker(t, etcdClient(t, ep))
 	first := mustLock(t, a, "x")
 	ch, err := watcher.WatchStatus(t.Context(), etcdlock.StatusScope{Names: []string{"x"}})
 	if err != nil {
