@@ -36,7 +36,8 @@ func endpoints() []string { return embedetcd.Shared().Endpoints() }
 // Client, proxy, fault injector or server), calls t.Parallel. These do
 // not: a test that moves the clock of validity deadlines (the one
 // package-level switch left; the controls' switches are per Client),
-// counts the shared member's watchers, raises an alarm on it, or keeps
+// counts the shared member's watchers, raises an alarm on it, compacts
+// its history (TestParallelTestsCompactNoSharedMember), or keeps
 // the CPU busy (the property tests, fault storms, thousands of locks,
 // clusters of member processes), whose throughput, or the 1 s leases of
 // the tests beside it, would suffer. go test runs those first, one at a
