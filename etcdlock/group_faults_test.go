@@ -229,25 +229,43 @@ func TestGroupNoWorkAfterPanic(t *testing.T) {
 // Join for good.
 func TestGroupDisagreeOnRejoin(t *testing.T) {
 	testenv.Long(t, "20 s of revoked leases")
+	t.Parallel() // it waits: 0.6 s of CPU in its 20 s
 	direct := etcdClient(t)
 	runs := newGroupRuns()
 	good := newLocker(t, direct)
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	goodDone := make(chan error, 1)
 	go func() { goodDone <- group(t, good, "g", 4).Join(ctx, runs.work(0)) }()
 	groupSettled(t, group(t, newLocker(t, direct), "g", 4), 1, 10*time.Second)
 	bad := newLocker(t, direct)
+	badDone := make(chan struct{})
 	go func() { // crash-looping worker with 5 partitions
+		defer close(badDone)
 		for ctx.Err() == nil {
 			group(t, bad, "g", 5).Join(ctx, func(ctx context.Context, p *etcdlock.Partition) error { <-ctx.Done(); return nil })
 			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	// Both Joins return before the test does, so that none of their
+	// goroutines outlives it (goleak, when the test runs alone).
+	goodEnded := false
+	defer func() {
+		cancel()
+		<-badDone
+		if goodEnded {
+			return
+		}
+		select {
+		case <-goodDone:
+		case <-time.After(10 * time.Second):
+			t.Error("the good worker's Join did not return 10 s after its ctx ended")
 		}
 	}()
 	deadline := time.Now().Add(20 * time.Second)
 	for i := 0; time.Now().Before(deadline); i++ {
 		select {
 		case err := <-goodDone:
+			goodEnded = true
 			t.Errorf("after %d revokes of the good worker's lease, its Join ended: %v", i, err)
 			return
 		default:

@@ -302,6 +302,7 @@ func (nopSink) watchEnded(bool, error)      {}
 // watch waited, unreported, until gRPC gave up connecting.
 func TestWatchProtocolHungOpen(t *testing.T) {
 	testenv.Long(t, "waits out a stream's 5 s open timeout")
+	t.Parallel() // a fake stream: it shares nothing, and only waits
 	p := newProtocol(t)
 	p.e.c.o.ttl = 3 * time.Second // openTimeout: its 5 s floor
 	opens := make(chan struct{}, 4)
