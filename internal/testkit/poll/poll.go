@@ -23,10 +23,17 @@ const interval = 5 * time.Millisecond
 // test's goroutine, as Fatalf requires.
 func Until(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(Timeout)
+	until(tb, what, cond, Timeout)
+}
+
+// until is Until with a timeout of its own (the package's test gives up
+// after milliseconds, not Timeout's 10 s).
+func until(tb testing.TB, what string, cond func() bool, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			tb.Fatalf("waiting for %s: not so after %v", what, Timeout)
+			tb.Fatalf("waiting for %s: not so after %v", what, timeout)
 		}
 		time.Sleep(interval)
 	}
