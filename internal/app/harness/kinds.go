@@ -36,9 +36,9 @@ type faultKind struct {
 
 // faultKinds lists every kind, in report order. Pauses are the slowest
 // fault (the lease must run out each time), so two loops pause two
-// different workers at once. A replacement takes 0.2 s, 5 s now and then
-// (the learner must catch up before it is promoted), and excludes member
-// crashes while it runs, so fewer of them are asked for.
+// different workers at once. A replacement takes about 0.2 s (5 s now and
+// then) and excludes member crashes while it runs, so fewer of them are
+// asked for.
 var faultKinds = []faultKind{
 	{faultPause, "SIGSTOP a holder after its guard check, past its lease; SIGCONT", 2, 20, 120, (*nemesis).pause},
 	{faultKill, "SIGKILL a holder as it writes; start a fresh worker", 1, 20, 120, (*nemesis).kill},

@@ -36,15 +36,21 @@ const memberCallTimeout = 2 * time.Second
 // member i reaches its replacement. Each membership request is retried
 // until its effect is seen, since a request can take effect and lose its
 // reply: a removal that finds i gone, an add that finds its peer URL
-// added, a promotion that finds a voter, all count as done. etcd refuses
-// the removal ("unhealthy cluster", its strict reconfiguration check) until
-// the members that stay have been connected for 5 s, so a replacement soon
-// after a start, a restart or another replacement takes about 5 s; the
-// change itself takes a fraction of a second.
+// added, a promotion that finds a voter, all count as done.
+//
+// Before the removal, Replace waits until every member that stays answers
+// a linearizable read itself (it is up and in touch with the leader), so
+// that the removal never leaves two voters of which one is down. That is
+// the guard of etcd's strict reconfiguration check, which the members run
+// without: it refused the removal ("unhealthy cluster") until the members
+// that stay had been connected for 5 s, so each replacement soon after a
+// start, a restart or another replacement took 5 s, where the change
+// itself takes a fraction of a second.
 //
 // Replace must not run alongside [Cluster.Stop] of another member: two
-// members down at once out of three is a loss of quorum, and the change
-// waits until one comes back. Concurrent calls of Replace are serialised.
+// members down at once out of three is a loss of quorum. It waits until
+// the stopped member is back, or ctx ends. Concurrent calls of Replace are
+// serialised.
 func (c *Cluster) Replace(ctx context.Context, i int) error {
 	return c.replace(ctx, i, false)
 }
@@ -80,6 +86,11 @@ func (c *Cluster) replace(ctx context.Context, i int, move bool) error {
 		return fmt.Errorf("embedetcd: replace %s: %w", m.Name, err)
 	}
 	defer cli.Close()
+	for _, u := range others {
+		if err := awaitVoter(ctx, u); err != nil {
+			return fmt.Errorf("embedetcd: replace %s: member %s does not serve, and a removal would leave the cluster without quorum: %w", m.Name, u, err)
+		}
+	}
 	if err := removeMember(ctx, cli, m.PeerURL); err != nil {
 		return fmt.Errorf("embedetcd: replace %s: remove: %w", m.Name, err)
 	}

@@ -120,3 +120,37 @@ func writeUnderLoad(t *testing.T, c *embedetcd.Cluster) *atomic.Int64 {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return &n
 }
+
+// A replacement while another member is down waits for it, and removes
+// nothing meanwhile: removing a live member then would leave two voters,
+// one of them down, and no quorum. etcd's strict reconfiguration check,
+// which refused such a removal, is off on these members; Replace checks
+// the members that stay itself. Once the stopped member is back, the
+// replacement goes ahead.
+func TestReplaceWaitsForStoppedMember(t *testing.T) {
+	testenv.Long(t, "a multi-member cluster, a member stopped during a replacement")
+	c := embedetcd.New(t, 3)
+	ids := memberIDs(t, c)
+	c.Stop(1)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	err := c.Replace(ctx, 0)
+	cancel()
+	if err == nil {
+		t.Fatal("Replace of member 0 with member 1 down: got nil, want an error")
+	}
+	t.Logf("Replace with member 1 down: %v", err)
+	if err := c.Restart(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if now := memberIDs(t, c); now[0] != ids[0] {
+		t.Fatalf("member 0's ID went from %x to %x: it was removed while member 1 was down", ids[0], now[0])
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := c.Replace(ctx, 0); err != nil {
+		t.Fatalf("Replace once member 1 is back: %v", err)
+	}
+	if now := memberIDs(t, c); now[0] == ids[0] {
+		t.Fatalf("member 0 still has ID %x: not replaced", ids[0])
+	}
+}
