@@ -2,8 +2,11 @@ package embedetcd
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,19 +31,37 @@ func StartServer(ctx context.Context, dir string, opts ...Option) (*Server, erro
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
-	mc, err := newMemberConfig("m0", filepath.Join(dir, "m0"))
-	if err != nil {
-		return nil, err
+	// The ports were free when chosen, but another process (a test binary
+	// beside this one, an outgoing connection's ephemeral port) can take
+	// one before etcd listens: then new ports, and a data dir of their own.
+	for try := 0; ; try++ {
+		sub := "m0"
+		if try > 0 {
+			sub = fmt.Sprintf("m0-%d", try)
+		}
+		mc, err := newMemberConfig("m0", filepath.Join(dir, sub))
+		if err != nil {
+			return nil, err
+		}
+		if o.tls != nil {
+			mc.ClientURL = "https" + strings.TrimPrefix(mc.ClientURL, "http")
+		}
+		mc.Initial = mc.Name + "=" + mc.PeerURL
+		e, err := startEmbedded(ctx, mc, o)
+		if err != nil {
+			if try < 4 && portTaken(err) {
+				continue
+			}
+			return nil, err
+		}
+		return &Server{e: e, clientURL: mc.ClientURL}, nil
 	}
-	if o.tls != nil {
-		mc.ClientURL = "https" + strings.TrimPrefix(mc.ClientURL, "http")
-	}
-	mc.Initial = mc.Name + "=" + mc.PeerURL
-	e, err := startEmbedded(ctx, mc, o)
-	if err != nil {
-		return nil, err
-	}
-	return &Server{e: e, clientURL: mc.ClientURL}, nil
+}
+
+// portTaken reports whether err is a listen on a port another process
+// holds.
+func portTaken(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 // NewServer starts a one-member etcd in this process for a test, in
