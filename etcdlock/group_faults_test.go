@@ -235,30 +235,37 @@ func TestGroupDisagreeOnRejoin(t *testing.T) {
 	good := newLocker(t, direct)
 	ctx, cancel := context.WithCancel(t.Context())
 	goodDone := make(chan error, 1)
+	badDone := make(chan struct{})
+	goodEnded, badStarted := false, false
+	// Both Joins return before the test does, however it ends, so that
+	// none of their goroutines outlives it (goleak, when it runs alone).
+	defer func() {
+		cancel()
+		giveUp := time.Now().Add(10 * time.Second)
+		if badStarted {
+			select {
+			case <-badDone:
+			case <-time.After(time.Until(giveUp)):
+				t.Error("the bad worker's Join did not return 10 s after its ctx ended")
+			}
+		}
+		if !goodEnded {
+			select {
+			case <-goodDone:
+			case <-time.After(time.Until(giveUp)):
+				t.Error("the good worker's Join did not return 10 s after its ctx ended")
+			}
+		}
+	}()
 	go func() { goodDone <- group(t, good, "g", 4).Join(ctx, runs.work(0)) }()
 	groupSettled(t, group(t, newLocker(t, direct), "g", 4), 1, 10*time.Second)
 	bad := newLocker(t, direct)
-	badDone := make(chan struct{})
+	badStarted = true
 	go func() { // crash-looping worker with 5 partitions
 		defer close(badDone)
 		for ctx.Err() == nil {
 			group(t, bad, "g", 5).Join(ctx, func(ctx context.Context, p *etcdlock.Partition) error { <-ctx.Done(); return nil })
 			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	// Both Joins return before the test does, so that none of their
-	// goroutines outlives it (goleak, when the test runs alone).
-	goodEnded := false
-	defer func() {
-		cancel()
-		<-badDone
-		if goodEnded {
-			return
-		}
-		select {
-		case <-goodDone:
-		case <-time.After(10 * time.Second):
-			t.Error("the good worker's Join did not return 10 s after its ctx ended")
 		}
 	}()
 	deadline := time.Now().Add(20 * time.Second)

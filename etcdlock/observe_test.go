@@ -94,10 +94,14 @@ func TestObserveEveryTermInOrder(t *testing.T) {
 	t.Parallel()
 	const candidates, terms = 4, 100
 	cli := etcdClient(t)
-	watcher := newLocker(t, cli)
+	// Observe skips the terms of a gap in its watch, and a stream judged
+	// hung makes one: it is probed every third of the TTL (500 ms at
+	// least), and with a 1 s TTL two probes can pass with nothing heard
+	// on a loaded machine. With 5 s, a probe goes every 1.7 s.
+	watcher := newLocker(t, cli, etcdlock.WithTTL(5*time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	obs := []*observed{observe(t, ctx, watcher, "churn"), observe(t, ctx, newLocker(t, etcdClient(t)), "churn")}
+	obs := []*observed{observe(t, ctx, watcher, "churn"), observe(t, ctx, newLocker(t, etcdClient(t), etcdlock.WithTTL(5*time.Second)), "churn")}
 	// Observe promises every term from its first send on: a leader that
 	// both have sent shows both watches established before the churn.
 	ready := mustCampaign(t, watcher, "churn", "ready")
