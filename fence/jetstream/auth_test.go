@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	jsfence "github.com/fencelock/fencelock/fence/jetstream"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/natstest"
 )
 
@@ -56,7 +57,7 @@ func TestPermissionDenied(t *testing.T) {
 		if err := errs[user]; err == nil || errors.Is(err, fence.ErrStale) {
 			t.Errorf("Put as %s: got %v, want an error, not ErrStale", user, err)
 		}
-		wantRecord(t, admin, "k", 1, "a")
+		fencewant.Record(t, admin, "k", 1, "a")
 	}
 	// How clearly: a request the server denies is not answered (nats-server
 	// sends the client an -ERR, which nats.go hands to the connection's

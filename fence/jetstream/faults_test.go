@@ -83,7 +83,7 @@ func TestReplyLostRecognised(t *testing.T) {
 	if err := run(t, true); err != nil {
 		t.Fatalf("Put with its reply lost: got %v, want nil (its write recognised)", err)
 	}
-	wantRecord(t, other, key(t), 7, "b")
+	fencewant.Record(t, other, key(t), 7, "b")
 	if n := landed(t, kv, key(t), "b"); n != 1 {
 		t.Fatalf("the write landed %d times, want 1", n)
 	}
@@ -134,7 +134,7 @@ func TestUpdateReplyLostRecognised(t *testing.T) {
 	if calls, err := run(t, true); err != nil || calls != 1 {
 		t.Fatalf("Update with its reply lost: got %v after %d calls of fn, want nil after 1", err, calls)
 	}
-	wantRecord(t, other, key(t), 7, "a+")
+	fencewant.Record(t, other, key(t), 7, "a+")
 	t.Run("control: not recognised", func(t *testing.T) {
 		k := key(t)
 		_, err := run(t, false)
@@ -142,7 +142,7 @@ func TestUpdateReplyLostRecognised(t *testing.T) {
 		if err := other.Update(t.Context(), k, 7, func(old fence.Record) ([]byte, error) { return append(old.Value, '+'), nil }); err != nil {
 			t.Fatal(err) // the caller's retry
 		}
-		wantRecord(t, other, k, 7, "a++")
+		fencewant.Record(t, other, k, 7, "a++")
 	})
 }
 
@@ -159,7 +159,7 @@ func TestReplyLostNewerBetween(t *testing.T) {
 	mustPut(t, s, k, 5, "a")
 	err := loseReply(t, p, s, other, k, 7, "b", func() { mustPut(t, other, k, 9, "c") })
 	fencewant.Unknown(t, err, 7)
-	wantRecord(t, other, k, 9, "c")
+	fencewant.Record(t, other, k, 9, "c")
 	if n := landed(t, kv, k, "b"); n != 1 {
 		t.Fatalf("the write landed %d times, want 1", n)
 	}
@@ -192,7 +192,7 @@ func TestLateWriteRefused(t *testing.T) {
 	}
 	k := key(t)
 	fencewant.Stale(t, run(t, func(kv jetstream.KeyValue) jsfence.KeyValue { return kv }), 7, 9)
-	wantRecord(t, other, k, 9, "b")
+	fencewant.Record(t, other, k, 9, "b")
 	if n := landed(t, kv, k, "late"); n != 0 {
 		t.Fatalf("the late write landed %d times, want 0", n)
 	}
@@ -201,7 +201,7 @@ func TestLateWriteRefused(t *testing.T) {
 		if err := run(t, func(kv jetstream.KeyValue) jsfence.KeyValue { return ignoring{kv} }); err != nil {
 			t.Fatalf("late Put on a bucket that ignores revisions: got %v, want nil", err)
 		}
-		wantRecord(t, other, k, 7, "late")
+		fencewant.Record(t, other, k, 7, "late")
 	})
 }
 
@@ -234,7 +234,7 @@ func TestStaleReadRefused(t *testing.T) {
 		return <-errc
 	}
 	fencewant.Stale(t, run(t, mustNew(t, kv)), 7, 9)
-	wantRecord(t, other, key(t), 9, "b")
+	fencewant.Record(t, other, key(t), 9, "b")
 	t.Run("control: revision ignored", func(t *testing.T) {
 		s, err := jsfence.New(ignoring{kv})
 		if err != nil {
@@ -243,7 +243,7 @@ func TestStaleReadRefused(t *testing.T) {
 		if err := run(t, s); err != nil {
 			t.Fatalf("Update on a bucket that ignores revisions: got %v, want nil", err)
 		}
-		wantRecord(t, other, key(t), 7, "a+7")
+		fencewant.Record(t, other, key(t), 7, "a+7")
 	})
 }
 

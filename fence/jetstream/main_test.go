@@ -95,17 +95,6 @@ func mustPut(t testing.TB, s *jsfence.Store, key string, token fence.Token, valu
 	}
 }
 
-func wantRecord(t testing.TB, s *jsfence.Store, key string, token fence.Token, value string) {
-	t.Helper()
-	r, err := s.Get(t.Context(), key)
-	if err != nil {
-		t.Fatalf("Get(%q): got %v, want token %d %q", key, err, token, value)
-	}
-	if r.Token != token || string(r.Value) != value {
-		t.Fatalf("Get(%q): got token %d %q, want token %d %q", key, r.Token, r.Value, token, value)
-	}
-}
-
 // landed returns how many of key's revisions in kv hold value: how many
 // times a write of it landed.
 func landed(t testing.TB, kv jetstream.KeyValue, key, value string) int {

@@ -31,7 +31,7 @@ func TestDeleteKeepsFloor(t *testing.T) {
 	fencewant.Stale(t, s.Put(t.Context(), "k", 6, []byte("b")), 6, 7)
 	fencewant.Stale(t, s.Delete(t.Context(), "k", 6), 6, 7)
 	mustPut(t, s, "k", 8, "c")
-	wantRecord(t, s, "k", 8, "c")
+	fencewant.Record(t, s, "k", 8, "c")
 
 	t.Run("control: kv.Delete", func(t *testing.T) {
 		mustPut(t, s, "c", 5, "a")
@@ -39,7 +39,7 @@ func TestDeleteKeepsFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustPut(t, s, "c", 3, "b")
-		wantRecord(t, s, "c", 3, "b")
+		fencewant.Record(t, s, "c", 3, "b")
 	})
 }
 
@@ -63,7 +63,7 @@ func TestPrefix(t *testing.T) {
 	if e, err := kv.Get(t.Context(), "a/k"); err != nil || string(e.Value()[jsfence.HeaderSize:]) != "a" {
 		t.Fatalf("the entry a/k: got %v, want the value \"a\"", err)
 	}
-	wantRecord(t, b, "k", 3, "b")
+	fencewant.Record(t, b, "k", 3, "b")
 }
 
 // A bucket deleted and created again starts its revisions over: a Store

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	redisfence "github.com/fencelock/fencelock/fence/redis"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/redistest"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
@@ -361,7 +362,7 @@ func TestReviewLateEveryScript(t *testing.T) {
 						if !errors.As(err, &se) || se.Current != 9 {
 							t.Errorf("got %v, want a StaleError with Current 9", err)
 						}
-						wantRecord(t, ps, "k", 9, "nine")
+						fencewant.Record(t, ps, "k", 9, "nine")
 						if m, err := ph.GetForUpdate(t.Context(), p+"hk", 9, "v"); err != nil || m["v"] != "nine" {
 							t.Errorf("hash field v: %v %v, want nine", m, err)
 						}

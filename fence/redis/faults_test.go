@@ -100,7 +100,7 @@ func TestReplyLostSentOnce(t *testing.T) {
 		mustPut(t, s, k, 5, "a") // the scripts are on the server: the armed reply is the write's
 		f.loseNextReply(func() { mustPut(t, other, k, 9, "b") })
 		err = s.Put(t.Context(), k, 7, []byte("c"))
-		wantRecord(t, other, k, 9, "b")
+		fencewant.Record(t, other, k, 9, "b")
 		return field(t, client(t), s.Key(k), "version"), err
 	}
 	version, err := run(t)
@@ -137,7 +137,7 @@ func TestLateRequestRefused(t *testing.T) {
 	}
 	err := late(func() error { return s.Put(t.Context(), "k", 7, []byte("late")) })
 	fencewant.Stale(t, err, 7, 9)
-	wantRecord(t, other, "k", 9, "b")
+	fencewant.Record(t, other, "k", 9, "b")
 
 	err = late(func() error { return c.HSet(t.Context(), s.Key("k"), "value", "late").Err() })
 	if err != nil {
@@ -181,7 +181,7 @@ func TestLateClaimAndUpdate(t *testing.T) {
 	if err != nil || calls != 2 {
 		t.Fatalf("Update with a same-token write between its read and write: got %v after %d calls, want nil after 2", err, calls)
 	}
-	wantRecord(t, other, "k", 9, "c+")
+	fencewant.Record(t, other, "k", 9, "c+")
 }
 
 // The server may lose its scripts (a restart, a failover, SCRIPT FLUSH):
@@ -197,7 +197,7 @@ func TestScriptFlushed(t *testing.T) {
 	if _, err := s.GetForUpdate(t.Context(), "k", 6); err != nil {
 		t.Fatal(err)
 	}
-	wantRecord(t, s, "k", 6, "b")
+	fencewant.Record(t, s, "k", 6, "b")
 	if v := field(t, c, s.Key("k"), "version"); v != "2" {
 		t.Fatalf("version: got %s, want 2", v)
 	}
@@ -213,5 +213,5 @@ func TestScriptFlushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustPut(t, sa, "k", 7, "c")
-	wantRecord(t, s, "k", 7, "c")
+	fencewant.Record(t, s, "k", 7, "c")
 }

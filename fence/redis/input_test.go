@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencelock/fencelock/fence"
 	redisfence "github.com/fencelock/fencelock/fence/redis"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // Bad input gets a clear error before any I/O, never a panic.
@@ -143,5 +144,5 @@ func TestDelete(t *testing.T) {
 		t.Fatalf("Put(5) after Delete(6): got %v, want ErrStale", err)
 	}
 	mustPut(t, s, "k", 6, "b")
-	wantRecord(t, s, "k", 6, "b")
+	fencewant.Record(t, s, "k", 6, "b")
 }

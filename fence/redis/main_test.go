@@ -64,18 +64,6 @@ func mustPut(t testing.TB, s *redisfence.Store, key string, token fence.Token, v
 	}
 }
 
-// wantRecord fails t unless key holds value with token.
-func wantRecord(t testing.TB, s *redisfence.Store, key string, token fence.Token, value string) {
-	t.Helper()
-	r, err := s.Get(t.Context(), key)
-	if err != nil {
-		t.Fatalf("Get(%q): got %v, want token %d %q", key, err, token, value)
-	}
-	if r.Token != token || string(r.Value) != value {
-		t.Fatalf("Get(%q): got token %d %q, want token %d %q", key, r.Token, r.Value, token, value)
-	}
-}
-
 // field returns a field of a Redis hash ("" when missing).
 func field(t testing.TB, c *redis.Client, key, f string) string {
 	t.Helper()

@@ -57,12 +57,12 @@ func TestOutboxReplyLost(t *testing.T) {
 		if n := f.sent() - before; n != 2 {
 			t.Fatalf("scripts sent: got %d, want 2 (the recording one once)", n)
 		}
-		wantRecord(t, s, "acct", 3, "v+")
+		fencewant.Record(t, s, "acct", 3, "v+")
 		wantPending(t, o, e)
 		if err := appendAndRecord(t, o, e); !errors.Is(err, outbox.ErrDuplicate) {
 			t.Fatalf("the writer's retry: got %v, want an error matching outbox.ErrDuplicate", err)
 		}
-		wantRecord(t, s, "acct", 3, "v+")
+		fencewant.Record(t, s, "acct", 3, "v+")
 		wantPending(t, o, e)
 	})
 	t.Run("settle", func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/fencelock/fencelock/fence/outbox"
 	"github.com/fencelock/fencelock/fence/outbox/outboxtest"
 	redisfence "github.com/fencelock/fencelock/fence/redis"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // newOutbox returns a Store and its Outbox under one fresh hash tag.
@@ -97,7 +98,7 @@ func TestOutboxStaleWriteRecordsNothing(t *testing.T) {
 	if !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("Update(1) after token 2 wrote: got %v, want ErrStale", err)
 	}
-	wantRecord(t, s, "acct", 2, "newer")
+	fencewant.Record(t, s, "acct", 2, "newer")
 	wantPending(t, o)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 )
 
 // busy keeps the server busy running a script for d.
@@ -85,11 +86,11 @@ func TestReviewBusy(t *testing.T) {
 	<-done
 	t.Logf("Put during BUSY: %v", err)
 	if err == nil {
-		wantRecord(t, s, "k", 7, "seven")
+		fencewant.Record(t, s, "k", 7, "seven")
 		return
 	}
 	if errors.Is(err, fence.ErrUnknownOutcome) || errors.Is(err, fence.ErrStale) {
 		t.Fatalf("got %v", err)
 	}
-	wantRecord(t, s, "k", 5, "five")
+	fencewant.Record(t, s, "k", 5, "five")
 }

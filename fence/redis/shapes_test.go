@@ -14,6 +14,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	"github.com/fencelock/fencelock/fence/fencetest"
 	redisfence "github.com/fencelock/fencelock/fence/redis"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/redistest"
 )
 
@@ -195,8 +196,8 @@ func TestUpdateAllHashWithTokenNoFloor(t *testing.T) {
 	if err := s.UpdateAll(t.Context(), both(5), transfer(10, nil)); err != nil {
 		t.Fatalf("UpdateAll with the hashes' own token, no one else writing: got %v, want nil", err)
 	}
-	wantRecord(t, s, acctA, 5, "90")
-	wantRecord(t, s, acctB, 5, "110")
+	fencewant.Record(t, s, acctA, 5, "90")
+	fencewant.Record(t, s, acctB, 5, "110")
 }
 
 // The same for Update, and for a token below the hash's: refused.
@@ -221,13 +222,13 @@ func TestUpdateHashWithTokenNoFloor(t *testing.T) {
 				if !errors.Is(err, fence.ErrStale) {
 					t.Fatalf("Update(%d) of a hash of token 5 with no floor field: got %v, want ErrStale", tt.token, err)
 				}
-				wantRecord(t, s, "k", 5, "v")
+				fencewant.Record(t, s, "k", 5, "v")
 				return
 			}
 			if err != nil {
 				t.Fatalf("Update(%d) of a hash of token 5 with no floor field: got %v, want nil", tt.token, err)
 			}
-			wantRecord(t, s, "k", tt.token, "w")
+			fencewant.Record(t, s, "k", tt.token, "w")
 		})
 	}
 }

@@ -57,8 +57,8 @@ func TestUpdateAllReplyLostSentOnce(t *testing.T) {
 		err = s.UpdateAll(t.Context(), both(7), transfer(10, func() {
 			f.loseNextReply(func() { mustPut(t, other, acctA, 9, "0") })
 		}))
-		wantRecord(t, other, acctA, 9, "0")
-		wantRecord(t, other, acctB, 7, "110")
+		fencewant.Record(t, other, acctA, 9, "0")
+		fencewant.Record(t, other, acctB, 7, "110")
 		return field(t, client(t), s.Key(acctB), "version"), err
 	}
 	version, err := run(t)
@@ -119,8 +119,8 @@ func TestUpdateAllLateWrite(t *testing.T) {
 			if calls != tt.wantCalled {
 				t.Errorf("calls of fn: got %d, want %d", calls, tt.wantCalled)
 			}
-			wantRecord(t, other, acctA, tt.token, tt.a)
-			wantRecord(t, other, acctB, tt.token, tt.b)
+			fencewant.Record(t, other, acctA, tt.token, tt.a)
+			fencewant.Record(t, other, acctB, tt.token, tt.b)
 		})
 	}
 }
@@ -141,6 +141,6 @@ func TestUpdateAllScriptFlushedBetween(t *testing.T) {
 	if err != nil {
 		t.Fatalf("UpdateAll with the script cache flushed before its write: %v", err)
 	}
-	wantRecord(t, s, acctA, 5, "90")
-	wantRecord(t, s, acctB, 5, "110")
+	fencewant.Record(t, s, acctA, 5, "90")
+	fencewant.Record(t, s, acctB, 5, "110")
 }
