@@ -62,22 +62,9 @@ func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
 		} else {
 			n.failed.Add(1)
 		}
-		gap := between(rng, 100*time.Millisecond, 600*time.Millisecond)
-		if f.kind == faultReplace {
-			gap = between(rng, replaceGap, replaceGap+time.Second)
-		}
-		sleep(ctx, gap)
+		sleep(ctx, between(rng, 100*time.Millisecond, 600*time.Millisecond))
 	}
 }
-
-// replaceGap spaces member replacements as etcd's strict reconfiguration
-// check did (5 s after the last change), which the test members run
-// without: a replacement takes 0.2 s, and with 15 to 20 back to back in
-// a fenced run's first 20 s, the fenced effects run reported a stall past
-// its bound (2.2 and 2.6 s against 2 s) in 2 runs of 4, where with 5 or
-// so a run it had in none of a dozen (not shown to be the cause). Member
-// crashes go on meanwhile.
-const replaceGap = 4 * time.Second
 
 // done reports whether the loops of f's kind may stop: the kind has its
 // minimum and MinDuration has passed. Stale writes need faults, so the
