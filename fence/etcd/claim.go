@@ -73,6 +73,7 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claim
 	if err != nil {
 		return claimed{}, fmt.Errorf("etcdfence: get %q for update: %w", key, err)
 	}
+	s.saw(resp.Header)
 	tok := padToken(token)
 	switch floor := firstKV(resp, 0); {
 	case floor == nil || string(floor.Value) < tok:
@@ -97,6 +98,7 @@ func (s *Store) raise(ctx context.Context, key string, token fence.Token) (claim
 	if err != nil {
 		return claimed{}, writeError(opGetForUpdate, key, token, err)
 	}
+	s.saw(resp.Header)
 	if resp.Succeeded {
 		return claimed{}, refusal(key, token, resp)
 	}

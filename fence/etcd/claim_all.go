@@ -34,6 +34,7 @@ func (s *Store) claimAll(ctx context.Context, set []fence.Claim) (claimedAll, bo
 	if err != nil {
 		return claimedAll{}, false, fmt.Errorf("etcdfence: get %q for update: %w", fence.ClaimsLabel(set), err)
 	}
+	s.saw(resp.Header)
 	var low []int // the claims whose floor is below their token, or absent
 	data := make([]*mvccpb.KeyValue, len(set))
 	floorRevs := make([]int64, len(set))
@@ -77,6 +78,7 @@ func (s *Store) raiseAll(ctx context.Context, set []fence.Claim, read *clientv3.
 	if err != nil {
 		return claimedAll{}, false, writeError(opUpdateAll, fence.ClaimsLabel(set), set[0].Token, err)
 	}
+	s.saw(resp.Header)
 	if !resp.Succeeded {
 		return claimedAll{}, false, nil // a floor moved: read again
 	}

@@ -114,9 +114,9 @@ func TestLostReplyUnknownOutcome(t *testing.T) {
 	})
 }
 
-// A Put delivered twice is harmless: a copy that arrives with nothing newer
-// written writes the same floor and record again, and a copy that arrives
-// after a newer token's Put is refused.
+// A Put delivered twice is harmless: a copy that arrives right after it
+// finds the floor put by the Put itself and changes nothing, and a copy
+// that arrives after a newer token's Put is refused.
 func TestDuplicatedPutHarmless(t *testing.T) {
 	t.Run("copy right after", func(t *testing.T) {
 		fcli, in := faulty(t)
@@ -181,4 +181,112 @@ func resend(t *testing.T, cli *clientv3.Client, req *pb.TxnRequest) *pb.TxnRespo
 		t.Fatalf("copy's delivery: got %v, want nil", err)
 	}
 	return resp
+}
+
+// A copy of a Put delivered after a later Put of the same token, or the
+// Put itself arriving late after it, is refused: it would otherwise
+// replace the later write, as the floor does not fence a token against
+// itself. The harness found this: a holder's second write, duplicated,
+// landed after its third (seed 450971).
+func TestSameTokenCopyRefused(t *testing.T) {
+	t.Run("copy after the next write", func(t *testing.T) {
+		fcli, in := faulty(t)
+		direct := etcdClient(t)
+		s := mustNew(t, fcli, prefix(t))
+		mustPut(t, s, "k", 2, "v1")
+		sent := capture(in, s.DataKey("k"))
+		mustPut(t, s, "k", 2, "v2")
+		mustPut(t, s, "k", 2, "v3")
+		before := revision(t, direct)
+		resp := resend(t, direct, <-sent)
+		if resp.Succeeded || !resp.Responses[0].GetResponseTxn().GetSucceeded() {
+			t.Fatal("copy of the v2 Put after v3: took the write branch, want the same-token refusal")
+		}
+		wantRecord(t, s, "k", 2, "v3")
+		if after := revision(t, direct); after != before {
+			t.Fatalf("revision after the copy: got %d, want %d (nothing written)", after, before)
+		}
+	})
+	t.Run("late after the next write", func(t *testing.T) {
+		fcli, in := faulty(t)
+		direct := etcdClient(t)
+		p := prefix(t)
+		s, other := mustNew(t, fcli, p), mustNew(t, direct, p)
+		mustPut(t, s, "k", 2, "v1")
+		held := in.Hold(putsKey(s.DataKey("k")))
+		ctx, cancel := context.WithCancel(t.Context())
+		got := make(chan error, 1)
+		go func() { got <- s.Put(ctx, "k", 2, []byte("v2 late")) }()
+		<-held.Caught()
+		cancel()
+		fencewant.Unknown(t, <-got, 2, etcdfence.ErrValueTooLarge)
+		mustPut(t, s, "k", 2, "v3") // s goes on after the unknown outcome
+		if err := held.Release(t.Context()); err != nil {
+			t.Fatalf("late Put's delivery: got %v, want nil (etcd answers a refusal)", err)
+		}
+		wantRecord(t, other, "k", 2, "v3")
+	})
+	t.Run("control: the copy without the same-token compare lands", func(t *testing.T) {
+		fcli, in := faulty(t)
+		direct := etcdClient(t)
+		s := mustNew(t, fcli, prefix(t))
+		mustPut(t, s, "k", 2, "v1")
+		sent := capture(in, s.DataKey("k"))
+		mustPut(t, s, "k", 2, "v2")
+		mustPut(t, s, "k", 2, "v3")
+		req := <-sent
+		inner := req.Failure[0].GetRequestTxn()
+		if inner == nil || len(inner.Compare) != 2 {
+			t.Fatalf("the Put's request: got %v, want a nested transaction of two compares in its Else branch", req)
+		}
+		// The write as it was before the compare: If(floor > token) Else(write).
+		inner.Compare, inner.Success = nil, inner.Failure
+		resend(t, direct, req)
+		wantRecord(t, s, "k", 2, "v2")
+	})
+}
+
+// A Store that did not see a write of the same token (another process
+// wrote with the token) has its first write turned back by the same-token
+// compare; it sends it again past that write's revision, and it lands.
+func TestSameTokenUnseenWriteSentAgain(t *testing.T) {
+	fcli, in := faulty(t)
+	direct := etcdClient(t)
+	p := prefix(t)
+	a, b := mustNew(t, direct, p), mustNew(t, fcli, p)
+	mustPut(t, a, "k", 2, "from a")
+	mustPut(t, b, "k", 2, "from b")
+	if got := in.Calls("KV/Txn"); got != 2 {
+		t.Fatalf("transactions b sent: got %d, want 2 (turned back once, then written)", got)
+	}
+	wantRecord(t, a, "k", 2, "from b")
+	mustPut(t, b, "k", 2, "again")
+	if got := in.Calls("KV/Txn"); got != 3 {
+		t.Fatalf("transactions b sent after its second Put: got %d, want 3 (b saw its own write)", got)
+	}
+	wantRecord(t, a, "k", 2, "again")
+}
+
+// A write that keeps finding the floor moved by writes of its token it did
+// not see gives up after fence.UpdateAttempts, with fence.ErrConflict and
+// nothing written.
+func TestSameTokenUnseenWritesConflict(t *testing.T) {
+	fcli, in := faulty(t)
+	direct := etcdClient(t)
+	p := prefix(t)
+	a, b := mustNew(t, direct, p), mustNew(t, fcli, p)
+	mustPut(t, a, "k", 2, "from a")
+	in.Before(putsKey(b.DataKey("k")), func(any) {
+		if _, err := direct.Put(context.Background(), a.FloorKey("k"), "0000000000000000002"); err != nil {
+			t.Error(err)
+		}
+	})
+	err := b.Put(t.Context(), "k", 2, []byte("from b"))
+	if !errors.Is(err, fence.ErrConflict) || errors.Is(err, fence.ErrUnknownOutcome) || errors.Is(err, fence.ErrStale) {
+		t.Fatalf("Put: got %v, want an error matching fence.ErrConflict alone", err)
+	}
+	if got := in.Calls("KV/Txn"); got != fence.UpdateAttempts {
+		t.Fatalf("transactions sent: got %d, want %d", got, fence.UpdateAttempts)
+	}
+	wantRecord(t, a, "k", 2, "from a")
 }

@@ -74,20 +74,26 @@ func newStore(t testing.TB, opts ...etcdfence.Option) *etcdfence.Store {
 	return mustNew(t, etcdClient(t), prefix(t), opts...)
 }
 
-// putsKey matches transactions that put key in either branch.
+// putsKey matches transactions that put key in a branch, or in a
+// transaction nested in one.
 func putsKey(key string) reqfault.Match {
 	return func(_ string, req any) bool {
 		txn, ok := req.(*pb.TxnRequest)
-		if !ok {
-			return false
-		}
-		for _, op := range append(txn.Success, txn.Failure...) {
-			if p := op.GetRequestPut(); p != nil && string(p.Key) == key {
-				return true
-			}
-		}
-		return false
+		return ok && txnPuts(txn, key)
 	}
+}
+
+// txnPuts reports whether txn, or a transaction nested in it, puts key.
+func txnPuts(txn *pb.TxnRequest, key string) bool {
+	for _, op := range append(txn.Success, txn.Failure...) {
+		if p := op.GetRequestPut(); p != nil && string(p.Key) == key {
+			return true
+		}
+		if in := op.GetRequestTxn(); in != nil && txnPuts(in, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // revision returns the cluster's current revision, which every write that

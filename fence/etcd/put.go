@@ -29,9 +29,17 @@ const requestFraming = 256
 // after the request was sent, the request timed out in raft) the error is
 // a *[fence.UnknownOutcomeError] matching [fence.ErrUnknownOutcome], with
 // the client's error as its cause: the key then holds the old record or
-// the new one, whole, and the request may still be applied later (it is
-// then fenced as if it had just arrived). Any other error is etcd's
-// refusal of the request, and nothing was written.
+// the new one, whole, and the request may still be applied later. It is
+// then fenced as if it had just arrived, and also refused if a write of
+// the same token has landed on key since it was sent, so that it cannot
+// replace that later write. Any other error is etcd's refusal of the
+// request, and nothing was written.
+//
+// Writes of the same token to one key by holders that do not share this
+// Store (another process the token was passed to) can make a write find
+// the floor moved since the last revision this Store saw; it is then sent
+// again, at most [fence.UpdateAttempts] times in all, and then fails with
+// an error matching [fence.ErrConflict], nothing written.
 //
 // ctx bounds the request. If it has ended already, Put returns its error
 // and sends nothing.
@@ -74,7 +82,7 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token, s
 // checkSize refuses, before any I/O, a write of size bytes under key whose
 // request would be larger than etcd takes.
 func (s *Store) checkSize(key string, size int) error {
-	est := size + 2*len(s.FloorKey(key)) + len(s.DataKey(key)) + 2*TokenDigits + requestFraming
+	est := size + 6*len(s.FloorKey(key)) + len(s.DataKey(key)) + 3*TokenDigits + requestFraming
 	if est > s.opts.maxRequestBytes {
 		return fmt.Errorf("%w: a %d-byte value under %q makes a request of about %d bytes, over the limit of %d (WithMaxRequestBytes)",
 			ErrValueTooLarge, size, key, est, s.opts.maxRequestBytes)
@@ -83,35 +91,48 @@ func (s *Store) checkSize(key string, size int) error {
 }
 
 // fencedWrite sends the one transaction of a write whose data operation is
-// op:
+// op, seen being the last revision the Store saw:
 //
-//	If(Value(floor) > token) Then(Get(floor)) Else(Put(floor, token), op)
+//	If(Value(floor) > token) Then(Get(floor))
+//	Else(Txn(If(Value(floor) = token, ModRevision(floor) > seen)
+//	         Then(Get(floor))
+//	         Else(Put(floor, token), op)))
 //
-// The condition is the refusal, and a write lands in the Else branch. That
-// is what makes one flat transaction enough: etcd fails every Value compare
-// on a missing key, so a key never written (no floor) takes the Else
-// branch and is written, as the contract's first write must be. (Had etcd
-// compared a missing value as the empty string instead, the smallest of
-// all, the compare would fail all the same.) The Then branch reads the
-// floor, so a refusal says what it was refused against. Tokens are stored
-// zero-padded to [TokenDigits] digits, so the byte-wise compare is the
-// numeric one.
+// The outer condition is the refusal, and a write lands in the inner Else
+// branch. That is what makes one transaction enough: etcd fails every
+// Value compare on a missing key, so a key never written (no floor) takes
+// both Else branches and is written, as the contract's first write must
+// be. (Had etcd compared a missing value as the empty string instead, the
+// smallest of all, the compares would fail all the same.) The outer Then
+// branch reads the floor, so a refusal says what it was refused against.
+// Tokens are stored zero-padded to [TokenDigits] digits, so the byte-wise
+// compare is the numeric one.
 //
-// Delivery faults are safe because etcd evaluates the compare when it
+// The inner condition is a write of the same token that this request was
+// not sent after: the floor is the token already, put at a revision later
+// than any the Store had seen when it sent the request. Every write puts
+// the floor, so that is true of a copy of this request, or this request
+// itself arriving late, after a later write of the token landed: without
+// it, the copy would replace that later write, as tokens equal to the
+// floor are not fenced against each other. It is also true when another
+// holder of the token, one that does not share this Store, wrote the key
+// after the revisions this Store saw, or a write of this Store raced this
+// one: the reply's header then gives a revision past that write, and the
+// write is sent again with it, up to [fence.UpdateAttempts] times.
+//
+// Delivery faults are safe because etcd evaluates the compares when it
 // applies the entry, against the floor as it is then:
 //
-//   - late (a paused holder's request, or one its caller gave up on, applied
-//     after a newer token's write): the floor is higher by then, the Then
-//     branch runs, and nothing of the write lands;
-//   - reply lost: the transaction is one raft entry, applied whole or not at
-//     all; the caller gets an unknown outcome and finds the old record or
-//     the new one;
-//   - delivered twice: the copy is fenced like any write; after a newer
-//     token's write it is refused, otherwise it writes the same floor and
-//     record again. (A copy of an older write with the same token would
-//     replace that token's later write: tokens equal to the floor are not
-//     fenced against each other, and etcd's client never sends a Txn again
-//     once it may have reached the server.)
+//   - late (a paused holder's request, or one its caller gave up on,
+//     applied after a newer token's write): the floor is higher by then,
+//     the outer Then branch runs, and nothing of the write lands; after a
+//     later write of the same token, the inner Then branch runs;
+//   - reply lost: the transaction is one raft entry, applied whole or not
+//     at all; the caller gets an unknown outcome and finds the old record
+//     or the new one;
+//   - delivered twice: the copy is applied after the request itself, which
+//     put the floor at a revision past seen, so the inner Then branch runs
+//     and nothing lands (or the outer one, after a newer token's write).
 func (s *Store) fencedWrite(ctx context.Context, what, key string, token fence.Token, op clientv3.Op) error {
 	ctx, w := s.tel.Op(what).Start(ctx, token)
 	if w.Recording() {
@@ -122,21 +143,46 @@ func (s *Store) fencedWrite(ctx context.Context, what, key string, token fence.T
 	return err
 }
 
-// write is fencedWrite's transaction.
+// write is fencedWrite's transaction, sent again while a write of the same
+// token the Store had not seen turns it back.
 func (s *Store) write(ctx context.Context, what, key string, token fence.Token, op clientv3.Op) error {
 	floor, tok := s.FloorKey(key), padToken(token)
-	resp, err := s.kv.Txn(ctx).
-		If(clientv3.Compare(clientv3.Value(floor), ">", tok)).
-		Then(clientv3.OpGet(floor)).
-		Else(clientv3.OpPut(floor, tok), op).
-		Commit()
-	if err != nil {
-		return writeError(what, key, token, err)
+	for range fence.UpdateAttempts {
+		seen := s.seen.Load()
+		resp, err := s.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.Value(floor), ">", tok)).
+			Then(clientv3.OpGet(floor)).
+			Else(clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(floor), "=", tok), clientv3.Compare(clientv3.ModRevision(floor), ">", seen)},
+				[]clientv3.Op{clientv3.OpGet(floor)},
+				[]clientv3.Op{clientv3.OpPut(floor, tok), op})).
+			Commit()
+		if err != nil {
+			return writeError(what, key, token, err)
+		}
+		s.saw(resp.Header)
+		if resp.Succeeded {
+			return refusal(key, token, resp)
+		}
+		if !sameTokenSince(resp) {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("etcdfence: %s %q: a write of token %d the Store had not seen moved the floor, and %w before this write was sent again; nothing written", what, key, token, err)
+		}
 	}
-	if !resp.Succeeded {
-		return nil
+	return fmt.Errorf("%w: %s %q: %d writes of token %d the Store had not seen moved the floor; nothing written", fence.ErrConflict, what, key, fence.UpdateAttempts, token)
+}
+
+// sameTokenSince reports whether a write's transaction, whose outer
+// condition failed, took its inner Then branch: a write of the same token
+// had put the floor after the revision the request was sent with.
+func sameTokenSince(resp *clientv3.TxnResponse) bool {
+	if len(resp.Responses) != 1 {
+		return false
 	}
-	return refusal(key, token, resp)
+	inner := resp.Responses[0].GetResponseTxn()
+	return inner != nil && inner.Succeeded
 }
 
 // refusal reads the floor from a refused write's reply.

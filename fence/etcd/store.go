@@ -3,7 +3,9 @@ package etcdfence
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/fence"
@@ -25,15 +27,19 @@ const (
 // follows needs ([fence.Updater]). See the package documentation for the
 // layout.
 //
-// A Store holds no state of its own beyond its configuration: it is safe
-// for concurrent use, and any number of Stores, in any number of processes,
-// may share a prefix. The zero Store is not usable (its methods fail with
+// A Store holds no state of its own beyond its configuration and the last
+// revision it saw in a reply: it is safe for concurrent use, and any number
+// of Stores, in any number of processes, may share a prefix. The zero Store is not usable (its methods fail with
 // [ErrInvalidArgument]); create one with [New].
 type Store struct {
 	kv     clientv3.KV
 	prefix string
 	opts   options
 	tel    *tel.Recorder
+	// seen is the highest revision in the header of a reply to the
+	// Store's requests: every later write lands past it, which is how
+	// Put and Delete tell a copy of an earlier write (see fencedWrite).
+	seen atomic.Int64
 }
 
 var (
@@ -98,6 +104,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	if err != nil {
 		return fence.Record{}, fmt.Errorf("etcdfence: get %q: %w", key, err)
 	}
+	s.saw(resp.Header)
 	if len(resp.Kvs) == 0 {
 		return fence.Record{}, fmt.Errorf("%w: %q", fence.ErrNotFound, key)
 	}
@@ -117,4 +124,17 @@ func (s *Store) checkCall(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	return ctx.Err()
+}
+
+// saw raises the last revision the Store saw to h's, when it is higher.
+func (s *Store) saw(h *pb.ResponseHeader) {
+	if h == nil {
+		return
+	}
+	for {
+		cur := s.seen.Load()
+		if h.Revision <= cur || s.seen.CompareAndSwap(cur, h.Revision) {
+			return
+		}
+	}
 }

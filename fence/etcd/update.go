@@ -100,6 +100,7 @@ func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, c cl
 	if err != nil {
 		return false, writeError(opUpdate, key, token, err)
 	}
+	s.saw(resp.Header)
 	if resp.Succeeded {
 		return true, nil
 	}

@@ -151,6 +151,7 @@ func (s *Store) writeAllIf(ctx context.Context, set []fence.Claim, c claimedAll,
 	if err != nil {
 		return false, writeError(opUpdateAll, fence.ClaimsLabel(set), set[0].Token, err)
 	}
+	s.saw(resp.Header)
 	if resp.Succeeded {
 		return true, nil
 	}
