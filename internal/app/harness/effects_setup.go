@@ -40,9 +40,18 @@ type fxConfig struct {
 // The effects workload's tables: the accounts, and the log of transfers
 // PostgreSQL committed, written in each transfer's transaction. The HTTP
 // receiver's handler logs each effect it applies in harness_fx_applied.
+//
+// A fenced run and its control share the database, and their workers have
+// the same names, so their transfers' ids ("w0.0/x3") do too: the log's
+// key is the pair of the source account, a key of one run, and the id.
+// Keyed by the id alone, the second run to commit an id had its transfer
+// fail with a unique violation, an error that stood in the liveness
+// check's way as a holder's lost write (the stalls of seeds 971519,
+// 678389 and 20879).
 var fxSchema = []string{
 	`CREATE TABLE IF NOT EXISTS harness_fx_acct (key text PRIMARY KEY, balance bigint NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS harness_fx_xfer (xfer text PRIMARY KEY, src text NOT NULL, dst text NOT NULL, amount bigint NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS harness_fx_xfer (xfer text NOT NULL, src text NOT NULL, dst text NOT NULL, amount bigint NOT NULL,
+		PRIMARY KEY (src, xfer))`,
 	`CREATE TABLE IF NOT EXISTS harness_fx_applied (id bigserial PRIMARY KEY, key text NOT NULL, resource text NOT NULL,
 		tok bigint NOT NULL, xfer text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
 }
