@@ -126,7 +126,7 @@ func Stalls(wl Workload, events []Event, ttl time.Duration) []Stall {
 			if s.Res = longestWrite(h, atts, next, s.To); s.Res == "" {
 				s.Res = wl.or().Kinds[0]
 			}
-			if s.allow(h.faults, i, ttl) {
+			if s.allow(h, i, ttl) {
 				out = append(out, s)
 			}
 		}
@@ -141,23 +141,29 @@ const (
 	FaultKill  FaultKind = "kill"
 )
 
-// allow sets s's allowance and bound from the faults other than faults[f] that
-// overlap its window: one on an etcd member (a crash, a replacement) or a
-// partition or request fault on the next holder's worker may hold up its
-// writes, each by its duration, a lease (its keepalive may fail and the
-// key pass to the following holder) and FaultSlack. A pause or kill of
-// the next holder's worker in the window makes s one to leave out (it
-// reports false): that fault's own stall covers the key. Faults on other
-// workers add nothing: a next holder that waits on them is what is
-// measured.
-func (s *Stall) allow(faults []Event, f int, ttl time.Duration) bool {
-	for i, g := range faults {
+// allow sets s's allowance and bound from the faults other than
+// h.faults[f] that overlap its window: one on an etcd member (a crash, a
+// replacement) or a partition or request fault on the next holder's worker
+// may hold up its writes, each by its duration, a lease (its keepalive may
+// fail and the key pass to the following holder) and FaultSlack. A pause
+// or kill in the window of the next holder's worker, or of a later holder
+// of the key (the window ends at a write by the next holder or a later
+// one), makes s one to leave out (it reports false): that fault's own
+// stall covers the key. Faults on other workers add nothing: a next holder
+// that waits on them is what is measured.
+func (s *Stall) allow(h *holds, f int, ttl time.Duration) bool {
+	for i, g := range h.faults {
 		if i == f || g.Time < s.From || g.Call > s.To {
 			continue
 		}
 		switch {
-		case g.Worker == s.Next && (g.Fault == FaultPause || g.Fault == FaultKill):
-			return false
+		case g.Fault == FaultPause || g.Fault == FaultKill:
+			if g.Worker == s.Next {
+				return false
+			}
+			if tok, ok := h.tokenAt(g.Worker, s.Key, g.Call); ok && tok > s.Token {
+				return false
+			}
 		case g.Worker == "" || g.Worker == s.Next:
 			s.Allowance += time.Duration(g.Time-g.Call) + ttl + FaultSlack
 			s.Excused = append(s.Excused, fmt.Sprintf("a %s fault", g.Fault))

@@ -48,6 +48,18 @@ func pausedThenNext(accepted float64, more ...Event) []Event {
 	return append(ev, more...)
 }
 
+// laterHolderPaused is w1 holding k with token 1, paused at 1 s for 5 s;
+// w2 taking k at 2.2 s with token 2, its write failing at once; w3 taking
+// k at 2.5 s with token 3, paused from 2.6 s to 5 s, and its write then
+// accepted at 6.1 s.
+func laterHolderPaused() []Event {
+	ev := []Event{lockEv("w1", "k", 1, 0.5), faultEv(FaultPause, "w1", 1, 6), lockEv("w2", "k", 2, 2.2)}
+	ev = append(ev, writeEvs("w2", "k", 2, 1, 2.3, 2.35, OutError)...)
+	ev = append(ev, unlockEv("w2", "k", 2, 2.4), lockEv("w3", "k", 3, 2.5), faultEv(FaultPause, "w3", 2.6, 5))
+	ev = append(ev, writeEvs("w3", "k", 3, 1, 5.1, 6.1, OutOK)...)
+	return append(ev, unlockEv("w3", "k", 3, 6.2))
+}
+
 func TestStalls(t *testing.T) {
 	const ttl = time.Second // bound without faults: 2 s
 	tests := []struct {
@@ -70,6 +82,8 @@ func TestStalls(t *testing.T) {
 			pausedThenNext(6.1, faultEv(FaultPause, "w3", 2.5, 5)), []time.Duration{3900 * time.Millisecond}, []time.Duration{2 * time.Second}, true},
 		{"a pause of the next holder in the window leaves its stall out",
 			pausedThenNext(6.1, faultEv(FaultPause, "w2", 2.5, 5)), nil, nil, false},
+		{"a pause of a later holder of the key in the window leaves the stall out: its own stall covers the key",
+			laterHolderPaused(), nil, nil, false},
 		{"a kill is measured as a pause",
 			func() []Event {
 				ev := pausedThenNext(6.1)
