@@ -38,9 +38,10 @@ func (f optionFunc) apply(o *options) { f(o) }
 // request is refused with [ErrValueTooLarge] before it is sent. Set it to
 // the cluster's --max-request-bytes. The default is
 // [DefaultMaxRequestBytes], etcd's own default; n must be positive. The
-// request's size is estimated from above (the value, the two key names, two
-// tokens and a fixed allowance for the request's framing), so a value a
-// little below the limit may be refused too. A limit set above the
+// request's size is estimated from above (the value, the key names as
+// often as the request carries them, the tokens and a fixed allowance for
+// the request's framing), so a value a little below the limit may be
+// refused too. A limit set above the
 // server's is harmless: etcd refuses the request, and the write returns
 // ErrValueTooLarge all the same.
 func WithMaxRequestBytes(n int) Option {

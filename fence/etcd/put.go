@@ -35,11 +35,13 @@ const requestFraming = 256
 // replace that later write. Any other error is etcd's refusal of the
 // request, and nothing was written.
 //
-// Writes of the same token to one key by holders that do not share this
-// Store (another process the token was passed to) can make a write find
-// the floor moved since the last revision this Store saw; it is then sent
-// again, at most [fence.UpdateAttempts] times in all, and then fails with
-// an error matching [fence.ErrConflict], nothing written.
+// A Store sends its Puts and Deletes of one key one at a time; one that
+// waits for those before it and sees ctx end returns ctx's error, nothing
+// sent. Writes of the same token to key that this Store did not make (an
+// Update, a Store in another process the token was passed to) can make a
+// write find the floor put since the last revision this Store saw; it is
+// then sent again, at most [fence.UpdateAttempts] times in all, and then
+// fails with an error matching [fence.ErrConflict], nothing written.
 //
 // ctx bounds the request. If it has ended already, Put returns its error
 // and sends nothing.
@@ -144,8 +146,14 @@ func (s *Store) fencedWrite(ctx context.Context, what, key string, token fence.T
 }
 
 // write is fencedWrite's transaction, sent again while a write of the same
-// token the Store had not seen turns it back.
+// token the Store had not seen turns it back. The Store's own writes of
+// key wait their turn, so that they do not turn each other back.
 func (s *Store) write(ctx context.Context, what, key string, token fence.Token, op clientv3.Op) error {
+	leave, err := s.writing.enter(ctx, key)
+	if err != nil {
+		return fmt.Errorf("etcdfence: %s %q: %w while the Store's writes of the key before it were under way; nothing sent", what, key, err)
+	}
+	defer leave()
 	floor, tok := s.FloorKey(key), padToken(token)
 	for range fence.UpdateAttempts {
 		seen := s.seen.Load()

@@ -3,6 +3,7 @@ package etcdfence
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -40,6 +41,54 @@ type Store struct {
 	// Store's requests: every later write lands past it, which is how
 	// Put and Delete tell a copy of an earlier write (see fencedWrite).
 	seen atomic.Int64
+	// writing sends the Store's Puts and Deletes of one key one at a
+	// time: concurrent ones would each find the floor put past the seen
+	// it was sent with by another, and be sent again.
+	writing keyQueue
+}
+
+// keyQueue lets one caller at a time through for each key.
+type keyQueue struct {
+	mu   sync.Mutex
+	keys map[string]*keyTurn
+}
+
+// keyTurn is a key's turn: a token in turn is the caller through; waiting
+// counts the callers through or waiting, and the key is forgotten when it
+// drops to zero.
+type keyTurn struct {
+	turn    chan struct{}
+	waiting int
+}
+
+// enter waits for key's turn, or for ctx to end (its error is returned,
+// and nothing is held). Call the returned func to let the next caller in.
+func (q *keyQueue) enter(ctx context.Context, key string) (func(), error) {
+	q.mu.Lock()
+	if q.keys == nil {
+		q.keys = map[string]*keyTurn{}
+	}
+	k := q.keys[key]
+	if k == nil {
+		k = &keyTurn{turn: make(chan struct{}, 1)}
+		q.keys[key] = k
+	}
+	k.waiting++
+	q.mu.Unlock()
+	leave := func() {
+		q.mu.Lock()
+		if k.waiting--; k.waiting == 0 {
+			delete(q.keys, key)
+		}
+		q.mu.Unlock()
+	}
+	select {
+	case k.turn <- struct{}{}:
+		return func() { <-k.turn; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }
 
 var (

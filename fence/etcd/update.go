@@ -89,12 +89,14 @@ func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, c c
 
 // writeIf writes v under key with token if the floor's and the data key's
 // mod revisions are still those c read; it reports false, with no error,
-// when one changed.
+// when one changed. It puts the floor too, as every write does: a Put of
+// the same token sent before it, arriving late, then finds the floor put
+// past the revision it was sent with, and is refused (see fencedWrite).
 func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, c claimed, v []byte) (bool, error) {
 	floor, data, tok := s.FloorKey(key), s.DataKey(key), padToken(token)
 	resp, err := s.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(floor), "=", c.floorRev), clientv3.Compare(clientv3.ModRevision(data), "=", c.rev)).
-		Then(clientv3.OpPut(data, encodeRecord(token, v))).
+		Then(clientv3.OpPut(floor, tok), clientv3.OpPut(data, encodeRecord(token, v))).
 		Else(clientv3.OpGet(floor)).
 		Commit()
 	if err != nil {

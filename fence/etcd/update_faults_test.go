@@ -74,9 +74,11 @@ func TestUpdateWriteFaults(t *testing.T) {
 }
 
 // A copy of an Update's write, delivered after a later Update with the
-// same token, is refused by the data key's mod revision compare. The
-// control sends the same copy without that compare: it writes the old count over the
-// new one, and an acknowledged increment is lost.
+// same token, is refused by the mod revision compares of the data key and
+// the floor (each write puts the floor). The control sends the same copy
+// comparing the floor's value with the token instead, and the data key not
+// at all: it writes the old count over the new one, and an acknowledged
+// increment is lost.
 func TestUpdateCopyAfterLaterUpdate(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -86,7 +88,7 @@ func TestUpdateCopyAfterLaterUpdate(t *testing.T) {
 		explain string
 	}{
 		{"copy refused", false, false, "3", "the copy landed over a later Update"},
-		{"control: copy without the data key's mod revision compare lands", true, true, "2", "the control proves nothing"},
+		{"control: copy comparing only the floor's value lands", true, true, "2", "the control proves nothing"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			fcli, in := faulty(t)
@@ -101,7 +103,7 @@ func TestUpdateCopyAfterLaterUpdate(t *testing.T) {
 			}
 			req := <-sent
 			if tt.strip {
-				req = withoutDataCompare(s, req)
+				req = floorByValue(s, withoutDataCompare(s, req), 3)
 			}
 			if resp := resend(t, direct, req); resp.Succeeded != tt.landed {
 				t.Fatalf("copy of the first Update's write: landed %v, want %v: %s", resp.Succeeded, tt.landed, tt.explain)

@@ -1,0 +1,150 @@
+package etcdfence_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencelock/fencelock/fence"
+	etcdfence "github.com/fencelock/fencelock/fence/etcd"
+	"github.com/fencelock/fencelock/fence/outbox"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+)
+
+// A Put whose caller was told fence.ErrUnknownOutcome, arriving late after
+// a later write of the same token, does not replace that write, whichever
+// write it is: a Put, an Update, an UpdateAll, an Outbox.Update. Each puts
+// the floor, past the revision the late Put was sent with. (Update,
+// UpdateAll and Outbox.Update wrote only the data key at first, and the
+// late Put landed over them: a breaking review found it.)
+func TestLatePutAfterSameTokenWrite(t *testing.T) {
+	later := []struct {
+		name  string
+		write func(t *testing.T, s *etcdfence.Store) error
+	}{
+		{"Put", func(t *testing.T, s *etcdfence.Store) error {
+			return s.Put(t.Context(), "k", 2, []byte("v3"))
+		}},
+		{"Update", func(t *testing.T, s *etcdfence.Store) error {
+			return s.Update(t.Context(), "k", 2, func(fence.Record) ([]byte, error) { return []byte("v3"), nil })
+		}},
+		{"UpdateAll", func(t *testing.T, s *etcdfence.Store) error {
+			return s.UpdateAll(t.Context(), []fence.Claim{{Resource: "k", Token: 2}}, func(map[string]fence.Record) (map[string][]byte, error) {
+				return map[string][]byte{"k": []byte("v3")}, nil
+			})
+		}},
+		{"Outbox.Update", func(t *testing.T, s *etcdfence.Store) error {
+			o := mustOutbox(t, s)
+			return o.Update(t.Context(), "k", 2, func(fence.Record) ([]byte, []outbox.Effect, error) { return []byte("v3"), nil, nil })
+		}},
+	}
+	for _, tt := range later {
+		t.Run(tt.name, func(t *testing.T) {
+			fcli, in := faulty(t)
+			direct := etcdClient(t)
+			p := prefix(t)
+			s, other := mustNew(t, fcli, p), mustNew(t, direct, p)
+			mustPut(t, s, "k", 2, "v1")
+			held := in.Hold(putsKey(s.DataKey("k")))
+			ctx, cancel := context.WithCancel(t.Context())
+			got := make(chan error, 1)
+			go func() { got <- s.Put(ctx, "k", 2, []byte("v2 late")) }()
+			<-held.Caught()
+			cancel()
+			fencewant.Unknown(t, <-got, 2)
+			if err := tt.write(t, s); err != nil { // s goes on after the unknown outcome
+				t.Fatalf("the later write: got %v, want nil", err)
+			}
+			wantRecord(t, other, "k", 2, "v3")
+			if err := held.Release(t.Context()); err != nil {
+				t.Fatalf("late Put's delivery: got %v, want nil", err)
+			}
+			wantRecord(t, other, "k", 2, "v3")
+		})
+	}
+}
+
+// mustOutbox returns an Outbox of s under its prefix.
+func mustOutbox(t *testing.T, s *etcdfence.Store) *etcdfence.Outbox {
+	t.Helper()
+	o, err := etcdfence.NewOutbox(s, s.Prefix()+"outbox/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// Goroutines sharing one Store, writing one key with one token (a holder
+// whose workers write its resource concurrently) each have every write
+// land. Sent at once, each write the others landed between a goroutine's
+// last reply and its request turned that request back, and after
+// fence.UpdateAttempts of them its Put failed with fence.ErrConflict (59
+// of these 160): the Store sends its writes of one key one at a time.
+func TestSharedStoreSameTokenPuts(t *testing.T) {
+	s := newStore(t)
+	mustPut(t, s, "k", 2, "v0")
+	const workers, puts = 16, 10
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		conflicts int
+		other     []error
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range puts {
+				err := s.Put(t.Context(), "k", 2, []byte{byte('a' + w), byte('0' + i)})
+				mu.Lock()
+				switch {
+				case errors.Is(err, fence.ErrConflict):
+					conflicts++
+				case err != nil:
+					other = append(other, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(other) > 0 {
+		t.Errorf("Puts: %d failed with errors other than ErrConflict, first %v", len(other), other[0])
+	}
+	if conflicts > 0 {
+		t.Errorf("Puts of one Store, one key, one token, %d goroutines × %d: %d failed with fence.ErrConflict, want none", workers, puts, conflicts)
+	}
+}
+
+// A Put that waits for the Store's earlier write of the key, and sees its
+// context end, returns the context's error and sends nothing: its outcome
+// is known.
+func TestPutWaitingItsTurnCancelled(t *testing.T) {
+	fcli, in := faulty(t)
+	s := mustNew(t, fcli, prefix(t))
+	mustPut(t, s, "k", 2, "v1")
+	gate, caught := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	in.Before(putsKey(s.DataKey("k")), func(any) {
+		once.Do(func() { close(caught); <-gate }) // the next Put's request waits here, in flight
+	})
+	first := make(chan error, 1)
+	go func() { first <- s.Put(t.Context(), "k", 2, []byte("v2")) }()
+	<-caught
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err := s.Put(ctx, "k", 2, []byte("v3"))
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, fence.ErrUnknownOutcome) {
+		t.Fatalf("Put waiting its turn past its deadline: got %v, want context.DeadlineExceeded and a known outcome", err)
+	}
+	close(gate)
+	if err := <-first; err != nil {
+		t.Fatalf("the Put before it: got %v, want nil", err)
+	}
+	if got := in.Calls("KV/Txn"); got != 2 {
+		t.Fatalf("transactions sent: got %d, want 2 (none for the Put past its deadline)", got)
+	}
+	wantRecord(t, s, "k", 2, "v2")
+}

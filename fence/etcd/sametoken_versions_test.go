@@ -1,0 +1,122 @@
+package etcdfence_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/fencelock/fencelock/fence"
+	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/otheretcd"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
+)
+
+// faultyAt returns a client of eps, logged in as user when not empty,
+// whose requests go through a fault injector.
+func faultyAt(t *testing.T, eps []string, user string) (*clientv3.Client, *reqfault.Injector) {
+	t.Helper()
+	in := reqfault.New(1)
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: in.DialOptions()}
+	if user != "" {
+		cfg.Username, cfg.Password = user, "pw"
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close(); in.Close() })
+	return cli, in
+}
+
+// sameTokenCases runs the same-token protection against the etcd at eps,
+// through clients logged in as user (none when empty): a copy of a write
+// after the next write of its token is refused, a write turned back by
+// another holder's write of its token is sent again and lands.
+func sameTokenCases(t *testing.T, eps []string, user, p string) {
+	fcli, in := faultyAt(t, eps, user)
+	direct, _ := faultyAt(t, eps, user)
+	s, other := mustNew(t, fcli, p), mustNew(t, direct, p)
+	mustPut(t, s, "k", 2, "v1")
+	sent := capture(in, s.DataKey("k"))
+	mustPut(t, s, "k", 2, "v2")
+	mustPut(t, s, "k", 2, "v3")
+	resp := resend(t, direct, <-sent)
+	if resp.Succeeded || !resp.Responses[0].GetResponseTxn().GetSucceeded() {
+		t.Error("copy of the v2 Put after v3: took the write branch, want the same-token refusal")
+	}
+	wantRecord(t, other, "k", 2, "v3")
+	// a copy of a Delete after a Put of its token
+	sentDel := capture(in, s.FloorKey("d"))
+	if err := s.Delete(t.Context(), "d", 2); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, "d", 2, "after delete")
+	resend(t, direct, <-sentDel)
+	wantRecord(t, other, "d", 2, "after delete")
+	// another holder of the token
+	mustPut(t, other, "k", 2, "from other")
+	before := in.Calls("KV/Txn")
+	mustPut(t, s, "k", 2, "from s")
+	if got := in.Calls("KV/Txn") - before; got != 2 {
+		t.Errorf("transactions of s's Put after other's: got %d, want 2", got)
+	}
+	wantRecord(t, other, "k", 2, "from s")
+	// a higher token still fences
+	mustPut(t, other, "k", 3, "t3")
+	if err := s.Put(t.Context(), "k", 2, []byte("stale")); !errors.Is(err, fence.ErrStale) {
+		t.Errorf("Put with token 2 after 3: got %v, want ErrStale", err)
+	}
+}
+
+// The same-token compare, a nested transaction, on etcd 3.4, 3.5 and 3.6.
+func TestSameTokenOtherVersions(t *testing.T) {
+	testenv.Long(t, "starts etcd 3.4, 3.5 and 3.6: a few seconds")
+	otheretcd.ForEach(t, func(t *testing.T, endpoint string) {
+		sameTokenCases(t, []string{endpoint}, "", prefix(t))
+	})
+}
+
+// The same-token compare with auth on, for a user whose role may
+// read and write the Store's prefix only; one that may only read it is
+// refused, nothing written.
+func TestSameTokenAuth(t *testing.T) {
+	testenv.Long(t, "starts an etcd member of its own, with auth on: about 1 s")
+	eps := embedetcd.NewServer(t, embedetcd.WithAuthToken("simple", time.Minute), embedetcd.WithBcryptCost(4)).Endpoints()
+	root := authClient(t, eps, "", "")
+	ctx, p := t.Context(), "/app/"
+	steps := []func() error{
+		func() error { _, err := root.UserAdd(ctx, "root", "pw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+	}
+	for name, perm := range map[string]clientv3.PermissionType{"writer": clientv3.PermissionType(clientv3.PermReadWrite), "reader": clientv3.PermissionType(clientv3.PermRead)} {
+		steps = append(steps,
+			func() error { _, err := root.RoleAdd(ctx, name); return err },
+			func() error {
+				_, err := root.RoleGrantPermission(ctx, name, p, clientv3.GetPrefixRangeEnd(p), perm)
+				return err
+			},
+			func() error { _, err := root.UserAdd(ctx, name, "pw"); return err },
+			func() error { _, err := root.UserGrantRole(ctx, name, name); return err },
+		)
+	}
+	steps = append(steps, func() error { _, err := root.AuthEnable(ctx); return err })
+	for _, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("setting up auth: %v", err)
+		}
+	}
+	sameTokenCases(t, eps, "writer", p)
+	rcli, _ := faultyAt(t, eps, "reader")
+	r := mustNew(t, rcli, p)
+	err := r.Put(context.Background(), "k", 3, []byte("by reader"))
+	if err == nil || errors.Is(err, fence.ErrUnknownOutcome) {
+		t.Errorf("reader's Put: got %v, want etcd's refusal", err)
+	}
+	wcli, _ := faultyAt(t, eps, "writer")
+	wantRecord(t, mustNew(t, wcli, p), "k", 3, "t3")
+}
