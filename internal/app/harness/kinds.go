@@ -30,6 +30,10 @@ type faultKind struct {
 	// short and long are the faults of the kind a run of the short and the
 	// long preset goes on until it has injected.
 	short, long int
+	// stale: the kind makes stale writes (a holder that goes on writing
+	// past its lease), so a control run goes on injecting it, past its
+	// minimum, until one has landed on every resource kind.
+	stale bool
 	// inject injects one fault and reports whether it did.
 	inject func(n *nemesis, ctx context.Context, rng *rand.Rand) bool
 }
@@ -40,12 +44,12 @@ type faultKind struct {
 // then) and excludes member crashes while it runs, so fewer of them are
 // asked for.
 var faultKinds = []faultKind{
-	{faultPause, "SIGSTOP a holder after its guard check, past its lease; SIGCONT", 2, 20, 120, (*nemesis).pause},
-	{faultKill, "SIGKILL a holder as it writes; start a fresh worker", 1, 20, 120, (*nemesis).kill},
-	{faultMember, "SIGKILL an etcd member process (the leader half the time); restart it", 1, 20, 120, (*nemesis).restartMember},
-	{faultPartition, "black-hole a worker's etcd traffic past its lease, then delay it, then heal", 1, 20, 120, (*nemesis).partition},
-	{faultRequest, "deliver a worker's next etcd request after its caller gave up, drop its reply, or send it twice", 1, 20, 120, (*nemesis).request},
-	{faultReplace, "replace an etcd member: MemberRemove (the leader half the time), a learner added and promoted", 1, 5, 40, (*nemesis).replaceMember},
+	{faultPause, "SIGSTOP a holder after its guard check, past its lease; SIGCONT", 2, 20, 120, true, (*nemesis).pause},
+	{faultKill, "SIGKILL a holder as it writes; start a fresh worker", 1, 20, 120, false, (*nemesis).kill},
+	{faultMember, "SIGKILL an etcd member process (the leader half the time); restart it", 1, 20, 120, false, (*nemesis).restartMember},
+	{faultPartition, "black-hole a worker's etcd traffic past its lease, then delay it, then heal", 1, 20, 120, true, (*nemesis).partition},
+	{faultRequest, "deliver a worker's next etcd request after its caller gave up, drop its reply, or send it twice", 1, 20, 120, false, (*nemesis).request},
+	{faultReplace, "replace an etcd member: MemberRemove (the leader half the time), a learner added and promoted", 1, 5, 40, false, (*nemesis).replaceMember},
 }
 
 // faultDescs lists every kind, in report order, with what one fault is.

@@ -54,7 +54,7 @@ func (n *nemesis) run(ctx context.Context) {
 }
 
 func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
-	for ctx.Err() == nil && !n.done(f.kind) {
+	for ctx.Err() == nil && !n.done(f) {
 		if f.inject(n, ctx, rng) {
 			if c := n.counts[f.kind].Add(1); c%5 == 0 {
 				n.cfg.logf("nemesis: %d %s faults", c, f.kind)
@@ -66,23 +66,27 @@ func (n *nemesis) loop(ctx context.Context, f faultKind, rng *rand.Rand) {
 	}
 }
 
-// done reports whether the loops of kind may stop: the kind has its
-// minimum and MinDuration has passed. Stale writes need faults, so every
-// kind also goes on while a fenced run has refused too few
-// (Until.RefusedOverall), or a control run has not had one land on every
-// resource kind its workload must catch one on (check.Workload's
-// MustCatch; for the bank, money lost on PostgreSQL): without them the
-// control proves nothing for that kind.
+// done reports whether the loops of f's kind may stop: the kind has its
+// minimum and MinDuration has passed. Stale writes need faults, so the
+// kinds that make them (faultKind.stale: pauses, partitions) also go on
+// while a fenced run has refused too few (Until.RefusedOverall), or a
+// control run has not had one land on every resource kind its workload
+// must catch one on (check.Workload's MustCatch; for the bank, money lost
+// on PostgreSQL): without them the control proves nothing for that kind.
 // (The fenced run's pauses go to kinds with no refusal yet too, but do
-// not wait for one on each: that would double the run.) The other write
-// minimums do not keep faults coming: more faults would only slow the
-// writes down (crashed members most of all).
-func (n *nemesis) done(kind check.FaultKind) bool {
-	if n.counts[kind].Load() < int64(n.cfg.Until.Faults[kind]) || time.Since(n.start) < n.cfg.MinDuration {
+// not wait for one on each: that would double the run.) The other kinds
+// stop at their minimums, and so do the write minimums: more kills,
+// crashed or replaced members and request faults would only slow the
+// writes down, and take the workers that pauses need.
+func (n *nemesis) done(f faultKind) bool {
+	if n.counts[f.kind].Load() < int64(n.cfg.Until.Faults[f.kind]) || time.Since(n.start) < n.cfg.MinDuration {
 		return false
 	}
-	if kind == faultPause && n.cfg.UntilStalled && !n.stalled() {
+	if f.kind == faultPause && n.cfg.UntilStalled && !n.stalled() {
 		return false
+	}
+	if !f.stale {
+		return true
 	}
 	if n.cfg.Fenced {
 		return n.hist.progress().Refused >= n.cfg.Until.RefusedOverall
