@@ -136,14 +136,10 @@ func TestDuplicatedPutHarmless(t *testing.T) {
 		sent := capture(in, s.DataKey("k"))
 		mustPut(t, s, "k", 2, "v2")
 		mustPut(t, s, "k", 3, "v3")
-		before := revision(t, direct)
-		if resp := resend(t, direct, <-sent); !resp.Succeeded {
+		if resp := resendNoWrite(t, direct, <-sent); !resp.Succeeded {
 			t.Fatal("copy of the token-2 Put after token 3: took the write branch, want the refusal")
 		}
 		wantRecord(t, s, "k", 3, "v3")
-		if after := revision(t, direct); after != before {
-			t.Fatalf("revision after the copy: got %d, want %d (nothing written)", after, before)
-		}
 	})
 	t.Run("control: plain put copied after a newer one lands", func(t *testing.T) {
 		fcli, in := faulty(t)
@@ -172,6 +168,18 @@ func capture(in *reqfault.Injector, key string) <-chan *pb.TxnRequest {
 	return sent
 }
 
+// resendNoWrite is resend of a copy that must write nothing: etcd's
+// revision is the same after it.
+func resendNoWrite(t *testing.T, cli *clientv3.Client, req *pb.TxnRequest) *pb.TxnResponse {
+	t.Helper()
+	before := revision(t, cli)
+	resp := resend(t, cli, req)
+	if after := revision(t, cli); after != before {
+		t.Fatalf("revision after the copy: got %d, want %d (nothing written)", after, before)
+	}
+	return resp
+}
+
 // resend delivers a copy of req to etcd through cli, as a duplicated
 // request would be.
 func resend(t *testing.T, cli *clientv3.Client, req *pb.TxnRequest) *pb.TxnResponse {
@@ -183,58 +191,22 @@ func resend(t *testing.T, cli *clientv3.Client, req *pb.TxnRequest) *pb.TxnRespo
 	return resp
 }
 
-// A copy of a Put delivered after a later Put of the same token, or the
-// Put itself arriving late after it, is refused: it would otherwise
-// replace the later write, as the floor does not fence a token against
-// itself. The harness found this: a holder's second write, duplicated,
+// A copy of a Put delivered after a later Put of the same token is
+// refused: it would otherwise replace the later write, as the floor does
+// not fence a token against itself (TestLatePutAfterSameTokenWrite is the
+// Put itself arriving late). The harness found this: a holder's second write, duplicated,
 // landed after its third (seed 450971).
 func TestSameTokenCopyRefused(t *testing.T) {
 	t.Run("copy after the next write", func(t *testing.T) {
-		fcli, in := faulty(t)
-		direct := etcdClient(t)
-		s := mustNew(t, fcli, prefix(t))
-		mustPut(t, s, "k", 2, "v1")
-		sent := capture(in, s.DataKey("k"))
-		mustPut(t, s, "k", 2, "v2")
-		mustPut(t, s, "k", 2, "v3")
-		before := revision(t, direct)
-		resp := resend(t, direct, <-sent)
+		s, direct, req := sameTokenCopy(t)
+		resp := resendNoWrite(t, direct, req)
 		if resp.Succeeded || !resp.Responses[0].GetResponseTxn().GetSucceeded() {
 			t.Fatal("copy of the v2 Put after v3: took the write branch, want the same-token refusal")
 		}
 		wantRecord(t, s, "k", 2, "v3")
-		if after := revision(t, direct); after != before {
-			t.Fatalf("revision after the copy: got %d, want %d (nothing written)", after, before)
-		}
-	})
-	t.Run("late after the next write", func(t *testing.T) {
-		fcli, in := faulty(t)
-		direct := etcdClient(t)
-		p := prefix(t)
-		s, other := mustNew(t, fcli, p), mustNew(t, direct, p)
-		mustPut(t, s, "k", 2, "v1")
-		held := in.Hold(putsKey(s.DataKey("k")))
-		ctx, cancel := context.WithCancel(t.Context())
-		got := make(chan error, 1)
-		go func() { got <- s.Put(ctx, "k", 2, []byte("v2 late")) }()
-		<-held.Caught()
-		cancel()
-		fencewant.Unknown(t, <-got, 2, etcdfence.ErrValueTooLarge)
-		mustPut(t, s, "k", 2, "v3") // s goes on after the unknown outcome
-		if err := held.Release(t.Context()); err != nil {
-			t.Fatalf("late Put's delivery: got %v, want nil (etcd answers a refusal)", err)
-		}
-		wantRecord(t, other, "k", 2, "v3")
 	})
 	t.Run("control: the copy without the same-token compare lands", func(t *testing.T) {
-		fcli, in := faulty(t)
-		direct := etcdClient(t)
-		s := mustNew(t, fcli, prefix(t))
-		mustPut(t, s, "k", 2, "v1")
-		sent := capture(in, s.DataKey("k"))
-		mustPut(t, s, "k", 2, "v2")
-		mustPut(t, s, "k", 2, "v3")
-		req := <-sent
+		s, direct, req := sameTokenCopy(t)
 		inner := req.Failure[0].GetRequestTxn()
 		if inner == nil || len(inner.Compare) != 2 {
 			t.Fatalf("the Put's request: got %v, want a nested transaction of two compares in its Else branch", req)
@@ -246,15 +218,24 @@ func TestSameTokenCopyRefused(t *testing.T) {
 	})
 }
 
+// sameTokenCopy returns a Store that put "k" with token 2 three times
+// (v1, v2, v3), a client without faults, and the request of the v2 Put.
+func sameTokenCopy(t *testing.T) (*etcdfence.Store, *clientv3.Client, *pb.TxnRequest) {
+	t.Helper()
+	fcli, in := faulty(t)
+	s := mustNew(t, fcli, prefix(t))
+	mustPut(t, s, "k", 2, "v1")
+	sent := capture(in, s.DataKey("k"))
+	mustPut(t, s, "k", 2, "v2")
+	mustPut(t, s, "k", 2, "v3")
+	return s, etcdClient(t), <-sent
+}
+
 // A Store that did not see a write of the same token (another process
 // wrote with the token) has its first write turned back by the same-token
 // compare; it sends it again past that write's revision, and it lands.
 func TestSameTokenUnseenWriteSentAgain(t *testing.T) {
-	fcli, in := faulty(t)
-	direct := etcdClient(t)
-	p := prefix(t)
-	a, b := mustNew(t, direct, p), mustNew(t, fcli, p)
-	mustPut(t, a, "k", 2, "from a")
+	a, b, in, _ := unseenWrite(t)
 	mustPut(t, b, "k", 2, "from b")
 	if got := in.Calls("KV/Txn"); got != 2 {
 		t.Fatalf("transactions b sent: got %d, want 2 (turned back once, then written)", got)
@@ -271,11 +252,7 @@ func TestSameTokenUnseenWriteSentAgain(t *testing.T) {
 // not see gives up after fence.UpdateAttempts, with fence.ErrConflict and
 // nothing written.
 func TestSameTokenUnseenWritesConflict(t *testing.T) {
-	fcli, in := faulty(t)
-	direct := etcdClient(t)
-	p := prefix(t)
-	a, b := mustNew(t, direct, p), mustNew(t, fcli, p)
-	mustPut(t, a, "k", 2, "from a")
+	a, b, in, direct := unseenWrite(t)
 	in.Before(putsKey(b.DataKey("k")), func(any) {
 		if _, err := direct.Put(context.Background(), a.FloorKey("k"), "0000000000000000002"); err != nil {
 			t.Error(err)
@@ -289,4 +266,17 @@ func TestSameTokenUnseenWritesConflict(t *testing.T) {
 		t.Fatalf("transactions sent: got %d, want %d", got, fence.UpdateAttempts)
 	}
 	wantRecord(t, a, "k", 2, "from a")
+}
+
+// unseenWrite returns two Stores of one prefix, b's requests through in,
+// after a's Put of "k" with token 2, which b did not see; direct is a's
+// client.
+func unseenWrite(t *testing.T) (a, b *etcdfence.Store, in *reqfault.Injector, direct *clientv3.Client) {
+	t.Helper()
+	fcli, in := faulty(t)
+	direct = etcdClient(t)
+	p := prefix(t)
+	a, b = mustNew(t, direct, p), mustNew(t, fcli, p)
+	mustPut(t, a, "k", 2, "from a")
+	return a, b, in, direct
 }

@@ -39,11 +39,19 @@ func etcdClient(t testing.TB) *clientv3.Client {
 // fault injector.
 func faulty(t testing.TB) (*clientv3.Client, *reqfault.Injector) {
 	t.Helper()
+	return faultyAt(t, embedetcd.Shared().Endpoints(), "")
+}
+
+// faultyAt returns a client of eps, logged in as user (password "pw")
+// when not empty, whose requests go through a fault injector.
+func faultyAt(t testing.TB, eps []string, user string) (*clientv3.Client, *reqfault.Injector) {
+	t.Helper()
 	in := reqfault.New(1)
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: embedetcd.Shared().Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: in.DialOptions(),
-	})
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: in.DialOptions()}
+	if user != "" {
+		cfg.Username, cfg.Password = user, "pw"
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,12 +23,12 @@ const authPrefix = "/app/"
 
 // authEtcd starts a member with auth on and returns its endpoints, after
 // creating root and, for each of users, a user of that name (password
-// "pw") whose role of the same name has perm on the outbox's keys only.
-func authEtcd(t *testing.T, users map[string]clientv3.PermissionType) []string {
+// "pw") whose role of the same name has perm on the keys under grant only.
+func authEtcd(t *testing.T, grant string, users map[string]clientv3.PermissionType) []string {
 	t.Helper()
 	eps := embedetcd.NewServer(t, embedetcd.WithAuthToken("simple", time.Minute), embedetcd.WithBcryptCost(4)).Endpoints()
 	root := authClient(t, eps, "", "")
-	ctx, grant := t.Context(), authPrefix+"outbox/"
+	ctx := t.Context()
 	steps := []func() error{
 		func() error { _, err := root.UserAdd(ctx, "root", "pw"); return err },
 		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
@@ -98,7 +98,7 @@ func runFor(t *testing.T, o outbox.Log, d time.Duration) error {
 // its context ends.
 func TestOutboxNotPermitted(t *testing.T) {
 	testenv.Long(t, "starts an etcd member of its own, with auth on: about 1 s")
-	eps := authEtcd(t, map[string]clientv3.PermissionType{
+	eps := authEtcd(t, authPrefix+"outbox/", map[string]clientv3.PermissionType{
 		"reader": clientv3.PermissionType(clientv3.PermRead),
 		"writer": clientv3.PermissionType(clientv3.PermReadWrite),
 		"other":  clientv3.PermissionType(clientv3.PermReadWrite), // used on another prefix

@@ -4,34 +4,13 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/fencelock/fencelock/fence"
-	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
 	"github.com/fencelock/fencelock/internal/testkit/otheretcd"
-	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
-
-// faultyAt returns a client of eps, logged in as user when not empty,
-// whose requests go through a fault injector.
-func faultyAt(t *testing.T, eps []string, user string) (*clientv3.Client, *reqfault.Injector) {
-	t.Helper()
-	in := reqfault.New(1)
-	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: in.DialOptions()}
-	if user != "" {
-		cfg.Username, cfg.Password = user, "pw"
-	}
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close(); in.Close() })
-	return cli, in
-}
 
 // sameTokenCases runs the same-token protection against the etcd at eps,
 // through clients logged in as user (none when empty): a copy of a write
@@ -86,30 +65,11 @@ func TestSameTokenOtherVersions(t *testing.T) {
 // refused, nothing written.
 func TestSameTokenAuth(t *testing.T) {
 	testenv.Long(t, "starts an etcd member of its own, with auth on: about 1 s")
-	eps := embedetcd.NewServer(t, embedetcd.WithAuthToken("simple", time.Minute), embedetcd.WithBcryptCost(4)).Endpoints()
-	root := authClient(t, eps, "", "")
-	ctx, p := t.Context(), "/app/"
-	steps := []func() error{
-		func() error { _, err := root.UserAdd(ctx, "root", "pw"); return err },
-		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
-	}
-	for name, perm := range map[string]clientv3.PermissionType{"writer": clientv3.PermissionType(clientv3.PermReadWrite), "reader": clientv3.PermissionType(clientv3.PermRead)} {
-		steps = append(steps,
-			func() error { _, err := root.RoleAdd(ctx, name); return err },
-			func() error {
-				_, err := root.RoleGrantPermission(ctx, name, p, clientv3.GetPrefixRangeEnd(p), perm)
-				return err
-			},
-			func() error { _, err := root.UserAdd(ctx, name, "pw"); return err },
-			func() error { _, err := root.UserGrantRole(ctx, name, name); return err },
-		)
-	}
-	steps = append(steps, func() error { _, err := root.AuthEnable(ctx); return err })
-	for _, step := range steps {
-		if err := step(); err != nil {
-			t.Fatalf("setting up auth: %v", err)
-		}
-	}
+	p := "/app/"
+	eps := authEtcd(t, p, map[string]clientv3.PermissionType{
+		"writer": clientv3.PermissionType(clientv3.PermReadWrite),
+		"reader": clientv3.PermissionType(clientv3.PermRead),
+	})
 	sameTokenCases(t, eps, "writer", p)
 	rcli, _ := faultyAt(t, eps, "reader")
 	r := mustNew(t, rcli, p)
