@@ -28,10 +28,11 @@ const (
 // follows needs ([fence.Updater]). See the package documentation for the
 // layout.
 //
-// A Store holds no state of its own beyond its configuration and the last
-// revision it saw in a reply: it is safe for concurrent use, and any number
-// of Stores, in any number of processes, may share a prefix. The zero Store is not usable (its methods fail with
-// [ErrInvalidArgument]); create one with [New].
+// A Store holds no state of its own beyond its configuration, the last
+// revision it saw in a reply, and the turns of its writes under way: it is
+// safe for concurrent use, and any number of Stores, in any number of
+// processes, may share a prefix. The zero Store is not usable (its methods
+// fail with [ErrInvalidArgument]); create one with [New].
 type Store struct {
 	kv     clientv3.KV
 	prefix string
