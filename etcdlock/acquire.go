@@ -155,11 +155,10 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 		ops := []clientv3.Op{
 			clientv3.OpPut(t.key, encodeRecordSlot(c.o.owner, t.at, t.data, t.agreed, -1), clientv3.WithLease(s.id)),
 			// Ours is the newest key: the newest blockers but ours are our predecessors.
-			t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(t.need())+1)),
+			t.blockers(newestFirst, withLimit(t.need()+1)),
 		}
 		if !t.wait {
-			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
-				clientv3.WithLimit(int64(max(t.need(), maxListedHolders)+1))))
+			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithPrefix(), oldestFirst, withLimit(max(t.need(), maxListedHolders)+1)))
 		}
 		ops, second := t.readSecond(ops, nil)
 		rctx, cancel := t.request(ctx)
