@@ -81,7 +81,11 @@ func (l *Lock) stopWatch() {
 		return
 	}
 	if l.kw.timer.Stop() {
-		l.c.wg.Done() // the watch never started
+		// The watch never started, and never will: there is nothing to
+		// remove, nor a reason to take the watcher's mutex, which every
+		// lock of the Client shares.
+		l.c.wg.Done()
+		return
 	}
 	l.c.watches.remove(&l.kw.w)
 }
