@@ -81,6 +81,28 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 // share a lock, beyond a semaphore's permits).
 const maxListedHolders = 16
 
+// The sort and limit options of the queue reads, built once: each of
+// clientv3's WithSort and WithLimit calls allocates a closure.
+var (
+	newestFirst = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)
+	oldestFirst = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
+	limits      = func() (l [maxListedHolders + 2]clientv3.OpOption) {
+		for n := range l {
+			l[n] = clientv3.WithLimit(int64(n))
+		}
+		return l
+	}()
+)
+
+// withLimit is clientv3.WithLimit(n), built once for the limits of an
+// acquisition's reads up to TryLock's (maxListedHolders+1).
+func withLimit(n int) clientv3.OpOption {
+	if n >= 0 && n < len(limits) {
+		return limits[n]
+	}
+	return clientv3.WithLimit(int64(n))
+}
+
 // maxCreateTries bounds the creates refused because the lane's marker or key
 // was not as last seen (a late request of an earlier use of the lane).
 const maxCreateTries = 3

@@ -112,28 +112,6 @@ func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
 	return clientv3.OpGet(t.q, append(append(all[:0], opts...), end)...)
 }
 
-// The sort and limit options of the queue reads, built once: each of
-// clientv3's WithSort and WithLimit calls allocates a closure.
-var (
-	newestFirst = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)
-	oldestFirst = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
-	limits      = func() (l [maxListedHolders + 2]clientv3.OpOption) {
-		for n := range l {
-			l[n] = clientv3.WithLimit(int64(n))
-		}
-		return l
-	}()
-)
-
-// withLimit is clientv3.WithLimit(n), built once for the limits of an
-// acquisition's reads up to TryLock's (maxListedHolders+1).
-func withLimit(n int) clientv3.OpOption {
-	if n >= 0 && n < len(limits) {
-		return limits[n]
-	}
-	return clientv3.WithLimit(int64(n))
-}
-
 // entitled returns how many of kvs, the keys of a queue in arrival order,
 // hold it now or are entitled to (their turn has come; a claim, or the
 // news of it, may be pending): a key is when fewer than need of its
