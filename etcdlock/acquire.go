@@ -81,6 +81,28 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 // share a lock, beyond a semaphore's permits).
 const maxListedHolders = 16
 
+// The sort and limit options of the queue reads, built once: each of
+// clientv3's WithSort and WithLimit calls allocates a closure.
+var (
+	newestFirst = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)
+	oldestFirst = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
+	limits      = func() (l [maxListedHolders + 2]clientv3.OpOption) {
+		for n := range l {
+			l[n] = clientv3.WithLimit(int64(n))
+		}
+		return l
+	}()
+)
+
+// withLimit is clientv3.WithLimit(n), built once for the limits of an
+// acquisition's reads up to TryLock's (maxListedHolders+1).
+func withLimit(n int) clientv3.OpOption {
+	if n >= 0 && n < len(limits) {
+		return limits[n]
+	}
+	return clientv3.WithLimit(int64(n))
+}
+
 // maxCreateTries bounds the creates refused because the lane's marker or key
 // was not as last seen (a late request of an earlier use of the lane).
 const maxCreateTries = 3
@@ -155,11 +177,10 @@ func (c *Client) create(ctx context.Context, s *session, t *ticket) (rev int64, 
 		ops := []clientv3.Op{
 			clientv3.OpPut(t.key, encodeRecordSlot(c.o.owner, t.at, t.data, t.agreed, -1), clientv3.WithLease(s.id)),
 			// Ours is the newest key: the newest blockers but ours are our predecessors.
-			t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(int64(t.need())+1)),
+			t.blockers(newestFirst, withLimit(t.need()+1)),
 		}
 		if !t.wait {
-			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend),
-				clientv3.WithLimit(int64(max(t.need(), maxListedHolders)+1))))
+			ops = append(ops, clientv3.OpGet(t.q, clientv3.WithPrefix(), oldestFirst, withLimit(max(t.need(), maxListedHolders)+1)))
 		}
 		ops, second := t.readSecond(ops, nil)
 		rctx, cancel := t.request(ctx)

@@ -68,12 +68,13 @@ func (m *shaped) unlock(ctx context.Context) error {
 	return nil
 }
 
-func newShaped(b *testing.B, cli *clientv3.Client, p, release string) *shaped {
+func newShaped(tb testing.TB, cli *clientv3.Client, p, release string) *shaped {
+	tb.Helper()
 	s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { s.Close() })
+	tb.Cleanup(func() { s.Close() })
 	id := fmt.Sprintf("%016x-0", int64(s.Lease()))
 	q := p + release + "lock/bench/"
 	// The size of etcdlock's record for a default owner ("hostname/pid").

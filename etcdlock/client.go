@@ -297,8 +297,11 @@ func (c *Client) keys() layout { return layout(c.o.prefix) }
 // *PermissionError naming the prefix to grant, and returns other errors as
 // they are.
 func (c *Client) explain(err error) error {
-	var pe *PermissionError
-	if !errors.Is(err, rpctypes.ErrPermissionDenied) || errors.As(err, &pe) {
+	if !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		return err // nil, on every successful call: spares pe's allocation
+	}
+	var pe *PermissionError // on the heap: errors.As takes its address
+	if errors.As(err, &pe) {
 		return err
 	}
 	return &PermissionError{Prefix: c.o.prefix, Err: err}

@@ -49,7 +49,7 @@ func (c *Client) Do(ctx context.Context, name string, fn func(ctx context.Contex
 func (l *Lock) do(ctx context.Context, fn func(context.Context, *Lock) error) error {
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(l.ctx, func() { cancel(l.Err()) })
+	stop := context.AfterFunc(l.life(), func() { cancel(l.Err()) })
 	defer stop()
 	released := false
 	defer func() {

@@ -152,7 +152,7 @@ func (tm *Term) Proclaim(ctx context.Context, value string) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(tm.l.ctx, cancel)()
+	defer context.AfterFunc(tm.l.life(), cancel)()
 	for range maxProclaimTries {
 		ok, err := tm.proclaimOnce(ctx, value)
 		if err != nil {

@@ -356,7 +356,7 @@ func (g *Group) member(ctx context.Context, work func(context.Context, *Partitio
 	}
 	w := &worker{g: g, o: o, work: work, self: m.Key(), keepers: map[int]context.CancelCauseFunc{}, failed: make(chan struct{})}
 	mctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(m.ctx, func() { cancel(m.Err()) })
+	stop := context.AfterFunc(m.life(), func() { cancel(m.Err()) })
 	err = w.follow(mctx)
 	stop()
 	cancel(errLeaving)
@@ -606,14 +606,14 @@ func (w *worker) run(ctx context.Context, k int, l *Lock) (failed bool) {
 	c := w.g.c
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(l.ctx, func() {
+	stop := context.AfterFunc(l.life(), func() {
 		cancel(wrapLost(l.Err(), "etcdlock: partition %d of %q (token %d) lost: ", k, w.g.name, l.Token()))
 	})
 	defer stop()
 	// The writes' context ends with l (released or lost), never with ctx.
 	wctx, cancelWrites := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer func() { cancelWrites(l.Err()) }() // l is released by then
-	defer context.AfterFunc(l.ctx, func() { cancelWrites(l.Err()) })()
+	defer context.AfterFunc(l.life(), func() { cancelWrites(l.Err()) })()
 	p := &Partition{index: k, l: l, writes: wctx}
 	res := make(chan error, 1)
 	w.fns.Add(1)

@@ -46,17 +46,20 @@ const readerMark = "r"
 // space is the prefix of key space sp: the names of its kind follow it.
 func (p layout) space(sp string) string { return string(p) + sp + "/" }
 
+// named is the prefix of the keys of name in key space sp: space(sp), the
+// name escaped, '/'. It is spelled out as one concatenation, one
+// allocation, as every acquisition builds its queue's.
+func (p layout) named(sp, name string) string { return string(p) + sp + "/" + escapeName(name) + "/" }
+
 // lockQueue is the queue of lock name: its writers', then its readers' keys.
-func (p layout) lockQueue(name string) string { return p.space(spaceLock) + escapeName(name) + "/" }
+func (p layout) lockQueue(name string) string { return p.named(spaceLock, name) }
 
 // electionQueue is the queue of the candidates of election name.
-func (p layout) electionQueue(name string) string {
-	return p.space(spaceElect) + escapeName(name) + "/"
-}
+func (p layout) electionQueue(name string) string { return p.named(spaceElect, name) }
 
 // semaphore is the prefix of every key of semaphore name: its queue's and
 // its permits'.
-func (p layout) semaphore(name string) string { return p.space(spaceSem) + escapeName(name) + "/" }
+func (p layout) semaphore(name string) string { return p.named(spaceSem, name) }
 
 // escapeName is name as its keys spell it: '%' is %25 and '/' is %2F, and
 // nothing else changes. It is one-to-one and its result has no '/', so
@@ -96,7 +99,7 @@ func unescapeName(seg string) (string, bool) {
 
 // group is the prefix of every key of group name: its members' and its
 // partitions' queues.
-func (p layout) group(name string) string { return p.space(spaceGroup) + escapeName(name) + "/" }
+func (p layout) group(name string) string { return p.named(spaceGroup, name) }
 
 // groupMembers is the queue of the members of group name.
 func (p layout) groupMembers(name string) string { return p.group(name) + "m/" }
@@ -151,9 +154,10 @@ func permitOf(dir, key string) (int, bool) {
 }
 
 // marker is the key of the marker of lane n of the session whose lease is
-// hex.
+// hex: space(spaceLane), spelled out as one concatenation, one allocation
+// (strconv.Itoa makes none for a lane under 100).
 func (p layout) marker(hex string, n int) markerKey {
-	return markerKey(p.space(spaceLane) + hex + "-" + strconv.Itoa(n))
+	return markerKey(string(p) + spaceLane + "/" + hex + "-" + strconv.Itoa(n))
 }
 
 // leaseHex formats a lease ID as etcdctl does, and as the keys spell it.

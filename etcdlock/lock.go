@@ -27,12 +27,12 @@ type Lock struct {
 	token    fence.Token
 	acquired time.Time // for the hold duration; zero when no SDK records it (telemetry.holdStart)
 	done     chan struct{}
-	ctx      context.Context    // ends when done is closed: bounds the key watch's requests and a Term's Proclaim
-	stop     context.CancelFunc // ends ctx
-	hold     minHold            // WithMinHold (release.go); set before the caller gets l
+	hold     minHold // WithMinHold (release.go); set before the caller gets l
 
-	mu  sync.Mutex // guards err
-	err error      // why done was closed; set once, before done is closed (closeDone)
+	mu   sync.Mutex         // guards the three fields below
+	err  error              // why done was closed; set once, before done is closed (closeDone)
+	lctx context.Context    // life's; nil until it is first asked for
+	stop context.CancelFunc // ends lctx
 
 	unlockMu  sync.Mutex // guards the three fields below, and is held through a release
 	unlocked  bool       // released: unlockErr is Unlock's answer
@@ -56,8 +56,7 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	if c.closed {
 		return nil, ErrClosed
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.obs.holdStart(), done: make(chan struct{}), ctx: ctx, stop: stop}
+	l := &Lock{c: c, s: s, t: t, token: token, acquired: c.obs.holdStart(), done: make(chan struct{})}
 	l.kw.backoff = watchBackoff()
 	l.kw.w = watch{key: t.holdKey(), token: int64(token), sink: l}
 	if !t.noWatch {
@@ -66,22 +65,27 @@ func newLock(c *Client, s *session, t *ticket, token fence.Token) (*Lock, error)
 	}
 	if err := s.addLock(l); err != nil {
 		// The session ended since the caller checked: the lock would be
-		// returned lost, and Lock never returns a lost lock.
-		l.stop()
+		// returned lost, and Lock never returns a lost lock. Ending it
+		// ends its life too, should the watch's timer have fired.
+		l.closeDone(err)
 		l.stopWatch()
 		return nil, fmt.Errorf("etcdlock: %q: %w", t.name, sessionCause(err))
 	}
 	return l, nil
 }
 
-// stopWatch stops the key watch, or keeps it from starting; l.ctx has
+// stopWatch stops the key watch, or keeps it from starting; l's life has
 // ended.
 func (l *Lock) stopWatch() {
 	if l.kw.timer == nil {
 		return
 	}
 	if l.kw.timer.Stop() {
-		l.c.wg.Done() // the watch never started
+		// The watch never started, and never will: there is nothing to
+		// remove, nor a reason to take the watcher's mutex, which every
+		// lock of the Client shares.
+		l.c.wg.Done()
+		return
 	}
 	l.c.watches.remove(&l.kw.w)
 }
@@ -186,7 +190,7 @@ func (l *Lock) afterEnd(cause error) {
 	l.c.obs.lockEnded(lockEndEvent{lockEvent: l.event(), acquired: l.acquired, cause: cause, owner: l.c.o.owner})
 }
 
-// closeDone records cause, closes done and ends ctx, unless an earlier
+// closeDone records cause, closes done and ends lctx, unless an earlier
 // cause was; it reports whether this was the first. The caller then calls
 // afterEnd.
 func (l *Lock) closeDone(cause error) bool {
@@ -197,8 +201,27 @@ func (l *Lock) closeDone(cause error) bool {
 	}
 	l.err = cause
 	close(l.done)
-	l.stop()
+	if l.stop != nil {
+		l.stop()
+	}
 	return true
+}
+
+// life returns a context that ends when done is closed: it bounds the key
+// watch's requests, Do's work and a Term's Proclaim, and tells a MultiLock
+// and a group's worker of the lock's end. It is made when first asked for,
+// so that a lock released before its key is watched (see watchDelay) makes
+// none; asked for once the lock has ended, it has ended already.
+func (l *Lock) life() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lctx == nil {
+		l.lctx, l.stop = context.WithCancel(context.Background())
+		if l.err != nil {
+			l.stop()
+		}
+	}
+	return l.lctx
 }
 
 // Unlock releases the lock: it deletes the lock's key only while the key's

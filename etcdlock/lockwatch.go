@@ -27,7 +27,7 @@ type keyWatch struct {
 // acquisition, on a timer that holds a count of c.wg.
 func (l *Lock) startWatch() {
 	defer l.c.wg.Done()
-	l.c.watches.add(l.ctx, &l.kw.w, int64(l.token)+1)
+	l.c.watches.add(l.life(), &l.kw.w, int64(l.token)+1)
 }
 
 // A Lock is told of its key's watch (see watchSink).
@@ -51,7 +51,7 @@ const leaseLookup = time.Second
 // cause. While Unlock runs, it is left to tell (unlockedOrDeleted).
 func (l *Lock) deleted() {
 	if l.unlocking.Load() {
-		if err := l.unlockedOrDeleted(l.ctx); err != nil {
+		if err := l.unlockedOrDeleted(l.life()); err != nil {
 			l.end(err)
 		}
 		return
@@ -75,7 +75,7 @@ func (l *Lock) deleted() {
 // from the revision it was read at, after a pause that doubles while
 // watches end early, so that refused watches make no busy loop.
 func (l *Lock) recheck() {
-	ctx := l.ctx
+	ctx := l.life()
 	l.kw.backoff.resetIfLasted(l.kw.w.since)
 	resp, err := l.c.cli.Get(ctx, l.t.holdKey())
 	switch {

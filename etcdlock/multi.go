@@ -86,7 +86,7 @@ func (c *Client) LockAll(ctx context.Context, names []string, opts ...LockOption
 		}
 	}
 	for _, l := range m.locks {
-		m.stops = append(m.stops, context.AfterFunc(l.ctx, func() {
+		m.stops = append(m.stops, context.AfterFunc(l.life(), func() {
 			m.end(wrapLost(l.Err(), "etcdlock: %q: ", l.Name()))
 		}))
 	}

@@ -280,7 +280,10 @@ func (o *lockOptions) waited(ctx, wctx context.Context, name string, err error) 
 func Shared() LockOption { return lockOptionFunc(func(o *lockOptions) { o.shared = true }) }
 
 func lockOptionsOf(opts []LockOption) (lockOptions, error) {
-	var o lockOptions
+	if len(opts) == 0 {
+		return lockOptions{}, nil // the defaults, which are valid: spares o's allocation
+	}
+	var o lockOptions // on the heap: applyLock, an interface's method, takes its address
 	for _, opt := range opts {
 		if opt == nil {
 			return o, fmt.Errorf("%w: nil LockOption", ErrInvalidOption)

@@ -44,9 +44,12 @@ func (c *Client) release(ctx context.Context, s *session, t *ticket, rev int64) 
 	}
 	cmp := t.created(rev)
 	for range maxReleasePasses {
+		second := t.releaseSecond()
+		ops := make([]clientv3.Op, 0, 2+len(second)) // one allocation
+		ops = append(append(append(ops, t.releaseMark(s, rev)), second...), clientv3.OpDelete(t.key))
 		resp, err := c.cli.Txn(ctx).
 			If(cmp).
-			Then(append([]clientv3.Op{t.releaseMark(s, rev)}, append(t.releaseSecond(), clientv3.OpDelete(t.key))...)...).
+			Then(ops...).
 			Commit()
 		if errors.Is(err, rpctypes.ErrNoSpace) {
 			return c.releaseNoSpace(ctx, s, t, rev)

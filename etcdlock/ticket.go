@@ -100,15 +100,16 @@ func (c *Client) ticket(s *session, sp spot) *ticket {
 	return t
 }
 
-// blockers returns a read, narrowed by opts, of the keys of t's queue that
-// must be gone before t holds: every key for a writer (and a candidate),
-// the writers' for a reader.
+// blockers returns a read, narrowed by opts (at most three), of the keys of
+// t's queue that must be gone before t holds: every key for a writer (and
+// a candidate), the writers' for a reader.
 func (t *ticket) blockers(opts ...clientv3.OpOption) clientv3.Op {
 	end := clientv3.WithPrefix()
 	if kindTable[t.kind].reader || t.ctl.writersIgnoreReaders { // the control skips the readers, the only keys from readersFrom(q) on
 		end = clientv3.WithRange(readersFrom(t.q))
 	}
-	return clientv3.OpGet(t.q, append(opts, end)...)
+	var all [4]clientv3.OpOption // on the stack, unlike append(opts, end)
+	return clientv3.OpGet(t.q, append(append(all[:0], opts...), end)...)
 }
 
 // entitled returns how many of kvs, the keys of a queue in arrival order,

@@ -110,8 +110,7 @@ func (c *Client) predecessors(ctx context.Context, s *session, t *ticket, rev in
 		optimistic := c.turn(s, t, rev, 0)
 		tn = &optimistic
 	}
-	ops, second := t.readSecond([]clientv3.Op{t.blockers(clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
-		clientv3.WithLimit(int64(t.need())), clientv3.WithMaxCreateRev(rev-1))}, tn)
+	ops, second := t.readSecond([]clientv3.Op{t.blockers(newestFirst, withLimit(t.need()), clientv3.WithMaxCreateRev(rev-1))}, tn)
 	resp, err := c.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", rev)).
 		Then(ops...).

@@ -39,7 +39,9 @@ func (t *Tracer) Start(ctx context.Context, name string) (context.Context, trace
 	return t.tracer.Start(ctx, name, t.opts...)
 }
 
-var noopSpan = tracenoop.Span{}
+// noopSpan is boxed once: a tracenoop.Span, a struct of several words,
+// would be copied to the heap by each return as a trace.Span.
+var noopSpan trace.Span = tracenoop.Span{}
 
 // globalPkg is the package of the provider otel.GetTracerProvider returns
 // until an SDK is set (otel.SetTracerProvider then makes it return the
