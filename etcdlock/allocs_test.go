@@ -10,10 +10,10 @@ import (
 )
 
 // maxOwnAllocs bounds etcdlock's own allocations in one uncontended
-// Lock+Unlock (see TestLockUnlockAllocs): 13-15 measured after issue 50's
+// Lock+Unlock (see TestLockUnlockAllocs): 13-18 measured after issue 50's
 // cuts, 28-30 before them, so that undoing the cuts fails the test while
-// the noise of two process-wide counts (about 2 each way) does not.
-const maxOwnAllocs = 22
+// the noise of two process-wide counts (a few each way) does not.
+const maxOwnAllocs = 24
 
 // TestLockUnlockAllocs holds etcdlock's own allocations in an uncontended
 // Lock+Unlock (one Client, one name, no minimum hold) to maxOwnAllocs.
@@ -26,7 +26,7 @@ const maxOwnAllocs = 22
 // allocations per 10 ms idle) and a key watch that a slow Lock+Unlock may
 // start (watchDelay) are the noise; each count is the lowest of three
 // rounds. The test is not parallel, so that no other test's work is
-// counted. Under the race detector the counts are higher, and so is the
+// counted. Under the race detector the counts are higher, and the
 // difference is about the same (14 in one run), which the same bound
 // holds.
 func TestLockUnlockAllocs(t *testing.T) {
