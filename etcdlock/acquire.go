@@ -82,7 +82,10 @@ func (c *Client) attempt(ctx context.Context, s *session, sp spot) (*Lock, error
 const maxListedHolders = 16
 
 // The sort and limit options of the queue reads, built once: each of
-// clientv3's WithSort and WithLimit calls allocates a closure.
+// clientv3's WithSort and WithLimit calls allocates a closure. They are
+// shared by every goroutine, which is safe because these closures change
+// nothing they captured; a WithSort(SortByKey, SortAscend) would (it
+// reassigns its order on each call), so do not share one of those.
 var (
 	newestFirst = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)
 	oldestFirst = clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)
