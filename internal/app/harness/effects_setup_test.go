@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencelock/fencelock/internal/app/harness/check"
 	"github.com/fencelock/fencelock/internal/testkit/pgtest"
+	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
 // A fenced run and its control share the database, and their workers, of
@@ -16,9 +17,7 @@ import (
 // the id alone, the second failed with a unique violation, which the
 // liveness check then read as a holder's lost write (seed 971519).
 func TestTransferLogPerRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL; run without -short")
-	}
+	testenv.Long(t, "starts PostgreSQL")
 	ctx := t.Context()
 	pool, err := pgxpool.New(ctx, pgtest.New(t).NewDatabase(t))
 	if err != nil {
