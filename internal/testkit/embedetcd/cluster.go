@@ -43,7 +43,7 @@ func Start(ctx context.Context, dir string, n int) (*Cluster, error) {
 	// then start again on fresh ports.
 	for attempt := 0; ; attempt++ {
 		c, err := start(ctx, filepath.Join(dir, fmt.Sprint(attempt)), n)
-		if err == nil || attempt == 2 || !strings.Contains(err.Error(), "address already in use") {
+		if err == nil || attempt == 2 || !portTaken(err) {
 			return c, err
 		}
 	}
