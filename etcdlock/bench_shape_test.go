@@ -20,7 +20,11 @@ import (
 //
 //   - "" (shape): the release etcdlock sends;
 //   - "nomark": the release Txn without the marker write;
-//   - "delete": a plain Delete, as stock Mutex's Unlock.
+//   - "delete": a plain Delete, as stock Mutex's Unlock;
+//   - "txnmark": the release Txn without its compare (the key's create
+//     revision): the Delete and the marker write;
+//   - "txndel": a Txn of the Delete alone, no compare, no marker: what
+//     a Txn costs over a plain Delete.
 type shaped struct {
 	cli            *clientv3.Client
 	lease          clientv3.LeaseID
@@ -52,17 +56,21 @@ func (m *shaped) unlock(ctx context.Context) error {
 		return err
 	}
 	ops := []clientv3.Op{clientv3.OpDelete(m.key)}
-	if m.release == "" {
+	if m.release == "" || m.release == "txnmark" {
 		ops = append(ops, clientv3.OpPut(m.marker, fmt.Sprint(m.rev), clientv3.WithLease(m.lease)))
 	}
-	resp, err := m.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(m.key), "=", m.rev)).Then(ops...).Commit()
+	txn := m.cli.Txn(ctx)
+	if m.release == "" || m.release == "nomark" {
+		txn = txn.If(clientv3.Compare(clientv3.CreateRevision(m.key), "=", m.rev))
+	}
+	resp, err := txn.Then(ops...).Commit()
 	if err != nil {
 		return err
 	}
 	if !resp.Succeeded {
 		return errors.New("shaped: release refused")
 	}
-	if m.release == "" {
+	if m.release == "" || m.release == "txnmark" {
 		m.mark = resp.Header.Revision
 	}
 	return nil
@@ -86,9 +94,11 @@ func newShaped(tb testing.TB, cli *clientv3.Client, p, release string) *shaped {
 // stock Mutex into the requests' own and etcdlock's client code: it
 // alternates, in one loop on one server (rotating which goes first),
 // stock Mutex, etcdlock's requests sent by hand (shape, and its cheaper
-// releases nomark and delete: see shaped), and etcdlock. It reports each
-// one's µs per Lock+Unlock and per Lock, and the ratios shape÷stock (what
-// the requests cost) and etcdlock÷shape (what etcdlock's code costs).
+// releases nomark, delete, txnmark and txndel: see shaped), and etcdlock.
+// It reports each one's µs per Lock+Unlock and per Lock, each one's Unlock
+// time over a plain Delete's (what each part of the release costs), and
+// the ratios shape÷stock (what the requests cost) and etcdlock÷shape (what
+// etcdlock's code costs).
 func BenchmarkRequestShape(b *testing.B) {
 	compact(b)
 	cli := etcdClient(b)
@@ -103,6 +113,8 @@ func BenchmarkRequestShape(b *testing.B) {
 		{"etcdlock", contenders(b, "etcdlock", 1)[0]},
 		{"nomark", newShaped(b, cli, p, "nomark")},
 		{"delete", newShaped(b, cli, p, "delete")},
+		{"txnmark", newShaped(b, cli, p, "txnmark")},
+		{"txndel", newShaped(b, cli, p, "txndel")},
 	}
 	total := make([]time.Duration, len(arms))
 	locking := make([]time.Duration, len(arms))
@@ -128,6 +140,12 @@ func BenchmarkRequestShape(b *testing.B) {
 	for k, a := range arms {
 		b.ReportMetric(float64(total[k].Microseconds())/n, a.name+"-µs/op")
 		b.ReportMetric(float64(locking[k].Microseconds())/n, a.name+"-lock-µs/op")
+	}
+	// Each release's time over a plain Delete's (arms[4]), stock's included.
+	for k, a := range arms {
+		if k != 4 {
+			b.ReportMetric(float64(total[k]-locking[k])/float64(total[4]-locking[4]), a.name+"-unlock/delete")
+		}
 	}
 	b.ReportMetric(float64(total[1])/float64(total[0]), "shape/stock")
 	b.ReportMetric(float64(total[2])/float64(total[1]), "etcdlock/shape")
