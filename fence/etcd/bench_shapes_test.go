@@ -1,0 +1,128 @@
+package etcdfence_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	etcdfence "github.com/fencelock/fencelock/fence/etcd"
+)
+
+// BenchmarkPutShapes prices, with plain clientv3 requests and none of the
+// Store's code, the transaction forms a fenced Put could take, against a
+// plain conditional put (If(ModRevision(k) = last) Then(Put(k))), each on
+// a key of its own, in turn within each iteration in rotating order, 1 KiB
+// values, the writer's token equal to the floor (a holder's repeated
+// writes, the common case):
+//
+//   - nested: the Store's request today, the same-token compare in a
+//     nested Txn: If(Value(floor) > tok) Then(Get(floor))
+//     Else(Txn(If(Value(floor) = tok, ModRevision(floor) > seen)
+//     Then(Get(floor)) Else(Put(floor, tok), Put(data))));
+//   - stamped: one flat Txn, the floor's value the token and a stamp
+//     after it, which the write raises (the last revision seen, plus
+//     one): If(Value(floor) > "tok:stamp-1") Then(Get(floor))
+//     Else(Put(floor, "tok:stamp"), Put(data)); a floor of the token with a
+//     stamp at least the write's refuses it, a lower token's floor, or a
+//     missing one, lets it land;
+//   - twocmp: one flat Txn with two compares, If(Value(floor) < tok+1,
+//     ModRevision(floor) < seen+1) Then(Put(floor, tok), Put(data))
+//     Else(Get(floor)); it also turns back the first write after any
+//     write the writer did not see, a new holder's first write included.
+//
+// It reports each form's time ÷ the plain put's.
+func BenchmarkPutShapes(b *testing.B) {
+	value := string(bytes.Repeat([]byte("x"), 1024))
+	cli := etcdClient(b)
+	p := prefix(b)
+	pad := func(n int64) string { return fmt.Sprintf("%0*d", etcdfence.TokenDigits, n) }
+	tok, next := pad(7), pad(8)
+	var seen int64
+	saw := func(h int64) { seen = max(seen, h) }
+	put := func(k, v string) int64 {
+		r, err := cli.Put(b.Context(), k, v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		saw(r.Header.Revision)
+		return r.Header.Revision
+	}
+	dPlain := p + "plain"
+	last := put(dPlain, value)
+	fNested, dNested := p+"nested/f", p+"nested/d"
+	fStamped, dStamped := p+"stamped/f", p+"stamped/d"
+	fTwo, dTwo := p+"twocmp/f", p+"twocmp/d"
+	put(fNested, tok)
+	put(fStamped, tok+":"+pad(0))
+	put(fTwo, tok)
+	landed := func(name string, r *clientv3.TxnResponse, err error, ok func(*clientv3.TxnResponse) bool) error {
+		if err != nil {
+			return err
+		}
+		saw(r.Header.Revision)
+		if !ok(r) {
+			return errors.New(name + ": refused")
+		}
+		return nil
+	}
+	forms := []struct {
+		name  string
+		write func() error
+		took  time.Duration
+	}{
+		{"plain", func() error {
+			r, err := cli.Txn(b.Context()).If(clientv3.Compare(clientv3.ModRevision(dPlain), "=", last)).Then(clientv3.OpPut(dPlain, value)).Commit()
+			if err == nil && r.Succeeded {
+				last = r.Header.Revision
+			}
+			return landed("plain", r, err, func(r *clientv3.TxnResponse) bool { return r.Succeeded })
+		}, 0},
+		{"nested", func() error {
+			r, err := cli.Txn(b.Context()).
+				If(clientv3.Compare(clientv3.Value(fNested), ">", tok)).
+				Then(clientv3.OpGet(fNested)).
+				Else(clientv3.OpTxn(
+					[]clientv3.Cmp{clientv3.Compare(clientv3.Value(fNested), "=", tok), clientv3.Compare(clientv3.ModRevision(fNested), ">", seen)},
+					[]clientv3.Op{clientv3.OpGet(fNested)},
+					[]clientv3.Op{clientv3.OpPut(fNested, tok), clientv3.OpPut(dNested, value)})).
+				Commit()
+			return landed("nested", r, err, func(r *clientv3.TxnResponse) bool {
+				return !r.Succeeded && !r.Responses[0].GetResponseTxn().Succeeded
+			})
+		}, 0},
+		{"stamped", func() error {
+			stamp := seen + 1
+			r, err := cli.Txn(b.Context()).
+				If(clientv3.Compare(clientv3.Value(fStamped), ">", tok+":"+pad(stamp-1))).
+				Then(clientv3.OpGet(fStamped)).
+				Else(clientv3.OpPut(fStamped, tok+":"+pad(stamp)), clientv3.OpPut(dStamped, value)).
+				Commit()
+			return landed("stamped", r, err, func(r *clientv3.TxnResponse) bool { return !r.Succeeded })
+		}, 0},
+		{"twocmp", func() error {
+			r, err := cli.Txn(b.Context()).
+				If(clientv3.Compare(clientv3.Value(fTwo), "<", next), clientv3.Compare(clientv3.ModRevision(fTwo), "<", seen+1)).
+				Then(clientv3.OpPut(fTwo, tok), clientv3.OpPut(dTwo, value)).
+				Else(clientv3.OpGet(fTwo)).
+				Commit()
+			return landed("twocmp", r, err, func(r *clientv3.TxnResponse) bool { return r.Succeeded })
+		}, 0},
+	}
+	for i := 0; b.Loop(); i++ {
+		for j := range forms {
+			f := &forms[(i+j)%len(forms)]
+			t0 := time.Now()
+			if err := f.write(); err != nil {
+				b.Fatal(err)
+			}
+			f.took += time.Since(t0)
+		}
+	}
+	for _, f := range forms[1:] {
+		b.ReportMetric(float64(f.took)/float64(forms[0].took), f.name+"/plain")
+	}
+}
