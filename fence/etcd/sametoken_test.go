@@ -241,22 +241,3 @@ func onlyHigherTokens(t testing.TB, req *pb.TxnRequest) *pb.TxnRequest {
 		Success: req.Success, Failure: req.Failure,
 	}
 }
-
-// A floor stamped with the largest int64, which no Store writes (by hand,
-// or etcd's revisions set back by a restore far behind its floors), refuses
-// its token's writes with fence.ErrConflict, nothing written, and no stamp
-// overflows; a higher token writes over it.
-func TestFloorStampedAtMax(t *testing.T) {
-	cli := etcdClient(t)
-	s := mustNew(t, cli, prefix(t))
-	if _, err := cli.Put(t.Context(), s.FloorKey("k"), "0000000000000000005:9223372036854775807"); err != nil {
-		t.Fatal(err)
-	}
-	err := s.Put(t.Context(), "k", 5, []byte("v"))
-	if !errors.Is(err, fence.ErrConflict) || errors.Is(err, fence.ErrStale) || errors.Is(err, fence.ErrUnknownOutcome) {
-		t.Fatalf("Put(5) against a floor of 5 stamped at the largest int64: got %v, want an error matching fence.ErrConflict alone", err)
-	}
-	fencewant.Stale(t, s.Put(t.Context(), "k", 4, []byte("v")), 4, 5)
-	mustPut(t, s, "k", 6, "v6")
-	wantRecord(t, s, "k", 6, "v6")
-}

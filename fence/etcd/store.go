@@ -3,7 +3,6 @@ package etcdfence
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 
@@ -44,8 +43,8 @@ type Store struct {
 	// past it, and each write's stamp is one more (see fencedWrite).
 	seen atomic.Int64
 	// writing sends the Store's Puts and Deletes of one key one at a
-	// time: concurrent ones would each find the floor stamped as high as
-	// their own by another, and be sent again.
+	// time: concurrent ones would each find the floor put past the seen
+	// it was sent with by another, and be sent again.
 	writing keyQueue
 }
 
@@ -198,6 +197,5 @@ func (s *Store) sawStamp(rev int64) {
 }
 
 // stamp returns the stamp of a write sent now: 1 + the last revision the
-// Store saw (the largest int64 at most: a floor stamped so, which no Store
-// writes, refuses its token's writes, with ErrConflict, not an overflow).
-func (s *Store) stamp() int64 { return min(s.seen.Load(), math.MaxInt64-1) + 1 }
+// Store saw.
+func (s *Store) stamp() int64 { return s.seen.Load() + 1 }
