@@ -25,7 +25,7 @@ import (
 // otherwise a second transaction raises the floor and reads the record in
 // one raft entry, as [Store.Put] writes:
 //
-//	If(Value(floor) > token)  Then(Get(floor), Get(data))  Else(Put(floor, token), Get(data))
+//	If(Value(floor) > token)  Then(Get(floor))  Else(Put(floor, token), Get(data))
 //
 // Errors are those of Put (bad arguments before any I/O, [ErrCorrupt] for
 // a floor or record this package did not write): an error of that second
@@ -74,55 +74,36 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claim
 		return claimed{}, fmt.Errorf("etcdfence: get %q for update: %w", key, err)
 	}
 	s.saw(resp.Header)
-	floor := firstKV(resp, 0)
-	if floor == nil {
+	tok := padToken(token)
+	switch floor := firstKV(resp, 0); {
+	case floor == nil || string(floor.Value) < tok:
 		return s.raise(ctx, key, token)
-	}
-	switch tok, ok := floorToken(floor); {
-	case !ok || tok > token:
+	case string(floor.Value) > tok:
 		return claimed{}, staleError(key, token, floor)
-	case tok < token:
-		return s.raise(ctx, key, token)
 	}
 	c, err := readClaimed(key, token, firstKV(resp, 1))
-	c.floorRev = floor.ModRevision
+	c.floorRev = firstKV(resp, 0).ModRevision
 	return c, err
 }
 
 // raise raises key's floor to token and reads its record, in one
-// transaction:
-//
-//	If(Value(floor) > token)  Then(Get(floor), Get(data))
-//	Else(Put(floor, token:stamp), Get(data))
-//
-// A floor of token itself, put since the claim read it (by a write of
-// the token, which the compare does not let the claim's own floor
-// replace), claims the key as well: the record is the Then branch's.
+// transaction that is fenced as Put's.
 func (s *Store) raise(ctx context.Context, key string, token fence.Token) (claimed, error) {
-	floor, data := s.FloorKey(key), s.DataKey(key)
+	floor, tok := s.FloorKey(key), padToken(token)
 	resp, err := s.kv.Txn(ctx).
-		If(clientv3.Compare(clientv3.Value(floor), ">", padToken(token))).
-		Then(clientv3.OpGet(floor), clientv3.OpGet(data)).
-		Else(clientv3.OpPut(floor, floorValue(token, s.stamp())), clientv3.OpGet(data)).
+		If(clientv3.Compare(clientv3.Value(floor), ">", tok)).
+		Then(clientv3.OpGet(floor)).
+		Else(clientv3.OpPut(floor, tok), clientv3.OpGet(s.DataKey(key))).
 		Commit()
 	if err != nil {
 		return claimed{}, writeError(opGetForUpdate, key, token, err)
 	}
 	s.saw(resp.Header)
-	floorRev := resp.Header.Revision // the Put of the floor, this transaction's revision
 	if resp.Succeeded {
-		f := firstKV(resp, 0)
-		if f == nil {
-			// A refusal always finds the floor it compared; this is no etcd.
-			return claimed{}, fmt.Errorf("etcdfence: %q: the claim was refused, and the reply has no floor", key)
-		}
-		if tok, ok := floorToken(f); !ok || tok != token {
-			return claimed{}, staleError(key, token, f)
-		}
-		floorRev = f.ModRevision
+		return claimed{}, refusal(key, token, resp)
 	}
 	c, err := readClaimed(key, token, firstKV(resp, 1))
-	c.floorRev = floorRev
+	c.floorRev = resp.Header.Revision // the Put of the floor, this transaction's revision
 	return c, err
 }
 

@@ -39,16 +39,11 @@ func (s *Store) claimAll(ctx context.Context, set []fence.Claim) (claimedAll, bo
 	data := make([]*mvccpb.KeyValue, len(set))
 	floorRevs := make([]int64, len(set))
 	for i, c := range set {
-		floor := firstKV(resp, 2*i)
-		var tok fence.Token
-		ok := true
-		if floor != nil {
-			tok, ok = floorToken(floor)
-		}
+		floor, tok := firstKV(resp, 2*i), padToken(c.Token)
 		switch {
-		case floor == nil || ok && tok < c.Token:
+		case floor == nil || string(floor.Value) < tok:
 			low = append(low, i)
-		case !ok || tok > c.Token:
+		case string(floor.Value) > tok:
 			return claimedAll{}, false, staleError(c.Resource, c.Token, floor)
 		default:
 			floorRevs[i] = floor.ModRevision
@@ -68,14 +63,13 @@ func (s *Store) claimAll(ctx context.Context, set []fence.Claim) (claimedAll, bo
 func (s *Store) raiseAll(ctx context.Context, set []fence.Claim, read *clientv3.TxnResponse, low []int, floorRevs []int64) (claimedAll, bool, error) {
 	cmps := make([]clientv3.Cmp, 0, len(low))
 	ops := make([]clientv3.Op, 0, len(low)+len(set))
-	stamp := s.stamp()
 	for _, i := range low {
 		floor, rev := s.FloorKey(set[i].Resource), int64(0)
 		if kv := firstKV(read, 2*i); kv != nil {
 			rev = kv.ModRevision
 		}
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(floor), "=", rev))
-		ops = append(ops, clientv3.OpPut(floor, floorValue(set[i].Token, stamp)))
+		ops = append(ops, clientv3.OpPut(floor, padToken(set[i].Token)))
 	}
 	for _, c := range set {
 		ops = append(ops, clientv3.OpGet(s.DataKey(c.Resource)))

@@ -46,13 +46,10 @@
 //
 // For a resource key K, under the prefix P given to [New]:
 //
-//	P + "floor/" + K   the highest token accepted for K, 19 decimal digits
+//	P + "floor/" + K   the highest token accepted for K: 19 decimal digits,
 //	                   zero-padded ([TokenDigits]), so that etcd's byte-wise
-//	                   compare of values orders tokens as numbers; then ':'
-//	                   and the stamp of the write that put it, 19 digits
-//	                   too (version 0.1.0 wrote the token alone, which is
-//	                   read as the lowest stamp)
-//	P + "data/" + K    the record: the token's 19 digits (the token of the
+//	                   compare of values orders tokens as numbers
+//	P + "data/" + K    the record: the same 19 digits (the token of the
 //	                   write that stored it), then the value's bytes
 //
 // [Store.FloorKey] and [Store.DataKey] return them. The keys carry no lease.
@@ -63,28 +60,29 @@
 //
 // [Store.Put] is one etcd transaction, one raft entry:
 //
-//	If(Value(floor) > token:stamp-1)  Then(Get(floor))
-//	Else(Put(floor, token:stamp), Put(data, record))
+//	If(Value(floor) > token)  Then(Get(floor))
+//	Else(Txn(If(Value(floor) = token, ModRevision(floor) > seen)  Then(Get(floor))
+//	         Else(Put(floor, token), Put(data, record))))
 //
-// A write lands in the Else branch. etcd fails every Value compare on a
-// missing key, so the first write to a key (no floor yet) lands too; the
-// Then branch is the refusal, and reads the floor, which becomes the
-// Current of the *[fence.StaleError]. The compare runs when etcd applies
+// A write lands in the inner Else branch. etcd fails every Value compare on
+// a missing key, so the first write to a key (no floor yet) lands too; the
+// outer Then branch is the refusal, and reads the floor, which becomes the
+// Current of the *[fence.StaleError]. The compares run when etcd applies
 // the entry, so a request that arrives late, after a newer token's write,
-// is refused however long it was held up; a request whose reply is lost
-// was applied whole or not at all, and Put says [fence.ErrUnknownOutcome].
-// The one rule for which errors leave the outcome unknown is stated on
+// is refused however long it was held up; a request whose reply is lost was
+// applied whole or not at all, and Put says [fence.ErrUnknownOutcome]. The
+// one rule for which errors leave the outcome unknown is stated on
 // [Store.Put].
 //
-// The stamp keeps a holder's writes in the order it made them. It is 1 +
-// the highest revision the Store has read in a reply, so it only grows,
-// and every write puts the floor with its stamp: a copy of a write
-// delivered twice, or a write that arrives late after a later write of the
-// same token landed, finds the floor stamped at least as high as itself,
-// and changes nothing. Without it, such a copy would replace the later
-// write, since the floor does not fence a token against itself. A write
-// turned back because a holder of the same token that does not share the
-// Store wrote in between is sent again, stamped past that write.
+// The inner compare keeps a holder's writes in the order it made them.
+// seen is the highest revision the Store has read in a reply, and every
+// write puts the floor, so a copy of a write delivered twice, or a write
+// that arrives late after a later write of the same token landed, finds
+// the floor put past its seen and changes nothing: without it, such a copy
+// would replace the later write, since the floor does not fence a token
+// against itself. A write turned back because a holder of the same token
+// that does not share the Store wrote in between is sent again with the
+// reply's revision as its seen.
 //
 // The value is carried once per request, so a value may be nearly as large
 // as etcd's --max-request-bytes (1.5 MiB by default): larger ones are

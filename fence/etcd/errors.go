@@ -29,9 +29,8 @@ var ErrValueTooLarge = errfamily.New("etcdfence: value too large for one etcd re
 
 // ErrCorrupt means a key of the Store's layout (see the package
 // documentation) holds a value this package did not write: a data key
-// shorter than its token, a token that is not a positive decimal number
-// of [TokenDigits] digits, or a floor that is neither a token nor a
-// token, ':' and a stamp of as many digits. Get returns it instead of a
-// record, and a write or claim that reads such a floor returns it.
-// Something other than a Store wrote under the prefix.
+// shorter than its token, or a token that is not a positive decimal number
+// of [TokenDigits] digits. Get returns it instead of a record, and a write
+// that reads such a floor when it is refused returns it. Something other
+// than a Store wrote under the prefix.
 var ErrCorrupt = errors.New("etcdfence: key under the store's prefix not in the store's format")

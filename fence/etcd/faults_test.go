@@ -3,8 +3,6 @@ package etcdfence_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,8 +41,8 @@ func TestLatePutRefused(t *testing.T) {
 		t.Fatalf("late Put's delivery: got %v, want nil (etcd answers a refusal)", err)
 	}
 	wantRecord(t, newer, k, 3, "v3")
-	if tok, _ := floorOf(t, direct, newer.FloorKey(k)); tok != 3 {
-		t.Fatalf("floor after the late Put: got token %d, want 3", tok)
+	if v, _ := rawValue(t, direct, newer.FloorKey(k)); v != "0000000000000000003" {
+		t.Fatalf("floor after the late Put: got %q, want token 3", v)
 	}
 	if after := revision(t, direct); after != before {
 		t.Fatalf("revision after the late Put: got %d, want %d (nothing written)", after, before)
@@ -201,44 +199,23 @@ func resend(t *testing.T, cli *clientv3.Client, req *pb.TxnRequest) *pb.TxnRespo
 func TestSameTokenCopyRefused(t *testing.T) {
 	t.Run("copy after the next write", func(t *testing.T) {
 		s, direct, req := sameTokenCopy(t)
-		wantSameTokenRefusal(t, resendNoWrite(t, direct, req), 2)
+		resp := resendNoWrite(t, direct, req)
+		if resp.Succeeded || !resp.Responses[0].GetResponseTxn().GetSucceeded() {
+			t.Fatal("copy of the v2 Put after v3: took the write branch, want the same-token refusal")
+		}
 		wantRecord(t, s, "k", 2, "v3")
 	})
-	t.Run("control: the copy without its stamp lands", func(t *testing.T) {
+	t.Run("control: the copy without the same-token compare lands", func(t *testing.T) {
 		s, direct, req := sameTokenCopy(t)
-		resend(t, direct, withoutStamp(t, req))
+		inner := req.Failure[0].GetRequestTxn()
+		if inner == nil || len(inner.Compare) != 2 {
+			t.Fatalf("the Put's request: got %v, want a nested transaction of two compares in its Else branch", req)
+		}
+		// The write as it was before the compare: If(floor > token) Else(write).
+		inner.Compare, inner.Success = nil, inner.Failure
+		resend(t, direct, req)
 		wantRecord(t, s, "k", 2, "v2")
 	})
-}
-
-// wantSameTokenRefusal fails the test unless resp is a write's refusal by
-// a floor of its own token (stamped at least as high): the Then branch,
-// which read that floor.
-func wantSameTokenRefusal(t testing.TB, resp *pb.TxnResponse, token int64) {
-	t.Helper()
-	if !resp.Succeeded {
-		t.Fatal("the copy took the write branch, want the refusal")
-	}
-	kvs := resp.Responses[0].GetResponseRange().GetKvs()
-	if len(kvs) != 1 || !strings.HasPrefix(string(kvs[0].Value), fmt.Sprintf("%019d:", token)) {
-		t.Fatalf("the refusal read the floor %v, want a floor of token %d", kvs, token)
-	}
-}
-
-// withoutStamp returns req, a Put's transaction, comparing the floor with
-// the highest stamp there is (a floor of the token refuses no write of
-// it), as the write would without its stamp: If(floor > token) Else(write).
-func withoutStamp(t testing.TB, req *pb.TxnRequest) *pb.TxnRequest {
-	t.Helper()
-	if len(req.Compare) != 1 || req.Compare[0].Target != pb.Compare_VALUE || len(req.Compare[0].GetValue()) != 2*etcdfence.TokenDigits+1 {
-		t.Fatalf("the Put's request: got %v, want one compare of the floor's value with a stamped floor", req)
-	}
-	c := req.Compare[0]
-	top := string(c.GetValue()[:etcdfence.TokenDigits+1]) + "9999999999999999999"
-	return &pb.TxnRequest{
-		Compare: []*pb.Compare{{Key: c.Key, Target: c.Target, Result: c.Result, TargetUnion: &pb.Compare_Value{Value: []byte(top)}}},
-		Success: req.Success, Failure: req.Failure,
-	}
 }
 
 // sameTokenCopy returns a Store that put "k" with token 2 three times
@@ -271,16 +248,13 @@ func TestSameTokenUnseenWriteSentAgain(t *testing.T) {
 	wantRecord(t, a, "k", 2, "again")
 }
 
-// A write that keeps finding the floor put by writes of its token it did
-// not see, stamped as high as its own, gives up after
-// fence.UpdateAttempts, with fence.ErrConflict and nothing written. Each
-// of those writes is stamped as a Store that saw the latest revision
-// stamps, just before each of b's.
+// A write that keeps finding the floor moved by writes of its token it did
+// not see gives up after fence.UpdateAttempts, with fence.ErrConflict and
+// nothing written.
 func TestSameTokenUnseenWritesConflict(t *testing.T) {
 	a, b, in, direct := unseenWrite(t)
 	in.Before(putsKey(b.DataKey("k")), func(any) {
-		now := revision(t, direct)
-		if _, err := direct.Put(context.Background(), a.FloorKey("k"), fmt.Sprintf("%019d:%019d", 2, now+1)); err != nil {
+		if _, err := direct.Put(context.Background(), a.FloorKey("k"), "0000000000000000002"); err != nil {
 			t.Error(err)
 		}
 	})

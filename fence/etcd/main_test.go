@@ -3,7 +3,6 @@ package etcdfence_test
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -127,21 +126,6 @@ func rawValue(t testing.TB, cli *clientv3.Client, key string) (string, bool) {
 		return "", false
 	}
 	return string(resp.Kvs[0].Value), true
-}
-
-// floorOf returns the token and the stamp of the floor cli reads at key,
-// failing the test unless it is a floor as this version writes it (the
-// token, ':', the stamp, 19 digits each).
-func floorOf(t testing.TB, cli *clientv3.Client, key string) (tok, stamp int64) {
-	t.Helper()
-	v, ok := rawValue(t, cli, key)
-	if !ok {
-		t.Fatalf("floor %q: absent", key)
-	}
-	if _, err := fmt.Sscanf(v, "%19d:%19d", &tok, &stamp); err != nil || len(v) != 2*etcdfence.TokenDigits+1 {
-		t.Fatalf("floor %q: %q, want 19 digits, ':', 19 digits (%v)", key, v, err)
-	}
-	return tok, stamp
 }
 
 func mustPut(t testing.TB, s *etcdfence.Store, key string, token int64, value string) {

@@ -90,7 +90,7 @@ func (o *Outbox) checkRecording(set []fence.Claim, values map[string][]byte, eff
 	}
 	est := requestFraming
 	for _, c := range set {
-		est += len(values[c.Resource]) + 3*len(o.store.FloorKey(c.Resource)) + 2*len(o.store.DataKey(c.Resource)) + floorLen + TokenDigits + 16
+		est += len(values[c.Resource]) + 3*len(o.store.FloorKey(c.Resource)) + 2*len(o.store.DataKey(c.Resource)) + 2*TokenDigits + 16
 	}
 	for _, e := range effects {
 		if len(e.Payload) > o.opts.maxPayload {
@@ -134,7 +134,7 @@ func (w *recordWrite) claim(i int, floorRev, rev int64, value []byte, write bool
 	floor, data := s.FloorKey(c.Resource), s.DataKey(c.Resource)
 	w.cmps = append(w.cmps, clientv3.Compare(clientv3.ModRevision(floor), "=", floorRev), clientv3.Compare(clientv3.ModRevision(data), "=", rev))
 	if write {
-		w.puts = append(w.puts, clientv3.OpPut(floor, floorValue(c.Token, s.stamp())), clientv3.OpPut(data, encodeRecord(c.Token, value)))
+		w.puts = append(w.puts, clientv3.OpPut(floor, padToken(c.Token)), clientv3.OpPut(data, encodeRecord(c.Token, value)))
 	}
 	w.gets = append(w.gets, clientv3.OpGet(floor))
 }

@@ -39,10 +39,9 @@ const requestFraming = 256
 // waits for those before it and sees ctx end returns ctx's error, nothing
 // sent. Writes of the same token to key that this Store did not make (an
 // Update, a Store in another process the token was passed to) can make a
-// write find the floor stamped as high as its own (see the package
-// documentation); it is then sent again, stamped past that write, at most
-// [fence.UpdateAttempts] times in all, and then fails with an error
-// matching [fence.ErrConflict], nothing written.
+// write find the floor put since the last revision this Store saw; it is
+// then sent again, at most [fence.UpdateAttempts] times in all, and then
+// fails with an error matching [fence.ErrConflict], nothing written.
 //
 // ctx bounds the request. If it has ended already, Put returns its error
 // and sends nothing.
@@ -85,10 +84,7 @@ func (s *Store) checkWrite(ctx context.Context, key string, token fence.Token, s
 // checkSize refuses, before any I/O, a write of size bytes under key whose
 // request would be larger than etcd takes.
 func (s *Store) checkSize(key string, size int) error {
-	// The floor key thrice (the compare, the refusal's Get, the Put), two
-	// floor values (the compare's and the Put's), the data key and the
-	// record's token.
-	est := size + 3*len(s.FloorKey(key)) + len(s.DataKey(key)) + 2*floorLen + TokenDigits + requestFraming
+	est := size + 6*len(s.FloorKey(key)) + len(s.DataKey(key)) + 3*TokenDigits + requestFraming
 	if est > s.opts.maxRequestBytes {
 		return fmt.Errorf("%w: a %d-byte value under %q makes a request of about %d bytes, over the limit of %d (WithMaxRequestBytes)",
 			ErrValueTooLarge, size, key, est, s.opts.maxRequestBytes)
@@ -97,53 +93,48 @@ func (s *Store) checkSize(key string, size int) error {
 }
 
 // fencedWrite sends the one transaction of a write whose data operation is
-// op, stamped with 1 + the last revision the Store saw (see [floorValue]):
+// op, seen being the last revision the Store saw:
 //
-//	If(Value(floor) > token:stamp-1)  Then(Get(floor))
-//	Else(Put(floor, token:stamp), op)
+//	If(Value(floor) > token) Then(Get(floor))
+//	Else(Txn(If(Value(floor) = token, ModRevision(floor) > seen)
+//	         Then(Get(floor))
+//	         Else(Put(floor, token), op)))
 //
-// A write lands in the Else branch. That is what makes one transaction
-// enough: etcd fails every Value compare on a missing key, so a key never
-// written (no floor) takes the Else branch and is written, as the
-// contract's first write must be. The Then branch reads the floor, so a
-// refusal says what it was refused against. Tokens and stamps are stored
-// zero-padded to [TokenDigits] digits, so the byte-wise compare is the
-// numeric one: a floor of a lower token lets the write land, as does a
-// floor of its own token with a lower stamp (or none, as version 0.1.0
-// wrote floors); a higher token refuses it, and so does a floor of its
-// own token put by a write stamped as high or higher.
+// The outer condition is the refusal, and a write lands in the inner Else
+// branch. That is what makes one transaction enough: etcd fails every
+// Value compare on a missing key, so a key never written (no floor) takes
+// both Else branches and is written, as the contract's first write must
+// be. (Had etcd compared a missing value as the empty string instead, the
+// smallest of all, the compares would fail all the same.) The outer Then
+// branch reads the floor, so a refusal says what it was refused against.
+// Tokens are stored zero-padded to [TokenDigits] digits, so the byte-wise
+// compare is the numeric one.
 //
-// That last refusal keeps a holder's writes in the order it made them.
-// Every write puts the floor with its stamp, and a Store's stamps only
-// grow: a later write's stamp is above the revisions of the Store's
-// writes that were answered before it was sent, and no lower than the
-// stamp of any write sent before it. So a copy of a write delivered twice,
-// or the write itself arriving late after a later write of the same token
-// landed, finds the floor stamped at least as high as its own, and changes
-// nothing: without it, the copy would replace the later write, as tokens
-// equal to the floor are not fenced against each other. A stamp is never
-// above the revision its write lands at, since the Store saw that revision
-// only from a reply to a request applied before. A write of the same
-// token stamped higher than this one, by a holder of the token that does
-// not share this Store or by a write of this Store whose reply was lost,
-// turns it back too: the reply's header then gives a revision at or past
-// that floor's stamp, and the write is sent again with a stamp above it,
-// up to [fence.UpdateAttempts] times.
+// The inner condition is a write of the same token that this request was
+// not sent after: the floor is the token already, put at a revision later
+// than any the Store had seen when it sent the request. Every write puts
+// the floor, so that is true of a copy of this request, or this request
+// itself arriving late, after a later write of the token landed: without
+// it, the copy would replace that later write, as tokens equal to the
+// floor are not fenced against each other. It is also true when another
+// holder of the token, one that does not share this Store, wrote the key
+// after the revisions this Store saw, or a write of this Store raced this
+// one: the reply's header then gives a revision past that write, and the
+// write is sent again with it, up to [fence.UpdateAttempts] times.
 //
-// Delivery faults are safe because etcd evaluates the compare when it
+// Delivery faults are safe because etcd evaluates the compares when it
 // applies the entry, against the floor as it is then:
 //
 //   - late (a paused holder's request, or one its caller gave up on,
 //     applied after a newer token's write): the floor is higher by then,
-//     and nothing of the write lands; after a later write of the same
-//     token, the floor's stamp is at least the write's, and nothing lands
-//     either;
+//     the outer Then branch runs, and nothing of the write lands; after a
+//     later write of the same token, the inner Then branch runs;
 //   - reply lost: the transaction is one raft entry, applied whole or not
 //     at all; the caller gets an unknown outcome and finds the old record
 //     or the new one;
 //   - delivered twice: the copy is applied after the request itself, which
-//     put the floor with the same stamp, so the copy is refused and
-//     nothing lands (or by a newer token's floor).
+//     put the floor at a revision past seen, so the inner Then branch runs
+//     and nothing lands (or the outer one, after a newer token's write).
 func (s *Store) fencedWrite(ctx context.Context, what, key string, token fence.Token, op clientv3.Op) error {
 	ctx, w := s.tel.Op(what).Start(ctx, token)
 	if w.Recording() {
@@ -155,7 +146,7 @@ func (s *Store) fencedWrite(ctx context.Context, what, key string, token fence.T
 }
 
 // write is fencedWrite's transaction, sent again while a write of the same
-// token stamped at least as high turns it back. The Store's own writes of
+// token the Store had not seen turns it back. The Store's own writes of
 // key wait their turn, so that they do not turn each other back.
 func (s *Store) write(ctx context.Context, what, key string, token fence.Token, op clientv3.Op) error {
 	leave, err := s.writing.enter(ctx, key)
@@ -163,44 +154,43 @@ func (s *Store) write(ctx context.Context, what, key string, token fence.Token, 
 		return fmt.Errorf("etcdfence: %s %q: %w while the Store's writes of the key before it were under way; nothing sent", what, key, err)
 	}
 	defer leave()
-	floor := s.FloorKey(key)
+	floor, tok := s.FloorKey(key), padToken(token)
 	for range fence.UpdateAttempts {
-		stamp := s.stamp()
+		seen := s.seen.Load()
 		resp, err := s.kv.Txn(ctx).
-			If(clientv3.Compare(clientv3.Value(floor), ">", floorValue(token, stamp-1))).
+			If(clientv3.Compare(clientv3.Value(floor), ">", tok)).
 			Then(clientv3.OpGet(floor)).
-			Else(clientv3.OpPut(floor, floorValue(token, stamp)), op).
+			Else(clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(floor), "=", tok), clientv3.Compare(clientv3.ModRevision(floor), ">", seen)},
+				[]clientv3.Op{clientv3.OpGet(floor)},
+				[]clientv3.Op{clientv3.OpPut(floor, tok), op})).
 			Commit()
 		if err != nil {
 			return writeError(what, key, token, err)
 		}
 		s.saw(resp.Header)
-		if !resp.Succeeded {
+		if resp.Succeeded {
+			return refusal(key, token, resp)
+		}
+		if !sameTokenSince(resp) {
 			return nil
 		}
-		if err := s.sameTokenSince(key, token, resp); err != nil {
-			return err
-		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("etcdfence: %s %q: a write of token %d stamped past this one moved the floor, and %w before this write was sent again; nothing written", what, key, token, err)
+			return fmt.Errorf("etcdfence: %s %q: a write of token %d the Store had not seen moved the floor, and %w before this write was sent again; nothing written", what, key, token, err)
 		}
 	}
-	return fmt.Errorf("%w: %s %q: %d writes of token %d stamped past this one moved the floor; nothing written", fence.ErrConflict, what, key, fence.UpdateAttempts, token)
+	return fmt.Errorf("%w: %s %q: %d writes of token %d the Store had not seen moved the floor; nothing written", fence.ErrConflict, what, key, fence.UpdateAttempts, token)
 }
 
-// sameTokenSince reads the floor that refused a write of token: nil when
-// it is a floor of token itself, put by a write stamped at least as high
-// (the Store then stamps its next write above it), else the refusal.
-func (s *Store) sameTokenSince(key string, token fence.Token, resp *clientv3.TxnResponse) error {
-	if len(resp.Responses) == 1 {
-		if f := firstKV(resp, 0); f != nil {
-			if tok, stamp, ok := parseFloor(f.Value); ok && tok == token {
-				s.sawStamp(stamp)
-				return nil
-			}
-		}
+// sameTokenSince reports whether a write's transaction, whose outer
+// condition failed, took its inner Then branch: a write of the same token
+// had put the floor after the revision the request was sent with.
+func sameTokenSince(resp *clientv3.TxnResponse) bool {
+	if len(resp.Responses) != 1 {
+		return false
 	}
-	return refusal(key, token, resp)
+	inner := resp.Responses[0].GetResponseTxn()
+	return inner != nil && inner.Succeeded
 }
 
 // refusal reads the floor from a refused write's reply.
@@ -214,7 +204,7 @@ func refusal(key string, token fence.Token, resp *clientv3.TxnResponse) error {
 
 // staleError is the refusal of token by floor, a floor key read above it.
 func staleError(key string, token fence.Token, floor *mvccpb.KeyValue) error {
-	current, ok := floorToken(floor)
+	current, ok := parseToken(string(floor.Value))
 	if !ok {
 		return fmt.Errorf("%w: floor of %q: %q (refused; nothing changed)", ErrCorrupt, key, floor.Value)
 	}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-
 	"github.com/fencelock/fencelock/fence"
 	etcdfence "github.com/fencelock/fencelock/fence/etcd"
 	"github.com/fencelock/fencelock/fence/outbox"
@@ -18,8 +16,7 @@ import (
 // A Put whose caller was told fence.ErrUnknownOutcome, arriving late after
 // a later write of the same token, does not replace that write, whichever
 // write it is: a Put, an Update, an UpdateAll, an Outbox.Update. Each puts
-// the floor stamped at least as high as the late Put (the later Put's
-// stamp is the same: the Store saw no reply in between). (Update,
+// the floor, past the revision the late Put was sent with. (Update,
 // UpdateAll and Outbox.Update wrote only the data key at first, and the
 // late Put landed over them: a breaking review found it.)
 func TestLatePutAfterSameTokenWrite(t *testing.T) {
@@ -150,94 +147,4 @@ func TestPutWaitingItsTurnCancelled(t *testing.T) {
 		t.Fatalf("transactions sent: got %d, want 2 (none for the Put past its deadline)", got)
 	}
 	wantRecord(t, s, "k", 2, "v2")
-}
-
-// A floor as version 0.1.0 wrote it, the token alone, is read as a floor
-// of that token with the lowest stamp: the holder of the token writes and
-// claims over it (a claim with no raft entry), a lower token is refused
-// with it as Current, and a higher one lands.
-func TestFloorOfVersion010(t *testing.T) {
-	cli := etcdClient(t)
-	s := mustNew(t, cli, prefix(t))
-	old := func(key string) {
-		t.Helper()
-		if _, err := cli.Put(t.Context(), s.FloorKey(key), "0000000000000000005"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cli.Put(t.Context(), s.DataKey(key), "0000000000000000005old"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	old("put")
-	fencewant.Stale(t, s.Put(t.Context(), "put", 4, []byte("stale")), 4, 5)
-	mustPut(t, s, "put", 5, "v5")
-	wantRecord(t, s, "put", 5, "v5")
-	if tok, stamp := floorOf(t, cli, s.FloorKey("put")); tok != 5 || stamp < 1 {
-		t.Fatalf("floor after the Put: token %d stamp %d, want token 5 stamped", tok, stamp)
-	}
-	old("claim")
-	before := revision(t, cli)
-	if r, err := s.GetForUpdate(t.Context(), "claim", 5); err != nil || string(r.Value) != "old" {
-		t.Fatalf("GetForUpdate(5) on a 0.1.0 floor of 5: got %q, %v; want \"old\", nil", r.Value, err)
-	}
-	if after := revision(t, cli); after != before {
-		t.Fatalf("revision after the claim: got %d, want %d (a read)", after, before)
-	}
-	if err := s.Update(t.Context(), "claim", 5, func(fence.Record) ([]byte, error) { return []byte("u5"), nil }); err != nil {
-		t.Fatalf("Update(5) on a 0.1.0 floor of 5: got %v, want nil", err)
-	}
-	wantRecord(t, s, "claim", 5, "u5")
-	old("higher")
-	mustPut(t, s, "higher", 6, "v6")
-	fencewant.Stale(t, s.Put(t.Context(), "higher", 5, []byte("stale")), 5, 6)
-}
-
-// A copy of a claim's raise of the floor, delivered after later Puts of
-// its token, changes nothing: it compares the floor with the token alone,
-// and a floor of the token, whatever its stamp, refuses it. Had it landed
-// it would have put its own, lower stamp back, and a copy of the first of
-// those Puts would then have replaced the last: the control sends the
-// raise comparing only higher tokens' floors, and the Put's copy lands.
-func TestClaimCopyKeepsStamp(t *testing.T) {
-	for _, control := range []bool{false, true} {
-		name := map[bool]string{false: "copy refused", true: "control: a raise that lowers the stamp lets a Put's copy land"}[control]
-		t.Run(name, func(t *testing.T) {
-			fcli, in := faulty(t)
-			direct := etcdClient(t)
-			s := mustNew(t, fcli, prefix(t))
-			raised := capture(in, s.FloorKey("k"))
-			if _, err := s.GetForUpdate(t.Context(), "k", 2); !errors.Is(err, fence.ErrNotFound) {
-				t.Fatalf("GetForUpdate of a new key: got %v, want ErrNotFound", err)
-			}
-			raise := <-raised
-			put := capture(in, s.DataKey("k"))
-			mustPut(t, s, "k", 2, "v1")
-			first := <-put
-			mustPut(t, s, "k", 2, "v2")
-			if control {
-				raise = onlyHigherTokens(t, raise)
-				resend(t, direct, raise)
-			} else {
-				resendNoWrite(t, direct, raise)
-			}
-			resend(t, direct, first)
-			want := map[bool]string{false: "v2", true: "v1"}[control]
-			wantRecord(t, s, "k", 2, want)
-		})
-	}
-}
-
-// onlyHigherTokens returns req, a claim's raise, comparing the floor with
-// a value above every floor of the token and below the next token's, so
-// that only a higher token refuses it.
-func onlyHigherTokens(t testing.TB, req *pb.TxnRequest) *pb.TxnRequest {
-	t.Helper()
-	if len(req.Compare) != 1 || len(req.Compare[0].GetValue()) != etcdfence.TokenDigits {
-		t.Fatalf("the raise's request: got %v, want one compare of the floor with the token", req)
-	}
-	c := req.Compare[0]
-	return &pb.TxnRequest{
-		Compare: []*pb.Compare{{Key: c.Key, Target: c.Target, Result: c.Result, TargetUnion: &pb.Compare_Value{Value: append(c.GetValue(), ';')}}},
-		Success: req.Success, Failure: req.Failure,
-	}
 }

@@ -39,8 +39,8 @@ type Store struct {
 	opts   options
 	tel    *tel.Recorder
 	// seen is the highest revision in the header of a reply to the
-	// Store's requests, or stamp of a floor one read: every write lands
-	// past it, and each write's stamp is one more (see fencedWrite).
+	// Store's requests: every later write lands past it, which is how
+	// Put and Delete tell a copy of an earlier write (see fencedWrite).
 	seen atomic.Int64
 	// writing sends the Store's Puts and Deletes of one key one at a
 	// time: concurrent ones would each find the floor put past the seen
@@ -178,24 +178,13 @@ func (s *Store) checkCall(ctx context.Context, key string) error {
 
 // saw raises the last revision the Store saw to h's, when it is higher.
 func (s *Store) saw(h *pb.ResponseHeader) {
-	if h != nil {
-		s.sawStamp(h.Revision)
+	if h == nil {
+		return
 	}
-}
-
-// sawStamp raises the last revision the Store saw to rev, when it is
-// higher: a reply's revision, or the stamp of a floor that refused a write
-// (no higher than the revision it was put at, unless etcd's revisions
-// were set back by a restore; the next stamp is above it all the same).
-func (s *Store) sawStamp(rev int64) {
 	for {
 		cur := s.seen.Load()
-		if rev <= cur || s.seen.CompareAndSwap(cur, rev) {
+		if h.Revision <= cur || s.seen.CompareAndSwap(cur, h.Revision) {
 			return
 		}
 	}
 }
-
-// stamp returns the stamp of a write sent now: 1 + the last revision the
-// Store saw.
-func (s *Store) stamp() int64 { return s.seen.Load() + 1 }

@@ -89,15 +89,14 @@ func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, c c
 
 // writeIf writes v under key with token if the floor's and the data key's
 // mod revisions are still those c read; it reports false, with no error,
-// when one changed. It puts the floor too, stamped as every write is: a
-// Put of the same token sent before it, arriving late, then finds the
-// floor stamped at least as high as itself, and is refused (see
-// fencedWrite).
+// when one changed. It puts the floor too, as every write does: a Put of
+// the same token sent before it, arriving late, then finds the floor put
+// past the revision it was sent with, and is refused (see fencedWrite).
 func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, c claimed, v []byte) (bool, error) {
-	floor, data := s.FloorKey(key), s.DataKey(key)
+	floor, data, tok := s.FloorKey(key), s.DataKey(key), padToken(token)
 	resp, err := s.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(floor), "=", c.floorRev), clientv3.Compare(clientv3.ModRevision(data), "=", c.rev)).
-		Then(clientv3.OpPut(floor, floorValue(token, s.stamp())), clientv3.OpPut(data, encodeRecord(token, v))).
+		Then(clientv3.OpPut(floor, tok), clientv3.OpPut(data, encodeRecord(token, v))).
 		Else(clientv3.OpGet(floor)).
 		Commit()
 	if err != nil {
@@ -110,7 +109,7 @@ func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, c cl
 	// Refused: by a higher floor, or (a floor of token written again, or
 	// none: deleted by other means) by a changed floor or record, which
 	// the next attempt reads.
-	if f := firstKV(resp, 0); f != nil && aboveToken(f, token) {
+	if f := firstKV(resp, 0); f != nil && string(f.Value) > tok {
 		return false, staleError(key, token, f)
 	}
 	return false, nil

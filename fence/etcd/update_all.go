@@ -124,7 +124,7 @@ func (r *rounds) WriteAllIf(ctx context.Context, set []fence.Claim, c claimedAll
 func (s *Store) checkSizeAll(set []fence.Claim, next map[string][]byte) error {
 	est := requestFraming
 	for _, c := range set {
-		est += len(next[c.Resource]) + 3*len(s.FloorKey(c.Resource)) + 2*len(s.DataKey(c.Resource)) + floorLen + TokenDigits + 16
+		est += len(next[c.Resource]) + 3*len(s.FloorKey(c.Resource)) + 2*len(s.DataKey(c.Resource)) + 2*TokenDigits + 16
 	}
 	if est > s.opts.maxRequestBytes {
 		return fmt.Errorf("%w: UpdateAll of %q makes a request of about %d bytes, over the limit of %d (WithMaxRequestBytes)",
@@ -139,12 +139,11 @@ func (s *Store) writeAllIf(ctx context.Context, set []fence.Claim, c claimedAll,
 	cmps := make([]clientv3.Cmp, 0, 2*len(set))
 	var puts []clientv3.Op
 	gets := make([]clientv3.Op, 0, len(set))
-	stamp := s.stamp()
 	for i, cl := range set {
 		floor, data := s.FloorKey(cl.Resource), s.DataKey(cl.Resource)
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(floor), "=", c.floorRevs[i]), clientv3.Compare(clientv3.ModRevision(data), "=", c.revs[i]))
 		if v, ok := next[cl.Resource]; ok {
-			puts = append(puts, clientv3.OpPut(floor, floorValue(cl.Token, stamp)), clientv3.OpPut(data, encodeRecord(cl.Token, v)))
+			puts = append(puts, clientv3.OpPut(floor, padToken(cl.Token)), clientv3.OpPut(data, encodeRecord(cl.Token, v)))
 		}
 		gets = append(gets, clientv3.OpGet(floor))
 	}
@@ -166,7 +165,7 @@ func (s *Store) writeAllIf(ctx context.Context, set []fence.Claim, c claimedAll,
 // is above its token, or nil if none is.
 func staleAmong(set []fence.Claim, resp *clientv3.TxnResponse, first int) error {
 	for i, c := range set {
-		if f := firstKV(resp, first+i); f != nil && aboveToken(f, c.Token) {
+		if f := firstKV(resp, first+i); f != nil && string(f.Value) > padToken(c.Token) {
 			return staleError(c.Resource, c.Token, f)
 		}
 	}

@@ -127,16 +127,15 @@ func withoutDataCompare(s *etcdfence.Store, req *pb.TxnRequest) *pb.TxnRequest {
 }
 
 // floorByValue returns req with its compares of the floors' mod revisions
-// turned into compares of their tokens with token (a value below the
-// next token's: a floor of token, whatever its stamp), as a write that
-// compared the floor's token would send: a Delete with the same token
-// leaves that as it was.
+// turned into compares of their values with token, as a write that
+// compared the floor's value would send: a Delete with the same token
+// leaves that value as it was.
 func floorByValue(s *etcdfence.Store, req *pb.TxnRequest, token fence.Token) *pb.TxnRequest {
 	out := &pb.TxnRequest{Success: req.Success, Failure: req.Failure}
 	for _, c := range req.Compare {
 		if strings.HasPrefix(string(c.Key), s.FloorKey("")) {
-			c = &pb.Compare{Key: c.Key, Target: pb.Compare_VALUE, Result: pb.Compare_LESS,
-				TargetUnion: &pb.Compare_Value{Value: []byte(tokentext.Pad(token + 1))}}
+			c = &pb.Compare{Key: c.Key, Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL,
+				TargetUnion: &pb.Compare_Value{Value: []byte(tokentext.Pad(token))}}
 		}
 		out.Compare = append(out.Compare, c)
 	}

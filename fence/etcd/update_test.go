@@ -77,8 +77,8 @@ func TestGetForUpdateWritesOnlyToRaise(t *testing.T) {
 	if _, err := s.GetForUpdate(t.Context(), "k", 4); !errors.Is(err, fence.ErrNotFound) {
 		t.Fatalf("GetForUpdate of a key never written: got %v, want an error matching fence.ErrNotFound", err)
 	}
-	if tok, _ := floorOf(t, cli, s.FloorKey("k")); tok != 4 {
-		t.Fatalf("floor after the claim: got token %d, want 4", tok)
+	if v, _ := rawValue(t, cli, s.FloorKey("k")); v != "0000000000000000004" {
+		t.Fatalf("floor after the claim: got %q, want token 4", v)
 	}
 	if _, ok := rawValue(t, cli, s.DataKey("k")); ok {
 		t.Fatal("data key after a claim of a key with no value: present, want none")
