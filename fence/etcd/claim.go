@@ -81,6 +81,7 @@ func (s *Store) claim(ctx context.Context, key string, token fence.Token) (claim
 	case string(floor.Value) > tok:
 		return claimed{}, staleError(key, token, floor)
 	}
+	s.floors.set(key, token)
 	c, err := readClaimed(key, token, firstKV(resp, 1))
 	c.floorRev = firstKV(resp, 0).ModRevision
 	return c, err
@@ -102,6 +103,7 @@ func (s *Store) raise(ctx context.Context, key string, token fence.Token) (claim
 	if resp.Succeeded {
 		return claimed{}, refusal(key, token, resp)
 	}
+	s.floors.set(key, token)
 	c, err := readClaimed(key, token, firstKV(resp, 1))
 	c.floorRev = resp.Header.Revision // the Put of the floor, this transaction's revision
 	return c, err

@@ -58,30 +58,38 @@
 //
 // # How a write is fenced
 //
-// [Store.Put] is one etcd transaction, one raft entry:
+// [Store.Put] is one etcd transaction, one raft entry, in one of two
+// forms:
 //
-//	If(Value(floor) > token)  Then(Get(floor))
-//	Else(Txn(If(Value(floor) = token, ModRevision(floor) > seen)  Then(Get(floor))
-//	         Else(Put(floor, token), Put(data, record))))
+//	first:  If(Value(floor) > token-1)  Then(Get(floor))
+//	        Else(Put(floor, token), Put(data, record))
+//	again:  If(Value(floor) ≤ token, ModRevision(floor) ≤ seen)
+//	        Then(Put(floor, token), Put(data, record))  Else(Get(floor))
 //
-// A write lands in the inner Else branch. etcd fails every Value compare on
-// a missing key, so the first write to a key (no floor yet) lands too; the
-// outer Then branch is the refusal, and reads the floor, which becomes the
-// Current of the *[fence.StaleError]. The compares run when etcd applies
-// the entry, so a request that arrives late, after a newer token's write,
-// is refused however long it was held up; a request whose reply is lost was
-// applied whole or not at all, and Put says [fence.ErrUnknownOutcome]. The
-// one rule for which errors leave the outcome unknown is stated on
-// [Store.Put].
+// The first is a holder's first write of the key: it lands on a floor of
+// a lower token, or on none (etcd fails every Value compare on a missing
+// key, so the first write to a key takes the Else branch). The second is
+// its writes after that: it lands on a floor of its own token (or a lower
+// one) put no later than seen, the highest revision the Store has read in
+// a reply. A higher token refuses either, and the refusal reads the floor,
+// which becomes the Current of the *[fence.StaleError]. The compares run
+// when etcd applies the entry, so a request that arrives late, after a
+// newer token's write, is refused however long it was held up; a request
+// whose reply is lost was applied whole or not at all, and Put says
+// [fence.ErrUnknownOutcome]. The one rule for which errors leave the
+// outcome unknown is stated on [Store.Put].
 //
-// The inner compare keeps a holder's writes in the order it made them.
-// seen is the highest revision the Store has read in a reply, and every
-// write puts the floor, so a copy of a write delivered twice, or a write
-// that arrives late after a later write of the same token landed, finds
-// the floor put past its seen and changes nothing: without it, such a copy
-// would replace the later write, since the floor does not fence a token
-// against itself. A write turned back because a holder of the same token
-// that does not share the Store wrote in between is sent again with the
+// The compare of the floor's mod revision keeps a holder's writes in the
+// order it made them. Every write puts the floor, so a copy of a write
+// delivered twice, or a write that arrives late after a later write of the
+// same token landed (from this Store or from another process the token
+// was passed to), finds the floor put past its seen, or, in the first
+// form, a floor of its own token, and changes nothing: without that, such
+// a copy would replace the later write, since the floor does not fence a
+// token against itself. The Store sends the form it expects to land, from
+// its last write or claim of the key; when the floor was not as it
+// expected (a write of the token it did not see, the floor deleted by
+// other means), the write is sent again, in the other form or with the
 // reply's revision as its seen.
 //
 // The value is carried once per request, so a value may be nearly as large

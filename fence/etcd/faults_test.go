@@ -3,6 +3,7 @@ package etcdfence_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -199,23 +200,44 @@ func resend(t *testing.T, cli *clientv3.Client, req *pb.TxnRequest) *pb.TxnRespo
 func TestSameTokenCopyRefused(t *testing.T) {
 	t.Run("copy after the next write", func(t *testing.T) {
 		s, direct, req := sameTokenCopy(t)
-		resp := resendNoWrite(t, direct, req)
-		if resp.Succeeded || !resp.Responses[0].GetResponseTxn().GetSucceeded() {
-			t.Fatal("copy of the v2 Put after v3: took the write branch, want the same-token refusal")
-		}
+		wantRefusedBy(t, resendNoWrite(t, direct, req), 2)
 		wantRecord(t, s, "k", 2, "v3")
 	})
-	t.Run("control: the copy without the same-token compare lands", func(t *testing.T) {
+	t.Run("control: the copy without the compare of the floor's mod revision lands", func(t *testing.T) {
 		s, direct, req := sameTokenCopy(t)
-		inner := req.Failure[0].GetRequestTxn()
-		if inner == nil || len(inner.Compare) != 2 {
-			t.Fatalf("the Put's request: got %v, want a nested transaction of two compares in its Else branch", req)
-		}
-		// The write as it was before the compare: If(floor > token) Else(write).
-		inner.Compare, inner.Success = nil, inner.Failure
-		resend(t, direct, req)
+		resend(t, direct, withoutRevisionCompare(t, req))
 		wantRecord(t, s, "k", 2, "v2")
 	})
+}
+
+// wantRefusedBy fails the test unless resp is a write's refusal that read
+// a floor of token: one operation, the Get of the floor.
+func wantRefusedBy(t testing.TB, resp *pb.TxnResponse, token int64) {
+	t.Helper()
+	if len(resp.Responses) != 1 {
+		t.Fatalf("the copy's reply: %d operations, want the refusal's Get of the floor alone", len(resp.Responses))
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) != 1 || string(kvs[0].Value) != fmt.Sprintf("%019d", token) {
+		t.Fatalf("the refusal read the floor %v, want a floor of token %d", kvs, token)
+	}
+}
+
+// withoutRevisionCompare returns req, a holder's repeated write, without its
+// compare of the floor's mod revision: If(floor ≤ token) Then(write), as
+// the write would be without it.
+func withoutRevisionCompare(t testing.TB, req *pb.TxnRequest) *pb.TxnRequest {
+	t.Helper()
+	out := &pb.TxnRequest{Success: req.Success, Failure: req.Failure}
+	for _, c := range req.Compare {
+		if c.Target != pb.Compare_MOD {
+			out.Compare = append(out.Compare, c)
+		}
+	}
+	if len(out.Compare) != 1 || len(req.Compare) != 2 {
+		t.Fatalf("the Put's request: got %v, want two compares, the floor's value and its mod revision", req)
+	}
+	return out
 }
 
 // sameTokenCopy returns a Store that put "k" with token 2 three times

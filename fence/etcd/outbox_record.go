@@ -90,7 +90,7 @@ func (o *Outbox) checkRecording(set []fence.Claim, values map[string][]byte, eff
 	}
 	est := requestFraming
 	for _, c := range set {
-		est += len(values[c.Resource]) + 3*len(o.store.FloorKey(c.Resource)) + 2*len(o.store.DataKey(c.Resource)) + 2*TokenDigits + 16
+		est += len(values[c.Resource]) + 3*len(o.store.FloorKey(c.Resource)) + 2*len(o.store.DataKey(c.Resource)) + 2*TokenDigits + keyFraming
 	}
 	for _, e := range effects {
 		if len(e.Payload) > o.opts.maxPayload {

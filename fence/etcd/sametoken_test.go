@@ -11,6 +11,7 @@ import (
 	etcdfence "github.com/fencelock/fencelock/fence/etcd"
 	"github.com/fencelock/fencelock/fence/outbox"
 	"github.com/fencelock/fencelock/internal/testkit/fencewant"
+	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
 // A Put whose caller was told fence.ErrUnknownOutcome, arriving late after
@@ -147,4 +148,44 @@ func TestPutWaitingItsTurnCancelled(t *testing.T) {
 		t.Fatalf("transactions sent: got %d, want 2 (none for the Put past its deadline)", got)
 	}
 	wantRecord(t, s, "k", 2, "v2")
+}
+
+// A write costs one transaction in the usual cases: a holder's first write
+// of a key (the first form), its repeated writes and those after its claim
+// (the second form), a write after a handoff to another process's Store.
+// When the Store's guess is wrong (its floor deleted by other means) the
+// write costs a second transaction, and lands.
+func TestWriteTransactions(t *testing.T) {
+	fcli, in := faulty(t)
+	bcli, bin := faulty(t)
+	direct := etcdClient(t)
+	p := prefix(t)
+	s, b := mustNew(t, fcli, p), mustNew(t, bcli, p)
+	txns := func(in *reqfault.Injector, what string, want int, write func()) {
+		t.Helper()
+		before := in.Calls("KV/Txn")
+		write()
+		if got := in.Calls("KV/Txn") - before; got != want {
+			t.Errorf("%s: %d transactions, want %d", what, got, want)
+		}
+	}
+	txns(in, "first Put of a key", 1, func() { mustPut(t, s, "k", 2, "v1") })
+	txns(in, "second Put, same token", 1, func() { mustPut(t, s, "k", 2, "v2") })
+	txns(in, "Delete, same token", 1, func() {
+		if err := s.Delete(t.Context(), "k", 2); err != nil {
+			t.Fatal(err)
+		}
+	})
+	txns(in, "Put with a newer token", 1, func() { mustPut(t, s, "k", 3, "v3") })
+	txns(bin, "Put of another process's Store, a newer token", 1, func() { mustPut(t, b, "k", 4, "v4") })
+	if _, err := b.GetForUpdate(t.Context(), "c", 5); !errors.Is(err, fence.ErrNotFound) {
+		t.Fatal(err)
+	}
+	txns(bin, "Put after the claim", 1, func() { mustPut(t, b, "c", 5, "c5") })
+	if _, err := direct.Delete(t.Context(), b.FloorKey("c")); err != nil {
+		t.Fatal(err)
+	}
+	txns(bin, "Put after its floor was deleted by other means", 2, func() { mustPut(t, b, "c", 5, "again") })
+	wantRecord(t, s, "c", 5, "again")
+	wantRecord(t, s, "k", 4, "v4")
 }

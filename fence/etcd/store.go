@@ -46,6 +46,46 @@ type Store struct {
 	// time: concurrent ones would each find the floor put past the seen
 	// it was sent with by another, and be sent again.
 	writing keyQueue
+	// floors remembers the token of the Store's last write or claim of
+	// a key, which picks the form of its next write (see fencedWrite).
+	floors floorGuess
+}
+
+// floorGuesses bounds floorGuess: past it, the guesses are dropped, and
+// the next write of each key costs a second transaction when its floor
+// is its token already.
+const floorGuesses = 4096
+
+// floorGuess is the token each key's floor had at the Store's last write
+// or claim of it: a guess, which only picks the form of a write.
+type floorGuess struct {
+	mu   sync.Mutex
+	last map[string]fence.Token
+}
+
+// is reports whether key's floor was token at the Store's last write or
+// claim of it.
+func (g *floorGuess) is(key string, token fence.Token) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.last[key] == token
+}
+
+// set records that key's floor is token.
+func (g *floorGuess) set(key string, token fence.Token) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.last == nil || len(g.last) >= floorGuesses {
+		g.last = make(map[string]fence.Token)
+	}
+	g.last[key] = token
+}
+
+// forget drops the guess for key.
+func (g *floorGuess) forget(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.last, key)
 }
 
 // keyQueue lets one caller at a time through for each key.

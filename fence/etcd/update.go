@@ -104,6 +104,7 @@ func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, c cl
 	}
 	s.saw(resp.Header)
 	if resp.Succeeded {
+		s.floors.set(key, token)
 		return true, nil
 	}
 	// Refused: by a higher floor, or (a floor of token written again, or

@@ -124,7 +124,7 @@ func (r *rounds) WriteAllIf(ctx context.Context, set []fence.Claim, c claimedAll
 func (s *Store) checkSizeAll(set []fence.Claim, next map[string][]byte) error {
 	est := requestFraming
 	for _, c := range set {
-		est += len(next[c.Resource]) + 3*len(s.FloorKey(c.Resource)) + 2*len(s.DataKey(c.Resource)) + 2*TokenDigits + 16
+		est += len(next[c.Resource]) + 3*len(s.FloorKey(c.Resource)) + 2*len(s.DataKey(c.Resource)) + 2*TokenDigits + keyFraming
 	}
 	if est > s.opts.maxRequestBytes {
 		return fmt.Errorf("%w: UpdateAll of %q makes a request of about %d bytes, over the limit of %d (WithMaxRequestBytes)",
@@ -153,6 +153,11 @@ func (s *Store) writeAllIf(ctx context.Context, set []fence.Claim, c claimedAll,
 	}
 	s.saw(resp.Header)
 	if resp.Succeeded {
+		for _, cl := range set {
+			if _, ok := next[cl.Resource]; ok {
+				s.floors.set(cl.Resource, cl.Token)
+			}
+		}
 		return true, nil
 	}
 	// Refused: by a higher floor, or by a changed record, which the next
