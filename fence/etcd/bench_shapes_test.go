@@ -17,10 +17,10 @@ import (
 // plain conditional put (If(ModRevision(k) = last) Then(Put(k))), each on
 // a key of its own, in turn within each iteration in rotating order, 1 KiB
 // values, the writer's token equal to the floor (a holder's repeated
-// writes, the common case):
+// writes, the common case) but for first:
 //
-//   - nested: the Store's request today, the same-token compare in a
-//     nested Txn: If(Value(floor) > tok) Then(Get(floor))
+//   - nested: the same-token compare in a nested Txn, as the Store sent
+//     it from ff7c091 to e1b4ab9: If(Value(floor) > tok) Then(Get(floor))
 //     Else(Txn(If(Value(floor) = tok, ModRevision(floor) > seen)
 //     Then(Get(floor)) Else(Put(floor, tok), Put(data))));
 //   - stamped: one flat Txn, the floor's value the token and a stamp
@@ -28,11 +28,18 @@ import (
 //     one): If(Value(floor) > "tok:stamp-1") Then(Get(floor))
 //     Else(Put(floor, "tok:stamp"), Put(data)); a floor of the token with a
 //     stamp at least the write's refuses it, a lower token's floor, or a
-//     missing one, lets it land;
+//     missing one, lets it land (b3932e1 took it, and a breaking review
+//     found it unsafe: a stamp is the writer's own, so a late write of one
+//     Store landed over another's later write of the token, stamped
+//     lower);
 //   - twocmp: one flat Txn with two compares, If(Value(floor) < tok+1,
 //     ModRevision(floor) < seen+1) Then(Put(floor, tok), Put(data))
-//     Else(Get(floor)); it also turns back the first write after any
-//     write the writer did not see, a new holder's first write included.
+//     Else(Get(floor)), the Store's form for a holder's repeated writes
+//     (a6e959a; its first write of a key, a floor of a lower token put at
+//     any revision, takes first);
+//   - first: If(Value(floor) > tok-1) Then(Get(floor)) Else(Put(floor,
+//     tok), Put(data)), the Store's form for a holder's first write of the
+//     key, each write a token higher than the last.
 //
 // It reports each form's time ÷ the plain put's.
 func BenchmarkPutShapes(b *testing.B) {
@@ -56,6 +63,9 @@ func BenchmarkPutShapes(b *testing.B) {
 	fNested, dNested := p+"nested/f", p+"nested/d"
 	fStamped, dStamped := p+"stamped/f", p+"stamped/d"
 	fTwo, dTwo := p+"twocmp/f", p+"twocmp/d"
+	fFirst, dFirst := p+"first/f", p+"first/d"
+	firstTok := int64(7)
+	put(fFirst, pad(firstTok))
 	put(fNested, tok)
 	put(fStamped, tok+":"+pad(0))
 	put(fTwo, tok)
@@ -110,6 +120,15 @@ func BenchmarkPutShapes(b *testing.B) {
 				Else(clientv3.OpGet(fTwo)).
 				Commit()
 			return landed("twocmp", r, err, func(r *clientv3.TxnResponse) bool { return r.Succeeded })
+		}, 0},
+		{"first", func() error {
+			firstTok++
+			r, err := cli.Txn(b.Context()).
+				If(clientv3.Compare(clientv3.Value(fFirst), ">", pad(firstTok-1))).
+				Then(clientv3.OpGet(fFirst)).
+				Else(clientv3.OpPut(fFirst, pad(firstTok)), clientv3.OpPut(dFirst, value)).
+				Commit()
+			return landed("first", r, err, func(r *clientv3.TxnResponse) bool { return !r.Succeeded })
 		}, 0},
 	}
 	for i := 0; b.Loop(); i++ {
