@@ -105,7 +105,7 @@ func (s *Store) checkSize(key string, size int) error {
 //
 //	first:  If(Value(floor) > token-1)  Then(Get(floor))
 //	        Else(Put(floor, token), op)
-//	again:  If(Value(floor) < token+"0", ModRevision(floor) < seen+1)
+//	again:  If(Value(floor) < token+"\x00", ModRevision(floor) < seen+1)
 //	        Then(Put(floor, token), op)  Else(Get(floor))
 //
 // The first form lands on a floor of a lower token, or on none (etcd fails
@@ -122,7 +122,12 @@ func (s *Store) checkSize(key string, size int) error {
 // to [fence.UpdateAttempts] transactions in all. The refusal reads the
 // floor, so that it says what the write was refused against. Tokens are
 // stored zero-padded to [TokenDigits] digits, so the byte-wise compare is
-// the numeric one.
+// the numeric one. etcd has no ≤ and no ≥ compare: token+"\x00" is the
+// least value above token, so the second form's compare is Value(floor)
+// ≤ token exactly, and a corrupt floor of token followed by more bytes
+// ("0000000000000000002 ") refuses it, and gives [ErrCorrupt], as it does
+// the first form (token+"0" let the bytes below '0' through, and the write
+// overwrote such a floor: TestCorruptFloorTokenPrefixSecondForm).
 //
 // The second form's compare of the floor's mod revision keeps a holder's
 // writes in the order it made them. Every write puts the floor, so a copy
@@ -176,7 +181,7 @@ func (s *Store) write(ctx context.Context, what, key string, token fence.Token, 
 		var resp *clientv3.TxnResponse
 		if again {
 			resp, err = s.kv.Txn(ctx).
-				If(clientv3.Compare(clientv3.Value(floor), "<", tok+"0"), clientv3.Compare(clientv3.ModRevision(floor), "<", s.seen.Load()+1)).
+				If(clientv3.Compare(clientv3.Value(floor), "<", tok+"\x00"), clientv3.Compare(clientv3.ModRevision(floor), "<", s.seen.Load()+1)).
 				Then(clientv3.OpPut(floor, tok), op).
 				Else(clientv3.OpGet(floor)).
 				Commit()

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencelock/fencelock/fence"
+	etcdfence "github.com/fencelock/fencelock/fence/etcd"
 	"github.com/fencelock/fencelock/internal/testkit/otheretcd"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
@@ -47,6 +48,18 @@ func sameTokenCases(t *testing.T, eps []string, user, p string) {
 	if err := s.Put(t.Context(), "k", 2, []byte("stale")); !errors.Is(err, fence.ErrStale) {
 		t.Errorf("Put with token 2 after 3: got %v, want ErrStale", err)
 	}
+	// the second form's compare, Value(floor) < token+"\x00", refuses a
+	// corrupt floor of the token with a byte below '0' after it
+	// (TestCorruptFloorTokenPrefixSecondForm)
+	mustPut(t, s, "c", 2, "v1")
+	if _, err := direct.Put(t.Context(), s.FloorKey("c"), "0000000000000000002 "); err != nil {
+		t.Fatal(err)
+	}
+	wantRecord(t, s, "c", 2, "v1") // s sees the corruption's revision
+	if err := s.Put(t.Context(), "c", 2, []byte("v2")); !errors.Is(err, etcdfence.ErrCorrupt) {
+		t.Errorf("Put against floor %q: got %v, want ErrCorrupt", "0000000000000000002 ", err)
+	}
+	wantRecord(t, other, "c", 2, "v1")
 }
 
 // The same-token compare, the floor's mod revision, on etcd 3.4, 3.5 and 3.6.

@@ -1,6 +1,8 @@
 package etcdfence
 
 import (
+	"fmt"
+
 	"context"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -48,7 +50,10 @@ const (
 // arrives late or twice lands only if the record is still the one read,
 // so it never applies fn's result over a newer write, and never twice. A
 // claim whose reply is lost gives the same error (the floor may have been
-// raised; fn's value was not written). ctx bounds the whole call.
+// raised; fn's value was not written). The write waits for the Store's
+// Puts and Deletes of key under way, as they wait for each other; if ctx
+// ends meanwhile, Update returns its error, the write not sent. ctx bounds
+// the whole call.
 func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
 	if err := s.checkWrite(ctx, key, token, 0); err != nil {
 		return err
@@ -80,6 +85,14 @@ func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, c c
 	if err := s.checkSize(key, len(v)+len(s.DataKey(key))); err != nil {
 		return err
 	}
+	// The write takes the key's turn with the Store's Puts and Deletes:
+	// landing between a Put's last reply and its arrival, it would turn
+	// the Put back (TestSharedStorePutsAndUpdates).
+	leave, err := s.writing.enter(ctx, key)
+	if err != nil {
+		return fmt.Errorf("etcdfence: update %q: %w while the Store's writes of the key before it were under way; nothing sent", key, err)
+	}
+	defer leave()
 	ok, err := s.writeIf(ctx, key, token, c, v)
 	if !ok && err == nil {
 		return fence.ErrChanged
