@@ -86,37 +86,9 @@ func mustOutbox(t *testing.T, s *etcdfence.Store) *etcdfence.Outbox {
 func TestSharedStoreSameTokenPuts(t *testing.T) {
 	s := newStore(t)
 	mustPut(t, s, "k", 2, "v0")
-	const workers, puts = 16, 10
-	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		conflicts int
-		other     []error
-	)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range puts {
-				err := s.Put(t.Context(), "k", 2, []byte{byte('a' + w), byte('0' + i)})
-				mu.Lock()
-				switch {
-				case errors.Is(err, fence.ErrConflict):
-					conflicts++
-				case err != nil:
-					other = append(other, err)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(other) > 0 {
-		t.Errorf("Puts: %d failed with errors other than ErrConflict, first %v", len(other), other[0])
-	}
-	if conflicts > 0 {
-		t.Errorf("Puts of one Store, one key, one token, %d goroutines × %d: %d failed with fence.ErrConflict, want none", workers, puts, conflicts)
-	}
+	liveness(t, func(w, i int) error {
+		return s.Put(t.Context(), "k", 2, []byte{byte('a' + w), byte('0' + i)})
+	})
 }
 
 // A Put that waits for the Store's earlier write of the key, and sees its
