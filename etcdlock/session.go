@@ -149,16 +149,22 @@ func newSession(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, 
 // nanoseconds apart would make it wander): the deadline's distance from
 // the anchor on the deadline's clock, less the time the machine was
 // suspended since, which moves the monotonic clock behind (counted from
-// suspendSlack, so that reading jitter is not taken for a suspend).
+// suspendSlack, so that reading jitter is not taken for a suspend). A
+// suspend is never counted short, which would put the deadline late: the
+// monotonic clock is read before the deadline's, so that a pause between
+// the two readings adds to it, and it is rounded up to the millisecond
+// (TestResumeWithTimeLeftRenews saw a deadline 0.24 ms late when it was
+// rounded down).
 func (s *session) until() time.Time {
 	s.mu.Lock()
 	ahead := s.validUntil.sub(s.anchorBoot)
 	s.mu.Unlock()
-	suspended := now().sub(s.anchorBoot) - time.Since(s.anchorMono)
+	mono := time.Since(s.anchorMono)
+	suspended := now().sub(s.anchorBoot) - mono
 	if suspended < suspendSlack {
 		suspended = 0
 	}
-	return s.anchorMono.Add(ahead - suspended.Truncate(time.Millisecond))
+	return s.anchorMono.Add(ahead - (suspended + time.Millisecond - 1).Truncate(time.Millisecond))
 }
 
 // suspendSlack is the least gap between the two clocks taken for a
