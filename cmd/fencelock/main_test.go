@@ -58,6 +58,7 @@ func fencelock(t *testing.T, eps []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), cliEnv+"=1",
 		"FENCELOCK_ENDPOINTS="+strings.Join(eps, ","), "FENCELOCK_PREFIX="+prefix(t), "FENCELOCK_TTL=1s")
+	cmd.Stderr = new(bytes.Buffer) // waitExit shows it; a test may set its own
 	return cmd
 }
 
@@ -120,10 +121,21 @@ func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) int {
 	case <-done:
 		return cmd.ProcessState.ExitCode()
 	case <-time.After(within):
+		// SIGABRT, which fencelock does not catch, makes Go print every
+		// goroutine's stack before it exits: where it hung.
 		cmd.Process.Signal(syscall.SIGCONT)
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("fencelock did not exit within %v", within)
+		cmd.Process.Signal(syscall.SIGABRT)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		var stderr string
+		if b, ok := cmd.Stderr.(*bytes.Buffer); ok {
+			stderr = b.String()
+		}
+		t.Fatalf("fencelock did not exit within %v; its stderr, with its goroutines' stacks:\n%s", within, stderr)
 		return -1
 	}
 }
