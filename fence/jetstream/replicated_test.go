@@ -11,6 +11,7 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	jsfence "github.com/fencelock/fencelock/fence/jetstream"
 	"github.com/fencelock/fencelock/internal/testkit/natstest"
+	"github.com/fencelock/fencelock/internal/testkit/poll"
 	"github.com/fencelock/fencelock/internal/testkit/testenv"
 )
 
@@ -31,7 +32,15 @@ func clusterBucket(t *testing.T) []jetstream.KeyValue {
 		}
 		var kv jetstream.KeyValue
 		if i == 0 {
-			kv, err = js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "r3", Replicas: 3})
+			// The nodes answer before JetStream's meta group has all three
+			// peers: until then a 3-replica bucket cannot be placed (10005,
+			// "no suitable peers for placement", once in CI) or JetStream
+			// is not available yet (10008).
+			poll.Until(t, "a 3-replica bucket on the new cluster", func() bool {
+				kv, err = js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "r3", Replicas: 3})
+				var api *jetstream.APIError
+				return err == nil || !errors.As(err, &api) || (api.ErrorCode != 10005 && api.ErrorCode != 10008)
+			})
 		} else {
 			kv, err = js.KeyValue(t.Context(), "r3")
 		}
