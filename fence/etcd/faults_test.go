@@ -195,8 +195,8 @@ func resend(t *testing.T, cli *clientv3.Client, req *pb.TxnRequest) *pb.TxnRespo
 // A copy of a Put delivered after a later Put of the same token is
 // refused: it would otherwise replace the later write, as the floor does
 // not fence a token against itself (TestLatePutAfterSameTokenWrite is the
-// Put itself arriving late). The harness found this: a holder's second write, duplicated,
-// landed after its third (seed 450971).
+// Put itself arriving late). The harness found this: a holder's second
+// write, duplicated, landed after its third (seed 450971).
 func TestSameTokenCopyRefused(t *testing.T) {
 	t.Run("copy after the next write", func(t *testing.T) {
 		s, direct, req := sameTokenCopy(t)

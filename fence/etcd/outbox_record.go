@@ -121,6 +121,7 @@ type recordWrite struct {
 	cmps []clientv3.Cmp
 	puts []clientv3.Op
 	gets []clientv3.Op // one Get of each claim's floor, then of each effect's key
+	keys []string      // the claims written, whose turns commit takes
 }
 
 func (o *Outbox) newWrite(set []fence.Claim) *recordWrite {
@@ -135,6 +136,7 @@ func (w *recordWrite) claim(i int, floorRev, rev int64, value []byte, write bool
 	w.cmps = append(w.cmps, clientv3.Compare(clientv3.ModRevision(floor), "=", floorRev), clientv3.Compare(clientv3.ModRevision(data), "=", rev))
 	if write {
 		w.puts = append(w.puts, clientv3.OpPut(floor, padToken(c.Token)), clientv3.OpPut(data, encodeRecord(c.Token, value)))
+		w.keys = append(w.keys, c.Resource)
 	}
 	w.gets = append(w.gets, clientv3.OpGet(floor))
 }
@@ -145,6 +147,11 @@ func (w *recordWrite) claim(i int, floorRev, rev int64, value []byte, write bool
 // above its claim's token, ErrDuplicate when an effect was recorded
 // already, and fence.ErrChanged when a record or floor changed.
 func (w *recordWrite) commit(ctx context.Context, effects []outbox.Effect) error {
+	leave, err := w.o.store.turns(ctx, opUpdate, w.keys...)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	for i, e := range effects {
 		k, seen := w.o.EffectKey(e.Resource, e.Token, e.Seq), w.o.seenKey(e)
 		w.cmps = append(w.cmps, clientv3.Compare(clientv3.CreateRevision(seen), "=", 0))

@@ -170,9 +170,9 @@ func (s *Store) fencedWrite(ctx context.Context, what, key string, token fence.T
 // back. The Store's own writes of key wait their turn, so that they do
 // not turn each other back.
 func (s *Store) write(ctx context.Context, what, key string, token fence.Token, op clientv3.Op) error {
-	leave, err := s.writing.enter(ctx, key)
+	leave, err := s.turns(ctx, what, key)
 	if err != nil {
-		return fmt.Errorf("etcdfence: %s %q: %w while the Store's writes of the key before it were under way; nothing sent", what, key, err)
+		return err
 	}
 	defer leave()
 	floor, tok := s.FloorKey(key), padToken(token)

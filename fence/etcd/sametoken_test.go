@@ -163,26 +163,44 @@ func TestWriteTransactions(t *testing.T) {
 }
 
 // Goroutines sharing one Store, half of them Putting one key with one
-// token, half Updating it: no Put loops to fence.ErrConflict (an Update
-// may, as any read-modify-write contended by 8 others may).
+// token, the others writing it with an Update, an UpdateAll (of it and
+// another key, in either order) or an Outbox.Update: no Put loops to
+// fence.ErrConflict (the read-modify-writes may, as any contended by 8
+// others may), and nothing deadlocks.
 //
 // It failed now and then (a6e959a: 4 runs of 10, one Put of 80 each;
 // e1b4ab9: 2 of 10) while an Update's write did not take the key's turn
 // with the Store's Puts: each that landed between a Put's last reply and
 // its arrival turned the Put back, and a Put turned back ten times gave
-// up. A breaking review of the two forms found it.
+// up. A breaking review of the two forms found it; UpdateAll's and
+// Outbox.Update's writes take their keys' turns too.
 func TestSharedStorePutsAndUpdates(t *testing.T) {
 	s := newStore(t)
+	o := mustOutbox(t, s)
 	mustPut(t, s, "k", 2, "v0")
 	liveness(t, func(w, i int) error {
-		if w%2 == 1 {
-			err := s.Update(t.Context(), "k", 2, func(fence.Record) ([]byte, error) { return []byte{byte('a' + w), byte('0' + i)}, nil })
-			if errors.Is(err, fence.ErrConflict) {
-				return nil
+		v := []byte{byte('a' + w), byte('0' + i)}
+		var err error
+		switch w % 8 {
+		case 1, 5:
+			err = s.Update(t.Context(), "k", 2, func(fence.Record) ([]byte, error) { return v, nil })
+		case 3:
+			set := []fence.Claim{{Resource: "k", Token: 2}, {Resource: "j", Token: 2}}
+			if i%2 == 1 {
+				set[0], set[1] = set[1], set[0]
 			}
-			return err
+			err = s.UpdateAll(t.Context(), set, func(map[string]fence.Record) (map[string][]byte, error) {
+				return map[string][]byte{"k": v, "j": v}, nil
+			})
+		case 7:
+			err = o.Update(t.Context(), "k", 2, func(fence.Record) ([]byte, []outbox.Effect, error) { return v, nil, nil })
+		default:
+			return s.Put(t.Context(), "k", 2, v)
 		}
-		return s.Put(t.Context(), "k", 2, []byte{byte('a' + w), byte('0' + i)})
+		if errors.Is(err, fence.ErrConflict) {
+			return nil
+		}
+		return err
 	})
 }
 

@@ -3,6 +3,8 @@ package etcdfence
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -29,8 +31,9 @@ const (
 // layout.
 //
 // A Store holds no state of its own beyond its configuration, the last
-// revision it saw in a reply, and the turns of its writes under way: it is
-// safe for concurrent use, and any number of Stores, in any number of
+// revision it saw in a reply, the turns of its writes under way and the
+// token of its last write of each key (a guess, bounded): it is safe for
+// concurrent use, and any number of Stores, in any number of
 // processes, may share a prefix. The zero Store is not usable (its methods
 // fail with [ErrInvalidArgument]); create one with [New].
 type Store struct {
@@ -42,9 +45,10 @@ type Store struct {
 	// Store's requests: every later write lands past it, which is how
 	// Put and Delete tell a copy of an earlier write (see fencedWrite).
 	seen atomic.Int64
-	// writing sends the Store's Puts and Deletes of one key one at a
-	// time: concurrent ones would each find the floor put past the seen
-	// it was sent with by another, and be sent again.
+	// writing sends the Store's writes of one key one at a time (Puts,
+	// Deletes, and the writes of Update, UpdateAll and Outbox.Update,
+	// which put the floor too): concurrent ones would each find the floor
+	// put past the seen they were sent with by another, and be sent again.
 	writing keyQueue
 	// floors remembers the token of the Store's last write or claim of
 	// a key, which picks the form of its next write (see fencedWrite).
@@ -130,6 +134,40 @@ func (q *keyQueue) enter(ctx context.Context, key string) (func(), error) {
 		leave()
 		return nil, ctx.Err()
 	}
+}
+
+// turns takes the Store's write turns of keys (see Store.writing) for a
+// write what. If ctx ends first, the error says so, and that nothing was
+// sent.
+func (s *Store) turns(ctx context.Context, what string, keys ...string) (func(), error) {
+	leave, err := s.writing.enterAll(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("etcdfence: %s %q: %w while the Store's writes of the key before it were under way; nothing sent", what, strings.Join(keys, ", "), err)
+	}
+	return leave, nil
+}
+
+// enterAll waits for the turns of keys, in sorted order, so that callers
+// holding several never wait for each other in a cycle (one holding one
+// turn waits for no other). If ctx ends first, the turns taken are left
+// and its error is returned. Call the returned func to leave them all.
+func (q *keyQueue) enterAll(ctx context.Context, keys []string) (func(), error) {
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	leaves := make([]func(), 0, len(keys))
+	leaveAll := func() {
+		for _, leave := range slices.Backward(leaves) {
+			leave()
+		}
+	}
+	for _, k := range keys {
+		leave, err := q.enter(ctx, k)
+		if err != nil {
+			leaveAll()
+			return nil, err
+		}
+		leaves = append(leaves, leave)
+	}
+	return leaveAll, nil
 }
 
 var (

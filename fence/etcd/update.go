@@ -1,8 +1,6 @@
 package etcdfence
 
 import (
-	"fmt"
-
 	"context"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -51,9 +49,9 @@ const (
 // so it never applies fn's result over a newer write, and never twice. A
 // claim whose reply is lost gives the same error (the floor may have been
 // raised; fn's value was not written). The write waits for the Store's
-// Puts and Deletes of key under way, as they wait for each other; if ctx
-// ends meanwhile, Update returns its error, the write not sent. ctx bounds
-// the whole call.
+// other writes of key under way (Puts, Deletes, Updates), as they wait for
+// each other; if ctx ends meanwhile, Update returns its error, the write
+// not sent. ctx bounds the whole call.
 func (s *Store) Update(ctx context.Context, key string, token fence.Token, fn fence.UpdateFunc) error {
 	if err := s.checkWrite(ctx, key, token, 0); err != nil {
 		return err
@@ -85,14 +83,6 @@ func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, c c
 	if err := s.checkSize(key, len(v)+len(s.DataKey(key))); err != nil {
 		return err
 	}
-	// The write takes the key's turn with the Store's Puts and Deletes:
-	// landing between a Put's last reply and its arrival, it would turn
-	// the Put back (TestSharedStorePutsAndUpdates).
-	leave, err := s.writing.enter(ctx, key)
-	if err != nil {
-		return fmt.Errorf("etcdfence: update %q: %w while the Store's writes of the key before it were under way; nothing sent", key, err)
-	}
-	defer leave()
 	ok, err := s.writeIf(ctx, key, token, c, v)
 	if !ok && err == nil {
 		return fence.ErrChanged
@@ -103,9 +93,15 @@ func (r *rounds) WriteIf(ctx context.Context, key string, token fence.Token, c c
 // writeIf writes v under key with token if the floor's and the data key's
 // mod revisions are still those c read; it reports false, with no error,
 // when one changed. It puts the floor too, as every write does: a Put of
-// the same token sent before it, arriving late, then finds the floor put
-// past the revision it was sent with, and is refused (see fencedWrite).
+// the same token sent before it, arriving late, then finds a floor of its
+// token put past the revision it was sent with, and is refused (see
+// fencedWrite). It takes key's turn with the Store's other writes of key.
 func (s *Store) writeIf(ctx context.Context, key string, token fence.Token, c claimed, v []byte) (bool, error) {
+	leave, err := s.turns(ctx, opUpdate, key)
+	if err != nil {
+		return false, err
+	}
+	defer leave()
 	floor, data, tok := s.FloorKey(key), s.DataKey(key), padToken(token)
 	resp, err := s.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(floor), "=", c.floorRev), clientv3.Compare(clientv3.ModRevision(data), "=", c.rev)).

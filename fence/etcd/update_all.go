@@ -3,6 +3,8 @@ package etcdfence
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -73,8 +75,9 @@ func (s *Store) UpdateHeld(ctx context.Context, h fence.Claimer, fn fence.Update
 // first one's) matching [fence.ErrUnknownOutcome]: the keys hold the
 // records read or fn's, all of them, once. A copy of the write that
 // arrives late or twice lands only if every record is still the one read,
-// so it never applies over a newer write, and never twice. ctx bounds the
-// whole call.
+// so it never applies over a newer write, and never twice. The write
+// waits for the Store's other writes of its keys under way, as
+// [Store.Update]'s does. ctx bounds the whole call.
 func (s *Store) UpdateAll(ctx context.Context, claims []fence.Claim, fn fence.UpdateAllFunc) error {
 	if s == nil || s.kv == nil {
 		return fmt.Errorf("%w: a nil or zero Store; create one with New", ErrInvalidArgument)
@@ -136,6 +139,11 @@ func (s *Store) checkSizeAll(set []fence.Claim, next map[string][]byte) error {
 // writeAllIf writes next with set's tokens if every floor's and every data
 // key's mod revision is the one c read.
 func (s *Store) writeAllIf(ctx context.Context, set []fence.Claim, c claimedAll, next map[string][]byte) (bool, error) {
+	leave, err := s.turns(ctx, opUpdateAll, slices.Collect(maps.Keys(next))...)
+	if err != nil {
+		return false, err
+	}
+	defer leave()
 	cmps := make([]clientv3.Cmp, 0, 2*len(set))
 	var puts []clientv3.Op
 	gets := make([]clientv3.Op, 0, len(set))
