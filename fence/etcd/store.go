@@ -152,6 +152,9 @@ func (s *Store) turns(ctx context.Context, what string, keys ...string) (func(),
 // turn waits for no other). If ctx ends first, the turns taken are left
 // and its error is returned. Call the returned func to leave them all.
 func (q *keyQueue) enterAll(ctx context.Context, keys []string) (func(), error) {
+	if len(keys) == 1 { // a Put's, a Delete's, an Update's: nothing to sort
+		return q.enter(ctx, keys[0])
+	}
 	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	leaves := make([]func(), 0, len(keys))
 	leaveAll := func() {
