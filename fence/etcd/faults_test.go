@@ -28,13 +28,7 @@ func TestLatePutRefused(t *testing.T) {
 	old, newer := mustNew(t, fcli, p), mustNew(t, direct, p)
 	mustPut(t, old, k, 1, "v1")
 
-	held := in.Hold(putsKey(old.DataKey(k)))
-	ctx, cancel := context.WithCancel(t.Context())
-	got := make(chan error, 1)
-	go func() { got <- old.Put(ctx, k, 2, []byte("v2 late")) }()
-	<-held.Caught()
-	cancel()
-	fencewant.Unknown(t, <-got, 2, etcdfence.ErrValueTooLarge)
+	held := holdPut(t, in, old, k, 2, "v2 late", etcdfence.ErrValueTooLarge)
 
 	mustPut(t, newer, k, 3, "v3")
 	before := revision(t, direct)

@@ -1,6 +1,7 @@
 package etcdfence_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
@@ -12,8 +13,10 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/fencelock/fencelock/fence"
 	etcdfence "github.com/fencelock/fencelock/fence/etcd"
 	"github.com/fencelock/fencelock/internal/testkit/embedetcd"
+	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
@@ -145,4 +148,20 @@ func wantRecord(t testing.TB, s *etcdfence.Store, key string, token int64, value
 	if int64(r.Token) != token || string(r.Value) != value {
 		t.Fatalf("Get(%q): got token %d %q, want token %d %q", key, r.Token, r.Value, token, value)
 	}
+}
+
+// holdPut sends s.Put(key, token, value) through in, holds its request in
+// flight, and cancels its caller, which must be told the outcome is
+// unknown (and must not match notAlso); the held request is delivered
+// when the test releases it.
+func holdPut(t *testing.T, in *reqfault.Injector, s *etcdfence.Store, key string, token fence.Token, value string, notAlso ...error) *reqfault.Held {
+	t.Helper()
+	held := in.Hold(putsKey(s.DataKey(key)))
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan error, 1)
+	go func() { got <- s.Put(ctx, key, token, []byte(value)) }()
+	<-held.Caught()
+	cancel()
+	fencewant.Unknown(t, <-got, token, notAlso...)
+	return held
 }

@@ -1,7 +1,6 @@
 package etcdfence_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -57,13 +56,7 @@ func TestLateWriteAfterOtherStoreSameToken(t *testing.T) {
 				}
 				// a has seen revisions (any reply does), b none.
 				mustPut(t, a, "other", 2, "x")
-				held := in.Hold(putsKey(a.DataKey("k")))
-				ctx, cancel := context.WithCancel(t.Context())
-				got := make(chan error, 1)
-				go func() { got <- a.Put(ctx, "k", 2, []byte("from a, late")) }()
-				<-held.Caught()
-				cancel()
-				fencewant.Unknown(t, <-got, 2)
+				held := holdPut(t, in, a, "k", 2, "from a, late")
 				// The token goes to another process: a Store of its own, seen 0.
 				b := mustNew(t, etcdClient(t), p)
 				if floor == "control: b is a" {

@@ -10,7 +10,6 @@ import (
 	"github.com/fencelock/fencelock/fence"
 	etcdfence "github.com/fencelock/fencelock/fence/etcd"
 	"github.com/fencelock/fencelock/fence/outbox"
-	"github.com/fencelock/fencelock/internal/testkit/fencewant"
 	"github.com/fencelock/fencelock/internal/testkit/reqfault"
 )
 
@@ -48,13 +47,7 @@ func TestLatePutAfterSameTokenWrite(t *testing.T) {
 			p := prefix(t)
 			s, other := mustNew(t, fcli, p), mustNew(t, direct, p)
 			mustPut(t, s, "k", 2, "v1")
-			held := in.Hold(putsKey(s.DataKey("k")))
-			ctx, cancel := context.WithCancel(t.Context())
-			got := make(chan error, 1)
-			go func() { got <- s.Put(ctx, "k", 2, []byte("v2 late")) }()
-			<-held.Caught()
-			cancel()
-			fencewant.Unknown(t, <-got, 2)
+			held := holdPut(t, in, s, "k", 2, "v2 late")
 			if err := tt.write(t, s); err != nil { // s goes on after the unknown outcome
 				t.Fatalf("the later write: got %v, want nil", err)
 			}
